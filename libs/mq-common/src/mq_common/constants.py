@@ -1,0 +1,180 @@
+"""RocketMQ constants: property names, sysflag bits, permission bits, topic rules, limits.
+
+Mirrors org.apache.rocketmq.common.message.{MessageConst, MessageSysFlag}, org.apache.rocketmq.common.
+{PermName, MixAll}, and org.apache.rocketmq.common.topic.TopicValidator.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+
+class MessageConst:
+    """Reserved property names (MessageConst.PROPERTY_*)."""
+
+    KEYS: Final = "KEYS"
+    TAGS: Final = "TAGS"
+    WAIT_STORE_MSG_OK: Final = "WAIT"
+    DELAY_TIME_LEVEL: Final = "DELAY"
+    UNIQ_CLIENT_MESSAGE_ID_KEYIDX: Final = "UNIQ_KEY"
+    SHARDING_KEY: Final = "__SHARDINGKEY"
+    PRODUCER_GROUP: Final = "PGROUP"
+    MAX_OFFSET: Final = "MAX_OFFSET"
+    MIN_OFFSET: Final = "MIN_OFFSET"
+    TRANSACTION_PREPARED: Final = "TRAN_MSG"
+    CLUSTER: Final = "CLUSTER"
+    MSG_REGION: Final = "MSG_REGION"
+    TRACE_SWITCH: Final = "TRACE_ON"
+    KEY_SEPARATOR: Final = " "
+
+    RESERVED: Final = frozenset(
+        {
+            "KEYS",
+            "TAGS",
+            "WAIT",
+            "DELAY",
+            "RETRY_TOPIC",
+            "REAL_TOPIC",
+            "REAL_QID",
+            "TRAN_MSG",
+            "PGROUP",
+            "MIN_OFFSET",
+            "MAX_OFFSET",
+            "BUYER_ID",
+            "ORIGIN_MESSAGE_ID",
+            "TRANSFER_FLAG",
+            "CORRECTION_FLAG",
+            "MQ2_FLAG",
+            "RECONSUME_TIME",
+            "MSG_REGION",
+            "TRACE_ON",
+            "UNIQ_KEY",
+            "MAX_RECONSUME_TIMES",
+            "CONSUME_START_TIME",
+            "__SHARDINGKEY",
+            "CLUSTER",
+        }
+    )
+
+
+class MessageSysFlag:
+    """Bits of the SYSFLAG field."""
+
+    COMPRESSED_FLAG: Final = 0x1
+    MULTI_TAGS_FLAG: Final = 0x1 << 1
+    TRANSACTION_NOT_TYPE: Final = 0
+    TRANSACTION_PREPARED_TYPE: Final = 0x1 << 2
+    TRANSACTION_COMMIT_TYPE: Final = 0x2 << 2
+    TRANSACTION_ROLLBACK_TYPE: Final = 0x3 << 2
+    BORNHOST_V6_FLAG: Final = 0x1 << 4
+    STOREHOSTADDRESS_V6_FLAG: Final = 0x1 << 5
+
+
+class PermName:
+    """Topic/broker permission bits."""
+
+    PERM_PRIORITY: Final = 0x1 << 3
+    PERM_READ: Final = 0x1 << 2
+    PERM_WRITE: Final = 0x1 << 1
+    PERM_INHERIT: Final = 0x1
+
+    @staticmethod
+    def is_readable(perm: int) -> bool:
+        return (perm & PermName.PERM_READ) == PermName.PERM_READ
+
+    @staticmethod
+    def is_writeable(perm: int) -> bool:
+        return (perm & PermName.PERM_WRITE) == PermName.PERM_WRITE
+
+    @staticmethod
+    def is_inherited(perm: int) -> bool:
+        return (perm & PermName.PERM_INHERIT) == PermName.PERM_INHERIT
+
+    @staticmethod
+    def to_string(perm: int) -> str:
+        """RocketMQ's "RWX" rendering: R readable, W writeable, X inherited, '-' otherwise."""
+        return (
+            ("R" if PermName.is_readable(perm) else "-")
+            + ("W" if PermName.is_writeable(perm) else "-")
+            + ("X" if PermName.is_inherited(perm) else "-")
+        )
+
+
+class MixAll:
+    """Shared defaults (MixAll)."""
+
+    DEFAULT_TOPIC: Final = "TBW102"
+    MASTER_ID: Final = 0
+    DEFAULT_PRODUCER_GROUP: Final = "DEFAULT_PRODUCER"
+    DEFAULT_CLUSTER: Final = "DefaultCluster"
+    RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
+    DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+
+
+# Limits (DESIGN.md "Limits"; MessageStoreConfig.maxMessageSize, TopicValidator.TOPIC_MAX_LENGTH).
+MAX_MESSAGE_SIZE_BYTES: Final = 4 * 1024 * 1024
+TOPIC_MAX_LENGTH: Final = 127
+RETRY_OR_DLQ_TOPIC_MAX_LENGTH: Final = 255
+MAX_PROPERTIES_SIZE_BYTES: Final = 32_767
+DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
+DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS: Final = 120_000
+
+_VALID_TOPIC: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+SYSTEM_TOPICS: Final = frozenset(
+    {
+        MixAll.DEFAULT_TOPIC,
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "CHECKPOINT_TOPIC",
+    }
+)
+SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
+NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
+    {
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+
+
+def validate_topic(topic: str) -> str | None:
+    """Check a topic name; return RocketMQ's remark when it is illegal, else None.
+
+    Mirrors TopicValidator#validateTopic: not blank, only ``^[%|a-zA-Z0-9_-]+$``, at most 127 characters
+    (255 for retry/DLQ topics).
+    """
+    if not topic or topic.isspace():
+        return "The specified topic is blank."
+    if _VALID_TOPIC.fullmatch(topic) is None:
+        return f"The specified topic: {topic}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if topic.startswith((MixAll.RETRY_GROUP_TOPIC_PREFIX, MixAll.DLQ_GROUP_TOPIC_PREFIX)):
+        if len(topic) > RETRY_OR_DLQ_TOPIC_MAX_LENGTH:
+            return (
+                f"The specified topic is DLQ or Retry topic: {topic}, and it's longer than topic max length: "
+                f"{RETRY_OR_DLQ_TOPIC_MAX_LENGTH}"
+            )
+    elif len(topic) > TOPIC_MAX_LENGTH:
+        return f"The specified topic: {topic}, is longer than topic max length: {TOPIC_MAX_LENGTH}"
+    return None
+
+
+def is_system_topic(topic: str) -> bool:
+    """TopicValidator#isSystemTopic."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def is_not_allowed_send_topic(topic: str) -> bool:
+    """TopicValidator#isNotAllowedSendTopic."""
+    return topic in NOT_ALLOWED_SEND_TOPICS

@@ -1,0 +1,53 @@
+"""RocketMQ response codes.
+
+Mirrors org.apache.rocketmq.remoting.protocol.ResponseCode and RemotingSysResponseCode: the numbers are
+RocketMQ's, so operators' knowledge carries over. Every business outcome on the wire is one of these plus
+a remark; gRPC status codes are kept for transport failures.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ResponseCode(IntEnum):
+    """A RocketMQ response code (int32 on the wire)."""
+
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    TRANSACTION_FAILED = 4
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    VERSION_NOT_SUPPORTED = 15
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    TOPIC_EXIST_ALREADY = 18
+    PULL_NOT_FOUND = 19
+    PULL_RETRY_IMMEDIATELY = 20
+    PULL_OFFSET_MOVED = 21
+    QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23
+    INVALID_PARAMETER = 29
+    NO_BUYER_ID = 204
+    NOT_IN_CURRENT_UNIT = 205
+    NO_MESSAGE = 208
+    BROKER_NOT_EXIST = 211
+    FLOW_CONTROL = 215
+    ILLEGAL_OPERATION = 604
+    RPC_UNKNOWN = -1000
+    RPC_ADDR_IS_NULL = -1002
+    RPC_SEND_TO_CHANNEL_FAILED = -1004
+    RPC_TIME_OUT = -1006
+
+    @classmethod
+    def name_of(cls, code: int) -> str:
+        """The enum name of ``code``, or ``"CODE_<n>"`` for a number RocketMQ does not define here."""
+        try:
+            return cls(code).name
+        except ValueError:
+            return f"CODE_{code}"

@@ -1,0 +1,60 @@
+"""Settings base: one pydantic-settings class per service, read from the environment and an optional YAML.
+
+Each service subclasses :class:`ServiceSettings` with its own env prefix (``MQ_NAMESRV_``, ``MQ_BROKER_``,
+``MQ_GATEWAY_``). Precedence: constructor arguments, then environment, then the YAML file named by
+``<PREFIX>CONFIG_FILE``, then defaults. Read once at start-up on the main thread.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+from pydantic import Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """Values from the YAML file named by ``<env_prefix>CONFIG_FILE`` (keys are field names)."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        prefix = str(settings_cls.model_config.get("env_prefix", ""))
+        path = os.environ.get(f"{prefix}CONFIG_FILE")
+        self._data: dict[str, Any] = {}
+        if path:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{path}: the YAML config must be a mapping of field names to values")
+            self._data = loaded
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v for k, v in self._data.items() if k in self.settings_cls.model_fields}
+
+
+class ServiceSettings(BaseSettings):
+    """Fields every service has."""
+
+    model_config: ClassVar[SettingsConfigDict] = SettingsConfigDict(extra="forbid", frozen=True)
+
+    listen_host: str = Field(default="127.0.0.1", description="Address the gRPC server binds.")
+    metrics_port: int = Field(default=0, ge=0, le=65535, description="Prometheus /metrics port; 0 disables.")
+    cluster_name: str = Field(default="DefaultCluster", description="RocketMQ brokerClusterName.")
+    log_level: str = Field(default="INFO", description="structlog level: DEBUG, INFO, WARNING, ERROR.")
+    log_json: bool = Field(default=True, description="JSON log lines (false: console renderer).")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _YamlSource(settings_cls))
