@@ -35,8 +35,16 @@ proto-check: sync ## Fail if the committed stubs differ from what proto/ gives
 	git diff --exit-code -- libs/mq-common/src/mq
 	@test -z "$$(git status --porcelain -- libs/mq-common/src/mq)" || { echo "untracked generated files"; exit 1; }
 
+BUF := .tools/node_modules/.bin/buf
+$(BUF):
+	npm install --silent --no-audit --no-fund --prefix .tools @bufbuild/buf@1.75.0
+
+.PHONY: proto-lint
+proto-lint: $(BUF) ## buf lint of proto/ (buf from the npm registry)
+	cd proto && ../$(BUF) lint
+
 .PHONY: lint
-lint: sync ## ruff, ruff format, mypy --strict, import rules
+lint: sync proto-lint ## buf lint, ruff, ruff format, mypy --strict, import rules
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen ruff format --check .
 	$(UV) run --frozen mypy libs/mq-common/src/mq_common libs/mq-client/src libs/mq-local/src \
