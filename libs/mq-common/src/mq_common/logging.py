@@ -36,5 +36,5 @@ def configure_logging(level: str = "INFO", *, json: bool = True, service: str = 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
     """A bound logger carrying ``logger=name``."""
-    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(logger=name)
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger().bind(logger=name)
     return logger

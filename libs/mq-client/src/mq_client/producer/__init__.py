@@ -1,0 +1,45 @@
+"""The producer core (DefaultMQProducerImpl): validation, routes, queue selection, fault isolation, retries.
+
+Public API: :class:`DefaultMQProducer`, :class:`ProducerConfig`, :class:`Message`, :class:`SendResult`,
+:class:`SendStatus`, the errors in :mod:`mq_client.producer.errors`, and the building blocks
+(:class:`MQFaultStrategy`, :class:`LatencyFaultTolerance`, :class:`TopicPublishInfo`, selectors).
+"""
+
+from mq_client.producer.config import ProducerConfig
+from mq_client.producer.errors import BrokerNotFoundError, ProducerStateError, SendFailedError
+from mq_client.producer.fault_strategy import LatencyFaultTolerance, MQFaultStrategy
+from mq_client.producer.hooks import CheckForbiddenHook, ProducerHooks, SendMessageContext, SendMessageHook
+from mq_client.producer.kernel import BrokerTransport
+from mq_client.producer.message import Message
+from mq_client.producer.producer import DefaultMQProducer, ServiceState
+from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
+from mq_client.producer.selectors import SelectMessageQueueByHash, java_string_hash, select_by_sharding_key
+from mq_client.producer.send_result import CommunicationMode, SendResult, SendStatus
+from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
+
+__all__ = [
+    "BrokerNotFoundError",
+    "BrokerTransport",
+    "CheckForbiddenHook",
+    "CommunicationMode",
+    "DefaultMQProducer",
+    "LatencyFaultTolerance",
+    "MQFaultStrategy",
+    "Message",
+    "NameServerLookup",
+    "ProducerConfig",
+    "ProducerHooks",
+    "ProducerStateError",
+    "SelectMessageQueueByHash",
+    "SendFailedError",
+    "SendMessageContext",
+    "SendMessageHook",
+    "SendResult",
+    "SendStatus",
+    "SendWhichQueue",
+    "ServiceState",
+    "TopicPublishInfo",
+    "TopicRouteManager",
+    "java_string_hash",
+    "select_by_sharding_key",
+]

@@ -1,0 +1,161 @@
+"""Queue selection with broker fault isolation. Mirrors org.apache.rocketmq.client.latency.{MQFaultStrategy,
+LatencyFaultToleranceImpl} of RocketMQ 4.9.x (the tables and rules of seed 003).
+
+With ``send_latency_fault_enable`` off (the default) a send picks the next queue round robin and, on a retry,
+skips the broker that just failed. With it on, every send records its latency: a broker whose last send took
+at least ``LATENCY_MAX_MS[i]`` is unavailable for ``NOT_AVAILABLE_DURATION_MS[i]``; a failed send counts as
+``ISOLATION_LATENCY_MS`` (30 s, i.e. 10 minutes out). When every broker is out, the least bad one is used.
+
+Runs on the producer's one asyncio loop; the clock is injectable (milliseconds, monotonic by default).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
+from mq_client.route import MessageQueue
+
+LATENCY_MAX_MS: Final[tuple[int, ...]] = (50, 100, 550, 1000, 2000, 3000, 15000)
+NOT_AVAILABLE_DURATION_MS: Final[tuple[int, ...]] = (0, 0, 30000, 60000, 120000, 180000, 600000)
+ISOLATION_LATENCY_MS: Final = 30000
+
+assert len(LATENCY_MAX_MS) == len(NOT_AVAILABLE_DURATION_MS)
+assert list(LATENCY_MAX_MS) == sorted(LATENCY_MAX_MS)
+
+ClockMs = Callable[[], int]
+
+
+def monotonic_ms() -> int:
+    """Milliseconds from the monotonic clock (the producer's default clock)."""
+    return time.monotonic_ns() // 1_000_000
+
+
+class FaultItem:
+    """A broker's last latency and when it is available again. Mirrors LatencyFaultToleranceImpl.FaultItem."""
+
+    __slots__ = ("current_latency_ms", "name", "start_timestamp_ms")
+
+    def __init__(self, name: str, current_latency_ms: int, start_timestamp_ms: int) -> None:
+        self.name = name
+        self.current_latency_ms = current_latency_ms
+        self.start_timestamp_ms = start_timestamp_ms
+
+    def is_available(self, now_ms: int) -> bool:
+        """True once ``now_ms`` reached ``start_timestamp_ms``."""
+        return now_ms - self.start_timestamp_ms >= 0
+
+
+class LatencyFaultTolerance:
+    """Per-broker fault items. Mirrors LatencyFaultToleranceImpl (4.9.x)."""
+
+    def __init__(self, clock_ms: ClockMs = monotonic_ms, which_item_worst: SendWhichQueue | None = None) -> None:
+        self._clock_ms = clock_ms
+        self._items: dict[str, FaultItem] = {}
+        self._which_item_worst = which_item_worst if which_item_worst is not None else SendWhichQueue()
+
+    def update_fault_item(self, name: str, current_latency_ms: int, not_available_duration_ms: int) -> None:
+        """Record ``current_latency_ms``; ``name`` is unavailable for the next ``not_available_duration_ms``."""
+        start = self._clock_ms() + not_available_duration_ms
+        item = self._items.get(name)
+        if item is None:
+            self._items[name] = FaultItem(name, current_latency_ms, start)
+        else:
+            item.current_latency_ms = current_latency_ms
+            item.start_timestamp_ms = start
+
+    def is_available(self, name: str) -> bool:
+        """True when ``name`` has no fault item or its unavailability has passed."""
+        item = self._items.get(name)
+        return item is None or item.is_available(self._clock_ms())
+
+    def remove(self, name: str) -> None:
+        """Forget ``name``'s fault item (no-op when absent)."""
+        self._items.pop(name, None)
+
+    def pick_one_at_least(self) -> str | None:
+        """The least bad broker: items sorted (available first, lower latency, earlier start); one of the
+        better half, rotating with a counter; the only item when there is one; None when there is none.
+
+        Mirrors LatencyFaultToleranceImpl#pickOneAtLeast.
+        """
+        if not self._items:
+            return None
+        now = self._clock_ms()
+        ranked = sorted(
+            self._items.values(),
+            key=lambda it: (not it.is_available(now), it.current_latency_ms, it.start_timestamp_ms),
+        )
+        half = len(ranked) // 2
+        if half <= 0:
+            return ranked[0].name
+        return ranked[self._which_item_worst.increment_and_get() % half].name
+
+    def items(self) -> dict[str, tuple[int, int]]:
+        """Snapshot ``{broker name: (current latency ms, available-again timestamp ms)}`` (for tests/metrics)."""
+        return {name: (it.current_latency_ms, it.start_timestamp_ms) for name, it in self._items.items()}
+
+
+class MQFaultStrategy:
+    """Chooses the queue of each send attempt and learns from its outcome. Mirrors MQFaultStrategy (4.9.x)."""
+
+    def __init__(
+        self,
+        send_latency_fault_enable: bool = False,
+        latency_fault_tolerance: LatencyFaultTolerance | None = None,
+        latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
+        not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_DURATION_MS,
+    ) -> None:
+        if len(latency_max_ms) != len(not_available_duration_ms):
+            raise ValueError("latency_max_ms and not_available_duration_ms must have the same length")
+        self.send_latency_fault_enable = send_latency_fault_enable
+        self.latency_fault_tolerance = latency_fault_tolerance or LatencyFaultTolerance()
+        self.latency_max_ms = tuple(latency_max_ms)
+        self.not_available_duration_ms = tuple(not_available_duration_ms)
+
+    def select_one_message_queue(self, tp_info: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue:
+        """The queue for the next attempt. Requires ``tp_info.ok()``.
+
+        Off: TopicPublishInfo#selectOneMessageQueue(lastBrokerName). On: the first queue from the next
+        round-robin index whose broker is available; else a queue on pickOneAtLeast()'s broker with id
+        ``next index % its write queue count``; else plain round robin (4.9.x ignores ``last_broker_name``
+        here: a failed broker is isolated instead).
+        """
+        if not self.send_latency_fault_enable:
+            return tp_info.select_one_message_queue(last_broker_name)
+        queues = tp_info.message_queues
+        lft = self.latency_fault_tolerance
+        index = tp_info.send_which_queue.increment_and_get()
+        for _ in range(len(queues)):
+            mq = queues[index % len(queues)]
+            index += 1
+            if lft.is_available(mq.broker_name):
+                return mq
+        not_best = lft.pick_one_at_least()
+        if not_best is None:
+            return tp_info.select_one_message_queue()
+        write_queue_nums = tp_info.write_queue_nums_by_broker(not_best)
+        if write_queue_nums > 0:
+            mq = tp_info.select_one_message_queue()
+            return MessageQueue(mq.topic, not_best, tp_info.send_which_queue.increment_and_get() % write_queue_nums)
+        lft.remove(not_best)
+        return tp_info.select_one_message_queue()
+
+    def update_fault_item(self, broker_name: str, current_latency_ms: int, isolation: bool) -> None:
+        """After a send to ``broker_name``: record its latency (``ISOLATION_LATENCY_MS`` when ``isolation``).
+        No-op unless ``send_latency_fault_enable``. Mirrors MQFaultStrategy#updateFaultItem."""
+        if not self.send_latency_fault_enable:
+            return
+        duration = self.compute_not_available_duration(ISOLATION_LATENCY_MS if isolation else current_latency_ms)
+        self.latency_fault_tolerance.update_fault_item(broker_name, current_latency_ms, duration)
+
+    def compute_not_available_duration(self, current_latency_ms: int) -> int:
+        """``NOT_AVAILABLE_DURATION_MS[i]`` for the largest i with latency >= ``LATENCY_MAX_MS[i]``, else 0."""
+        for bound, duration in zip(
+            reversed(self.latency_max_ms), reversed(self.not_available_duration_ms), strict=True
+        ):
+            if current_latency_ms >= bound:
+                return duration
+        return 0

@@ -1,0 +1,253 @@
+"""The producer core: lifecycle, route lookup, queue selection, fault isolation, retries within one budget.
+
+Mirrors org.apache.rocketmq.client.impl.producer.DefaultMQProducerImpl (#start, #shutdown, #sendDefaultImpl,
+#updateFaultItem, #selectOneMessageQueue) behind the DefaultMQProducer facade. Runs on ONE asyncio loop:
+create, start, use and shut it down on the same loop (channels and tasks belong to it).
+
+Retry rule (SYNC): up to 1 + retry_times_when_send_failed attempts, all inside ONE send_msg_timeout_ms budget
+that also pays for the route lookup; each attempt's RPC timeout is what is left of it. An attempt is retried
+after a transport error (RemotingError), a missing broker address (BrokerNotFoundError), a broker code in
+``retry_response_codes`` (TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE, SYSTEM_ERROR, NO_PERMISSION, NO_BUYER_ID,
+NOT_IN_CURRENT_UNIT, SYSTEM_BUSY), and, with retry_another_broker_when_not_store_ok, after a stored but not
+SEND_OK result. Retries move to another broker (round robin skipping the last one, or latency isolation),
+except for messages with a sharding key, which keep their key's queue (ordered messages never switch queue).
+Other errors end the send at once. Isolation (send_latency_fault_enable) counts transport errors, missing
+brokers and retriable broker codes as failures; a non-retriable code (e.g. MESSAGE_ILLEGAL) is the message's
+fault, so it only records the latency (RocketMQ 4.x isolates on every broker exception).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from enum import Enum
+
+from mq_common.errors import MQError, TopicNotExistError
+
+from mq_client.producer.batch import BatchSender
+from mq_client.producer.config import ProducerConfig
+from mq_client.producer.errors import ProducerStateError, SendFailedError
+from mq_client.producer.fault_strategy import ClockMs, LatencyFaultTolerance, MQFaultStrategy, monotonic_ms
+from mq_client.producer.hooks import ProducerHooks
+from mq_client.producer.kernel import (
+    BrokerTransport,
+    OutgoingMessage,
+    SendBudget,
+    SendKernel,
+    is_retriable,
+    prepare_message,
+)
+from mq_client.producer.message import Message
+from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
+from mq_client.producer.selectors import select_by_sharding_key
+from mq_client.producer.send_result import CommunicationMode, SendResult, SendStatus
+from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
+from mq_client.producer.validators import check_group, check_message
+from mq_client.route import MessageQueue
+
+
+class ServiceState(Enum):
+    """Mirrors org.apache.rocketmq.common.ServiceState."""
+
+    CREATE_JUST = "CREATE_JUST"
+    RUNNING = "RUNNING"
+    SHUTDOWN_ALREADY = "SHUTDOWN_ALREADY"
+    START_FAILED = "START_FAILED"
+
+
+class DefaultMQProducer:
+    """An asyncio RocketMQ producer. Mirrors DefaultMQProducer + DefaultMQProducerImpl.
+
+    ``namesrv`` answers route queries (mq_client.remoting.NameServerClient); ``transport`` carries sends to
+    brokers (mq_client.remoting.BrokerClient, or a coalescing wrapper). ``rng`` seeds the round-robin starts,
+    ``clock_ms`` is the monotonic clock of budgets and fault items (both injectable for tests);
+    ``on_shutdown`` runs last in :meth:`shutdown` (e.g. closing the channel pool). Use :meth:`connect` to
+    build one over real gRPC channels.
+    """
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        namesrv: NameServerLookup,
+        transport: BrokerTransport,
+        *,
+        hooks: ProducerHooks | None = None,
+        rng: random.Random | None = None,
+        clock_ms: ClockMs = monotonic_ms,
+        on_shutdown: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.config = config
+        self._rng = rng or random.Random()
+        self._clock_ms = clock_ms
+        self._state = ServiceState.CREATE_JUST
+        self._on_shutdown = on_shutdown
+        self.routes = TopicRouteManager(
+            namesrv,
+            create_topic_key=config.create_topic_key,
+            default_topic_queue_nums=config.default_topic_queue_nums,
+            mq_client_api_timeout_ms=config.mq_client_api_timeout_ms,
+            poll_name_server_interval_ms=config.poll_name_server_interval_ms,
+            rng=self._rng,
+        )
+        self.fault_strategy = MQFaultStrategy(
+            config.send_latency_fault_enable,
+            LatencyFaultTolerance(clock_ms, SendWhichQueue(rng=self._rng)),
+        )
+        self._kernel = SendKernel(config, self.routes, transport, hooks or ProducerHooks())
+        self._batch = BatchSender(self._kernel, self.fault_strategy, clock_ms)
+
+    @classmethod
+    def connect(
+        cls,
+        config: ProducerConfig,
+        namesrv_addrs: Sequence[str],
+        *,
+        hooks: ProducerHooks | None = None,
+        rng: random.Random | None = None,
+    ) -> DefaultMQProducer:
+        """A producer over gRPC: one ChannelPool, a NameServerClient (failover over ``namesrv_addrs``) and a
+        BrokerClient; :meth:`shutdown` closes the pool. Raises MQClientError when ``namesrv_addrs`` is empty.
+        Call on the loop that will use the producer."""
+        from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient
+
+        pool = ChannelPool()
+        return cls(
+            config,
+            NameServerClient(namesrv_addrs, pool),
+            BrokerClient(pool),
+            hooks=hooks,
+            rng=rng,
+            on_shutdown=pool.close,
+        )
+
+    # ---- lifecycle -----------------------------------------------------------------------------------
+
+    @property
+    def service_state(self) -> ServiceState:
+        return self._state
+
+    async def start(self) -> None:
+        """CREATE_JUST -> RUNNING: check the config, start the route refresh task (no network call here).
+
+        Raises ProducerStateError (14) in any other state ("The producer service state not OK, maybe started
+        once, RUNNING"); MQClientError for a bad producer group (state becomes START_FAILED).
+        Mirrors DefaultMQProducerImpl#start.
+        """
+        if self._state is not ServiceState.CREATE_JUST:
+            raise ProducerStateError(f"The producer service state not OK, maybe started once, {self._state.value}")
+        self._state = ServiceState.START_FAILED
+        check_group(self.config.producer_group)
+        self.routes.start()
+        self._state = ServiceState.RUNNING
+
+    async def shutdown(self) -> None:
+        """RUNNING -> SHUTDOWN_ALREADY: stop the refresh task, then ``on_shutdown``. Idempotent; sends
+        already running finish or fail on their own. Mirrors DefaultMQProducerImpl#shutdown."""
+        if self._state is ServiceState.SHUTDOWN_ALREADY:
+            return
+        self._state = ServiceState.SHUTDOWN_ALREADY
+        await self.routes.stop()
+        if self._on_shutdown is not None:
+            await self._on_shutdown()
+
+    def _make_sure_state_ok(self) -> None:
+        if self._state is not ServiceState.RUNNING:
+            raise ProducerStateError(f"The producer service state not OK, {self._state.value}")
+
+    # ---- send ----------------------------------------------------------------------------------------
+
+    async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
+        """SYNC send of one message within ``timeout_ms`` (default send_msg_timeout_ms) for everything.
+
+        Returns the SendResult (send_status may be FLUSH_DISK_TIMEOUT etc.: stored, not durable yet). Raises:
+        ProducerStateError (14) when not RUNNING; MessageIllegalError (13) from validation; TopicNotExistError
+        (17) "No route info of this topic: T"; RemotingError / RemotingTimeoutError when no name server
+        answered; a non-retriable MQBrokerError as the broker sent it; SendFailedError when every attempt
+        failed or the budget ran out (code = the last error's, RPC_TIME_OUT -1006 when the budget ran out).
+        Mirrors DefaultMQProducerImpl#sendDefaultImpl (CommunicationMode.SYNC).
+        """
+        self._make_sure_state_ok()
+        check_message(msg, self.config.max_message_size_bytes)
+        budget = SendBudget(self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms, self._clock_ms)
+        tp_info = await self._find_publish_info(msg.topic, budget)
+        out = prepare_message(msg, self.config)
+        return await self._send_default_impl(out, tp_info, budget, CommunicationMode.SYNC)
+
+    async def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> list[SendResult | MQError]:
+        """SYNC send of many messages (any topics) within one ``timeout_ms`` budget; one outcome per message,
+        in order (a SendResult, or the MQError that would have been raised by :meth:`send`).
+
+        Each message gets its queue (sharding key hash, else round robin); messages are grouped per broker
+        and each broker gets batch RPCs (concurrently across brokers, in order within one); failed messages
+        are retried per :meth:`send`'s rule. Raises ProducerStateError (14) when not RUNNING.
+        """
+        self._make_sure_state_ok()
+        budget = SendBudget(self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms, self._clock_ms)
+        return await self._batch.send(msgs, budget, self._find_publish_info)
+
+    async def _find_publish_info(self, topic: str, budget: SendBudget) -> TopicPublishInfo:
+        remaining = budget.remaining_ms()
+        if remaining <= 0:
+            raise SendFailedError(
+                times=0, cost_ms=budget.elapsed_ms(), topic=topic, brokers_sent=(), cause=None, budget_spent=True
+            )
+        tp_info = await self.routes.find_publish_info(topic, remaining)
+        if not tp_info.ok():
+            raise TopicNotExistError(f"No route info of this topic: {topic}")
+        return tp_info
+
+    def select_one_message_queue(self, tp_info: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue:
+        """Mirrors DefaultMQProducerImpl#selectOneMessageQueue (delegates to MQFaultStrategy)."""
+        return self.fault_strategy.select_one_message_queue(tp_info, last_broker_name)
+
+    def update_fault_item(self, broker_name: str, current_latency_ms: int, isolation: bool) -> None:
+        """Mirrors DefaultMQProducerImpl#updateFaultItem."""
+        self.fault_strategy.update_fault_item(broker_name, current_latency_ms, isolation)
+
+    async def _send_default_impl(
+        self, out: OutgoingMessage, tp_info: TopicPublishInfo, budget: SendBudget, mode: CommunicationMode
+    ) -> SendResult:
+        config = self.config
+        times_total = config.times_total_sync if mode is CommunicationMode.SYNC else 1
+        brokers_sent: list[str] = []
+        key = out.message.sharding_key
+        fixed_mq = select_by_sharding_key(tp_info.message_queues, key) if key else None
+        mq: MessageQueue | None = None
+        last_error: MQError | None = None
+        stored: SendResult | None = None
+        budget_spent = False
+        for _ in range(times_total):
+            last_broker = None if mq is None else mq.broker_name
+            mq = fixed_mq or self.select_one_message_queue(tp_info, last_broker)
+            remaining = budget.remaining_ms()
+            if remaining <= 0:
+                budget_spent = True
+                break
+            brokers_sent.append(mq.broker_name)
+            begin_ms = self._clock_ms()
+            try:
+                result = await self._kernel.send_one(out, mq, remaining, mode)
+            except MQError as exc:
+                retriable = is_retriable(exc, config.retry_response_codes)
+                self.update_fault_item(mq.broker_name, self._clock_ms() - begin_ms, retriable)
+                last_error = exc
+                if retriable:
+                    continue
+                if stored is not None:
+                    return stored
+                raise
+            self.update_fault_item(mq.broker_name, self._clock_ms() - begin_ms, False)
+            if result.send_status is not SendStatus.SEND_OK and config.retry_another_broker_when_not_store_ok:
+                stored = result
+                continue
+            return result
+        if stored is not None:
+            return stored
+        raise SendFailedError(
+            times=len(brokers_sent),
+            cost_ms=budget.elapsed_ms(),
+            topic=out.topic,
+            brokers_sent=brokers_sent,
+            cause=last_error,
+            budget_spent=budget_spent or budget.remaining_ms() <= 0,
+        )

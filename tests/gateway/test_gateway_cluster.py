@@ -1,0 +1,147 @@
+"""The gateway in a real local cluster (mqnamesrv + two mqbroker + mqgateway processes on 127.0.0.1):
+auto-created topics through TBW102, what the broker stored, batches with sharding keys, a broker dying."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from mq.common.v1 import common_pb2
+from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_client.remoting import BrokerClient, ChannelPool
+from mq_common.constants import MessageSysFlag
+from mq_common.response_code import ResponseCode
+from mq_local.cluster import ClusterSpec, LocalCluster
+from mq_local.ports import PortLayout
+
+pytestmark = pytest.mark.integration
+
+SMALL_STORE = {
+    "MQ_BROKER_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES": str(8 * 1024 * 1024),
+    "MQ_BROKER_MAPPED_FILE_SIZE_CONSUME_QUEUE_UNITS": "10000",
+}
+
+
+def cluster_spec(data_dir: Path) -> ClusterSpec:
+    return ClusterSpec(
+        data_dir=data_dir,
+        ports=PortLayout.free(2),
+        flush_disk_type="ASYNC_FLUSH",
+        auto_create_topic_enable=True,
+        broker_env=SMALL_STORE,
+        start_wait_s=60.0,
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(cluster_spec(tmp_path_factory.mktemp("gw-cluster"))) as c:
+        yield c
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[ChannelPool]:
+    p = ChannelPool()
+    try:
+        yield p
+    finally:
+        await p.close()
+
+
+def gateway_stub(cluster: LocalCluster, pool: ChannelPool) -> gateway_pb2_grpc.ProducerGatewayAsyncStub:
+    return gateway_pb2_grpc.ProducerGatewayStub(pool.get(cluster.gateway_addr))
+
+
+async def test_send_to_a_new_topic_is_stored_as_sent(cluster: LocalCluster, pool: ChannelPool) -> None:
+    stub = gateway_stub(cluster, pool)
+    message = gateway_pb2.Message(topic="GwNewTopic", body=b"hello", tag="TagA", keys=["k1", "k2"], flag=5)
+    result = (await stub.Send(gateway_pb2.SendRequest(message=message), timeout=10)).result
+    assert result.code == ResponseCode.SUCCESS, result.remark
+    assert result.send_status == common_pb2.SEND_STATUS_SEND_OK
+    pulled = await BrokerClient(pool).pull_message(
+        cluster.broker_addrs[result.broker_name], "GwNewTopic", result.queue_id, result.queue_offset, 1
+    )
+    (stored,) = pulled.messages
+    assert stored.body == b"hello"
+    assert (stored.tags, stored.keys, stored.flag) == ("TagA", ["k1", "k2"], 5)
+    assert stored.uniq_key == result.msg_id
+    assert stored.offset_msg_id == result.offset_msg_id
+
+
+async def test_compressed_body_round_trip(cluster: LocalCluster, pool: ChannelPool) -> None:
+    body = b"".join(b"line %d of a large message\n" % i for i in range(600))  # ~17 KiB
+    stub = gateway_stub(cluster, pool)
+    result = (await stub.Send(gateway_pb2.SendRequest(message=gateway_pb2.Message(topic="GwZip", body=body)))).result
+    assert result.code == ResponseCode.SUCCESS, result.remark
+    pulled = await BrokerClient(pool).pull_message(
+        cluster.broker_addrs[result.broker_name], "GwZip", result.queue_id, result.queue_offset, 1
+    )
+    (stored,) = pulled.messages
+    assert stored.sys_flag & MessageSysFlag.COMPRESSED_FLAG
+    stored_body = stored.body if stored.body == body else zlib.decompress(stored.body)
+    assert stored_body == body
+
+
+async def test_batch_with_sharding_keys_keeps_each_key_on_one_queue_in_order(
+    cluster: LocalCluster, pool: ChannelPool
+) -> None:
+    stub = gateway_stub(cluster, pool)
+    keys = [f"order-{k}" for k in range(8)]
+    messages = [
+        gateway_pb2.Message(topic="GwOrdered", body=f"{key}:{seq}".encode(), sharding_key=key)
+        for seq in range(12)
+        for key in keys
+    ]
+    # two requests of 48: the second one sees the topic's own route or still TBW102's — same queue list
+    results: list[gateway_pb2.SendResult] = []
+    for start in (0, 48):
+        request = gateway_pb2.SendBatchRequest(messages=messages[start : start + 48])
+        results.extend((await stub.SendBatch(request, timeout=15)).results)
+    assert [r.code for r in results] == [ResponseCode.SUCCESS] * len(messages)
+    queue_of: dict[str, set[tuple[str, int]]] = {}
+    for msg, res in zip(messages, results, strict=True):
+        queue_of.setdefault(msg.sharding_key, set()).add((res.broker_name, res.queue_id))
+    assert all(len(q) == 1 for q in queue_of.values())
+    assert len({next(iter(q)) for q in queue_of.values()}) > 1  # 8 keys do not all share one queue
+    broker = BrokerClient(pool)
+    for key, ((broker_name, queue_id),) in ((k, tuple(v)) for k, v in queue_of.items()):
+        pulled = await broker.pull_message(cluster.broker_addrs[broker_name], "GwOrdered", queue_id, 0, 1000)
+        seqs = [int(m.body.split(b":")[1]) for m in pulled.messages if m.body.startswith(f"{key}:".encode())]
+        assert seqs == list(range(12)), key
+
+
+@pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(cluster_spec(tmp_path / "gw-kill")) as c:
+        yield c
+
+
+async def test_sends_survive_a_killed_broker(own_cluster: LocalCluster) -> None:
+    pool = ChannelPool()
+    try:
+        stub = gateway_stub(own_cluster, pool)
+
+        async def send(i: int) -> gateway_pb2.SendResult:
+            message = gateway_pb2.Message(topic="GwFailover", body=b"m%d" % i)
+            return (await stub.Send(gateway_pb2.SendRequest(message=message), timeout=15)).result
+
+        before = [await send(i) for i in range(8)]
+        assert {r.broker_name for r in before} == {"broker-a", "broker-b"}
+        own_cluster.kill_broker("broker-a")
+        after = [await send(i) for i in range(8, 24)]
+        assert [r.code for r in after] == [ResponseCode.SUCCESS] * 16, [r.remark for r in after]
+        assert {r.broker_name for r in after} == {"broker-b"}
+    finally:
+        await pool.close()
+
+
+async def test_gateway_refuses_a_malformed_batch(cluster: LocalCluster) -> None:
+    async with grpc.aio.insecure_channel(cluster.gateway_addr) as channel:
+        stub = gateway_pb2_grpc.ProducerGatewayStub(channel)
+        too_many = gateway_pb2.SendBatchRequest(messages=[gateway_pb2.Message(topic="T", body=b"x")] * 1001)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.SendBatch(too_many, timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT

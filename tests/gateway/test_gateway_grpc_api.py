@@ -1,0 +1,225 @@
+"""The gateway servicer over a real gRPC server in-process, with the producer core on in-memory brokers:
+proto <-> domain translation, every outcome as a SendResult, INVALID_ARGUMENT only for whole-request errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from mq.common.v1 import common_pb2
+from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_client.producer import DefaultMQProducer, Message, ProducerConfig, SendResult
+from mq_client.producer.testing import FakeClock, InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
+from mq_client.remoting import ChannelPool, GatewayMessage, gateway_send
+from mq_common.codec import decode_properties
+from mq_common.errors import MQError, RemotingError
+from mq_common.response_code import ResponseCode
+from mq_gateway.controller import GatewayController
+from mq_gateway.settings import GatewaySettings
+
+A, B = "127.0.0.1:10911", "127.0.0.1:10921"
+
+
+@dataclass
+class Env:
+    controller: GatewayController
+    transport: ScriptedBrokerTransport
+    stub: gateway_pb2_grpc.ProducerGatewayAsyncStub
+    channel: grpc.aio.Channel
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    settings = GatewaySettings(listen_port=0, max_batch_messages=5, max_send_msg_timeout_ms=10_000)
+    clock = FakeClock()
+    transport = ScriptedBrokerTransport(clock=clock)
+    ns = InMemoryNameServer({"T": make_route({"broker-a": 2, "broker-b": 2}, addrs={"broker-a": A, "broker-b": B})})
+    producer = DefaultMQProducer(ProducerConfig("gw_group"), ns, transport, clock_ms=clock)
+    controller = GatewayController(settings, producer)
+    await controller.start()
+    channel = grpc.aio.insecure_channel(controller.addr)
+    try:
+        yield Env(controller, transport, gateway_pb2_grpc.ProducerGatewayStub(channel), channel)
+    finally:
+        await channel.close()
+        await controller.stop(0)
+
+
+def msg(topic: str = "T", body: bytes = b"hello", **kwargs: object) -> gateway_pb2.Message:
+    return gateway_pb2.Message(topic=topic, body=body, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_send_ok(env: Env) -> None:
+    request = gateway_pb2.SendRequest(
+        message=msg(tag="TagA", keys=["k1", "k2"], properties={"color": "red"}, flag=3), producer_group="ignored"
+    )
+    result = (await env.stub.Send(request)).result
+    assert result.code == ResponseCode.SUCCESS
+    assert result.send_status == common_pb2.SEND_STATUS_SEND_OK
+    assert len(result.msg_id) == 32
+    assert result.offset_msg_id
+    assert result.broker_name in ("broker-a", "broker-b")
+    (stored_addr, req) = env.transport.stored[0]
+    assert stored_addr == (A if result.broker_name == "broker-a" else B)
+    assert req.queue_id == result.queue_id
+    assert req.flag == 3
+    assert req.producer_group == "gw_group"
+    props = decode_properties(req.properties)
+    assert (props["TAGS"], props["KEYS"], props["color"], props["UNIQ_KEY"]) == ("TagA", "k1 k2", "red", result.msg_id)
+
+
+async def test_send_timeout_is_passed_to_the_core(env: Env) -> None:
+    await env.stub.Send(gateway_pb2.SendRequest(message=msg(), send_timeout_ms=1234))
+    await env.stub.Send(gateway_pb2.SendRequest(message=msg()))
+    assert [c.timeout_ms for c in env.transport.calls] == [1234, 3000]
+
+
+@pytest.mark.parametrize(
+    ("request_", "code", "remark"),
+    [
+        (gateway_pb2.SendRequest(), ResponseCode.MESSAGE_ILLEGAL, "the message is null"),
+        (
+            gateway_pb2.SendRequest(message=msg(body=b"")),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "the message body length is zero",
+        ),
+        (
+            gateway_pb2.SendRequest(message=msg(properties={"UNIQ_KEY": "x"})),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "property is used by system: UNIQ_KEY",
+        ),
+        (
+            gateway_pb2.SendRequest(message=msg(topic="bad topic")),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "contains illegal characters",
+        ),
+        (gateway_pb2.SendRequest(message=msg(topic="Nope")), ResponseCode.TOPIC_NOT_EXIST, "No route info"),
+    ],
+)
+async def test_send_refusals_are_results(env: Env, request_: gateway_pb2.SendRequest, code: int, remark: str) -> None:
+    result = (await env.stub.Send(request_)).result
+    assert result.code == code
+    assert remark in result.remark
+    assert result.send_status == common_pb2.SEND_STATUS_UNSPECIFIED
+    assert env.transport.calls == []
+
+
+@pytest.mark.parametrize("timeout_ms", [-1, 10_001])
+async def test_bad_timeout_is_invalid_argument(env: Env, timeout_ms: int) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await env.stub.Send(gateway_pb2.SendRequest(message=msg(), send_timeout_ms=timeout_ms))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.aio.AioRpcError) as batch_info:
+        await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=[msg()], send_timeout_ms=timeout_ms))
+    assert batch_info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_flush_disk_timeout_is_code_zero_with_status(env: Env) -> None:
+    env.transport.always(A, Step(code=ResponseCode.FLUSH_DISK_TIMEOUT))
+    env.transport.always(B, Step(code=ResponseCode.FLUSH_DISK_TIMEOUT))
+    result = (await env.stub.Send(gateway_pb2.SendRequest(message=msg()))).result
+    assert result.code == ResponseCode.SUCCESS
+    assert result.send_status == common_pb2.SEND_STATUS_FLUSH_DISK_TIMEOUT
+
+
+async def test_all_attempts_failed(env: Env) -> None:
+    env.transport.always(A, Step(error=RemotingError("connect to <a> failed")))
+    env.transport.always(B, Step(error=RemotingError("connect to <b> failed")))
+    result = (await env.stub.Send(gateway_pb2.SendRequest(message=msg()))).result
+    assert result.code == ResponseCode.RPC_SEND_TO_CHANNEL_FAILED
+    assert result.remark.startswith("Send [3] times, still failed, cost [")
+    assert "Topic: T, BrokersSent: [" in result.remark
+    assert result.broker_name in ("broker-a", "broker-b")
+
+
+async def test_send_batch_mixed(env: Env) -> None:
+    request = gateway_pb2.SendBatchRequest(
+        messages=[
+            msg(body=b"1"),
+            msg(body=b"2", properties={"KEYS": "x"}),
+            msg(body=b"3", sharding_key="order-1"),
+            msg(topic="Nope", body=b"4"),
+            msg(body=b""),
+        ]
+    )
+    results = (await env.stub.SendBatch(request)).results
+    assert [r.code for r in results] == [
+        ResponseCode.SUCCESS,
+        ResponseCode.MESSAGE_ILLEGAL,
+        ResponseCode.SUCCESS,
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.MESSAGE_ILLEGAL,
+    ]
+    assert results[1].remark == "property is used by system: KEYS"
+    assert results[4].remark == "the message body length is zero"
+    assert all(c.batch for c in env.transport.calls)
+    assert sorted(r.body for _, r in env.transport.stored) == [b"1", b"3"]
+
+
+async def test_send_batch_too_large_is_invalid_argument(env: Env) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=[msg()] * 6))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "max is 5" in (info.value.details() or "")
+    assert env.transport.calls == []
+
+
+async def test_empty_batch(env: Env) -> None:
+    assert list((await env.stub.SendBatch(gateway_pb2.SendBatchRequest())).results) == []
+
+
+async def test_health_is_serving(env: Env) -> None:
+    health = health_pb2_grpc.HealthStub(env.channel)
+    resp = await health.Check(health_pb2.HealthCheckRequest(service="mq.gateway.v1.ProducerGateway"))
+    assert resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_mq_client_gateway_send_round_trip(env: Env) -> None:
+    pool = ChannelPool()
+    try:
+        result = await gateway_send(pool, env.controller.addr, GatewayMessage("T", b"via client", tag="t"))
+    finally:
+        await pool.close()
+    assert result.send_status == "SEND_OK"
+    assert env.transport.stored[0][1].body == b"via client"
+
+
+class ExplodingProducer:
+    async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
+        raise RuntimeError("boom")
+
+    async def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> list[SendResult | MQError]:
+        raise RuntimeError("boom")
+
+
+async def test_unexpected_errors_become_system_error() -> None:
+    from mq_gateway.grpc_api import ProducerGatewayServicer, add_to_server
+
+    server = grpc.aio.server()
+    add_to_server(ProducerGatewayServicer(ExplodingProducer(), max_send_timeout_ms=1000, max_batch_messages=10), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = gateway_pb2_grpc.ProducerGatewayStub(channel)
+        result = (await stub.Send(gateway_pb2.SendRequest(message=msg()))).result
+        assert result.code == ResponseCode.SYSTEM_ERROR
+        assert "RuntimeError: boom" in result.remark
+        batch = (
+            await stub.SendBatch(gateway_pb2.SendBatchRequest(messages=[msg(), msg(properties={"TAGS": "x"})]))
+        ).results
+        assert [r.code for r in batch] == [ResponseCode.SYSTEM_ERROR, ResponseCode.MESSAGE_ILLEGAL]
+    finally:
+        await channel.close()
+        await server.stop(0)
+
+
+async def test_stopped_gateway_producer_reports_service_not_available(env: Env) -> None:
+    await env.controller.producer.shutdown()
+    result = (await env.stub.Send(gateway_pb2.SendRequest(message=msg()))).result
+    assert result.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    batch = (await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=[msg()]))).results
+    assert [r.code for r in batch] == [ResponseCode.SERVICE_NOT_AVAILABLE]
