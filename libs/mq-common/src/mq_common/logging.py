@@ -35,6 +35,9 @@ def configure_logging(level: str = "INFO", *, json: bool = True, service: str = 
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
-    """A bound logger carrying ``logger=name``."""
-    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger().bind(logger=name)
+    """A lazy logger whose events carry ``logger_name=name``.
+
+    Lazy: safe to create at import time; it follows :func:`configure_logging` once that has run.
+    """
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(logger_name=name)
     return logger

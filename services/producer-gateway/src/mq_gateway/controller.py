@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from mq_client.producer import DefaultMQProducer, ProducerConfig
 from mq_common.grpc_server import ServiceServer
+from mq_common.logging import get_logger
 
 from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
-from mq_gateway.logs import get_logger
 from mq_gateway.settings import GatewaySettings
 
 log = get_logger("mq_gateway.controller")

@@ -17,9 +17,8 @@ from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.producer import Message, SendResult, SendStatus
 from mq_client.producer.validators import check_user_properties
 from mq_common.errors import MessageIllegalError, MQError
+from mq_common.logging import get_logger
 from mq_common.response_code import ResponseCode
-
-from mq_gateway.logs import get_logger
 
 log = get_logger("mq_gateway.grpc_api")
 

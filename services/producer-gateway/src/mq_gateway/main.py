@@ -13,11 +13,10 @@ import sys
 
 from mq_common.errors import MQError
 from mq_common.grpc_server import install_signal_handlers
-from mq_common.logging import configure_logging
+from mq_common.logging import configure_logging, get_logger
 from pydantic import ValidationError
 
 from mq_gateway.controller import GatewayController
-from mq_gateway.logs import get_logger
 from mq_gateway.settings import GatewaySettings
 
 

@@ -17,8 +17,8 @@ from typing import Protocol
 
 from mq_common.constants import MixAll
 from mq_common.errors import MQError, RemotingError, RemotingTimeoutError, TopicNotExistError
+from mq_common.logging import get_logger
 
-from mq_client.producer.logs import get_logger
 from mq_client.producer.topic_publish_info import (
     SendWhichQueue,
     TopicPublishInfo,

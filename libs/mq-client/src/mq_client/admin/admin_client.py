@@ -1,0 +1,201 @@
+"""Operator calls against name servers, brokers and the producer gateway.
+
+Mirrors org.apache.rocketmq.tools.admin.DefaultMQAdminExt (examineBrokerClusterInfo, fetchAllTopicList,
+examineTopicRouteInfo, examineTopicStats, createAndUpdateTopicConfig) plus what ConsumeMessageCommand and
+SendMessageCommand do. Runs on the caller's asyncio loop; errors are the typed mq_common.errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Final, Self
+
+from mq_common.codec import MessageExt
+from mq_common.constants import validate_topic
+from mq_common.errors import MQClientError
+from mq_common.response_code import ResponseCode
+
+from mq_client.consumer import DEFAULT_CONSUMER_GROUP, PullConsumer
+from mq_client.remoting import (
+    BrokerClient,
+    ChannelPool,
+    GatewayMessage,
+    GatewaySendResult,
+    NameServerClient,
+    gateway_send,
+)
+from mq_client.route import ClusterInfo, MessageQueue, PullStatus, TopicConfig, TopicQueueOffset, TopicRouteData
+
+DEFAULT_GATEWAY_ADDR: Final = "127.0.0.1:8081"
+DEFAULT_ADMIN_TIMEOUT_MS: Final = 5000
+# ConsumeMessageCommand pulls 32 messages a call; bound the loop so a huge count cannot spin forever.
+CONSUME_BATCH_NUMS: Final = 32
+MAX_CONSUME_MESSAGES: Final = 100_000
+CLUSTER_NOT_FOUND_REMARK: Final = (
+    "Make sure the specified clusterName exists or the name server connected to is correct."
+)
+
+
+class MQAdminClient:
+    """Admin operations. Mirrors org.apache.rocketmq.tools.admin.DefaultMQAdminExt.
+
+    ``namesrv_addrs`` are tried with failover; ``gateway_addr`` is the producer gateway used by
+    :meth:`send_message`. Use as ``async with MQAdminClient([...]) as admin:`` or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        namesrv_addrs: Sequence[str],
+        *,
+        gateway_addr: str = DEFAULT_GATEWAY_ADDR,
+        timeout_ms: int = DEFAULT_ADMIN_TIMEOUT_MS,
+    ) -> None:
+        """Raises MQClientError (RPC_ADDR_IS_NULL) when ``namesrv_addrs`` is empty."""
+        self._pool = ChannelPool()
+        self._namesrv = NameServerClient(namesrv_addrs, self._pool)
+        self._broker = BrokerClient(self._pool)
+        self._consumer = PullConsumer(namesrv_addrs, pool=self._pool, route_timeout_ms=timeout_ms)
+        self.gateway_addr = gateway_addr
+        self.timeout_ms = timeout_ms
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every channel."""
+        await self._consumer.close()
+        await self._pool.close()
+
+    # ------------------------------------------------------------------------------------------ name server
+
+    async def cluster_list(self) -> ClusterInfo:
+        """Brokers per cluster with their last heartbeat. Mirrors DefaultMQAdminExt#examineBrokerClusterInfo."""
+        return await self._namesrv.get_broker_cluster_info(self.timeout_ms)
+
+    async def topic_list(self) -> list[str]:
+        """Every topic with a route, sorted. Mirrors DefaultMQAdminExt#fetchAllTopicList."""
+        return await self._namesrv.get_all_topic_list(self.timeout_ms)
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        """``topic``'s route. Mirrors #examineTopicRouteInfo. Raises TopicNotExistError (17)."""
+        return await self._namesrv.get_route_info_by_topic(topic, self.timeout_ms)
+
+    # ------------------------------------------------------------------------------------------------ broker
+
+    async def topic_status(self, topic: str) -> list[TopicQueueOffset]:
+        """Min/max offset of every queue of ``topic`` on every broker group of its route, sorted by
+        (broker name, queue id). Mirrors DefaultMQAdminExt#examineTopicStats.
+
+        Raises TopicNotExistError (17) without a route, the broker's error (error_for_code) otherwise."""
+        route = await self.topic_route(topic)
+        offsets: list[TopicQueueOffset] = []
+        for broker in sorted(route.broker_datas, key=lambda b: b.broker_name):
+            addr = broker.select_broker_addr()
+            if addr is not None:
+                offsets.extend(await self._broker.get_topic_stats(addr, topic, self.timeout_ms))
+        return sorted(offsets, key=lambda o: (o.broker_name, o.queue_id))
+
+    async def update_topic(
+        self, config: TopicConfig, *, broker_addr: str | None = None, cluster_name: str | None = None
+    ) -> list[str]:
+        """Create or replace ``config`` on one broker (``broker_addr``) or on every master of ``cluster_name``.
+
+        Mirrors UpdateTopicSubCommand (``-b`` / ``-c``) and #createAndUpdateTopicConfig. Returns the
+        addresses updated, in order. Raises MQClientError (INVALID_PARAMETER) unless exactly one target is
+        given or when the topic name is illegal, MQClientError (BROKER_NOT_EXIST) when the cluster has no
+        master, the broker's error (error_for_code) on refusal, RemotingError on transport failure."""
+        if (broker_addr is None) == (cluster_name is None):
+            raise MQClientError(
+                "set exactly one of brokerAddr (-b) and clusterName (-c)", ResponseCode.INVALID_PARAMETER
+            )
+        remark = validate_topic(config.topic_name)
+        if remark is not None:
+            raise MQClientError(remark, ResponseCode.INVALID_PARAMETER)
+        if broker_addr is not None:
+            addrs = [broker_addr]
+        else:
+            assert cluster_name is not None
+            addrs = sorted((await self.cluster_list()).master_addrs_of_cluster(cluster_name))
+            if not addrs:
+                raise MQClientError(
+                    f"{CLUSTER_NOT_FOUND_REMARK} cluster: {cluster_name}", ResponseCode.BROKER_NOT_EXIST
+                )
+        for addr in addrs:
+            await self._broker.create_topic(addr, config, self.timeout_ms)
+        return addrs
+
+    async def consume_message(
+        self,
+        topic: str,
+        broker_name: str | None = None,
+        queue_id: int | None = None,
+        offset: int = 0,
+        count: int = 128,
+        subscription: str = "*",
+    ) -> list[MessageExt]:
+        """Pull up to ``count`` messages from ``offset`` of one queue (or every queue of one broker group,
+        or of the whole topic), in queue order. Mirrors ConsumeMessageCommand (``-b -i -o -c``).
+
+        Stops a queue at NO_NEW_MSG / OFFSET_ILLEGAL. Raises MQClientError (INVALID_PARAMETER) for a queue
+        id without a broker name or a count outside 1..100000, TopicNotExistError (17) without a route."""
+        if queue_id is not None and broker_name is None:
+            raise MQClientError("Please set the brokerName before queueId!", ResponseCode.INVALID_PARAMETER)
+        if not 0 < count <= MAX_CONSUME_MESSAGES:
+            raise MQClientError(
+                f"count out of range [1, {MAX_CONSUME_MESSAGES}]: {count}", ResponseCode.INVALID_PARAMETER
+            )
+        if broker_name is not None and queue_id is not None:
+            queues = [MessageQueue(topic, broker_name, queue_id)]
+        else:
+            queues = await self._consumer.fetch_subscribe_message_queues(topic)
+            queues = [q for q in queues if broker_name is None or q.broker_name == broker_name]
+        messages: list[MessageExt] = []
+        for mq in queues:
+            messages.extend(await self._consume_queue(mq, offset, count - len(messages), subscription))
+            if len(messages) >= count:
+                break
+        return messages
+
+    async def _consume_queue(self, mq: MessageQueue, offset: int, count: int, subscription: str) -> list[MessageExt]:
+        out: list[MessageExt] = []
+        for _ in range(MAX_CONSUME_MESSAGES // CONSUME_BATCH_NUMS + 1):
+            if len(out) >= count:
+                break
+            result = await self._consumer.pull(mq, offset, min(CONSUME_BATCH_NUMS, count - len(out)), subscription)
+            out.extend(result.messages)
+            if (
+                result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL)
+                or result.next_begin_offset <= offset
+            ):
+                break
+            offset = result.next_begin_offset
+        return out[:count]
+
+    # ----------------------------------------------------------------------------------------------- gateway
+
+    async def send_message(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        tags: str = "",
+        keys: Sequence[str] = (),
+        producer_group: str = "",
+        gateway_addr: str | None = None,
+    ) -> GatewaySendResult:
+        """Send one message through the producer gateway (ProducerGateway.Send). Mirrors SendMessageCommand.
+
+        Raises the send's error (error_for_code: e.g. MessageIllegalError 13, TopicNotExistError 17) or
+        RemotingError when the gateway is unreachable."""
+        message = GatewayMessage(topic=topic, body=body, tag=tags, keys=tuple(k for k in keys if k))
+        addr = gateway_addr or self.gateway_addr
+        return await gateway_send(self._pool, addr, message, producer_group, timeout_ms=max(self.timeout_ms, 10_000))
+
+
+__all__ = ["DEFAULT_CONSUMER_GROUP", "DEFAULT_GATEWAY_ADDR", "MQAdminClient"]

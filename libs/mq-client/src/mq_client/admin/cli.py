@@ -1,0 +1,221 @@
+"""``mqadmin``: RocketMQ's admin verbs and flags over MQAdminClient, printing rich tables.
+
+Mirrors org.apache.rocketmq.tools.command.MQAdminStartup and its sub commands (ClusterListSubCommand,
+TopicListSubCommand, TopicRouteSubCommand, TopicStatusSubCommand, UpdateTopicSubCommand,
+SendMessageCommand, ConsumeMessageCommand). Global ``-n/--namesrvAddr`` ("host:port;host:port"), default
+from MQ_NAMESRV_ADDR or 127.0.0.1:9876. A failure prints ``<CODE_NAME> (<code>): <remark>`` on stderr and
+exits 1 (2 for usage errors), without a traceback. Each command runs its own asyncio loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Final, TypeVar
+
+import typer
+from mq_common.constants import PermName
+from mq_common.errors import MQError
+from mq_common.response_code import ResponseCode
+from rich.console import Console
+from rich.table import Table
+
+from mq_client.admin.admin_client import DEFAULT_GATEWAY_ADDR, MQAdminClient
+from mq_client.route import TopicConfig
+
+DEFAULT_NAMESRV_ADDR: Final = "127.0.0.1:9876"
+_T = TypeVar("_T")
+
+app = typer.Typer(
+    name="mqadmin",
+    help="PyRocketMQ admin tool (RocketMQ's mqadmin verbs).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class _State:
+    namesrv_addrs: tuple[str, ...] = (DEFAULT_NAMESRV_ADDR,)
+
+
+def split_addrs(value: str) -> tuple[str, ...]:
+    """``"a:1;b:2"`` (RocketMQ's separator) or ``"a:1,b:2"`` -> ("a:1", "b:2")."""
+    return tuple(a.strip() for a in value.replace(",", ";").split(";") if a.strip())
+
+
+@app.callback()
+def _global_options(
+    namesrv_addr: Annotated[
+        str | None,
+        typer.Option("-n", "--namesrvAddr", help="Name server address list, e.g. '127.0.0.1:9876;127.0.0.2:9876'"),
+    ] = None,
+) -> None:
+    """PyRocketMQ admin tool."""
+    value = namesrv_addr or os.environ.get("MQ_NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
+    _State.namesrv_addrs = split_addrs(value) or (DEFAULT_NAMESRV_ADDR,)
+
+
+def _out() -> Console:
+    return Console(highlight=False)
+
+
+def _fail(text: str, exit_code: int = 1) -> typer.Exit:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(text, markup=False)
+    return typer.Exit(exit_code)
+
+
+def _run(action: Callable[[MQAdminClient], Awaitable[_T]], gateway_addr: str = DEFAULT_GATEWAY_ADDR) -> _T:
+    """Run ``action`` with a fresh admin client on a new loop; MQError -> message on stderr + exit 1."""
+
+    async def main() -> _T:
+        async with MQAdminClient(_State.namesrv_addrs, gateway_addr=gateway_addr) as admin:
+            return await action(admin)
+
+    try:
+        return asyncio.run(main())
+    except MQError as exc:
+        raise _fail(f"{ResponseCode.name_of(exc.code)} ({exc.code}): {exc.remark}") from None
+
+
+def _age(timestamp_ms: int) -> str:
+    if timestamp_ms <= 0:
+        return "-"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp_ms / 1000))
+    return f"{stamp} ({max(0, int(time.time() * 1000) - timestamp_ms) // 1000}s ago)"
+
+
+@app.command("clusterList")
+def cluster_list() -> None:
+    """List clusters, broker groups, broker ids, addresses and last heartbeat."""
+    info = _run(lambda admin: admin.cluster_list())
+    table = Table("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Last Heartbeat", title="Clusters")
+    for cluster, names in sorted(info.cluster_addr_table.items()):
+        for name in names:
+            data = info.broker_addr_table.get(name)
+            if data is None:
+                continue
+            for bid, addr in sorted(data.broker_addrs.items()):
+                table.add_row(cluster, name, str(bid), addr, _age(info.broker_live_table.get(addr, 0)))
+    _out().print(table)
+
+
+@app.command("topicList")
+def topic_list() -> None:
+    """List every topic the name server has a route for."""
+    topics = _run(lambda admin: admin.topic_list())
+    table = Table("#Topic", title="Topics")
+    for topic in topics:
+        table.add_row(topic)
+    _out().print(table)
+
+
+@app.command("topicRoute")
+def topic_route(topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")]) -> None:
+    """Show a topic's queue datas and broker datas."""
+    route = _run(lambda admin: admin.topic_route(topic))
+    queues = Table("#Broker Name", "#Read Queues", "#Write Queues", "#Perm", "#SysFlag", title=f"Queue datas: {topic}")
+    for q in route.queue_datas:
+        perm = f"{PermName.to_string(q.perm)} ({q.perm})"
+        queues.add_row(q.broker_name, str(q.read_queue_nums), str(q.write_queue_nums), perm, str(q.topic_sys_flag))
+    brokers = Table("#Cluster", "#Broker Name", "#BID", "#Addr", title="Broker datas")
+    for b in route.broker_datas:
+        for bid, addr in sorted(b.broker_addrs.items()):
+            brokers.add_row(b.cluster, b.broker_name, str(bid), addr)
+    out = _out()
+    out.print(queues)
+    out.print(brokers)
+
+
+@app.command("topicStatus")
+def topic_status(topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")]) -> None:
+    """Show min/max offset of every queue of a topic."""
+    offsets = _run(lambda admin: admin.topic_status(topic))
+    table = Table("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated", title=f"Topic status: {topic}")
+    for o in offsets:
+        table.add_row(
+            o.broker_name, str(o.queue_id), str(o.min_offset), str(o.max_offset), _age(o.last_update_timestamp_ms)
+        )
+    _out().print(table)
+
+
+@app.command("updateTopic")
+def update_topic(
+    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")],
+    broker_addr: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="create topic to which broker")] = None,
+    cluster_name: Annotated[
+        str | None, typer.Option("-c", "--clusterName", help="create topic to which cluster")
+    ] = None,
+    read_queue_nums: Annotated[int, typer.Option("-r", "--readQueueNums", help="set read queue nums")] = 8,
+    write_queue_nums: Annotated[int, typer.Option("-w", "--writeQueueNums", help="set write queue nums")] = 8,
+    perm: Annotated[int, typer.Option("-p", "--perm", help="set topic's permission(2|4|6), intro[2:W 4:R; 6:RW]")] = 6,
+    order: Annotated[str, typer.Option("-o", "--order", help="set topic's order(true|false)")] = "false",
+) -> None:
+    """Create or update a topic on one broker (-b) or every master of a cluster (-c)."""
+    if (broker_addr is None) == (cluster_name is None):
+        raise _fail("updateTopic: set exactly one of -b/--brokerAddr and -c/--clusterName", 2)
+    config = TopicConfig(topic.strip(), read_queue_nums, write_queue_nums, perm, order=order.strip().lower() == "true")
+    addrs = _run(lambda admin: admin.update_topic(config, broker_addr=broker_addr, cluster_name=cluster_name))
+    out = _out()
+    for addr in addrs:
+        out.print(f"create topic to {addr} success.", markup=False)
+    out.print(str(config), markup=False)
+
+
+@app.command("sendMessage")
+def send_message(
+    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")],
+    body: Annotated[str, typer.Option("-p", "--body", help="UTF-8 message body")],
+    keys: Annotated[str, typer.Option("-k", "--key", help="message keys (space separated)")] = "",
+    tags: Annotated[str, typer.Option("-c", "--tags", help="message tag")] = "",
+    gateway_addr: Annotated[str, typer.Option("-g", "--gatewayAddr", help="producer gateway")] = DEFAULT_GATEWAY_ADDR,
+) -> None:
+    """Send one message through the producer gateway."""
+    data = body.encode("utf-8")
+    result = _run(lambda admin: admin.send_message(topic, data, tags=tags, keys=keys.split()), gateway_addr)
+    table = Table("#Broker Name", "#QID", "#Queue Offset", "#Send Result", "#MsgId", "#OffsetMsgId")
+    table.add_row(
+        result.broker_name,
+        str(result.queue_id),
+        str(result.queue_offset),
+        result.send_status,
+        result.msg_id,
+        result.offset_msg_id,
+    )
+    _out().print(table)
+
+
+@app.command("consumeMessage")
+def consume_message(
+    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")],
+    broker_name: Annotated[str | None, typer.Option("-b", "--brokerName", help="broker name")] = None,
+    queue_id: Annotated[int | None, typer.Option("-i", "--queueId", help="queue id")] = None,
+    offset: Annotated[int, typer.Option("-o", "--offset", help="queue offset")] = 0,
+    count: Annotated[int, typer.Option("-c", "--MessageNumber", help="number of messages to consume")] = 128,
+) -> None:
+    """Pull messages of a topic (one queue with -b and -i) from an offset and print them."""
+    messages = _run(lambda admin: admin.consume_message(topic, broker_name, queue_id, offset, count))
+    table = Table("#QID", "#Queue Offset", "#MsgId", "#Tags", "#Keys", "#Body", title=f"Messages: {topic}")
+    for m in messages:
+        table.add_row(
+            str(m.queue_id),
+            str(m.queue_offset),
+            m.uniq_key or m.offset_msg_id,
+            m.tags or "",
+            " ".join(m.keys),
+            m.body.decode("utf-8", errors="replace"),
+        )
+    out = _out()
+    out.print(table)
+    out.print(f"{len(messages)} message(s)", markup=False)
+
+
+def main() -> None:
+    """Console script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""A minimal pull consumer: list a topic's queues, pull messages of one queue from an offset.
+
+Mirrors org.apache.rocketmq.client.consumer.DefaultMQPullConsumer (fetchSubscribeMessageQueues, pull) and
+DefaultLitePullConsumer's pull path, plus PullAPIWrapper#processPullResult's client-side tag filter.
+Offsets are the caller's business (no offset store, no rebalance). Runs on the caller's asyncio loop; one
+PullConsumer per loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Final, Self
+
+from mq_common.codec import MessageExt
+from mq_common.errors import MQClientError, RemotingError
+from mq_common.response_code import ResponseCode
+
+from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient, PullResult
+from mq_client.route import MessageQueue, TopicRouteData
+
+DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
+SUB_ALL: Final = "*"
+# DefaultMQPullConsumer: consumerPullTimeoutMillis 10 s; MessageStoreConfig.maxTransferCountOnMessageInMemory.
+DEFAULT_PULL_TIMEOUT_MS: Final = 10_000
+MAX_PULL_NUMS: Final = 1024
+
+
+def parse_subscription(subscription: str) -> frozenset[str]:
+    """Tags of a subscription expression; empty set means every tag. Mirrors FilterAPI#buildSubscriptionData.
+
+    ``"*"`` or blank -> all; ``"TagA || TagB"`` -> {"TagA", "TagB"}.
+    """
+    expr = subscription.strip()
+    if not expr or expr == SUB_ALL:
+        return frozenset()
+    return frozenset(t.strip() for t in expr.split("||") if t.strip())
+
+
+def filter_by_tags(messages: Sequence[MessageExt], tags: frozenset[str]) -> tuple[MessageExt, ...]:
+    """Keep messages whose TAGS property is in ``tags`` (all when ``tags`` is empty)."""
+    if not tags:
+        return tuple(messages)
+    return tuple(m for m in messages if m.tags is not None and m.tags in tags)
+
+
+class PullConsumer:
+    """Pull messages from chosen queues. Mirrors DefaultMQPullConsumer / DefaultLitePullConsumer#pull.
+
+    Routes come from the name servers (failover as in NameServerClient) and are cached per topic; a
+    transport failure on a broker refreshes the topic's route and retries once if the broker's address
+    changed. Not safe to share between loops.
+    """
+
+    def __init__(
+        self,
+        namesrv_addrs: Sequence[str],
+        consumer_group: str = DEFAULT_CONSUMER_GROUP,
+        *,
+        pool: ChannelPool | None = None,
+        pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS,
+        route_timeout_ms: int = 3000,
+    ) -> None:
+        """Raises MQClientError (RPC_ADDR_IS_NULL) when ``namesrv_addrs`` is empty."""
+        self._own_pool = pool is None
+        self._pool = ChannelPool() if pool is None else pool
+        self._namesrv = NameServerClient(namesrv_addrs, self._pool)
+        self._broker = BrokerClient(self._pool)
+        self.consumer_group = consumer_group
+        self.pull_timeout_ms = pull_timeout_ms
+        self.route_timeout_ms = route_timeout_ms
+        self._routes: dict[str, TopicRouteData] = {}
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def refresh_route(self, topic: str) -> TopicRouteData:
+        """Fetch ``topic``'s route from the name servers and cache it.
+
+        Raises TopicNotExistError (17) or RemotingError when no name server answered."""
+        route = await self._namesrv.get_route_info_by_topic(topic, self.route_timeout_ms)
+        self._routes[topic] = route
+        return route
+
+    async def _route(self, topic: str) -> TopicRouteData:
+        route = self._routes.get(topic)
+        return route if route is not None else await self.refresh_route(topic)
+
+    async def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
+        """Every readable queue of ``topic``: ``read_queue_nums`` per broker group in a fresh route, sorted.
+
+        Mirrors DefaultMQPullConsumer#fetchSubscribeMessageQueues. Raises TopicNotExistError (17) when the
+        name server has no route, MQClientError (TOPIC_NOT_EXIST) when the route has no readable queue."""
+        queues = (await self.refresh_route(topic)).read_queues(topic)
+        if not queues:
+            raise MQClientError(f"Can not find Message Queue for this topic, {topic}", ResponseCode.TOPIC_NOT_EXIST)
+        return queues
+
+    async def find_broker_addr(self, broker_name: str, topic: str, *, refresh: bool = False) -> str:
+        """The address (master first) of ``broker_name`` in ``topic``'s route.
+
+        Raises MQClientError (BROKER_NOT_EXIST, 211) when the route has no such broker group."""
+        route = await (self.refresh_route(topic) if refresh else self._route(topic))
+        addr = route.find_broker_addr(broker_name)
+        if addr is None and not refresh:
+            addr = (await self.refresh_route(topic)).find_broker_addr(broker_name)
+        if addr is None:
+            raise MQClientError(f"The broker[{broker_name}] not exist", ResponseCode.BROKER_NOT_EXIST)
+        return addr
+
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int, subscription: str = SUB_ALL) -> PullResult:
+        """Pull at most ``max_nums`` messages of ``mq`` starting at queue ``offset``.
+
+        ``subscription`` is ``"*"`` or ``"TagA || TagB"``; the broker filters by tag hash and this method
+        again by tag (messages of other tags are dropped, ``next_begin_offset`` still moves past them).
+        Bodies stored compressed are inflated. Raises MQClientError (INVALID_PARAMETER) for a negative
+        offset or ``max_nums`` outside 1..1024, MQClientError (BROKER_NOT_EXIST) for an unknown broker, the
+        broker's error (error_for_code) for other non-pull codes, RemotingError/RemotingTimeoutError.
+        """
+        if offset < 0:
+            raise MQClientError(f"offset < 0: {offset}", ResponseCode.INVALID_PARAMETER)
+        if not 0 < max_nums <= MAX_PULL_NUMS:
+            raise MQClientError(
+                f"maxNums out of range [1, {MAX_PULL_NUMS}]: {max_nums}", ResponseCode.INVALID_PARAMETER
+            )
+        tags = parse_subscription(subscription)
+        addr = await self.find_broker_addr(mq.broker_name, mq.topic)
+        try:
+            result = await self._pull_from(addr, mq, offset, max_nums, subscription)
+        except RemotingError:
+            new_addr = await self.find_broker_addr(mq.broker_name, mq.topic, refresh=True)
+            if new_addr == addr:
+                raise
+            result = await self._pull_from(new_addr, mq, offset, max_nums, subscription)
+        if not tags:
+            return result
+        return PullResult(
+            status=result.status,
+            next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+            messages=filter_by_tags(result.messages, tags),
+        )
+
+    async def _pull_from(
+        self, addr: str, mq: MessageQueue, offset: int, max_nums: int, subscription: str
+    ) -> PullResult:
+        return await self._broker.pull_message(
+            addr,
+            mq.topic,
+            mq.queue_id,
+            offset,
+            max_nums,
+            subscription=subscription.strip() or SUB_ALL,
+            timeout_ms=self.pull_timeout_ms,
+            consumer_group=self.consumer_group or DEFAULT_CONSUMER_GROUP,
+        )
+
+    async def close(self) -> None:
+        """Close the channels (only when this consumer created the pool) and forget cached routes."""
+        self._routes.clear()
+        if self._own_pool:
+            await self._pool.close()

@@ -1,0 +1,68 @@
+"""Wires the name server together: route table, gRPC server, periodic expiry scan.
+
+Mirrors org.apache.rocketmq.namesrv.NamesrvController (initialize/start/shutdown and the
+scanNotActiveBroker scheduled task). Everything runs on one asyncio loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from mq_common.grpc_server import ServiceServer
+from mq_common.logging import get_logger
+
+from mq_namesrv.grpc_api import SERVICE_NAME, NameServerServicer, add_to_server
+from mq_namesrv.route_info_manager import Clock, RouteInfoManager, system_clock_ms
+from mq_namesrv.settings import NamesrvSettings
+
+log = get_logger("mq_namesrv.controller")
+
+
+class NamesrvController:
+    """The name server process' parts. Create, ``await start()``, later ``await stop()``; one loop."""
+
+    def __init__(self, settings: NamesrvSettings, clock: Clock = system_clock_ms) -> None:
+        self.settings = settings
+        self.route_info_manager = RouteInfoManager(clock, settings.broker_channel_expired_ms)
+        self.server = ServiceServer([SERVICE_NAME])
+        add_to_server(NameServerServicer(self.route_info_manager), self.server.server)
+        self._scan_task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`)."""
+        return self.server.port
+
+    @property
+    def addr(self) -> str:
+        """``"host:port"`` clients use (after :meth:`start`)."""
+        return f"{self.settings.listen_host}:{self.server.port}"
+
+    async def start(self) -> int:
+        """Bind ``listen_host:listen_port``, serve, start the expiry scan. Returns the bound port.
+
+        Raises RuntimeError when the port cannot be bound."""
+        port = self.server.bind(self.settings.listen_host, self.settings.listen_port)
+        await self.server.start()
+        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="scan-not-active-broker")
+        return port
+
+    async def _scan_loop(self) -> None:
+        interval_s = self.settings.scan_not_active_broker_interval_ms / 1000.0
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.route_info_manager.scan_not_active_broker()
+            except Exception:
+                log.exception("scan_not_active_broker_failed")
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Stop the scan, then stop serving (in-flight calls get ``grace_s``, default shutdown_grace_ms)."""
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
+            self._scan_task = None
+        grace = self.settings.shutdown_grace_ms / 1000.0 if grace_s is None else grace_s
+        await self.server.stop(grace)
