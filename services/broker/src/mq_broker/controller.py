@@ -1,0 +1,155 @@
+"""BrokerController: builds and runs one broker (store, topic table, processors, gRPC server, registration).
+
+Mirrors org.apache.rocketmq.broker.BrokerController (#initialize, #start, #shutdown). Start order: bind the gRPC
+port (so STOREHOST carries the real port), start the store (recovery; in a thread), load topics, serve, start
+registering. Stop order (SIGTERM): refuse new sends, unregister, stop the server (in-flight calls finish),
+persist topics, shut the store down cleanly (``abort`` removed). Runs on the service's asyncio loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from mq.broker.v1 import broker_pb2_grpc
+from mq_common.codec import host_to_bytes
+from mq_common.constants import PermName
+from mq_common.grpc_server import ServiceServer
+from mq_common.logging import get_logger
+
+from mq_broker.admin_processor import AdminBrokerProcessor
+from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer, GrpcNamesrvClient
+from mq_broker.pull_processor import PullMessageProcessor
+from mq_broker.registration import BrokerRegistrar, BrokerRegistration, NamesrvClient
+from mq_broker.send_processor import SendMessageProcessor
+from mq_broker.settings import BrokerSettings
+from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
+from mq_broker.topic_config import TopicConfigManager
+
+log = get_logger("mq_broker.controller")
+
+
+class BrokerController:
+    """One broker. ``namesrv_client`` defaults to gRPC (tests may pass their own)."""
+
+    def __init__(self, settings: BrokerSettings, namesrv_client: NamesrvClient | None = None) -> None:
+        self.settings = settings
+        self.namesrv_client: NamesrvClient = namesrv_client or GrpcNamesrvClient()
+        self.port = 0
+        self.server: ServiceServer | None = None
+        self.store: DefaultMessageStore | None = None
+        self.topics: TopicConfigManager | None = None
+        self.send_processor: SendMessageProcessor | None = None
+        self.registrar: BrokerRegistrar | None = None
+        self._stopped = False
+
+    @property
+    def broker_addr(self) -> str:
+        return self.settings.broker_addr(self.port)
+
+    async def start(self) -> int:
+        """Start everything; returns the bound port. Raises RuntimeError (bind failure, StoreStartError, bad
+        broker_ip, malformed topics.json).
+        """
+        server = ServiceServer([SERVICE_NAME])
+        try:
+            await self._start_on(server)
+        except BaseException:
+            await server.stop(0)
+            raise
+        return self.port
+
+    async def _start_on(self, server: ServiceServer) -> None:
+        s = self.settings
+        self.port = server.bind(s.listen_host, s.listen_port)
+        try:
+            store_host = host_to_bytes(s.store_ip(), self.port)
+        except ValueError as exc:
+            raise RuntimeError(str(exc)) from exc
+        store = DefaultMessageStore(s.message_store_config(), store_host)
+        await asyncio.to_thread(store.start)  # StoreStartError is a RuntimeError
+        self.store = store
+        topics = TopicConfigManager(
+            s.store_path_root_dir / "config" / "topics.json",
+            cluster_name=s.cluster_name,
+            broker_name=s.broker_name,
+            auto_create_topic_enable=s.auto_create_topic_enable,
+            default_topic_queue_nums=s.default_topic_queue_nums,
+        )
+        try:
+            await asyncio.to_thread(topics.load)
+        except ValueError as exc:
+            await asyncio.to_thread(store.shutdown)
+            raise StoreStartError(str(exc)) from exc
+        self.topics = topics
+        self._build_processors(server, store, topics)
+        await server.start()
+        self.server = server
+        self._start_registration(topics)
+
+    def _build_processors(self, server: ServiceServer, store: DefaultMessageStore, topics: TopicConfigManager) -> None:
+        s = self.settings
+        self.send_processor = SendMessageProcessor(
+            store,
+            topics,
+            broker_permission=s.broker_permission,
+            broker_ip=s.broker_ip,
+            cluster_name=s.cluster_name,
+            max_message_size_bytes=s.max_message_size_bytes,
+        )
+        pull = PullMessageProcessor(store, topics, broker_permission=s.broker_permission, broker_ip=s.broker_ip)
+        admin = AdminBrokerProcessor(store, topics, s.broker_name)
+        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(self.send_processor, pull, admin), server.server)
+
+    def _start_registration(self, topics: TopicConfigManager) -> None:
+        s = self.settings
+        self.registrar = BrokerRegistrar(
+            self.namesrv_client,
+            s.namesrv_addr_list,
+            self.build_registration,
+            interval_ms=s.register_broker_interval_ms,
+            timeout_ms=s.register_broker_timeout_ms,
+        )
+        topics.on_change = self.registrar.trigger
+        self.registrar.start()
+
+    def build_registration(self) -> BrokerRegistration:
+        """The REGISTER_BROKER payload: identity, advertised address, whole topic table, data version.
+
+        A broker that is not both readable and writable advertises every topic's perm masked by its own
+        (BrokerController#registerBrokerAll), so routes stop sending to it.
+        """
+        s = self.settings
+        topics = self.topics
+        assert topics is not None
+        table = dict(topics.topic_config_table)
+        rw = PermName.PERM_READ | PermName.PERM_WRITE
+        if s.broker_permission & rw != rw:
+            table = {name: replace(tc, perm=tc.perm & s.broker_permission) for name, tc in table.items()}
+        return BrokerRegistration(
+            cluster_name=s.cluster_name,
+            broker_name=s.broker_name,
+            broker_id=s.broker_id,
+            broker_addr=self.broker_addr,
+            topic_configs=table,
+            data_version=topics.data_version,
+        )
+
+    async def stop(self) -> None:
+        """Stop taking sends, unregister, stop serving, persist topics, shut the store down. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.send_processor is not None:
+            self.send_processor.stop_accepting()
+        if self.registrar is not None:
+            await self.registrar.stop()
+        if self.server is not None:
+            await self.server.stop(self.settings.shutdown_grace_ms / 1000)
+        if self.topics is not None:
+            await self.topics.wait_persisted()
+            await asyncio.to_thread(self.topics.persist)
+        if self.store is not None:
+            await asyncio.to_thread(self.store.shutdown)
+        await self.namesrv_client.close()
+        log.info("broker_stopped", broker_name=self.settings.broker_name, port=self.port)

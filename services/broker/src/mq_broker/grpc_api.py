@@ -1,0 +1,323 @@
+"""gRPC face of the broker: translates mq.broker.v1 / mq.namesrv.v1 messages <-> domain values, nothing else.
+
+Mirrors the request dispatch of org.apache.rocketmq.broker.processor.{SendMessageProcessor,
+PullMessageProcessor, AdminBrokerProcessor} and, as a client, org.apache.rocketmq.broker.out.BrokerOuterAPI.
+Handlers run on the service's asyncio loop. Business outcomes travel as ``code`` + ``remark``; a handler never
+raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. A SendBatch of
+more than MAX_SEND_BATCH_COUNT requests is refused with gRPC INVALID_ARGUMENT. A TopicConfig with ``perm`` 0
+(unset in proto3) means read + write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
+
+import grpc
+from mq.broker.v1 import broker_pb2, broker_pb2_grpc
+from mq.common.v1 import common_pb2
+from mq.namesrv.v1 import namesrv_pb2, namesrv_pb2_grpc
+from mq_common.constants import PermName
+from mq_common.errors import MQError, RemotingError, RemotingTimeoutError, error_for_code
+from mq_common.grpc_server import CHANNEL_OPTIONS
+from mq_common.logging import get_logger
+from mq_common.response_code import ResponseCode
+
+from mq_broker.admin_processor import AdminBrokerProcessor
+from mq_broker.pull_processor import PullMessageCommand, PullMessageProcessor, PullMessageReply, PullStatus
+from mq_broker.registration import BrokerRegistration
+from mq_broker.send_processor import SendMessageCommand, SendMessageProcessor, SendMessageReply
+from mq_broker.topic_config import DataVersion, TopicConfig
+
+log = get_logger("mq_broker.grpc_api")
+
+SERVICE_NAME: Final = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name
+MAX_SEND_BATCH_COUNT: Final = 10_000
+_Resp = TypeVar("_Resp")
+_Context = grpc.aio.ServicerContext[object, object]
+
+_PULL_STATUS_TO_PROTO: Final = {
+    PullStatus.FOUND: broker_pb2.PULL_STATUS_FOUND,
+    PullStatus.NO_NEW_MSG: broker_pb2.PULL_STATUS_NO_NEW_MSG,
+    PullStatus.NO_MATCHED_MSG: broker_pb2.PULL_STATUS_NO_MATCHED_MSG,
+    PullStatus.OFFSET_ILLEGAL: broker_pb2.PULL_STATUS_OFFSET_ILLEGAL,
+}
+
+
+# --- translation ----------------------------------------------------------------------------------------------------
+
+
+def peer_to_host_port(peer: str) -> str:
+    """``"ipv4:1.2.3.4:5"`` / ``"ipv6:[::1]:5"`` (grpc peer strings) -> ``"1.2.3.4:5"`` / ``"[::1]:5"``."""
+    for prefix in ("ipv4:", "ipv6:"):
+        if peer.startswith(prefix):
+            return peer[len(prefix) :]
+    return ""
+
+
+def send_command_from_proto(msg: broker_pb2.SendMessageRequest) -> SendMessageCommand:
+    return SendMessageCommand(
+        topic=msg.topic,
+        body=msg.body,
+        queue_id=msg.queue_id,
+        producer_group=msg.producer_group,
+        default_topic=msg.default_topic,
+        default_topic_queue_nums=msg.default_topic_queue_nums,
+        sys_flag=msg.sys_flag,
+        born_timestamp_ms=msg.born_timestamp_ms,
+        flag=msg.flag,
+        properties=msg.properties,
+        reconsume_times=msg.reconsume_times,
+        born_host=msg.born_host,
+    )
+
+
+def send_reply_to_proto(reply: SendMessageReply) -> broker_pb2.SendMessageResponse:
+    return broker_pb2.SendMessageResponse(
+        code=reply.code,
+        remark=reply.remark,
+        msg_id=reply.msg_id,
+        queue_id=reply.queue_id,
+        queue_offset=reply.queue_offset,
+        transaction_id=reply.transaction_id,
+    )
+
+
+def pull_command_from_proto(msg: broker_pb2.PullMessageRequest) -> PullMessageCommand:
+    return PullMessageCommand(
+        topic=msg.topic,
+        queue_id=msg.queue_id,
+        queue_offset=msg.queue_offset,
+        max_msg_nums=msg.max_msg_nums,
+        consumer_group=msg.consumer_group,
+        subscription=msg.subscription,
+    )
+
+
+def pull_reply_to_proto(reply: PullMessageReply) -> broker_pb2.PullMessageResponse:
+    return broker_pb2.PullMessageResponse(
+        code=reply.code,
+        remark=reply.remark,
+        status=_PULL_STATUS_TO_PROTO[reply.status] if reply.status is not None else broker_pb2.PULL_STATUS_UNSPECIFIED,
+        next_begin_offset=reply.next_begin_offset,
+        min_offset=reply.min_offset,
+        max_offset=reply.max_offset,
+        message_bytes=reply.message_bytes,
+        message_count=reply.message_count,
+    )
+
+
+def topic_config_from_proto(msg: common_pb2.TopicConfig) -> TopicConfig:
+    return TopicConfig(
+        topic_name=msg.topic_name,
+        read_queue_nums=msg.read_queue_nums,
+        write_queue_nums=msg.write_queue_nums,
+        perm=msg.perm or (PermName.PERM_READ | PermName.PERM_WRITE),
+        topic_sys_flag=msg.topic_sys_flag,
+        order=msg.order,
+        attributes=dict(msg.attributes),
+    )
+
+
+def topic_config_to_proto(config: TopicConfig) -> common_pb2.TopicConfig:
+    return common_pb2.TopicConfig(
+        topic_name=config.topic_name,
+        read_queue_nums=config.read_queue_nums,
+        write_queue_nums=config.write_queue_nums,
+        perm=config.perm,
+        topic_sys_flag=config.topic_sys_flag,
+        order=config.order,
+        attributes=dict(config.attributes),
+    )
+
+
+def data_version_to_proto(version: DataVersion) -> common_pb2.DataVersion:
+    return common_pb2.DataVersion(
+        state_version=version.state_version, timestamp_ms=version.timestamp_ms, counter=version.counter
+    )
+
+
+def register_request_to_proto(registration: BrokerRegistration) -> namesrv_pb2.RegisterBrokerRequest:
+    return namesrv_pb2.RegisterBrokerRequest(
+        cluster_name=registration.cluster_name,
+        broker_name=registration.broker_name,
+        broker_id=registration.broker_id,
+        broker_addr=registration.broker_addr,
+        ha_server_addr=registration.ha_server_addr,
+        topic_config_table={name: topic_config_to_proto(tc) for name, tc in registration.topic_configs.items()},
+        data_version=data_version_to_proto(registration.data_version),
+        heartbeat_timeout_ms=registration.heartbeat_timeout_ms,
+    )
+
+
+# --- server ---------------------------------------------------------------------------------------------------------
+
+
+async def _guard(rpc: str, make_error: Callable[[int, str], _Resp], handler: Callable[[], Awaitable[_Resp]]) -> _Resp:
+    """Run ``handler``; an MQError becomes its code + remark, any other exception SYSTEM_ERROR."""
+    try:
+        return await handler()
+    except MQError as exc:
+        log.info("request_refused", rpc=rpc, code=ResponseCode.name_of(exc.code), remark=exc.remark)
+        return make_error(exc.code, exc.remark)
+    except Exception as exc:
+        log.exception("request_failed", rpc=rpc)
+        return make_error(ResponseCode.SYSTEM_ERROR, f"{rpc} failed: {type(exc).__name__}: {exc}")
+
+
+class BrokerServicer(broker_pb2_grpc.BrokerServicer):
+    """mq.broker.v1.Broker over the send, pull and admin processors. Runs on the service's asyncio loop."""
+
+    def __init__(self, send: SendMessageProcessor, pull: PullMessageProcessor, admin: AdminBrokerProcessor) -> None:
+        self._send = send
+        self._pull = pull
+        self._admin = admin
+
+    async def SendMessage(
+        self, request: broker_pb2.SendMessageRequest, context: _Context
+    ) -> broker_pb2.SendMessageResponse:
+        async def handle() -> broker_pb2.SendMessageResponse:
+            replies = await self._send.send_batch([send_command_from_proto(request)], peer_to_host_port(context.peer()))
+            return send_reply_to_proto(replies[0])
+
+        return await _guard("SendMessage", _send_error, handle)
+
+    async def SendBatch(self, request: broker_pb2.SendBatchRequest, context: _Context) -> broker_pb2.SendBatchResponse:
+        count = len(request.requests)
+        if count > MAX_SEND_BATCH_COUNT:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"SendBatch carries {count} requests, at most {MAX_SEND_BATCH_COUNT}"
+            )
+
+        async def handle() -> broker_pb2.SendBatchResponse:
+            commands = [send_command_from_proto(r) for r in request.requests]
+            replies = await self._send.send_batch(commands, peer_to_host_port(context.peer()))
+            return broker_pb2.SendBatchResponse(responses=[send_reply_to_proto(r) for r in replies])
+
+        def batch_error(code: int, remark: str) -> broker_pb2.SendBatchResponse:
+            return broker_pb2.SendBatchResponse(responses=[_send_error(code, remark) for _ in range(count)])
+
+        return await _guard("SendBatch", batch_error, handle)
+
+    async def PullMessage(
+        self, request: broker_pb2.PullMessageRequest, context: _Context
+    ) -> broker_pb2.PullMessageResponse:
+        async def handle() -> broker_pb2.PullMessageResponse:
+            reply = self._pull.pull(pull_command_from_proto(request), peer_to_host_port(context.peer()))
+            return pull_reply_to_proto(reply)
+
+        return await _guard("PullMessage", _pull_error, handle)
+
+    async def CreateTopic(
+        self, request: broker_pb2.CreateTopicRequest, context: _Context
+    ) -> broker_pb2.CreateTopicResponse:
+        async def handle() -> broker_pb2.CreateTopicResponse:
+            self._admin.create_topic(topic_config_from_proto(request.topic_config))
+            return broker_pb2.CreateTopicResponse(code=ResponseCode.SUCCESS)
+
+        return await _guard("CreateTopic", _create_error, handle)
+
+    async def UpdateTopic(
+        self, request: broker_pb2.UpdateTopicRequest, context: _Context
+    ) -> broker_pb2.UpdateTopicResponse:
+        async def handle() -> broker_pb2.UpdateTopicResponse:
+            self._admin.update_topic(topic_config_from_proto(request.topic_config))
+            return broker_pb2.UpdateTopicResponse(code=ResponseCode.SUCCESS)
+
+        return await _guard("UpdateTopic", _update_error, handle)
+
+    async def GetTopicStats(
+        self, request: broker_pb2.GetTopicStatsRequest, context: _Context
+    ) -> broker_pb2.GetTopicStatsResponse:
+        async def handle() -> broker_pb2.GetTopicStatsResponse:
+            offsets = self._admin.get_topic_stats(request.topic)
+            return broker_pb2.GetTopicStatsResponse(
+                code=ResponseCode.SUCCESS,
+                offsets=[
+                    broker_pb2.TopicQueueOffset(
+                        broker_name=o.broker_name,
+                        queue_id=o.queue_id,
+                        min_offset=o.min_offset,
+                        max_offset=o.max_offset,
+                        last_update_timestamp_ms=o.last_update_timestamp_ms,
+                    )
+                    for o in offsets
+                ],
+            )
+
+        return await _guard("GetTopicStats", _stats_error, handle)
+
+
+def _send_error(code: int, remark: str) -> broker_pb2.SendMessageResponse:
+    return broker_pb2.SendMessageResponse(code=code, remark=remark)
+
+
+def _pull_error(code: int, remark: str) -> broker_pb2.PullMessageResponse:
+    return broker_pb2.PullMessageResponse(code=code, remark=remark)
+
+
+def _create_error(code: int, remark: str) -> broker_pb2.CreateTopicResponse:
+    return broker_pb2.CreateTopicResponse(code=code, remark=remark)
+
+
+def _update_error(code: int, remark: str) -> broker_pb2.UpdateTopicResponse:
+    return broker_pb2.UpdateTopicResponse(code=code, remark=remark)
+
+
+def _stats_error(code: int, remark: str) -> broker_pb2.GetTopicStatsResponse:
+    return broker_pb2.GetTopicStatsResponse(code=code, remark=remark)
+
+
+# --- name server client -----------------------------------------------------------------------------------------------
+
+
+class GrpcNamesrvClient:
+    """:class:`mq_broker.registration.NamesrvClient` over gRPC; one channel per name server address.
+
+    Raises RemotingTimeoutError (deadline), RemotingError (transport) or the error for a non-zero code.
+    """
+
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def _stub(self, addr: str) -> namesrv_pb2_grpc.NameServerAsyncStub:
+        channel = self._channels.get(addr)
+        if channel is None:
+            channel = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
+            self._channels[addr] = channel
+        return namesrv_pb2_grpc.NameServerStub(channel)
+
+    async def register_broker(self, namesrv_addr: str, registration: BrokerRegistration, timeout_ms: int) -> None:
+        request = register_request_to_proto(registration)
+        try:
+            response = await self._stub(namesrv_addr).RegisterBroker(request, timeout=timeout_ms / 1000)
+        except grpc.aio.AioRpcError as exc:
+            raise _remoting_error(namesrv_addr, exc) from exc
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_code(response.code, response.remark)
+
+    async def unregister_broker(self, namesrv_addr: str, registration: BrokerRegistration, timeout_ms: int) -> None:
+        request = namesrv_pb2.UnregisterBrokerRequest(
+            cluster_name=registration.cluster_name,
+            broker_name=registration.broker_name,
+            broker_id=registration.broker_id,
+            broker_addr=registration.broker_addr,
+        )
+        try:
+            response = await self._stub(namesrv_addr).UnregisterBroker(request, timeout=timeout_ms / 1000)
+        except grpc.aio.AioRpcError as exc:
+            raise _remoting_error(namesrv_addr, exc) from exc
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_code(response.code, response.remark)
+
+    async def close(self) -> None:
+        channels, self._channels = self._channels, {}
+        for channel in channels.values():
+            await channel.close()
+
+
+def _remoting_error(addr: str, exc: grpc.aio.AioRpcError) -> RemotingError:
+    remark = f"{addr}: {exc.code().name}: {exc.details()}"
+    if exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RemotingTimeoutError(remark)
+    return RemotingError(remark)

@@ -1,0 +1,158 @@
+"""Pull path of the broker: checks, tag-filtered read of one queue, status mapping.
+
+Mirrors org.apache.rocketmq.broker.processor.PullMessageProcessor (#processRequest checks and
+#composeResponseHeader) and the client's MQClientAPIImpl#processPullResponse (code -> PullStatus). Runs on the
+event loop; reads are page-cache copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from mq_common.constants import PermName
+from mq_common.response_code import ResponseCode
+
+from mq_broker.send_processor import QUEUE_ID_ILLEGAL_CODE
+from mq_broker.store.message import GetMessageStatus
+from mq_broker.store.message_filter import SubscriptionData, SubscriptionParseError
+from mq_broker.store.message_store import DefaultMessageStore
+from mq_broker.topic_config import TopicConfigManager
+
+
+class PullStatus(Enum):
+    """Mirrors org.apache.rocketmq.client.consumer.PullStatus."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(frozen=True, slots=True)
+class PullMessageCommand:
+    """One pull. Mirrors PullMessageRequestHeader. ``subscription``: ``"*"``/empty or ``"TagA || TagB"``."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    consumer_group: str = ""
+    subscription: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PullMessageReply:
+    """Outcome of one pull. ``message_bytes``: the stored v1 records, concatenated (mq_common.codec)."""
+
+    code: int
+    remark: str = ""
+    status: PullStatus | None = None
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    message_bytes: bytes = b""
+    message_count: int = 0
+
+
+# PullMessageProcessor#composeResponseHeader; "0 != offset" turns NO_MESSAGE_IN_QUEUE into OFFSET_MOVED.
+_CODE_BY_STATUS: dict[GetMessageStatus, ResponseCode] = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.NO_MESSAGE_IN_QUEUE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+_PULL_STATUS_BY_CODE: dict[ResponseCode, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+class PullMessageProcessor:
+    """Serves pulls from the store. ``broker_ip`` appears in RocketMQ's NO_PERMISSION remark."""
+
+    def __init__(
+        self,
+        store: DefaultMessageStore,
+        topic_config_manager: TopicConfigManager,
+        *,
+        broker_permission: int,
+        broker_ip: str,
+    ) -> None:
+        self.store = store
+        self.topics = topic_config_manager
+        self.broker_permission = broker_permission
+        self.broker_ip = broker_ip
+
+    def pull(self, command: PullMessageCommand, peer_host: str = "") -> PullMessageReply:
+        """Checks then DefaultMessageStore#getMessage. Error codes: INVALID_PARAMETER (29, negative offset or
+        max_msg_nums < 1), NO_PERMISSION (16), TOPIC_NOT_EXIST (17), QUEUE_ID_ILLEGAL_CODE (queue id out of
+        range), SUBSCRIPTION_PARSE_FAILED (23). Found/not-found outcomes carry a PullStatus.
+        """
+        refused = self._check(command, peer_host)
+        if refused is not None:
+            return refused
+        try:
+            subscription = SubscriptionData.build(command.subscription)
+        except SubscriptionParseError:
+            return PullMessageReply(
+                int(ResponseCode.SUBSCRIPTION_PARSE_FAILED), "parse the consumer's subscription failed"
+            )
+        result = self.store.get_messages(
+            command.topic,
+            command.queue_id,
+            command.queue_offset,
+            command.max_msg_nums,
+            None if subscription.is_sub_all else subscription,
+        )
+        code = _CODE_BY_STATUS[result.status]
+        no_queue_data = (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE)
+        if result.status in no_queue_data and command.queue_offset != 0:
+            code = ResponseCode.PULL_OFFSET_MOVED
+        return PullMessageReply(
+            code=int(code),
+            remark=result.status.value,
+            status=_PULL_STATUS_BY_CODE[code],
+            next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+            message_bytes=b"".join(result.messages),
+            message_count=result.message_count,
+        )
+
+    def _check(self, command: PullMessageCommand, peer_host: str) -> PullMessageReply | None:
+        if command.max_msg_nums < 1:
+            return PullMessageReply(
+                int(ResponseCode.INVALID_PARAMETER), f"maxMsgNums[{command.max_msg_nums}] must be > 0"
+            )
+        if command.queue_offset < 0:
+            return PullMessageReply(
+                int(ResponseCode.INVALID_PARAMETER), f"queueOffset[{command.queue_offset}] must be >= 0"
+            )
+        if not PermName.is_readable(self.broker_permission):
+            return PullMessageReply(
+                int(ResponseCode.NO_PERMISSION), f"the broker[{self.broker_ip}] pulling message is forbidden"
+            )
+        config = self.topics.select_topic_config(command.topic)
+        if config is None:
+            return PullMessageReply(
+                int(ResponseCode.TOPIC_NOT_EXIST), f"topic[{command.topic}] not exist, apply first please!"
+            )
+        if not PermName.is_readable(config.perm):
+            return PullMessageReply(
+                int(ResponseCode.NO_PERMISSION), f"the topic[{command.topic}] pulling message is forbidden"
+            )
+        if command.queue_id < 0 or command.queue_id >= config.read_queue_nums:
+            return PullMessageReply(
+                int(QUEUE_ID_ILLEGAL_CODE),
+                f"queueId[{command.queue_id}] is illegal, topic:[{command.topic}] "
+                f"topicConfig.readQueueNums:[{config.read_queue_nums}] consumer:[{peer_host}]",
+            )
+        return None

@@ -1,0 +1,128 @@
+"""Registration with the name servers: at start, every ``register_broker_interval_ms`` and at once after a topic
+change; unregistration on shutdown.
+
+Mirrors org.apache.rocketmq.broker.BrokerController#registerBrokerAll / #unregisterBrokerAll and
+org.apache.rocketmq.broker.out.BrokerOuterAPI (one call per name server, in parallel). A failed call is logged
+and retried next round; it never stops the broker. Runs on the event loop; the transport is a
+:class:`NamesrvClient` (the gRPC one lives in grpc_api.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from mq_common.logging import get_logger
+
+from mq_broker.topic_config import DataVersion, TopicConfig
+
+log = get_logger("mq_broker.registration")
+
+UNREGISTER_TIMEOUT_MS: Final = 3_000
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """One REGISTER_BROKER: identity, address and the whole topic config table with its data version."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    topic_configs: Mapping[str, TopicConfig] = field(default_factory=dict)
+    data_version: DataVersion = field(default_factory=DataVersion)
+    heartbeat_timeout_ms: int = 0
+    ha_server_addr: str = ""
+
+
+class NamesrvClient(Protocol):
+    """Transport to name servers. Methods raise mq_common.errors.MQError (or OSError) on failure."""
+
+    async def register_broker(self, namesrv_addr: str, registration: BrokerRegistration, timeout_ms: int) -> None: ...
+
+    async def unregister_broker(self, namesrv_addr: str, registration: BrokerRegistration, timeout_ms: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class BrokerRegistrar:
+    """Keeps this broker registered with every name server in ``namesrv_addrs``.
+
+    ``build_registration`` is called at each round so the latest topic table and data version are sent.
+    """
+
+    def __init__(
+        self,
+        client: NamesrvClient,
+        namesrv_addrs: Sequence[str],
+        build_registration: Callable[[], BrokerRegistration],
+        *,
+        interval_ms: int,
+        timeout_ms: int,
+    ) -> None:
+        assert interval_ms > 0
+        assert timeout_ms > 0
+        self.client = client
+        self.namesrv_addrs = list(namesrv_addrs)
+        self.build_registration = build_registration
+        self.interval_ms = interval_ms
+        self.timeout_ms = timeout_ms
+        self.rounds = 0
+        self.last_results: dict[str, bool] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the periodic task (its first round runs at once). Event loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="broker-registrar")
+
+    def trigger(self) -> None:
+        """Register again as soon as possible (a topic was created or changed)."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.register_all()
+            except Exception as exc:  # never let the periodic task die
+                log.error("register_round_failed", error=repr(exc))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval_ms / 1000)
+            self._wake.clear()
+
+    async def register_all(self) -> dict[str, bool]:
+        """One round: RegisterBroker on every name server in parallel; returns address -> success."""
+        registration = self.build_registration()
+        results = await asyncio.gather(*(self._register_one(addr, registration) for addr in self.namesrv_addrs))
+        self.rounds += 1
+        self.last_results = dict(zip(self.namesrv_addrs, results, strict=True))
+        return self.last_results
+
+    async def _register_one(self, addr: str, registration: BrokerRegistration) -> bool:
+        try:
+            await self.client.register_broker(addr, registration, self.timeout_ms)
+        except Exception as exc:  # any failure: log, retry next round
+            log.warning("register_broker_failed", namesrv_addr=addr, error=str(exc))
+            return False
+        log.debug("register_broker_ok", namesrv_addr=addr, topics=len(registration.topic_configs))
+        return True
+
+    async def stop(self) -> None:
+        """Cancel the periodic task, then UnregisterBroker on every name server (bounded, failures logged)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        registration = self.build_registration()
+        await asyncio.gather(*(self._unregister_one(addr, registration) for addr in self.namesrv_addrs))
+
+    async def _unregister_one(self, addr: str, registration: BrokerRegistration) -> None:
+        try:
+            await self.client.unregister_broker(addr, registration, min(self.timeout_ms, UNREGISTER_TIMEOUT_MS))
+        except Exception as exc:
+            log.warning("unregister_broker_failed", namesrv_addr=addr, error=str(exc))

@@ -1,0 +1,272 @@
+"""Send path of the broker: msgCheck, build the stored message, put the batch, map the store result.
+
+Mirrors org.apache.rocketmq.broker.processor.{AbstractSendMessageProcessor#msgCheck,
+SendMessageProcessor#sendMessage/#handlePutMessageResult} (seed 002, step 9). Every item of a batch is checked
+on its own: a bad item fails only itself; the good ones are stored together under one store write lock and
+wait for one group commit.
+
+Runs on the event loop. Business outcomes are ``SendMessageReply.code`` + ``remark`` (RocketMQ numbers).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from mq_common.codec import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    decode_properties,
+    encode_properties,
+    host_to_bytes,
+    split_host_port,
+)
+from mq_common.constants import (
+    MessageConst,
+    MessageSysFlag,
+    MixAll,
+    PermName,
+    is_not_allowed_send_topic,
+    validate_topic,
+)
+from mq_common.errors import (
+    InvalidParameterError,
+    MessageIllegalError,
+    MQBrokerError,
+    MQError,
+    NoPermissionError,
+    ServiceNotAvailableError,
+    TopicNotExistError,
+)
+from mq_common.response_code import ResponseCode
+
+from mq_broker.store.commit_log import MESSAGE_ILLEGAL_REMARK
+from mq_broker.store.message import (
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+    tags_string_to_tags_code,
+)
+from mq_broker.store.message_store import DefaultMessageStore
+from mq_broker.topic_config import TopicConfig, TopicConfigManager
+
+# RocketMQ up to 5.3 answers an out-of-range queue id with SYSTEM_ERROR (retriable: the producer picks another
+# queue); apache/rocketmq#9027 (Dec 2024) switched it to INVALID_PARAMETER.
+QUEUE_ID_ILLEGAL_CODE: Final = ResponseCode.SYSTEM_ERROR
+SHUTTING_DOWN_REMARK: Final = "the broker is shutting down, message store has been shut down"
+_UNKNOWN_HOST: Final = host_to_bytes("0.0.0.0", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessageCommand:
+    """One send. Mirrors SendMessageRequestHeader plus the body.
+
+    ``properties`` is RocketMQ's ``key\\x01value\\x02`` text; ``born_host`` is ``"ip:port"`` (empty: the peer);
+    ``queue_id`` < 0 lets the broker pick a queue (SendMessageProcessor#randomQueueId).
+    """
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    producer_group: str = ""
+    default_topic: str = MixAll.DEFAULT_TOPIC
+    default_topic_queue_nums: int = 0
+    sys_flag: int = 0
+    born_timestamp_ms: int = 0
+    flag: int = 0
+    properties: str = ""
+    reconsume_times: int = 0
+    born_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessageReply:
+    """Outcome of one send. Mirrors the SEND_MESSAGE response (code, remark) + SendMessageResponseHeader."""
+
+    code: int
+    remark: str = ""
+    msg_id: str = ""
+    queue_id: int = 0
+    queue_offset: int = -1
+    transaction_id: str = ""
+
+    @classmethod
+    def of_error(cls, error: MQError) -> SendMessageReply:
+        return cls(code=int(error.code), remark=error.remark)
+
+
+class SendMessageProcessor:
+    """Checks and stores sends. ``broker_ip`` appears in RocketMQ's NO_PERMISSION remark."""
+
+    def __init__(
+        self,
+        store: DefaultMessageStore,
+        topic_config_manager: TopicConfigManager,
+        *,
+        broker_permission: int,
+        broker_ip: str,
+        cluster_name: str,
+        max_message_size_bytes: int,
+    ) -> None:
+        self.store = store
+        self.topics = topic_config_manager
+        self.broker_permission = broker_permission
+        self.broker_ip = broker_ip
+        self.cluster_name = cluster_name
+        self.max_message_size_bytes = max_message_size_bytes
+        self.accepting = True
+        self._random = random.Random()
+
+    def stop_accepting(self) -> None:
+        """Later sends get SERVICE_NOT_AVAILABLE (SIGTERM, first step)."""
+        self.accepting = False
+
+    async def send_batch(self, commands: Sequence[SendMessageCommand], peer_host: str = "") -> list[SendMessageReply]:
+        """Check every command, store the valid ones together, one reply per command in order.
+
+        ``peer_host`` (``"ip:port"``) stands in for an empty ``born_host``. Never raises for a bad command.
+        """
+        replies: list[SendMessageReply | None] = [None] * len(commands)
+        inners: list[MessageExtBrokerInner] = []
+        uniq_keys: list[str] = []
+        positions: list[int] = []
+        for i, command in enumerate(commands):
+            try:
+                inner, uniq_key = self._prepare(command, peer_host)
+            except MQError as exc:
+                replies[i] = SendMessageReply.of_error(exc)
+            else:
+                inners.append(inner)
+                uniq_keys.append(uniq_key)
+                positions.append(i)
+        if inners:
+            results = await self.store.put_messages(inners)
+            for i, inner, uniq_key, result in zip(positions, inners, uniq_keys, results, strict=True):
+                replies[i] = self._reply_for(result, inner, uniq_key)
+        out = [r for r in replies if r is not None]
+        assert len(out) == len(commands)
+        return out
+
+    # --- msgCheck -----------------------------------------------------------------------------------------------
+
+    def msg_check(self, command: SendMessageCommand, peer_host: str = "") -> tuple[TopicConfig, int]:
+        """AbstractSendMessageProcessor#msgCheck plus the body checks; returns (topic config, queue id).
+
+        Raises (response code): NoPermissionError (16) when the broker or the topic is not writable or the topic
+        is a not-allowed-send system topic; InvalidParameterError (29) for an illegal topic name;
+        TopicNotExistError (17) for an unknown topic that cannot be auto-created; MQBrokerError (1,
+        QUEUE_ID_ILLEGAL_CODE) for a queue id out of range; MessageIllegalError (13) for an empty or too large
+        body.
+        """
+        topic = command.topic
+        if not PermName.is_writeable(self.broker_permission):
+            raise NoPermissionError(f"the broker[{self.broker_ip}] sending message is forbidden")
+        remark = _topic_remark(topic)
+        if remark is not None:
+            raise InvalidParameterError(remark)
+        if is_not_allowed_send_topic(topic):
+            raise NoPermissionError(f"Sending message to topic[{topic}] is forbidden.")
+        config = self.topics.select_topic_config(topic)
+        if config is None:
+            queue_nums = command.default_topic_queue_nums or self.topics.default_topic_queue_nums
+            config = self.topics.create_topic_in_send_message_method(
+                topic, command.default_topic or MixAll.DEFAULT_TOPIC, queue_nums
+            )
+            if config is None:
+                raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
+        queue_id = command.queue_id
+        if queue_id < 0 and config.write_queue_nums > 0:
+            queue_id = self._random.randrange(config.write_queue_nums)
+        if queue_id < 0 or queue_id >= max(config.write_queue_nums, config.read_queue_nums):
+            raise MQBrokerError(
+                f"request queueId[{queue_id}] is illegal, {config} Producer: {peer_host}", QUEUE_ID_ILLEGAL_CODE
+            )
+        if not PermName.is_writeable(config.perm):
+            raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
+        if not command.body:
+            raise MessageIllegalError("the message body length is zero")
+        if len(command.body) > self.max_message_size_bytes:
+            raise MessageIllegalError(MESSAGE_ILLEGAL_REMARK % self.max_message_size_bytes)
+        return config, queue_id
+
+    def _prepare(self, command: SendMessageCommand, peer_host: str) -> tuple[MessageExtBrokerInner, str]:
+        """The stored message and its UNIQ_KEY (the reply's transaction id). Raises MQError as msg_check."""
+        if not self.accepting:
+            raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
+        _config, queue_id = self.msg_check(command, peer_host)
+        properties = decode_properties(command.properties)
+        sys_flag = command.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        inner = MessageExtBrokerInner(
+            topic=command.topic,
+            queue_id=queue_id,
+            body=command.body,
+            properties_string=self._with_cluster(command.properties, properties),
+            flag=command.flag,
+            sys_flag=sys_flag,
+            born_timestamp_ms=command.born_timestamp_ms,
+            born_host=_born_host_bytes(command.born_host, peer_host),
+            reconsume_times=command.reconsume_times,
+            tags_code=tags_string_to_tags_code(properties.get(MessageConst.TAGS)),
+            wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
+        )
+        return inner, properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+
+    def _with_cluster(self, text: str, properties: dict[str, str]) -> str:
+        """The property string with CLUSTER = this cluster (appended when absent; re-encoded otherwise)."""
+        current = properties.get(MessageConst.CLUSTER)
+        if current == self.cluster_name:
+            return text
+        if current is None and (not text or text.endswith(PROPERTY_SEPARATOR)):
+            return f"{text}{MessageConst.CLUSTER}{NAME_VALUE_SEPARATOR}{self.cluster_name}{PROPERTY_SEPARATOR}"
+        properties[MessageConst.CLUSTER] = self.cluster_name
+        return encode_properties(properties)
+
+    # --- handlePutMessageResult --------------------------------------------------------------------------------
+
+    def _reply_for(self, result: PutMessageResult, inner: MessageExtBrokerInner, uniq_key: str) -> SendMessageReply:
+        """SendMessageProcessor#handlePutMessageResult."""
+        status = result.status
+        if status.is_stored:
+            code = ResponseCode.SUCCESS if status is PutMessageStatus.PUT_OK else ResponseCode.FLUSH_DISK_TIMEOUT
+            return SendMessageReply(
+                code=int(code),
+                msg_id=result.msg_id,
+                queue_id=inner.queue_id,
+                queue_offset=result.queue_offset,
+                transaction_id=uniq_key,
+            )
+        if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
+            return SendMessageReply(int(ResponseCode.MESSAGE_ILLEGAL), MESSAGE_ILLEGAL_REMARK % self._store_limit())
+        if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            return SendMessageReply(int(ResponseCode.SERVICE_NOT_AVAILABLE), result.remark or SHUTTING_DOWN_REMARK)
+        if status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+            return SendMessageReply(
+                int(ResponseCode.SYSTEM_ERROR), "create mapped file failed, server is busy or broken."
+            )
+        return SendMessageReply(int(ResponseCode.SYSTEM_ERROR), "UNKNOWN_ERROR")
+
+    def _store_limit(self) -> int:
+        return self.store.config.max_message_size_bytes
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_remark(topic: str) -> str | None:
+    """validate_topic, cached: a broker sees the same few topics over and over."""
+    return validate_topic(topic)
+
+
+@functools.lru_cache(maxsize=4096)
+def _born_host_bytes(born_host: str, peer_host: str) -> bytes:
+    """BORNHOST bytes from ``"ip:port"``, else from the peer, else 0.0.0.0:0."""
+    for candidate in (born_host, peer_host):
+        if not candidate:
+            continue
+        try:
+            host, port = split_host_port(candidate)
+            return host_to_bytes(host, port)
+        except ValueError:
+            continue
+    return _UNKNOWN_HOST

@@ -1,0 +1,151 @@
+"""Broker settings: environment ``MQ_BROKER_<FIELD>`` and an optional YAML (``MQ_BROKER_CONFIG_FILE``).
+
+Mirrors org.apache.rocketmq.common.BrokerConfig and org.apache.rocketmq.store.config.MessageStoreConfig (each
+field's description names the RocketMQ property). Read once at start-up on the main thread.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from pathlib import Path
+from typing import ClassVar
+
+from mq_common.constants import MAX_MESSAGE_SIZE_BYTES, MixAll, PermName
+from mq_common.settings import ServiceSettings
+from pydantic import Field, field_validator
+from pydantic_settings import SettingsConfigDict
+
+from mq_broker.store.config import GIB, MIN_COMMIT_LOG_FILE_SIZE_BYTES, FlushDiskType, MessageStoreConfig
+
+DEFAULT_STORE_PATH_ROOT_DIR = Path.home() / "store"
+
+
+class BrokerSettings(ServiceSettings):
+    """Settings of ``mqbroker``."""
+
+    model_config: ClassVar[SettingsConfigDict] = SettingsConfigDict(
+        env_prefix="MQ_BROKER_", extra="forbid", frozen=True
+    )
+
+    broker_name: str = Field(default="broker-a", min_length=1, description="BrokerConfig.brokerName.")
+    broker_id: int = Field(default=MixAll.MASTER_ID, ge=0, description="BrokerConfig.brokerId; 0 is the master.")
+    listen_port: int = Field(
+        default=10911, ge=0, le=65535, description="gRPC port (NettyServerConfig.listenPort); 0 picks a free one."
+    )
+    broker_ip: str = Field(
+        default="127.0.0.1",
+        min_length=1,
+        description="BrokerConfig.brokerIP1: the host advertised to name servers and written as STOREHOST.",
+    )
+    namesrv_addr: str = Field(
+        default="127.0.0.1:9876",
+        description="BrokerConfig.namesrvAddr: ';'-separated host:port list; empty registers nowhere.",
+    )
+    store_path_root_dir: Path = Field(
+        default=DEFAULT_STORE_PATH_ROOT_DIR, description="MessageStoreConfig.storePathRootDir."
+    )
+    mapped_file_size_commit_log_bytes: int = Field(
+        default=GIB,
+        ge=MIN_COMMIT_LOG_FILE_SIZE_BYTES,
+        description="MessageStoreConfig.mappedFileSizeCommitLog: bytes per CommitLog file.",
+    )
+    mapped_file_size_consume_queue_units: int = Field(
+        default=300_000,
+        gt=0,
+        description="MessageStoreConfig.mappedFileSizeConsumeQueue / 20: 20-byte units per ConsumeQueue file.",
+    )
+    flush_disk_type: FlushDiskType = Field(
+        default=FlushDiskType.ASYNC_FLUSH, description="MessageStoreConfig.flushDiskType: SYNC_FLUSH or ASYNC_FLUSH."
+    )
+    sync_flush_timeout_ms: int = Field(
+        default=5_000, gt=0, description="MessageStoreConfig.syncFlushTimeout: SYNC_FLUSH wait limit, ms."
+    )
+    flush_interval_commit_log_ms: int = Field(
+        default=500, gt=0, description="MessageStoreConfig.flushIntervalCommitLog: ASYNC_FLUSH period, ms."
+    )
+    flush_interval_consume_queue_ms: int = Field(
+        default=1_000, gt=0, description="MessageStoreConfig.flushIntervalConsumeQueue, ms."
+    )
+    auto_create_topic_enable: bool = Field(
+        default=True, description="BrokerConfig.autoCreateTopicEnable: create unknown topics from TBW102 on send."
+    )
+    default_topic_queue_nums: int = Field(
+        default=4, gt=0, le=1024, description="BrokerConfig.defaultTopicQueueNums: queues of TBW102."
+    )
+    register_broker_interval_ms: int = Field(
+        default=30_000,
+        ge=1_000,
+        le=60_000,
+        description="BrokerConfig.registerNameServerPeriod: re-registration period, ms.",
+    )
+    register_broker_timeout_ms: int = Field(
+        default=6_000,
+        gt=0,
+        description="BrokerConfig.registerBrokerTimeoutMills (RocketMQ: 24000): one RegisterBroker call, ms.",
+    )
+    broker_permission: int = Field(
+        default=PermName.PERM_READ | PermName.PERM_WRITE,
+        ge=0,
+        le=15,
+        description="BrokerConfig.brokerPermission (PermName bits: 4 read, 2 write).",
+    )
+    max_message_size_bytes: int = Field(
+        default=MAX_MESSAGE_SIZE_BYTES, gt=0, description="MessageStoreConfig.maxMessageSize: body limit, bytes."
+    )
+    max_transfer_count_per_pull: int = Field(
+        default=1_024,
+        gt=0,
+        description="MessageStoreConfig.maxTransferCountOnMessageInMemory (RocketMQ: 32): messages per pull.",
+    )
+    max_transfer_bytes_per_pull: int = Field(
+        default=4 * 1024 * 1024,
+        gt=0,
+        description="MessageStoreConfig.maxTransferBytesOnMessageInMemory (RocketMQ: 256 KiB): bytes per pull.",
+    )
+    shutdown_grace_ms: int = Field(
+        default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
+    )
+
+    @field_validator("broker_ip")
+    @classmethod
+    def _strip_brackets(cls, value: str) -> str:
+        return value.strip().strip("[]")
+
+    @property
+    def namesrv_addr_list(self) -> list[str]:
+        """The name server addresses (namesrvAddr split on ';', blanks dropped)."""
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def broker_addr(self, port: int) -> str:
+        """``host:port`` advertised to name servers (IPv6 literals in brackets)."""
+        host = self.broker_ip
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def store_ip(self) -> str:
+        """The IP literal written as STOREHOST: ``broker_ip`` itself, or what its name resolves to.
+
+        Raises ValueError when the name does not resolve.
+        """
+        try:
+            return str(ipaddress.ip_address(self.broker_ip))
+        except ValueError:
+            pass
+        try:
+            return socket.gethostbyname(self.broker_ip)
+        except OSError as exc:
+            raise ValueError(f"broker_ip {self.broker_ip!r} is neither an IP nor a resolvable name") from exc
+
+    def message_store_config(self) -> MessageStoreConfig:
+        return MessageStoreConfig(
+            store_path_root_dir=self.store_path_root_dir,
+            mapped_file_size_commit_log_bytes=self.mapped_file_size_commit_log_bytes,
+            mapped_file_size_consume_queue_units=self.mapped_file_size_consume_queue_units,
+            flush_disk_type=self.flush_disk_type,
+            sync_flush_timeout_ms=self.sync_flush_timeout_ms,
+            flush_interval_commit_log_ms=self.flush_interval_commit_log_ms,
+            flush_interval_consume_queue_ms=self.flush_interval_consume_queue_ms,
+            max_message_size_bytes=self.max_message_size_bytes,
+            max_transfer_count_per_pull=self.max_transfer_count_per_pull,
+            max_transfer_bytes_per_pull=self.max_transfer_bytes_per_pull,
+        )

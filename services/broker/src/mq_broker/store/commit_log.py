@@ -1,0 +1,326 @@
+"""CommitLog: every message of the broker, appended in RocketMQ's message format v1 to a MappedFileQueue.
+
+Mirrors org.apache.rocketmq.store.CommitLog (putMessage/putMessages, DefaultAppendMessageCallback#doAppend,
+getMessage, recoverNormally/recoverAbnormally) with the layout of mq_common.codec. When a record does not fit
+in the rest of the current file, an END_OF_FILE blank ``[remaining size i32][BLANK magic 0xCBD43194]`` fills
+the rest and the record goes to a new file (seed 002, steps 10-15).
+
+Threads: :meth:`put_messages` runs on the event loop and never awaits, so one call is one critical section
+(the write lock of RocketMQ's putMessageLock); the flusher thread only reads positions and msyncs. Reads
+(:meth:`get_message`, :meth:`lookup_message`) may run on any thread.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from mq_common.codec import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    MessageDecodeError,
+    MessageExt,
+    calc_msg_length,
+    decode_message,
+    decode_properties,
+    encode_message,
+    host_sysflag_bits,
+)
+from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst, MessageSysFlag
+
+from mq_broker.store.config import MessageStoreConfig
+from mq_broker.store.mapped_file import MappedFile
+from mq_broker.store.mapped_file_queue import MappedFileQueue
+from mq_broker.store.message import (
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+    is_dispatchable,
+    tags_string_to_tags_code,
+)
+
+END_FILE_MIN_BLANK_LENGTH: Final = 4 + 4
+# TopicValidator / DefaultMessageStore#checkMessage: the TOPICLEN field is one signed byte.
+MAX_TOPIC_BYTES: Final = 127
+MESSAGE_ILLEGAL_REMARK: Final = (
+    "the message is illegal, maybe msg body or properties length not matched. "
+    "msg body length limit %dB, msg properties length limit 32KB."
+)
+_TOTAL_AND_MAGIC: Final = struct.Struct(">iI")
+_HEAD: Final = struct.Struct(">iIiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
+_I32: Final = struct.Struct(">i")
+_I64: Final = struct.Struct(">q")
+_U16: Final = struct.Struct(">H")
+_MIN_RECORD_BYTES: Final = calc_msg_length(0, 0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRequest:
+    """What the ConsumeQueue needs from one stored record. Mirrors org.apache.rocketmq.store.DispatchRequest."""
+
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp_ms: int
+    queue_offset: int
+    sys_flag: int
+
+
+class CommitLog:
+    """The broker's append-only message log. ``store_host`` is 8 or 20 bytes (codec.host_to_bytes)."""
+
+    def __init__(self, config: MessageStoreConfig, store_host: bytes) -> None:
+        assert len(store_host) in (8, 20)
+        self.config = config
+        self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log_bytes)
+        self.store_host = store_host
+        self._msg_id_prefix = store_host.hex().upper()
+        # "topic-queueId" -> next queue offset (CommitLog.topicQueueTable).
+        self.topic_queue_table: dict[str, int] = {}
+        self.last_store_timestamp_ms = 0
+        self._putting = False
+
+    # --- write path (event loop) ------------------------------------------------------------------------------
+
+    def put_messages(
+        self, batch: Sequence[MessageExtBrokerInner], now_ms: int
+    ) -> tuple[list[PutMessageResult], list[DispatchRequest]]:
+        """Append every message of ``batch`` (each checked on its own; a bad one fails only itself).
+
+        Fills QUEUEOFFSET, PHYSICALOFFSET, STORETIMESTAMP (= ``now_ms``) and STOREHOST. Returns one result per
+        message, in order, and the dispatch requests of the stored ones. Statuses: PUT_OK, MESSAGE_ILLEGAL
+        (body over the limit, topic over 127 bytes, record larger than a file), PROPERTIES_SIZE_EXCEEDED
+        (properties over 32,767 bytes), CREATE_MAPPED_FILE_FAILED (a new file could not be created).
+        Event loop only; never awaits.
+        """
+        assert not self._putting, "CommitLog.put_messages is not re-entrant"
+        self._putting = True
+        try:
+            results: list[PutMessageResult] = []
+            dispatches: list[DispatchRequest] = []
+            for msg in batch:
+                result, dispatch = self._append_one(msg, now_ms)
+                results.append(result)
+                if dispatch is not None:
+                    dispatches.append(dispatch)
+            if dispatches:
+                self.last_store_timestamp_ms = now_ms
+            return results, dispatches
+        finally:
+            self._putting = False
+
+    def _check_limits(self, msg: MessageExtBrokerInner, topic: bytes, properties: bytes) -> PutMessageStatus | None:
+        if len(msg.body) > self.config.max_message_size_bytes or len(topic) > MAX_TOPIC_BYTES:
+            return PutMessageStatus.MESSAGE_ILLEGAL
+        if len(properties) > MAX_PROPERTIES_SIZE_BYTES:
+            return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+        return None
+
+    def _append_one(self, msg: MessageExtBrokerInner, now_ms: int) -> tuple[PutMessageResult, DispatchRequest | None]:
+        topic = msg.topic.encode("utf-8")
+        properties = msg.properties_string.encode("utf-8")
+        refused = self._check_limits(msg, topic, properties)
+        if refused is not None:
+            return self._illegal(refused), None
+        sys_flag = (msg.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)) | (
+            host_sysflag_bits(msg.born_host, self.store_host)
+        )
+        msg_len = calc_msg_length(sys_flag, len(msg.body), len(topic), len(properties))
+        file_size = self.config.mapped_file_size_commit_log_bytes
+        if msg_len > self.config.max_record_size_bytes or msg_len + END_FILE_MIN_BLANK_LENGTH > file_size:
+            return self._illegal(PutMessageStatus.MESSAGE_ILLEGAL), None
+        try:
+            mapped = self._file_with_room(msg_len)
+        except OSError as exc:
+            return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc)), None
+        dispatchable = is_dispatchable(sys_flag)
+        key = f"{msg.topic}-{msg.queue_id}"
+        queue_offset = self.topic_queue_table.get(key, 0) if dispatchable else 0
+        phys = mapped.file_from_offset + mapped.wrote_position
+        record = encode_message(
+            topic=topic,
+            body=msg.body,
+            properties=properties,
+            queue_id=msg.queue_id,
+            flag=msg.flag,
+            queue_offset=queue_offset,
+            physical_offset=phys,
+            sys_flag=sys_flag,
+            born_timestamp_ms=msg.born_timestamp_ms,
+            born_host=msg.born_host,
+            store_timestamp_ms=now_ms,
+            store_host=self.store_host,
+            reconsume_times=msg.reconsume_times,
+        )
+        assert len(record) == msg_len
+        mapped.append(record)
+        result = PutMessageResult(
+            PutMessageStatus.PUT_OK,
+            wrote_offset=phys,
+            wrote_bytes=msg_len,
+            msg_id=self._msg_id_prefix + _I64.pack(phys).hex().upper(),
+            queue_offset=queue_offset,
+            store_timestamp_ms=now_ms,
+        )
+        if not dispatchable:
+            return result, None
+        self.topic_queue_table[key] = queue_offset + 1
+        return result, DispatchRequest(
+            msg.topic, msg.queue_id, phys, msg_len, msg.tags_code, now_ms, queue_offset, sys_flag
+        )
+
+    def _illegal(self, status: PutMessageStatus) -> PutMessageResult:
+        return PutMessageResult(status, remark=MESSAGE_ILLEGAL_REMARK % self.config.max_message_size_bytes)
+
+    def _file_with_room(self, msg_len: int) -> MappedFile:
+        """The current file if ``msg_len`` + the 8-byte blank fit, else END_OF_FILE it and roll to a new one."""
+        mapped = self.mapped_file_queue.get_last_mapped_file()
+        remaining = mapped.remaining_bytes
+        if msg_len + END_FILE_MIN_BLANK_LENGTH <= remaining:
+            return mapped
+        assert remaining >= END_FILE_MIN_BLANK_LENGTH
+        mapped.append(_TOTAL_AND_MAGIC.pack(remaining, BLANK_MAGIC_CODE))
+        mapped.wrote_position = mapped.file_size_bytes
+        return self.mapped_file_queue.create_next()
+
+    # --- read path --------------------------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.mapped_file_queue.min_offset()
+
+    @property
+    def max_offset(self) -> int:
+        """The offset the next record will be written at (or its file's blank)."""
+        return self.mapped_file_queue.max_offset()
+
+    def get_message(self, commit_log_offset: int, size: int) -> bytes | None:
+        """The raw ``size`` bytes at ``commit_log_offset`` or None when they are not (fully) written."""
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(commit_log_offset)
+        if mapped is None:
+            return None
+        pos = commit_log_offset - mapped.file_from_offset
+        if size <= 0 or pos + size > mapped.wrote_position:
+            return None
+        return mapped.read(pos, size)
+
+    def lookup_message(self, commit_log_offset: int) -> MessageExt | None:
+        """Decode the record at ``commit_log_offset`` with its body CRC checked; None when nothing is there.
+
+        Raises mq_common.codec.MessageDecodeError (CrcMismatchError on a CRC mismatch) for a damaged record.
+        Mirrors DefaultMessageStore#lookMessageByOffset.
+        """
+        header = self.get_message(commit_log_offset, 8)
+        if header is None:
+            return None
+        total, magic = _TOTAL_AND_MAGIC.unpack(header)
+        if magic != MESSAGE_MAGIC_CODE:
+            raise MessageDecodeError(f"no message at commit log offset {commit_log_offset} (magic {magic:#x})")
+        raw = self.get_message(commit_log_offset, total)
+        if raw is None:
+            raise MessageDecodeError(f"record at {commit_log_offset} claims {total} bytes past the written end")
+        return decode_message(raw, check_crc=True)
+
+    def store_timestamp_at(self, commit_log_offset: int, size: int) -> int:
+        """STORETIMESTAMP of the record at ``commit_log_offset`` (0 when unreadable)."""
+        raw = self.get_message(commit_log_offset, size)
+        if raw is None or len(raw) < _HEAD.size:
+            return 0
+        sys_flag = _I32.unpack_from(raw, 36)[0]
+        born_len = 20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8
+        return int(_I64.unpack_from(raw, 48 + born_len)[0])
+
+    # --- recovery (start-up, before the flusher runs) -------------------------------------------------------------
+
+    def load(self) -> None:
+        """Map the existing files. Raises OSError on a wrong size or a gap."""
+        self.mapped_file_queue.load()
+
+    def recover(self, dispatch_from: int, dispatch: Callable[[DispatchRequest], None], *, zero_tail: bool) -> int:
+        """Re-read the log from ``min(dispatch_from, start of the last file)``, hand every valid record to
+        ``dispatch`` and cut the log at the first invalid one (torn write, CRC mismatch, wrong PHYSICALOFFSET,
+        zeros). ``zero_tail`` (after a crash) clears the rest of the cut file. Returns the valid end offset.
+        Mirrors CommitLog#recoverNormally/#recoverAbnormally.
+        """
+        mfq = self.mapped_file_queue
+        last = mfq.last_mapped_file()
+        if last is None:
+            return 0
+        start = max(mfq.min_offset(), min(dispatch_from, last.file_from_offset))
+        mapped = mfq.find_mapped_file_by_offset(start)
+        assert mapped is not None
+        end = self._scan(mfq.mapped_files.index(mapped), start - mapped.file_from_offset, dispatch)
+        mfq.truncate_dirty_files(end, zero_tail=zero_tail)
+        return end
+
+    def _scan(self, index: int, pos: int, dispatch: Callable[[DispatchRequest], None]) -> int:
+        files = self.mapped_file_queue.mapped_files
+        while index < len(files):
+            mapped = files[index]
+            while True:
+                size, request = self._check_message_and_return_size(mapped, pos)
+                if size > 0 and request is not None:
+                    dispatch(request)
+                    self.last_store_timestamp_ms = request.store_timestamp_ms
+                    pos += size
+                elif size == 0:
+                    break  # END_OF_FILE blank: the next file continues the log
+                else:
+                    return mapped.file_from_offset + pos
+            index += 1
+            pos = 0
+        return files[-1].file_end_offset
+
+    def _check_message_and_return_size(self, mapped: MappedFile, pos: int) -> tuple[int, DispatchRequest | None]:
+        """(size, request) for a valid record; (0, None) for the END_OF_FILE blank; (-1, None) otherwise."""
+        remaining = mapped.file_size_bytes - pos
+        if remaining == 0:
+            return 0, None
+        if remaining < END_FILE_MIN_BLANK_LENGTH:
+            return -1, None
+        total, magic = _TOTAL_AND_MAGIC.unpack(mapped.read(pos, 8))
+        if magic == BLANK_MAGIC_CODE and total == remaining:
+            return 0, None
+        if magic != MESSAGE_MAGIC_CODE or total < _MIN_RECORD_BYTES or total > remaining:
+            return -1, None
+        raw = mapped.read(pos, total)
+        request = _parse_dispatch(raw, mapped.file_from_offset + pos, self.config.check_crc_on_recover)
+        return (total, request) if request is not None else (-1, None)
+
+
+def _parse_dispatch(raw: bytes, expected_phys: int, check_crc: bool) -> DispatchRequest | None:
+    """The dispatch request of a whole record, or None when a field does not add up."""
+    try:
+        total, _magic, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born = _HEAD.unpack_from(raw, 0)
+        if phys != expected_phys:
+            return None
+        born_len = 20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8
+        store_len = 20 if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 8
+        p = _HEAD.size + born_len
+        store_ts = _I64.unpack_from(raw, p)[0]
+        p += 8 + store_len + 12
+        body_len = _I32.unpack_from(raw, p)[0]
+        p += 4
+        if body_len < 0 or p + body_len > total:
+            return None
+        if check_crc and zlib.crc32(raw[p : p + body_len]) & 0x7FFFFFFF != crc:
+            return None
+        p += body_len
+        topic_len = raw[p]
+        topic = raw[p + 1 : p + 1 + topic_len].decode("utf-8")
+        p += 1 + topic_len
+        props_len = _U16.unpack_from(raw, p)[0]
+        p += 2
+        if p + props_len != total:
+            return None
+        tags = decode_properties(raw[p : p + props_len].decode("utf-8")).get(MessageConst.TAGS)
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
+    return DispatchRequest(
+        topic, queue_id, phys, total, tags_string_to_tags_code(tags), store_ts, queue_offset, sys_flag
+    )

@@ -1,0 +1,252 @@
+"""Flush services: the ONE flusher thread that makes the CommitLog (and the ConsumeQueues) durable.
+
+Mirrors org.apache.rocketmq.store.CommitLog.{GroupCommitService, FlushRealTimeService} and
+DefaultMessageStore.FlushConsumeQueueService (run by the same thread here, CommitLog first, so the
+checkpoint's dispatch offset never runs ahead of the flushed CommitLog).
+
+SYNC_FLUSH (:class:`GroupCommitService`): a put that must wait registers ``(next offset, deadline, future)``
+from the event loop; the flusher swaps the write/read request lists, msyncs once past the highest requested
+offset and completes every waiter of the round with one ``loop.call_soon_threadsafe``. A waiter not completed
+within ``sync_flush_timeout_ms`` gets FLUSH_DISK_TIMEOUT from a loop timer (its message stays stored).
+
+ASYNC_FLUSH (:class:`FlushRealTimeService`): every ``flush_interval_commit_log_ms`` msync when at least
+``flush_commit_log_least_pages`` pages are dirty, everything every ``flush_commit_log_thorough_interval_ms``.
+
+A failed msync is never retried: the service records the error, calls ``on_failure`` (the store turns
+read-only) and answers every waiter, present and future, with SERVICE_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from mq_broker.store.commit_log import CommitLog
+from mq_broker.store.config import MessageStoreConfig
+from mq_broker.store.message import PutMessageStatus
+
+SHUTDOWN_JOIN_TIMEOUT_S: Final = 60.0
+
+
+@dataclass(slots=True)
+class GroupCommitRequest:
+    """One waiting put (or batch). Mirrors CommitLog.GroupCommitRequest. Created and completed on its loop."""
+
+    next_offset: int
+    deadline_monotonic_s: float
+    future: asyncio.Future[PutMessageStatus]
+    loop: asyncio.AbstractEventLoop
+    timer: asyncio.TimerHandle | None = field(default=None)
+
+
+def _complete_all(items: list[tuple[GroupCommitRequest, PutMessageStatus]]) -> None:
+    """Event loop: resolve the futures of one flush round (a waiter may already have timed out)."""
+    for request, status in items:
+        if request.timer is not None:
+            request.timer.cancel()
+        if not request.future.done():
+            request.future.set_result(status)
+
+
+def _expire(future: asyncio.Future[PutMessageStatus]) -> None:
+    if not future.done():
+        future.set_result(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+
+
+class FlushService(ABC):
+    """The flusher thread. ``flush_logics(least_pages)`` flushes ConsumeQueues + checkpoint (store-provided);
+    ``on_failure(exc)`` is called once, on the flusher thread, when an msync fails.
+    """
+
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        commit_log: CommitLog,
+        flush_logics: Callable[[int], None],
+        on_failure: Callable[[BaseException], None],
+    ) -> None:
+        self.config = config
+        self.commit_log = commit_log
+        self._flush_logics = flush_logics
+        self._on_failure = on_failure
+        self._stopped = threading.Event()
+        self._wake = threading.Event()
+        self.failed: BaseException | None = None
+        self._thread = threading.Thread(target=self._run_guarded, name=type(self).__name__, daemon=True)
+        now = time.monotonic()
+        self._last_logics_flush_s = now
+        self._last_logics_thorough_s = now
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    def shutdown(self) -> None:
+        """Stop the thread after a final flush of everything (blocking; call off the event loop if waiters exist)."""
+        self._stopped.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(SHUTDOWN_JOIN_TIMEOUT_S)
+
+    @property
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run_guarded(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # the thread must never die silently
+            self._fail(exc)
+            self._stopped.set()
+            self._answer_pending()
+
+    @abstractmethod
+    def _answer_pending(self) -> None:
+        """After the thread failed: answer whoever still waits."""
+
+    @abstractmethod
+    def run(self) -> None: ...
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.failed is None:
+            self.failed = exc
+            self._on_failure(exc)
+
+    def _flush_commit_log(self, least_pages: int) -> None:
+        if self.failed is not None:
+            return
+        try:
+            self.commit_log.mapped_file_queue.flush(least_pages)
+        except OSError as exc:
+            self._fail(exc)
+
+    def _maybe_flush_logics(self, force: bool = False) -> None:
+        """FlushConsumeQueueService#doFlush on this thread: every flush_interval_consume_queue_ms."""
+        if self.failed is not None:
+            return
+        now = time.monotonic()
+        cfg = self.config
+        if not force and (now - self._last_logics_flush_s) * 1000 < cfg.flush_interval_consume_queue_ms:
+            return
+        self._last_logics_flush_s = now
+        least_pages = cfg.flush_consume_queue_least_pages
+        if force or (now - self._last_logics_thorough_s) * 1000 >= cfg.flush_consume_queue_thorough_interval_ms:
+            self._last_logics_thorough_s = now
+            least_pages = 0
+        try:
+            self._flush_logics(least_pages)
+        except OSError as exc:
+            self._fail(exc)
+
+
+class GroupCommitService(FlushService):
+    """SYNC_FLUSH: group commit of waiting puts. Mirrors CommitLog.GroupCommitService."""
+
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        commit_log: CommitLog,
+        flush_logics: Callable[[int], None],
+        on_failure: Callable[[BaseException], None],
+    ) -> None:
+        super().__init__(config, commit_log, flush_logics, on_failure)
+        self._lock = threading.Lock()
+        self._requests_write: list[GroupCommitRequest] = []
+
+    def put_request(self, next_offset: int) -> asyncio.Future[PutMessageStatus]:
+        """Event loop: a future resolved once the CommitLog is flushed past ``next_offset``.
+
+        Result: PUT_OK, FLUSH_DISK_TIMEOUT (after sync_flush_timeout_ms) or SERVICE_NOT_AVAILABLE (msync
+        failed, or the service is stopped).
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[PutMessageStatus] = loop.create_future()
+        if self.failed is not None or self._stopped.is_set():
+            future.set_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            return future
+        if self.commit_log.mapped_file_queue.flushed_where >= next_offset:
+            future.set_result(PutMessageStatus.PUT_OK)  # an earlier round already covered it
+            return future
+        timeout_s = self.config.sync_flush_timeout_ms / 1000
+        request = GroupCommitRequest(next_offset, time.monotonic() + timeout_s, future, loop)
+        request.timer = loop.call_later(timeout_s, _expire, future)
+        with self._lock:
+            self._requests_write.append(request)
+        self._wake.set()
+        return future
+
+    def _answer_pending(self) -> None:
+        with contextlib.suppress(Exception):
+            self._do_commit()
+
+    def _swap_requests(self) -> list[GroupCommitRequest]:
+        with self._lock:
+            requests, self._requests_write = self._requests_write, []
+        return requests
+
+    def _do_commit(self) -> None:
+        requests = self._swap_requests()
+        self._flush_commit_log(0)
+        if not requests:
+            return
+        flushed = self.commit_log.mapped_file_queue.flushed_where
+        now = time.monotonic()
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[GroupCommitRequest, PutMessageStatus]]] = {}
+        retry: list[GroupCommitRequest] = []
+        for request in requests:
+            if flushed >= request.next_offset:
+                status = PutMessageStatus.PUT_OK
+            elif self.failed is not None or self._stopped.is_set():
+                status = PutMessageStatus.SERVICE_NOT_AVAILABLE
+            elif now < request.deadline_monotonic_s:
+                retry.append(request)  # not flushed that far yet: next round
+                continue
+            else:
+                status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            by_loop.setdefault(request.loop, []).append((request, status))
+        if retry:
+            with self._lock:
+                self._requests_write[:0] = retry
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(_complete_all, items)
+
+    def run(self) -> None:
+        interval_s = self.config.group_commit_wait_interval_ms / 1000
+        while not self._stopped.is_set():
+            self._wake.wait(interval_s)
+            self._wake.clear()
+            self._do_commit()
+            self._maybe_flush_logics()
+        self._do_commit()
+        self._maybe_flush_logics(force=True)
+
+
+class FlushRealTimeService(FlushService):
+    """ASYNC_FLUSH: periodic msync. Mirrors CommitLog.FlushRealTimeService (flushCommitLogTimed=true)."""
+
+    def _answer_pending(self) -> None:
+        return  # puts never wait in ASYNC_FLUSH
+
+    def run(self) -> None:
+        cfg = self.config
+        interval_s = cfg.flush_interval_commit_log_ms / 1000
+        last_thorough_s = time.monotonic()
+        while not self._stopped.wait(interval_s):
+            now = time.monotonic()
+            least_pages = cfg.flush_commit_log_least_pages
+            if (now - last_thorough_s) * 1000 >= cfg.flush_commit_log_thorough_interval_ms:
+                last_thorough_s = now
+                least_pages = 0
+            self._flush_commit_log(least_pages)
+            self._maybe_flush_logics()
+        self._flush_commit_log(0)
+        self._maybe_flush_logics(force=True)

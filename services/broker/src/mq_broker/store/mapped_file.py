@@ -1,0 +1,220 @@
+"""MappedFile: one preallocated, fixed-size, memory-mapped store file.
+
+Mirrors org.apache.rocketmq.store.logfile.DefaultMappedFile. The file is named by its start offset in the
+queue it belongs to (20-digit zero-padded decimal, ``00000000001073741824``), preallocated with
+``posix_fallocate`` (so a full disk fails at creation, not as SIGBUS on a later write) and mapped with a
+shared ``mmap.mmap``.
+
+Threads: :meth:`append`, :meth:`write_at` and :meth:`read` run on the event loop (one writer); a write is a
+memcpy into the page cache. :meth:`flush` runs only on the flusher thread: it msyncs the dirty range through
+libc so the GIL is released during the disk wait (CPython 3.11's ``mmap.flush`` keeps the GIL and would
+stall the loop for the whole msync). ``wrote_position`` only grows while serving, so the flusher reads a
+consistent snapshot of it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import mmap
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+OS_PAGE_SIZE_BYTES: Final = mmap.PAGESIZE
+FILE_NAME_DIGITS: Final = 20
+_ZERO_CHUNK_BYTES: Final = 1024 * 1024
+_ZERO_CHUNK: Final = bytes(_ZERO_CHUNK_BYTES)
+_MS_SYNC: Final = {"linux": 4, "darwin": 0x10}.get(sys.platform, 0)
+
+
+def _load_msync() -> Callable[[int, int, int], int] | None:
+    if not _MS_SYNC:
+        return None
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        return None
+    fn = libc.msync
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    msync: Callable[[int, int, int], int] = fn
+    return msync
+
+
+_LIBC_MSYNC: Final = _load_msync()
+
+
+def offset_to_file_name(offset: int) -> str:
+    """UtilAll#offset2FileName: 20-digit zero-padded decimal."""
+    assert offset >= 0
+    return f"{offset:0{FILE_NAME_DIGITS}d}"
+
+
+def is_store_file_name(name: str) -> bool:
+    return len(name) == FILE_NAME_DIGITS and name.isdigit()
+
+
+class MappedFile:
+    """A preallocated file of ``file_size_bytes`` mapped in memory.
+
+    ``wrote_position``: bytes written (the next append goes there). ``flushed_position``: bytes known to be on
+    disk. Raises OSError when the file cannot be created, preallocated or mapped.
+    """
+
+    __slots__ = (
+        "_address",
+        "_fd",
+        "_mm",
+        "file_from_offset",
+        "file_path",
+        "file_size_bytes",
+        "flushed_position",
+        "wrote_position",
+    )
+
+    def __init__(self, file_path: Path, file_size_bytes: int) -> None:
+        assert file_size_bytes > 0
+        assert is_store_file_name(file_path.name), file_path
+        self.file_path = file_path
+        self.file_size_bytes = file_size_bytes
+        self.file_from_offset = int(file_path.name)
+        self.wrote_position = 0
+        self.flushed_position = 0
+        exists = file_path.exists()
+        fd = os.open(file_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if exists:
+                actual = os.fstat(fd).st_size
+                if actual != file_size_bytes:
+                    raise OSError(errno.EINVAL, f"{file_path}: size {actual} bytes, expected {file_size_bytes}")
+            else:
+                _preallocate(fd, file_size_bytes)
+            self._mm = mmap.mmap(fd, file_size_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            if not exists:
+                file_path.unlink(missing_ok=True)
+            raise
+        self._fd = fd
+        self._address = _mapping_address(self._mm) if _LIBC_MSYNC is not None else 0
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.file_path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+    @property
+    def remaining_bytes(self) -> int:
+        return self.file_size_bytes - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size_bytes
+
+    @property
+    def file_end_offset(self) -> int:
+        return self.file_from_offset + self.file_size_bytes
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at ``wrote_position`` and advance it; returns the position written. Event loop only."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        assert end <= self.file_size_bytes, (self.file_path, pos, len(data))
+        self._mm[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Overwrite bytes at ``pos`` without moving the positions (recovery, tests)."""
+        assert pos >= 0
+        assert pos + len(data) <= self.file_size_bytes
+        self._mm[pos : pos + len(data)] = data
+
+    def read(self, pos: int, size: int) -> bytes:
+        """A copy of ``size`` bytes at ``pos`` (clamped to the file). Any thread."""
+        end = min(pos + size, self.file_size_bytes)
+        return self._mm[pos:end]
+
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        """MappedFile#isAbleToFlush: a full file always; else at least ``least_pages`` dirty pages."""
+        wrote = self.wrote_position
+        if self.flushed_position >= wrote:
+            return False
+        if self.is_full or least_pages <= 0:
+            return True
+        return (wrote // OS_PAGE_SIZE_BYTES) - (self.flushed_position // OS_PAGE_SIZE_BYTES) >= least_pages
+
+    def flush(self, least_pages: int = 0) -> int:
+        """msync the dirty range when :meth:`is_able_to_flush`; returns ``flushed_position``. Flusher thread only.
+
+        Raises OSError when msync fails (the caller fails the store; a failed msync is never retried).
+        """
+        if not self.is_able_to_flush(least_pages):
+            return self.flushed_position
+        wrote = self.wrote_position
+        start = (self.flushed_position // OS_PAGE_SIZE_BYTES) * OS_PAGE_SIZE_BYTES
+        self._msync(start, wrote - start)
+        self.flushed_position = wrote
+        return wrote
+
+    def _msync(self, start: int, length: int) -> None:
+        if length <= 0:
+            return
+        if _LIBC_MSYNC is not None and self._address:
+            if _LIBC_MSYNC(self._address + start, length, _MS_SYNC) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"msync {self.file_path}: {os.strerror(err)}")
+            return
+        self._mm.flush(start, length)
+
+    def set_positions(self, position: int) -> None:
+        """Recovery: wrote = flushed = ``position``."""
+        assert 0 <= position <= self.file_size_bytes
+        self.wrote_position = position
+        self.flushed_position = position
+
+    def zero_from(self, position: int) -> None:
+        """Clear every non-zero byte from ``position`` to the end (recovery drops a torn tail this way, so no
+        stale record past the new end can be mistaken for a valid one after a later crash). Blocking.
+        """
+        pos = position
+        while pos < self.file_size_bytes:
+            end = min(pos + _ZERO_CHUNK_BYTES, self.file_size_bytes)
+            if self._mm[pos:end] != _ZERO_CHUNK[: end - pos]:
+                self._mm[pos:end] = _ZERO_CHUNK[: end - pos]
+            pos = end
+        start = (position // OS_PAGE_SIZE_BYTES) * OS_PAGE_SIZE_BYTES
+        self._msync(start, self.file_size_bytes - start)
+
+    def close(self) -> None:
+        """Unmap and close; the flusher must be stopped first. Idempotent."""
+        if self._fd < 0:
+            return
+        self._mm.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        self.file_path.unlink(missing_ok=True)
+
+
+def _preallocate(fd: int, size: int) -> None:
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+            os.ftruncate(fd, size)
+        else:
+            raise
+
+
+def _mapping_address(mm: mmap.mmap) -> int:
+    view = ctypes.c_char.from_buffer(mm)
+    address = ctypes.addressof(view)
+    del view  # release the buffer export so the mmap can be closed later
+    return address

@@ -1,0 +1,147 @@
+"""MappedFileQueue: the ordered files of one logical byte stream (the CommitLog, or one ConsumeQueue).
+
+Mirrors org.apache.rocketmq.store.MappedFileQueue. File ``i`` covers offsets
+``[first.file_from_offset + i * size, ... + size)``, so finding the file of an offset is one division.
+
+Threads: files are added (:meth:`create_next`) on the event loop; the flusher thread reads the list and calls
+:meth:`flush`. ``list.append`` and indexing are atomic under the GIL; recovery (:meth:`load`,
+:meth:`truncate_dirty_files`) runs before the flusher starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mq_broker.store.mapped_file import MappedFile, is_store_file_name, offset_to_file_name
+
+
+class MappedFileQueue:
+    """Files of ``mapped_file_size_bytes`` each under ``store_path``. Raises OSError on file errors."""
+
+    def __init__(self, store_path: Path, mapped_file_size_bytes: int) -> None:
+        assert mapped_file_size_bytes > 0
+        self.store_path = store_path
+        self.mapped_file_size_bytes = mapped_file_size_bytes
+        self.mapped_files: list[MappedFile] = []
+        self.flushed_where = 0
+
+    def load(self) -> None:
+        """Map every existing file in name order; positions start at the file size (recovery lowers them).
+
+        Raises OSError when a file has the wrong size or the files are not contiguous.
+        """
+        if not self.store_path.is_dir():
+            return
+        names = sorted(p.name for p in self.store_path.iterdir() if is_store_file_name(p.name))
+        for name in names:
+            mapped = MappedFile(self.store_path / name, self.mapped_file_size_bytes)
+            if self.mapped_files and mapped.file_from_offset != self.mapped_files[-1].file_end_offset:
+                mapped.close()
+                raise OSError(f"{self.store_path}: file {name} does not follow the previous file")
+            mapped.set_positions(self.mapped_file_size_bytes)
+            self.mapped_files.append(mapped)
+        if self.mapped_files:
+            self.flushed_where = self.mapped_files[-1].file_end_offset
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.mapped_files
+
+    def last_mapped_file(self) -> MappedFile | None:
+        files = self.mapped_files
+        return files[-1] if files else None
+
+    def first_mapped_file(self) -> MappedFile | None:
+        files = self.mapped_files
+        return files[0] if files else None
+
+    def create_next(self, start_offset: int = 0) -> MappedFile:
+        """Create the file after the last one (or at ``start_offset``, aligned down, when there is none)."""
+        last = self.last_mapped_file()
+        if last is None:
+            from_offset = start_offset - start_offset % self.mapped_file_size_bytes
+        else:
+            from_offset = last.file_end_offset
+        self.store_path.mkdir(parents=True, exist_ok=True)
+        mapped = MappedFile(self.store_path / offset_to_file_name(from_offset), self.mapped_file_size_bytes)
+        if last is None:
+            self.flushed_where = from_offset
+        self.mapped_files.append(mapped)
+        return mapped
+
+    def get_last_mapped_file(self, start_offset: int = 0) -> MappedFile:
+        """The file to append to: the last one, or a new one when there is none or it is full."""
+        last = self.last_mapped_file()
+        if last is None or last.is_full:
+            return self.create_next(start_offset)
+        return last
+
+    def find_mapped_file_by_offset(self, offset: int) -> MappedFile | None:
+        """The file holding ``offset``, or None when it is outside every file. O(1)."""
+        files = self.mapped_files
+        if not files:
+            return None
+        first = files[0]
+        if offset < first.file_from_offset:
+            return None
+        index = (offset - first.file_from_offset) // self.mapped_file_size_bytes
+        if index >= len(files):
+            return None
+        return files[index]
+
+    def min_offset(self) -> int:
+        first = self.first_mapped_file()
+        return first.file_from_offset if first is not None else 0
+
+    def max_offset(self) -> int:
+        """Offset of the next byte to be written."""
+        last = self.last_mapped_file()
+        return last.file_from_offset + last.wrote_position if last is not None else 0
+
+    def remaining_bytes_to_flush(self) -> int:
+        return self.max_offset() - self.flushed_where
+
+    def flush(self, least_pages: int = 0) -> int:
+        """Flush from ``flushed_where`` through every written file; returns the new ``flushed_where``.
+
+        Flusher thread only. ``least_pages`` applies to the file being written; full files always flush.
+        Raises OSError when msync fails.
+        """
+        while True:
+            mapped = self.find_mapped_file_by_offset(self.flushed_where)
+            if mapped is None:
+                return self.flushed_where
+            flushed = mapped.flush(least_pages)
+            self.flushed_where = mapped.file_from_offset + flushed
+            if flushed < mapped.file_size_bytes:
+                return self.flushed_where
+
+    def truncate_dirty_files(self, offset: int, *, zero_tail: bool = True) -> None:
+        """Drop everything at or after ``offset``: the file holding it ends there, later files are deleted.
+
+        With ``zero_tail`` the rest of that file is cleared (after a crash it may hold a torn or stale record).
+        Mirrors MappedFileQueue#truncateDirtyFiles. Recovery only (before the flusher runs).
+        """
+        keep: list[MappedFile] = []
+        for mapped in self.mapped_files:
+            if mapped.file_end_offset <= offset:
+                keep.append(mapped)
+            elif mapped.file_from_offset <= offset:
+                mapped.set_positions(offset - mapped.file_from_offset)
+                if zero_tail:
+                    mapped.zero_from(mapped.wrote_position)
+                keep.append(mapped)
+            else:
+                mapped.destroy()
+        self.mapped_files = keep
+        self.flushed_where = keep[-1].file_from_offset + keep[-1].flushed_position if keep else 0
+
+    def close(self) -> None:
+        for mapped in self.mapped_files:
+            mapped.close()
+
+    def destroy(self) -> None:
+        for mapped in self.mapped_files:
+            mapped.destroy()
+        self.mapped_files = []
+        self.flushed_where = 0

@@ -1,0 +1,183 @@
+"""Store-side domain values: the message handed to the store, put/get results and their statuses.
+
+Mirrors org.apache.rocketmq.store.{PutMessageStatus, PutMessageResult, AppendMessageResult, GetMessageStatus,
+GetMessageResult} and org.apache.rocketmq.common.message.MessageExtBrokerInner. Frozen and slotted: safe to
+hand between the event loop and the flusher thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from mq_common.codec import encode_properties
+from mq_common.constants import MessageConst, MessageSysFlag
+
+_TAG_HASH_CACHE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=_TAG_HASH_CACHE_SIZE)
+def java_string_hash(text: str) -> int:
+    """Java's ``String#hashCode`` (signed 32-bit, over UTF-16 code units).
+
+    RocketMQ stores it as the ConsumeQueue tag code (MessageExtBrokerInner#tagsString2tagsCode) and the
+    pull filter compares it (SubscriptionData.codeSet), so the numbers match a Java broker's.
+    """
+    if text.isascii():
+        units: tuple[int, ...] | bytes = text.encode("ascii")
+    else:
+        raw = text.encode("utf-16-be")
+        units = struct.unpack(f">{len(raw) // 2}H", raw)
+    h = 0
+    for unit in units:
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def tags_string_to_tags_code(tags: str | None) -> int:
+    """The tag code of a TAGS value; 0 when there is no tag. Mirrors MessageExtBrokerInner#tagsString2tagsCode."""
+    if not tags:
+        return 0
+    return java_string_hash(tags)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageExtBrokerInner:
+    """A message as the store receives it. Mirrors org.apache.rocketmq.common.message.MessageExtBrokerInner.
+
+    ``born_host`` is 8 bytes (IPv4 + port) or 20 bytes (IPv6 + port) from mq_common.codec.host_to_bytes;
+    ``properties_string`` is RocketMQ's ``key\\x01value\\x02`` text. QUEUEOFFSET, PHYSICALOFFSET,
+    STORETIMESTAMP and STOREHOST are filled by the CommitLog at put time.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties_string: str = ""
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp_ms: int = 0
+    born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+    reconsume_times: int = 0
+    tags_code: int = 0
+    wait_store_msg_ok: bool = True
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: Mapping[str, str],
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp_ms: int = 0,
+        born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00",
+        reconsume_times: int = 0,
+    ) -> MessageExtBrokerInner:
+        """Derive the tag code (TAGS) and the wait flag (WAIT != "false") from ``properties``."""
+        return cls(
+            topic=topic,
+            queue_id=queue_id,
+            body=body,
+            properties_string=encode_properties(properties),
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp_ms=born_timestamp_ms,
+            born_host=born_host,
+            reconsume_times=reconsume_times,
+            tags_code=tags_string_to_tags_code(properties.get(MessageConst.TAGS)),
+            wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
+        )
+
+    @property
+    def transaction_type(self) -> int:
+        """MessageSysFlag#getTransactionValue."""
+        return self.sys_flag & MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+
+
+def is_dispatchable(sys_flag: int) -> bool:
+    """Prepared and rolled-back transaction messages get no ConsumeQueue unit (seed 002, steps 14 and 16)."""
+    tran = sys_flag & MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+    return tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+
+
+class PutMessageStatus(Enum):
+    """Outcome of one put. Mirrors org.apache.rocketmq.store.PutMessageStatus (the statuses used here)."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+    @property
+    def is_stored(self) -> bool:
+        """The record is in the CommitLog (PUT_OK, or FLUSH_DISK_TIMEOUT: stored, durability unconfirmed)."""
+        return self in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+
+
+@dataclass(frozen=True, slots=True)
+class PutMessageResult:
+    """One put's status plus where it landed. Mirrors PutMessageResult + AppendMessageResult.
+
+    ``msg_id`` is the offset message id (store host + port + ``wrote_offset``); offsets are -1 when the
+    message was not stored.
+    """
+
+    status: PutMessageStatus
+    wrote_offset: int = -1
+    wrote_bytes: int = 0
+    msg_id: str = ""
+    queue_offset: int = -1
+    store_timestamp_ms: int = 0
+    remark: str = ""
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status.is_stored
+
+
+class GetMessageStatus(Enum):
+    """Outcome of a get. Mirrors org.apache.rocketmq.store.GetMessageStatus."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(frozen=True, slots=True)
+class GetMessageResult:
+    """Messages of one queue from a logical offset. Mirrors org.apache.rocketmq.store.GetMessageResult.
+
+    ``messages`` are whole v1 records (raw bytes, in queue order) and ``queue_offsets`` their logical
+    offsets; ``next_begin_offset`` is where the next pull starts; ``min_offset``/``max_offset`` bound the
+    queue (``max_offset`` is the next offset to be written).
+    """
+
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: tuple[bytes, ...] = ()
+    queue_offsets: tuple[int, ...] = ()
+
+    @property
+    def message_count(self) -> int:
+        return len(self.messages)
+
+    @property
+    def buffer_total_size(self) -> int:
+        return sum(len(m) for m in self.messages)

@@ -1,0 +1,405 @@
+"""DefaultMessageStore: the store facade (CommitLog + ConsumeQueues + flusher + checkpoint + recovery).
+
+Mirrors org.apache.rocketmq.store.DefaultMessageStore. Layout under ``store_path_root_dir``: ``commitlog/``,
+``consumequeue/<topic>/<queueId>/``, ``checkpoint``, ``abort`` (present while running: found at start it means
+the last stop was not clean) and ``lock`` (one store per directory).
+
+Threads: :meth:`start` and :meth:`shutdown` block (file scans, joins): call them before serving / after the
+server stopped, or through ``asyncio.to_thread``. :meth:`put_messages` and :meth:`get_messages` run on the
+event loop; the flusher thread runs :meth:`_flush_logics`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from mq_common.codec import MessageExt
+from mq_common.logging import get_logger
+
+from mq_broker.store.checkpoint import StoreCheckpoint
+from mq_broker.store.commit_log import CommitLog, DispatchRequest
+from mq_broker.store.config import CQ_UNIT_SIZE_BYTES, FlushDiskType, MessageStoreConfig
+from mq_broker.store.consume_queue import ConsumeQueue
+from mq_broker.store.flush import FlushRealTimeService, FlushService, GroupCommitService
+from mq_broker.store.message import (
+    GetMessageResult,
+    GetMessageStatus,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+)
+from mq_broker.store.message_filter import MessageFilter
+
+log = get_logger("mq_broker.store")
+
+_READ_UNITS_CHUNK: Final = 256
+
+
+class StoreStartError(RuntimeError):
+    """The store cannot start: directory locked by another broker, unreadable files, bad sizes."""
+
+
+class DefaultMessageStore:
+    """The message store of one broker. ``store_host``: 8 or 20 bytes (codec.host_to_bytes) for STOREHOST."""
+
+    def __init__(self, config: MessageStoreConfig, store_host: bytes) -> None:
+        self.config = config
+        self.commit_log = CommitLog(config, store_host)
+        self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
+        self.checkpoint: StoreCheckpoint | None = None
+        self.flush_service: FlushService | None = None
+        self.dispatched_offset = 0
+        self.last_exit_ok = True
+        self.failure: str | None = None
+        self._writeable = False
+        self._started = False
+        self._lock_fd = -1
+
+    # --- life cycle ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Lock the directory, load and recover every file, write ``abort``, start the flusher. Blocking.
+
+        Raises StoreStartError when the directory is locked or a file cannot be loaded.
+        """
+        cfg = self.config
+        cfg.store_path_root_dir.mkdir(parents=True, exist_ok=True)
+        self._acquire_lock()
+        try:
+            self.last_exit_ok = not cfg.abort_path.exists()
+            self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
+            self.commit_log.load()
+            self._load_consume_queues()
+            self._recover()
+            self._create_abort_file()
+        except OSError as exc:
+            self._close_files()
+            self._release_lock()
+            raise StoreStartError(f"cannot load the store in {cfg.store_path_root_dir}: {exc}") from exc
+        self.flush_service = self._make_flush_service()
+        self.flush_service.start()
+        self._writeable = True
+        self._started = True
+        log.info(
+            "store_started",
+            last_exit_ok=self.last_exit_ok,
+            commit_log_max_offset=self.commit_log.max_offset,
+            consume_queues=len(self.consume_queue_table),
+            flush_disk_type=str(cfg.flush_disk_type),
+        )
+
+    def _make_flush_service(self) -> FlushService:
+        cls: type[FlushService] = (
+            GroupCommitService if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH else FlushRealTimeService
+        )
+        return cls(self.config, self.commit_log, self._flush_logics, self._on_flush_failure)
+
+    def stop_accepting_puts(self) -> None:
+        """Later puts get SERVICE_NOT_AVAILABLE (shutdown first step)."""
+        self._writeable = False
+
+    def shutdown(self) -> None:
+        """Flush everything, stop the flusher, close the files; a clean stop removes ``abort``. Blocking."""
+        if not self._started:
+            return
+        self._started = False
+        self._writeable = False
+        service = self.flush_service
+        if service is not None:
+            service.shutdown()
+        if service is not None and service.is_alive:
+            # The flusher is stuck in msync: unmapping under it would crash the process; leave abort in place.
+            log.error("store_shutdown_flusher_stuck")
+            self._release_lock()
+            return
+        clean = self.failure is None
+        self._close_files()
+        if clean:
+            self.config.abort_path.unlink(missing_ok=True)
+        self._release_lock()
+        log.info("store_shutdown", clean=clean, commit_log_max_offset=self.commit_log.max_offset)
+
+    def _close_files(self) -> None:
+        self.commit_log.mapped_file_queue.close()
+        for cq in self.consume_queue_table.values():
+            cq.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+
+    def _acquire_lock(self) -> None:
+        fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreStartError(f"Lock failed, MQ already started ({self.config.lock_path}): {exc}") from exc
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _create_abort_file(self) -> None:
+        path = self.config.abort_path
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, f"{os.getpid()}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    # --- load and recovery -----------------------------------------------------------------------------------
+
+    def _load_consume_queues(self) -> None:
+        root = self.config.consume_queue_dir
+        if not root.is_dir():
+            return
+        for topic_dir in sorted(root.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if queue_dir.is_dir() and queue_dir.name.isdigit():
+                    cq = self._new_consume_queue(topic_dir.name, int(queue_dir.name))
+                    cq.load()
+
+    def _new_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = ConsumeQueue(
+            topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue_units
+        )
+        self.consume_queue_table[(topic, queue_id)] = cq
+        return cq
+
+    def _recover(self) -> None:
+        """ConsumeQueues keep their valid units; the CommitLog is re-read from the checkpoint's dispatch offset
+        (and at least its last file) with CRC checks, cut at the first bad record, and every record past what
+        the queues hold is dispatched again; queue units past the cut are dropped.
+        Mirrors DefaultMessageStore#recover (normal and abnormal share this path).
+        """
+        zero_tail = not self.last_exit_ok
+        for cq in self.consume_queue_table.values():
+            cq.recover(zero_tail=zero_tail)
+        checkpoint = self.checkpoint
+        assert checkpoint is not None
+        dispatch_from = checkpoint.dispatch_flushed_offset if checkpoint.existed else 0
+        if not self.last_exit_ok:
+            log.warning("store_abnormal_recovery", dispatch_from=dispatch_from)
+        end = self.commit_log.recover(dispatch_from, self._dispatch, zero_tail=zero_tail)
+        for cq in self.consume_queue_table.values():
+            cq.truncate_dirty_logic_files(end, zero_tail=zero_tail)
+        self.commit_log.topic_queue_table = {
+            f"{topic}-{queue_id}": cq.max_offset_in_queue for (topic, queue_id), cq in self.consume_queue_table.items()
+        }
+        self.dispatched_offset = self.commit_log.max_offset
+
+    def _dispatch(self, request: DispatchRequest) -> None:
+        cq = self.consume_queue_table.get((request.topic, request.queue_id))
+        if cq is None:
+            cq = self._new_consume_queue(request.topic, request.queue_id)
+        cq.put_message_position_info(
+            request.commit_log_offset, request.msg_size, request.tags_code, request.queue_offset
+        )
+
+    # --- put (event loop) -------------------------------------------------------------------------------------
+
+    @property
+    def is_writeable(self) -> bool:
+        return self._writeable and self.failure is None
+
+    async def put_messages(self, batch: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult]:
+        """Store ``batch`` under one write lock, dispatch it, and (SYNC_FLUSH) wait once for the group commit.
+
+        One result per message, in order. Statuses: PUT_OK; FLUSH_DISK_TIMEOUT (stored, flush not confirmed
+        within sync_flush_timeout_ms); MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED (limits);
+        SERVICE_NOT_AVAILABLE (store shut down or failed: read-only after a failed msync);
+        CREATE_MAPPED_FILE_FAILED. Messages with ``wait_store_msg_ok`` False (WAIT=false) never wait.
+        Mirrors DefaultMessageStore#putMessages + CommitLog#handleDiskFlush.
+        """
+        if not self.is_writeable:
+            return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())] * len(
+                batch
+            )
+        results, dispatches = self.commit_log.put_messages(batch, int(time.time() * 1000))
+        try:
+            for request in dispatches:
+                self._dispatch(request)
+        except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
+            self._fail(f"consume queue dispatch failed: {exc}")
+        self.dispatched_offset = self.commit_log.max_offset
+        service = self.flush_service
+        if not isinstance(service, GroupCommitService):
+            return results
+        waiting = [i for i, (m, r) in enumerate(zip(batch, results, strict=True)) if r.is_ok and m.wait_store_msg_ok]
+        if not waiting:
+            return results
+        next_offset = max(results[i].wrote_offset + results[i].wrote_bytes for i in waiting)
+        status = await service.put_request(next_offset)
+        if status is not PutMessageStatus.PUT_OK:
+            for i in waiting:
+                results[i] = _with_status(results[i], status, self._unavailable_remark())
+        return results
+
+    def _unavailable_remark(self) -> str:
+        reason = self.failure or "message store has been shut down"
+        return f"service not available now: {reason}"
+
+    def _fail(self, reason: str) -> None:
+        if self.failure is None:
+            self.failure = reason
+            log.error("store_failed_read_only", reason=reason)
+
+    def _on_flush_failure(self, exc: BaseException) -> None:
+        """Flusher thread: a failed msync makes the store read-only until restart (never retried)."""
+        self._fail(f"flush failed, the store is read-only: {exc!r}")
+
+    # --- flush of the logic queues (flusher thread) -----------------------------------------------------------------
+
+    def _flush_logics(self, least_pages: int) -> None:
+        """Flush ConsumeQueues, then record in the checkpoint the CommitLog offset below which every unit is
+        durable (min of dispatched, CommitLog flushed, and each queue's first unflushed unit). Raises OSError.
+        """
+        checkpoint = self.checkpoint
+        assert checkpoint is not None
+        commit_log_flushed = self.commit_log.mapped_file_queue.flushed_where
+        safe = min(self.dispatched_offset, commit_log_flushed)
+        for cq in list(self.consume_queue_table.values()):
+            cq.flush(least_pages)
+            first_unflushed = cq.first_unflushed_physic_offset()
+            if first_unflushed is not None:
+                safe = min(safe, first_unflushed)
+        checkpoint.dispatch_flushed_offset = safe
+        checkpoint.confirm_phy_offset = commit_log_flushed
+        checkpoint.physic_msg_timestamp_ms = self.commit_log.last_store_timestamp_ms
+        checkpoint.logics_msg_timestamp_ms = self.commit_log.last_store_timestamp_ms
+        checkpoint.flush()
+
+    # --- read path --------------------------------------------------------------------------------------------
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.consume_queue_table.get((topic, queue_id))
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id)
+        return cq.min_offset_in_queue if cq is not None else 0
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The next queue offset to be written (0 for an unknown queue)."""
+        cq = self.find_consume_queue(topic, queue_id)
+        return cq.max_offset_in_queue if cq is not None else 0
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """STORETIMESTAMP (ms) of the message at ``queue_offset``, 0 when there is none."""
+        cq = self.find_consume_queue(topic, queue_id)
+        unit = cq.get_unit(queue_offset) if cq is not None else None
+        if unit is None or unit.is_blank:
+            return 0
+        return self.commit_log.store_timestamp_at(unit.commit_log_offset, unit.size)
+
+    def lookup_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        """The message at a CommitLog offset, CRC checked. Raises mq_common.codec.MessageDecodeError."""
+        return self.commit_log.lookup_message(commit_log_offset)
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
+        """Up to ``max_nums`` messages (raw v1 records) of one queue from logical ``offset``.
+
+        Statuses as GetMessageStatus: FOUND, NO_MATCHED_MESSAGE (scanned units did not match the filter; the
+        next offset moves past them), NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE (queue never written),
+        OFFSET_TOO_SMALL, OFFSET_OVERFLOW_ONE (``offset`` == max: caught up), OFFSET_OVERFLOW_BADLY,
+        OFFSET_FOUND_NULL, MESSAGE_WAS_REMOVING. Event loop; never blocks on I/O beyond page-cache reads.
+        Mirrors DefaultMessageStore#getMessage.
+        """
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = cq.min_offset_in_queue, cq.max_offset_in_queue
+        if max_offset == 0:
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if offset == max_offset:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
+        return self._scan_queue(cq, offset, max_nums, message_filter, min_offset, max_offset)
+
+    def _scan_queue(
+        self,
+        cq: ConsumeQueue,
+        offset: int,
+        max_nums: int,
+        message_filter: MessageFilter | None,
+        min_offset: int,
+        max_offset: int,
+    ) -> GetMessageResult:
+        cfg = self.config
+        max_nums = max(1, min(max_nums, cfg.max_transfer_count_per_pull))
+        max_scan = max(cfg.max_filter_message_size_bytes, max_nums * CQ_UNIT_SIZE_BYTES) // CQ_UNIT_SIZE_BYTES
+        status = GetMessageStatus.NO_MATCHED_MESSAGE
+        next_begin = offset
+        messages: list[bytes] = []
+        offsets: list[int] = []
+        total_bytes = 0
+        scanned = 0
+        while next_begin < max_offset and scanned < max_scan and len(messages) < max_nums:
+            units = cq.read_units(next_begin, min(_READ_UNITS_CHUNK, max_scan - scanned))
+            if units is None:
+                if not messages:
+                    status = GetMessageStatus.OFFSET_FOUND_NULL
+                next_begin = min(cq.roll_next_file(next_begin), max_offset)
+                break
+            if not units:
+                break
+            for unit in units:
+                full = len(messages) >= max_nums or total_bytes + unit.size > cfg.max_transfer_bytes_per_pull
+                if messages and full:
+                    return GetMessageResult(status, next_begin, min_offset, max_offset, tuple(messages), tuple(offsets))
+                scanned += 1
+                next_begin = unit.queue_offset + 1
+                if unit.is_blank:
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_consume_queue(unit.tags_code):
+                    continue
+                raw = self.commit_log.get_message(unit.commit_log_offset, unit.size)
+                if raw is None:
+                    if not messages:
+                        status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_commit_log(raw):
+                    continue
+                messages.append(raw)
+                offsets.append(unit.queue_offset)
+                total_bytes += len(raw)
+                status = GetMessageStatus.FOUND
+        return GetMessageResult(status, next_begin, min_offset, max_offset, tuple(messages), tuple(offsets))
+
+
+def _with_status(result: PutMessageResult, status: PutMessageStatus, unavailable_remark: str) -> PutMessageResult:
+    remark = unavailable_remark if status is PutMessageStatus.SERVICE_NOT_AVAILABLE else result.remark
+    return PutMessageResult(
+        status,
+        wrote_offset=result.wrote_offset,
+        wrote_bytes=result.wrote_bytes,
+        msg_id=result.msg_id,
+        queue_offset=result.queue_offset,
+        store_timestamp_ms=result.store_timestamp_ms,
+        remark=remark,
+    )

@@ -1,0 +1,274 @@
+"""Topic configs of one broker, persisted as JSON (``<store root>/config/topics.json``).
+
+Mirrors org.apache.rocketmq.common.TopicConfig, org.apache.rocketmq.remoting.protocol.DataVersion and
+org.apache.rocketmq.broker.topic.TopicConfigManager (system topics at init, createTopicInSendMessageMethod,
+updateTopicConfig, persist). The JSON keeps RocketMQ's shape: ``{"dataVersion": {...}, "topicConfigTable":
+{name: {"topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order", "attributes"}}}``.
+
+Threads: every method runs on the event loop except :meth:`load` and :meth:`persist` (blocking, start-up and
+shutdown); changes while serving are written by a background task through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+from mq_common.constants import MixAll, PermName, is_system_topic, validate_topic
+from mq_common.logging import get_logger
+
+log = get_logger("mq_broker.topic_config")
+
+DEFAULT_READ_QUEUE_NUMS: Final = 16
+DEFAULT_WRITE_QUEUE_NUMS: Final = 16
+MAX_QUEUE_NUMS: Final = 1024
+SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC: Final = "BenchmarkTest"
+OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """Queues and permission of one topic on this broker. Mirrors org.apache.rocketmq.common.TopicConfig."""
+
+    topic_name: str
+    read_queue_nums: int = DEFAULT_READ_QUEUE_NUMS
+    write_queue_nums: int = DEFAULT_WRITE_QUEUE_NUMS
+    perm: int = PermName.PERM_READ | PermName.PERM_WRITE
+    topic_sys_flag: int = 0
+    order: bool = False
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        """TopicConfig#toString (quoted in RocketMQ's remarks)."""
+        return (
+            f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
+            f"writeQueueNums={self.write_queue_nums}, perm={PermName.to_string(self.perm)}, "
+            f"topicFilterType=SINGLE_TAG, topicSysFlag={self.topic_sys_flag}, order={str(self.order).lower()}, "
+            f"attributes={dict(self.attributes)}]"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topicName": self.topic_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": self.topic_sys_flag,
+            "order": self.order,
+            "attributes": dict(self.attributes),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TopicConfig:
+        return cls(
+            topic_name=str(data["topicName"]),
+            read_queue_nums=int(data.get("readQueueNums", DEFAULT_READ_QUEUE_NUMS)),
+            write_queue_nums=int(data.get("writeQueueNums", DEFAULT_WRITE_QUEUE_NUMS)),
+            perm=int(data.get("perm", PermName.PERM_READ | PermName.PERM_WRITE)),
+            topic_sys_flag=int(data.get("topicSysFlag", 0)),
+            order=bool(data.get("order", False)),
+            attributes={str(k): str(v) for k, v in dict(data.get("attributes") or {}).items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion:
+    """Version of the topic config table sent with every registration. Mirrors DataVersion."""
+
+    state_version: int = 0
+    timestamp_ms: int = 0
+    counter: int = 0
+
+    def next_version(self) -> DataVersion:
+        """DataVersion#nextVersion: counter + 1, timestamp now."""
+        return DataVersion(self.state_version, int(time.time() * 1000), self.counter + 1)
+
+
+def check_topic_config(config: TopicConfig) -> str | None:
+    """RocketMQ's remark when a topic config from an admin call is not acceptable, else None."""
+    remark = validate_topic(config.topic_name)
+    if remark is not None:
+        return remark
+    for name, value in (("readQueueNums", config.read_queue_nums), ("writeQueueNums", config.write_queue_nums)):
+        if not 0 <= value <= MAX_QUEUE_NUMS:
+            return f"{name} {value} is out of range [0, {MAX_QUEUE_NUMS}]"
+    if not 0 <= config.perm <= 0xF:
+        return f"perm {config.perm} is not a PermName bit set"
+    return None
+
+
+class TopicConfigManager:
+    """The broker's topic table. ``on_change`` (event loop) runs after a topic is created or updated (the
+    registrar uses it to register at once, like TopicConfigManager#registerBrokerData).
+    """
+
+    def __init__(
+        self,
+        config_path: Path,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        auto_create_topic_enable: bool,
+        default_topic_queue_nums: int,
+    ) -> None:
+        self.config_path = config_path
+        self.auto_create_topic_enable = auto_create_topic_enable
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.topic_config_table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.system_topics: set[str] = set()
+        self.on_change: Callable[[], None] | None = None
+        self._persist_tasks: set[asyncio.Task[None]] = set()
+        self._persist_lock = asyncio.Lock()
+        self._init_system_topics(cluster_name, broker_name)
+
+    def _init_system_topics(self, cluster_name: str, broker_name: str) -> None:
+        """TopicConfigManager#init: the topics every broker has."""
+        rw = PermName.PERM_READ | PermName.PERM_WRITE
+        self._put_system(TopicConfig(SELF_TEST_TOPIC, 1, 1))
+        if self.auto_create_topic_enable:
+            n = self.default_topic_queue_nums
+            self._put_system(TopicConfig(MixAll.DEFAULT_TOPIC, n, n, PermName.PERM_INHERIT | rw))
+        self._put_system(TopicConfig(BENCHMARK_TOPIC, 1024, 1024))
+        self._put_system(TopicConfig(cluster_name, perm=PermName.PERM_INHERIT | rw))
+        self._put_system(TopicConfig(broker_name, 1, 1, PermName.PERM_INHERIT | rw))
+        self._put_system(TopicConfig(OFFSET_MOVED_EVENT))
+
+    def _put_system(self, config: TopicConfig) -> None:
+        if validate_topic(config.topic_name) is None:
+            self.topic_config_table[config.topic_name] = config
+            self.system_topics.add(config.topic_name)
+
+    def is_system_topic(self, topic: str) -> bool:
+        return topic in self.system_topics or is_system_topic(topic)
+
+    # --- persistence ------------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read the persisted table over the system topics. Blocking. Raises ValueError on a malformed file."""
+        try:
+            text = self.config_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return
+        try:
+            data = json.loads(text)
+            version = data.get("dataVersion") or {}
+            self.data_version = DataVersion(
+                int(version.get("stateVersion", 0)), int(version.get("timestamp", 0)), int(version.get("counter", 0))
+            )
+            for name, raw in dict(data.get("topicConfigTable") or {}).items():
+                self.topic_config_table[str(name)] = TopicConfig.from_json(raw)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"{self.config_path}: malformed topic config: {exc}") from exc
+
+    def encode(self) -> str:
+        """TopicConfigManager#encode(prettyFormat)."""
+        return json.dumps(
+            {
+                "dataVersion": {
+                    "stateVersion": self.data_version.state_version,
+                    "timestamp": self.data_version.timestamp_ms,
+                    "counter": self.data_version.counter,
+                },
+                "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.topic_config_table.items())},
+            },
+            indent=2,
+        )
+
+    def persist(self) -> None:
+        """Write the table atomically (temp file, fsync, rename). Blocking."""
+        _write_atomically(self.config_path, self.encode())
+
+    async def wait_persisted(self) -> None:
+        """Wait for background writes scheduled so far."""
+        while self._persist_tasks:
+            await asyncio.gather(*list(self._persist_tasks), return_exceptions=True)
+
+    def _changed(self) -> None:
+        self.data_version = self.data_version.next_version()
+        text = self.encode()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            _write_atomically(self.config_path, text)
+        else:
+            task = loop.create_task(self._persist_in_thread(text))
+            self._persist_tasks.add(task)
+            task.add_done_callback(self._persist_tasks.discard)
+        if self.on_change is not None:
+            self.on_change()
+
+    async def _persist_in_thread(self, text: str) -> None:
+        async with self._persist_lock:  # writes land in the order of the changes
+            try:
+                await asyncio.to_thread(_write_atomically, self.config_path, text)
+            except OSError as exc:
+                log.error("topic_config_persist_failed", path=str(self.config_path), error=str(exc))
+
+    # --- queries and changes (event loop) ------------------------------------------------------------------------
+
+    def select_topic_config(self, topic: str) -> TopicConfig | None:
+        return self.topic_config_table.get(topic)
+
+    def create_topic_in_send_message_method(
+        self, topic: str, default_topic: str, client_default_topic_queue_nums: int, topic_sys_flag: int = 0
+    ) -> TopicConfig | None:
+        """Create ``topic`` from ``default_topic`` (TBW102) on first send, or None when not allowed.
+
+        Queue nums = min(client default, default topic's write queue nums); perm = the default topic's minus
+        INHERIT. With auto-create off TBW102 loses INHERIT, so nothing is created.
+        Mirrors TopicConfigManager#createTopicInSendMessageMethod.
+        """
+        existing = self.topic_config_table.get(topic)
+        if existing is not None:
+            return existing
+        default_config = self.topic_config_table.get(default_topic)
+        if default_config is None:
+            log.warning("create_topic_failed_no_default_topic", topic=topic, default_topic=default_topic)
+            return None
+        perm = default_config.perm
+        if default_topic == MixAll.DEFAULT_TOPIC and not self.auto_create_topic_enable:
+            perm = PermName.PERM_READ | PermName.PERM_WRITE
+        if not PermName.is_inherited(perm):
+            log.warning("create_topic_failed_default_topic_no_inherit", topic=topic, default_topic=default_topic)
+            return None
+        queue_nums = max(0, min(client_default_topic_queue_nums, default_config.write_queue_nums))
+        created = TopicConfig(
+            topic, queue_nums, queue_nums, perm & ~PermName.PERM_INHERIT, topic_sys_flag, attributes={}
+        )
+        self.topic_config_table[topic] = created
+        log.info("topic_created_by_default_topic", topic=topic, default_topic=default_topic, queue_nums=queue_nums)
+        self._changed()
+        return created
+
+    def update_topic_config(self, config: TopicConfig) -> bool:
+        """Create or replace; returns False when nothing changed. Mirrors TopicConfigManager#updateTopicConfig."""
+        if self.topic_config_table.get(config.topic_name) == config:
+            return False
+        self.topic_config_table[config.topic_name] = replace(config, attributes=dict(config.attributes))
+        log.info("topic_config_updated", topic=config.topic_name, config=str(config))
+        self._changed()
+        return True
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as out:
+        out.write(text.encode("utf-8"))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

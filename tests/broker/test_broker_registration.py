@@ -1,0 +1,120 @@
+"""Registration with name servers over gRPC: at start, after a topic change, periodically; unregister on stop;
+an unreachable name server is logged and retried, never fatal.
+
+The name server here is a recording mq.namesrv.v1.NameServer servicer on 127.0.0.1 (the wire contract is what
+is under test).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import grpc
+import pytest
+from broker_grpc_testkit import RunningBrokers, closed_port
+from mq.broker.v1 import broker_pb2
+from mq.common.v1 import common_pb2
+from mq.namesrv.v1 import namesrv_pb2, namesrv_pb2_grpc
+from mq_common.response_code import ResponseCode
+
+
+class RecordingNameServer(namesrv_pb2_grpc.NameServerServicer):
+    def __init__(self) -> None:
+        self.registrations: list[namesrv_pb2.RegisterBrokerRequest] = []
+        self.unregistrations: list[namesrv_pb2.UnregisterBrokerRequest] = []
+
+    async def RegisterBroker(
+        self, request: namesrv_pb2.RegisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> namesrv_pb2.RegisterBrokerResponse:
+        self.registrations.append(request)
+        return namesrv_pb2.RegisterBrokerResponse(code=ResponseCode.SUCCESS)
+
+    async def UnregisterBroker(
+        self, request: namesrv_pb2.UnregisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> namesrv_pb2.UnregisterBrokerResponse:
+        self.unregistrations.append(request)
+        return namesrv_pb2.UnregisterBrokerResponse(code=ResponseCode.SUCCESS)
+
+
+@pytest.fixture
+async def namesrv() -> AsyncIterator[tuple[RecordingNameServer, str]]:
+    server = grpc.aio.server()
+    recorder = RecordingNameServer()
+    namesrv_pb2_grpc.add_NameServerServicer_to_server(recorder, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield recorder, f"127.0.0.1:{port}"
+    finally:
+        await server.stop(0)
+
+
+@pytest.fixture
+async def brokers() -> AsyncIterator[RunningBrokers]:
+    running = RunningBrokers()
+    try:
+        yield running
+    finally:
+        await running.stop_all()
+
+
+async def wait_for(predicate: Callable[[], bool], limit_s: float = 10.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_registers_at_start_after_topic_change_and_unregisters(
+    namesrv: tuple[RecordingNameServer, str], brokers: RunningBrokers, tmp_path: Path
+) -> None:
+    recorder, addr = namesrv
+    dead = f"127.0.0.1:{closed_port()}"
+    controller, stub = await brokers.start(tmp_path / "store", namesrv_addr=f"{dead};{addr}", broker_name="broker-x")
+    await wait_for(lambda: len(recorder.registrations) >= 1)
+    first = recorder.registrations[0]
+    assert (first.cluster_name, first.broker_name, first.broker_id) == ("DefaultCluster", "broker-x", 0)
+    assert first.broker_addr == f"127.0.0.1:{controller.port}"
+    assert "TBW102" in first.topic_config_table
+    assert first.topic_config_table["TBW102"].perm == 7
+    registrar = controller.registrar
+    assert registrar is not None
+    await wait_for(lambda: registrar.last_results == {dead: False, addr: True})
+
+    created = await stub.CreateTopic(
+        broker_pb2.CreateTopicRequest(
+            topic_config=common_pb2.TopicConfig(topic_name="Fresh", read_queue_nums=2, write_queue_nums=2, perm=6)
+        )
+    )
+    assert created.code == ResponseCode.SUCCESS
+    await wait_for(lambda: "Fresh" in recorder.registrations[-1].topic_config_table)  # at once, not in 30 s
+    latest = recorder.registrations[-1]
+    assert latest.data_version.counter > first.data_version.counter
+    assert latest.topic_config_table["Fresh"].write_queue_nums == 2
+
+    await brokers.stop_all()
+    assert [(u.broker_name, u.broker_addr) for u in recorder.unregistrations] == [
+        ("broker-x", f"127.0.0.1:{controller.port}")
+    ]
+
+
+async def test_registers_again_every_interval(
+    namesrv: tuple[RecordingNameServer, str], brokers: RunningBrokers, tmp_path: Path
+) -> None:
+    recorder, addr = namesrv
+    await brokers.start(tmp_path / "store", namesrv_addr=addr, register_broker_interval_ms=1_000)
+    await wait_for(lambda: len(recorder.registrations) >= 3, limit_s=10)
+
+
+async def test_unreachable_name_servers_never_stop_the_broker(brokers: RunningBrokers, tmp_path: Path) -> None:
+    dead = f"127.0.0.1:{closed_port()}"
+    controller, stub = await brokers.start(tmp_path / "store", namesrv_addr=dead)
+    registrar = controller.registrar
+    assert registrar is not None
+    await wait_for(lambda: registrar.rounds >= 1)
+    assert registrar.last_results == {dead: False}
+    sent = await stub.SendMessage(broker_pb2.SendMessageRequest(topic="Any", body=b"x", default_topic="TBW102"))
+    assert sent.code == ResponseCode.SUCCESS
