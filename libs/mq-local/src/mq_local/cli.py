@@ -1,0 +1,124 @@
+"""``mqlocal``: start a local cluster in the background, show it, stop it (``make up`` / ``make down``).
+
+    mqlocal up [--brokers 2] [--flush-disk-type SYNC_FLUSH] [--data-dir .run/local]
+    mqlocal status [--data-dir .run/local]
+    mqlocal down [--data-dir .run/local]
+
+``up`` starts the processes, waits until they serve, writes ``<data>/cluster.json`` and returns, leaving
+them running; ``down`` stops the processes listed there by PID (SIGTERM, then SIGKILL after a bound).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mq_local.cluster import ClusterSpec, ClusterStartError, FlushDiskType, LocalCluster
+from mq_local.ports import DEFAULT_BROKER_BASE_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_NAMESRV_PORT, PortLayout
+from mq_local.processes import STOP_GRACE_S, stop_record
+from mq_local.readiness import health_status
+from mq_local.state import DataDirError, default_data_dir, read_state, remove_state
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Run a local PyRocketMQ cluster on 127.0.0.1.")
+console = Console(stderr=True)
+
+DataDirOption = Annotated[
+    Path | None, typer.Option("--data-dir", help="Data folder (default: <repo>/.run/local).", show_default=False)
+]
+
+
+def _data_dir(value: Path | None) -> Path:
+    return value if value is not None else default_data_dir("local")
+
+
+@app.command()
+def up(
+    data_dir: DataDirOption = None,
+    brokers: Annotated[int, typer.Option(min=1, max=26, help="Broker groups (broker-a, broker-b, ...).")] = 2,
+    flush_disk_type: Annotated[str, typer.Option(help="SYNC_FLUSH or ASYNC_FLUSH.")] = "SYNC_FLUSH",
+    auto_create_topic: Annotated[bool, typer.Option(help="Brokers auto-create unknown topics (TBW102).")] = True,
+    namesrv_port: int = DEFAULT_NAMESRV_PORT,
+    broker_base_port: Annotated[int, typer.Option(help="broker-a's port; the next groups +10 each.")] = (
+        DEFAULT_BROKER_BASE_PORT
+    ),
+    gateway_port: int = DEFAULT_GATEWAY_PORT,
+    keep_data: Annotated[bool, typer.Option(help="Keep the previous run's store instead of starting empty.")] = False,
+) -> None:
+    """Start the cluster in the background and return once every service serves."""
+    if flush_disk_type not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
+        raise typer.BadParameter("must be SYNC_FLUSH or ASYNC_FLUSH", param_hint="--flush-disk-type")
+    flush: FlushDiskType = "SYNC_FLUSH" if flush_disk_type == "SYNC_FLUSH" else "ASYNC_FLUSH"
+    ports = PortLayout.from_base(namesrv_port, broker_base_port, gateway_port, brokers)
+    busy = ports.busy_ports()
+    if busy:
+        console.print(f"[red]ports already in use: {busy}[/red] (is a cluster running? try `mqlocal status`)")
+        raise typer.Exit(1)
+    folder = _data_dir(data_dir)
+    spec = ClusterSpec(data_dir=folder, ports=ports, flush_disk_type=flush, auto_create_topic_enable=auto_create_topic)
+    try:
+        cluster = LocalCluster(spec, fresh=not keep_data).start()
+    except (ClusterStartError, DataDirError) as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    state = cluster.detach()
+    _print_state_table(folder)
+    console.print(f"name server {state.namesrv_addr}, gateway {state.gateway_addr}; stop with `mqlocal down`")
+
+
+@app.command()
+def down(
+    data_dir: DataDirOption = None,
+    grace_s: Annotated[float, typer.Option(help="Seconds between SIGTERM and SIGKILL.")] = STOP_GRACE_S,
+) -> None:
+    """Stop the processes listed in the data folder's state file (by PID)."""
+    folder = _data_dir(data_dir)
+    state = read_state(folder)
+    if state is None:
+        console.print(f"no cluster state in {folder}; nothing to stop")
+        return
+    failed = [p.name for p in reversed(state.processes) if not stop_record(p, grace_s)]
+    if failed:
+        console.print(f"[red]could not stop: {failed}[/red]")
+        raise typer.Exit(1)
+    remove_state(folder)
+    console.print(f"stopped {len(state.processes)} processes from {folder}")
+
+
+@app.command()
+def status(data_dir: DataDirOption = None) -> None:
+    """Show each process of the cluster: PID, port, alive, grpc.health status, log file."""
+    folder = _data_dir(data_dir)
+    if read_state(folder) is None:
+        console.print(f"no cluster state in {folder}")
+        raise typer.Exit(1)
+    if not _print_state_table(folder):
+        raise typer.Exit(1)
+
+
+def _print_state_table(folder: Path) -> bool:
+    """Print the state table; True when every process is alive and SERVING."""
+    state = read_state(folder)
+    assert state is not None
+    table = Table(title=f"PyRocketMQ local cluster ({folder})")
+    for column in ("service", "pid", "address", "process", "health"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("log", overflow="fold")
+    all_ok = True
+    for rec in state.processes:
+        alive = rec.alive()
+        health = health_status(f"127.0.0.1:{rec.port}") if alive else "-"
+        all_ok = all_ok and alive and health == "SERVING"
+        table.add_row(
+            rec.name, str(rec.pid), f"127.0.0.1:{rec.port}", "alive" if alive else "gone", health, rec.log_path
+        )
+    Console().print(table)
+    return all_ok
+
+
+def main() -> None:
+    """Console script entry point ``mqlocal``."""
+    app()

@@ -1,0 +1,256 @@
+"""LocalCluster: one name server, N broker groups and one gateway as real processes on 127.0.0.1.
+
+Each service runs as ``sys.executable -m <package>.main`` in its own process group, configured only by
+environment variables (``MQ_NAMESRV_*``, ``MQ_BROKER_*``, ``MQ_GATEWAY_*``), with stdout+stderr in a log
+file of the data folder (layout: :mod:`mq_local.state`). Start-up is bounded: each service must answer
+grpc.health.v1 SERVING within ``start_wait_s`` and the name server must list every broker group, else
+:class:`ClusterStartError` names the log file and shows its tail, and everything started is stopped.
+
+Mirrors RocketMQ's local quick start (``bin/mqnamesrv`` then ``bin/mqbroker -n 127.0.0.1:9876`` per broker
+group, as in the 2m-noslave sample configs) plus the 5.x proxy. Used from one thread (the test's or the
+CLI's); not thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Final, Literal
+
+from mq_local.ports import LOCAL_HOST, PortLayout, broker_name_of
+from mq_local.processes import STOP_GRACE_S, ManagedProcess, ProcessStartError
+from mq_local.readiness import missing_brokers, wait_registered, wait_serving
+from mq_local.state import ClusterState, prepare_data_dir, remove_state, write_state
+
+NAMESRV_MODULE: Final = "mq_namesrv.main"
+BROKER_MODULE: Final = "mq_broker.main"
+GATEWAY_MODULE: Final = "mq_gateway.main"
+DEFAULT_START_WAIT_S: Final = 60.0
+FlushDiskType = Literal["SYNC_FLUSH", "ASYNC_FLUSH"]
+
+
+class ClusterStartError(ProcessStartError):
+    """A service did not become ready in time (or exited); the message names its log file."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """What to start. ``ports.broker_ports`` decides the number of broker groups (broker-a, broker-b, ...).
+
+    ``broker_env`` / ``gateway_env`` / ``namesrv_env`` add or override service settings (e.g. a small
+    ``MQ_BROKER_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES`` for tests); ``common_env`` goes to every service.
+    """
+
+    data_dir: Path
+    ports: PortLayout
+    flush_disk_type: FlushDiskType = "SYNC_FLUSH"
+    auto_create_topic_enable: bool = False
+    cluster_name: str = "DefaultCluster"
+    log_level: str = "INFO"
+    start_wait_s: float = DEFAULT_START_WAIT_S
+    stop_grace_s: float = STOP_GRACE_S
+    common_env: Mapping[str, str] = field(default_factory=dict)
+    namesrv_env: Mapping[str, str] = field(default_factory=dict)
+    broker_env: Mapping[str, str] = field(default_factory=dict)
+    gateway_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def broker_names(self) -> tuple[str, ...]:
+        return tuple(broker_name_of(i) for i in range(len(self.ports.broker_ports)))
+
+    def broker_store_dir(self, name: str) -> Path:
+        return self.data_dir / name / "store"
+
+
+def _service_env(spec: ClusterSpec, prefix: str, own: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
+    env.update(spec.common_env)
+    env["PYTHONUNBUFFERED"] = "1"
+    env[f"{prefix}LISTEN_HOST"] = LOCAL_HOST
+    env[f"{prefix}CLUSTER_NAME"] = spec.cluster_name
+    env[f"{prefix}LOG_LEVEL"] = spec.log_level
+    env.update(own)
+    env.update(extra)
+    return env
+
+
+def namesrv_env(spec: ClusterSpec) -> dict[str, str]:
+    own = {"MQ_NAMESRV_LISTEN_PORT": str(spec.ports.namesrv_port)}
+    return _service_env(spec, "MQ_NAMESRV_", own, spec.namesrv_env)
+
+
+def broker_env(spec: ClusterSpec, index: int) -> dict[str, str]:
+    name = broker_name_of(index)
+    own = {
+        "MQ_BROKER_BROKER_NAME": name,
+        "MQ_BROKER_LISTEN_PORT": str(spec.ports.broker_ports[index]),
+        "MQ_BROKER_NAMESRV_ADDR": spec.ports.namesrv_addr,
+        "MQ_BROKER_STORE_PATH_ROOT_DIR": str(spec.broker_store_dir(name)),
+        "MQ_BROKER_FLUSH_DISK_TYPE": spec.flush_disk_type,
+        "MQ_BROKER_AUTO_CREATE_TOPIC_ENABLE": "true" if spec.auto_create_topic_enable else "false",
+    }
+    return _service_env(spec, "MQ_BROKER_", own, spec.broker_env)
+
+
+def gateway_env(spec: ClusterSpec) -> dict[str, str]:
+    own = {
+        "MQ_GATEWAY_LISTEN_PORT": str(spec.ports.gateway_port),
+        "MQ_GATEWAY_NAMESRV_ADDR": spec.ports.namesrv_addr,
+    }
+    return _service_env(spec, "MQ_GATEWAY_", own, spec.gateway_env)
+
+
+class LocalCluster:
+    """Start, inspect and stop a local cluster. Context manager: ``with LocalCluster(spec) as c: ...``.
+
+    ``fresh=True`` deletes the previous run's data folder first (only an mq_local data folder whose
+    processes are gone; see :func:`mq_local.state.prepare_data_dir`).
+    """
+
+    def __init__(self, spec: ClusterSpec, *, fresh: bool = True) -> None:
+        self.spec = spec
+        self.fresh = fresh
+        log_dir = spec.data_dir
+        self.namesrv = ManagedProcess(
+            "namesrv", NAMESRV_MODULE, namesrv_env(spec), spec.ports.namesrv_port, log_dir / "namesrv.log"
+        )
+        self.brokers: dict[str, ManagedProcess] = {
+            name: ManagedProcess(
+                name, BROKER_MODULE, broker_env(spec, i), spec.ports.broker_ports[i], log_dir / f"{name}.log"
+            )
+            for i, name in enumerate(spec.broker_names)
+        }
+        self.gateway = ManagedProcess(
+            "gateway", GATEWAY_MODULE, gateway_env(spec), spec.ports.gateway_port, log_dir / "gateway.log"
+        )
+        self._started_at_ms = 0
+
+    # -- addresses ---------------------------------------------------------------------------------------
+    @property
+    def namesrv_addr(self) -> str:
+        return self.spec.ports.namesrv_addr
+
+    @property
+    def gateway_addr(self) -> str:
+        return self.spec.ports.gateway_addr
+
+    @property
+    def broker_addrs(self) -> dict[str, str]:
+        """Broker name -> ``127.0.0.1:port`` of its master."""
+        return {name: f"{LOCAL_HOST}:{proc.port}" for name, proc in self.brokers.items()}
+
+    def processes(self) -> list[ManagedProcess]:
+        return [self.namesrv, *self.brokers.values(), self.gateway]
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> LocalCluster:
+        """Start name server, brokers (in parallel), gateway; wait for each. Raises ClusterStartError."""
+        prepare_data_dir(self.spec.data_dir, fresh=self.fresh)
+        self._started_at_ms = int(time.time() * 1000)
+        try:
+            self._start_and_wait([self.namesrv])
+            brokers_started_ms = int(time.time() * 1000)
+            self._start_and_wait(list(self.brokers.values()))
+            self._wait_brokers_registered(self.brokers, brokers_started_ms)
+            self._start_and_wait([self.gateway])
+            self.write_state()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop gateway, brokers, name server: SIGTERM by PID, SIGKILL after ``stop_grace_s``. Idempotent."""
+        for proc in (self.gateway, *self.brokers.values(), self.namesrv):
+            proc.stop(self.spec.stop_grace_s)
+        remove_state(self.spec.data_dir)
+
+    def detach(self) -> ClusterState:
+        """Leave the processes running after this Python process exits (``mqlocal up``); returns the state."""
+        state = self.state()
+        for proc in self.processes():
+            proc.detach()
+        return state
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- faults for tests --------------------------------------------------------------------------------
+    def kill_broker(self, name: str, sig: int = signal.SIGKILL, wait_s: float = 10.0) -> int | None:
+        """Send ``sig`` to broker ``name`` by PID and wait up to ``wait_s`` for it to exit; returns its status."""
+        proc = self.brokers[name]
+        proc.send_signal(sig)
+        proc.wait_exit(wait_s)
+        self.write_state()
+        return proc.exit_code()
+
+    def stop_broker(self, name: str) -> int | None:
+        """Clean stop (SIGTERM, SIGKILL after the grace period) of broker ``name``; returns its exit status."""
+        status = self.brokers[name].stop(self.spec.stop_grace_s)
+        self.write_state()
+        return status
+
+    def start_broker(self, name: str) -> None:
+        """(Re)start broker ``name`` on its port and store; wait until SERVING and registered again."""
+        proc = self.brokers[name]
+        assert not proc.running(), f"{name} is running"
+        started_ms = int(time.time() * 1000)
+        self._start_and_wait([proc])
+        self._wait_brokers_registered({name: proc}, started_ms)
+        self.write_state()
+
+    # -- state -------------------------------------------------------------------------------------------
+    def state(self) -> ClusterState:
+        records = tuple(p.record() for p in self.processes() if p.running())
+        return ClusterState(self.namesrv_addr, self.gateway_addr, self.broker_addrs, records, self._started_at_ms)
+
+    def write_state(self) -> None:
+        write_state(self.spec.data_dir, self.state())
+
+    # -- internals ---------------------------------------------------------------------------------------
+    def _start_and_wait(self, procs: list[ManagedProcess]) -> None:
+        for proc in procs:
+            proc.start()
+        deadline = time.monotonic() + self.spec.start_wait_s
+        for proc in procs:
+            addr = f"{LOCAL_HOST}:{proc.port}"
+            if not wait_serving(addr, deadline, proc.running):
+                raise ClusterStartError(self._not_ready_message(proc, f"did not answer grpc.health SERVING on {addr}"))
+
+    def _wait_brokers_registered(self, procs: Mapping[str, ManagedProcess], since_ms: int) -> None:
+        expected = {name: f"{LOCAL_HOST}:{proc.port}" for name, proc in procs.items()}
+        deadline = time.monotonic() + self.spec.start_wait_s
+
+        def alive() -> bool:
+            return self.namesrv.running() and all(p.running() for p in procs.values())
+
+        if wait_registered(self.namesrv_addr, expected, deadline, alive, since_ms):
+            return
+        dead = [p for p in (self.namesrv, *procs.values()) if not p.running()]
+        if dead:
+            raise ClusterStartError(self._not_ready_message(dead[0], "exited while brokers registered"))
+        missing = missing_brokers(self.namesrv_addr, list(expected))
+        proc = procs[missing[0]] if missing else self.namesrv
+        raise ClusterStartError(
+            self._not_ready_message(
+                proc, f"name server {self.namesrv_addr} does not list brokers {missing or expected}"
+            )
+        )
+
+    def _not_ready_message(self, proc: ManagedProcess, what: str) -> str:
+        code = proc.exit_code()
+        status = "still running" if code is None else f"exited with status {code}"
+        return (
+            f"{proc.name} ({proc.module}, pid {proc.pid}, {status}) {what} within {self.spec.start_wait_s:.0f} s; "
+            f"log: {proc.log_path}\n--- last lines of {proc.log_path} ---\n{proc.log_tail()}"
+        )

@@ -1,0 +1,163 @@
+"""Rows of an Arrow RecordBatch -> message bodies (one JSON object per row), keys and tags.
+
+Body: a UTF-8 JSON object with every column of the row, in schema order. Nulls are ``null``; float NaN and
+infinities (not valid JSON) are ``null`` too; timestamps are ISO-8601 strings (``2013-01-01T10:00:00Z``
+for a UTC instant with whole seconds, ``...T10:00:00.250000Z`` otherwise; no ``Z`` for TIMESTAMP_NTZ),
+dates ``2013-01-01``; decimals are strings (no precision lost); binary is base64. Keys and tags are the
+string form of their column's value, None when null or empty.
+
+Numbers, booleans, timestamps, dates and strings that need no escaping are formatted column-wise with
+Arrow compute kernels and joined into whole JSON objects; other columns (nested, decimal, binary, strings
+holding quotes/backslashes/control characters) fall back to ``json.dumps`` per value. Pure functions;
+they run on a Spark Python worker's task thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from mq_common.errors import InvalidParameterError
+
+_SEPARATORS: Final = (",", ":")
+_NEEDS_ESCAPE: Final = r'["\\\x00-\x1f]'
+_NULL: Final = "null"
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedRow:
+    """One message to publish: JSON ``body``, sharding key/KEYS ``key`` and ``tag`` (None when absent)."""
+
+    body: bytes
+    key: str | None
+    tag: str | None
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_none(v) for v in value]
+    return value
+
+
+def dumps_value(value: Any) -> str:
+    """One value as compact JSON (the per-value fallback; see the module docstring for the rules)."""
+    try:
+        return json.dumps(value, default=_json_default, separators=_SEPARATORS, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # NaN or infinity somewhere: rare, so clean only then
+        clean = _finite_or_none(value)
+        return json.dumps(clean, default=_json_default, separators=_SEPARATORS, ensure_ascii=False, allow_nan=False)
+
+
+def encode_json(row: dict[str, Any]) -> bytes:
+    """One row (a dict in column order) as compact UTF-8 JSON."""
+    return dumps_value(row).encode("utf-8")
+
+
+def _quoted(strings: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise('"', strings, '"', "")
+
+
+def _format_timestamp(column: pa.Array) -> pa.Array:
+    ts_type: pa.TimestampType = column.type
+    suffix = "Z" if ts_type.tz is not None else ""
+    values = column.cast(pa.timestamp(ts_type.unit, tz="UTC")) if ts_type.tz is not None else column
+    whole_seconds = ts_type.unit == "s" or pc.all(
+        pc.equal(pc.floor_temporal(values, unit="second"), values)
+    ).as_py() in (
+        True,
+        None,
+    )
+    if whole_seconds:
+        values = pc.cast(values, pa.timestamp("s", tz=values.type.tz), safe=False)
+    return _quoted(pc.strftime(values, format=f"%Y-%m-%dT%H:%M:%S{suffix}"))
+
+
+def _fallback(column: pa.Array) -> pa.Array:
+    return pa.array([dumps_value(v) for v in column.to_pylist()], type=pa.string())
+
+
+def json_fragments(column: pa.Array) -> pa.Array:
+    """JSON text of every value of ``column`` (``null`` for nulls), as a non-null string array."""
+    kind = column.type
+    if pa.types.is_integer(kind) or pa.types.is_boolean(kind):
+        text = pc.cast(column, pa.string())
+    elif pa.types.is_floating(kind):
+        finite = pc.if_else(pc.is_finite(column), column, pa.scalar(None, kind))
+        text = pc.cast(finite, pa.string())
+    elif pa.types.is_timestamp(kind):
+        text = _format_timestamp(column)
+    elif pa.types.is_date(kind):
+        text = _quoted(pc.cast(column, pa.string()))
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        if pc.any(pc.match_substring_regex(column, _NEEDS_ESCAPE)).as_py():
+            return _fallback(column)
+        text = _quoted(column.cast(pa.string()))
+    elif pa.types.is_null(kind):
+        text = pa.nulls(len(column), pa.string())
+    else:
+        return _fallback(column)
+    return pc.fill_null(text, _NULL)
+
+
+def encode_bodies(batch: pa.RecordBatch) -> list[bytes]:
+    """The JSON body of every row of ``batch``, in order."""
+    if batch.num_rows == 0:
+        return []
+    if batch.num_columns == 0:
+        return [b"{}"] * batch.num_rows
+    parts: list[Any] = []
+    for i, name in enumerate(batch.schema.names):
+        parts.append(("{" if i == 0 else ",") + json.dumps(name, ensure_ascii=False) + ":")
+        parts.append(json_fragments(batch.column(i)))
+    parts.append("}")
+    joined = pc.binary_join_element_wise(*parts, "")
+    bodies: list[bytes] = joined.cast(pa.binary()).to_pylist()
+    return bodies
+
+
+def column_index(schema: pa.Schema, name: str | None) -> int | None:
+    """Index of column ``name`` (None for no column). Raises InvalidParameterError (29) when it is missing."""
+    if name is None:
+        return None
+    idx: int = schema.get_field_index(name)
+    if idx < 0:
+        raise InvalidParameterError(f"column {name!r} is not in the DataFrame (columns: {schema.names})")
+    return idx
+
+
+def _texts(batch: pa.RecordBatch, idx: int | None) -> list[str | None]:
+    if idx is None:
+        return [None] * batch.num_rows
+    return [None if v is None or v == "" else str(v) for v in batch.column(idx).to_pylist()]
+
+
+def encode_batch(batch: pa.RecordBatch, key_column: str | None, tag_column: str | None) -> list[EncodedRow]:
+    """Every row of ``batch`` as an EncodedRow, in order. Raises InvalidParameterError for a missing column."""
+    key_idx = column_index(batch.schema, key_column)
+    tag_idx = column_index(batch.schema, tag_column)
+    bodies = encode_bodies(batch)
+    keys, tags = _texts(batch, key_idx), _texts(batch, tag_idx)
+    return [EncodedRow(b, k, t) for b, k, t in zip(bodies, keys, tags, strict=True)]

@@ -1,0 +1,209 @@
+"""The Spark writer's client adapter to the producer gateway: ProducerGateway.SendBatch with retries.
+
+Rows are cut into batches of ``batch_size`` messages; up to ``max_in_flight`` SendBatch calls are in
+flight per task (sync gRPC futures), so encoding the next rows overlaps the network. When a call returns,
+each message's SendResult is read: code 0 counts as published (per broker); a message whose result is an
+error is re-sent alone with the other failed messages of that batch, in at most ``max_retries`` further
+rounds (pause ``retry_backoff_ms x round``). Results with MESSAGE_ILLEGAL (13) or INVALID_PARAMETER (29)
+are final at once. A failed call (UNAVAILABLE, DEADLINE_EXCEEDED, ...) fails every message of it.
+
+The gateway sets UNIQ_KEY; a re-sent message whose first attempt was in fact stored (a lost answer) is
+stored twice, so consumers dedup by their own row identity. If any message still fails, the task stops
+with :class:`PublishFailedError` (no more rows are sent).
+
+Mirrors the batching half of DefaultMQProducer#send(Collection) on the client side. Runs on one Spark
+task thread; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+import grpc
+from mq.common.v1 import common_pb2
+from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_common.errors import MQClientError
+from mq_common.grpc_server import CHANNEL_OPTIONS
+from mq_common.response_code import ResponseCode
+
+from mq_spark.counts import PublishCounts
+from mq_spark.encoding import EncodedRow
+from mq_spark.options import WriterOptions
+
+# Extra time the RPC deadline grants beyond the gateway's own send budget (queueing, CPU contention).
+RPC_DEADLINE_SLACK_MS: Final = 10_000
+FINAL_RESULT_CODES: Final = frozenset(
+    {
+        ResponseCode.MESSAGE_ILLEGAL,
+        ResponseCode.INVALID_PARAMETER,
+        ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+        ResponseCode.VERSION_NOT_SUPPORTED,
+    }
+)
+RETRIABLE_RPC_STATUSES: Final = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+
+
+class PublishFailedError(MQClientError):
+    """Messages still failed after every retry; the Spark task fails with this."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """A message whose last attempt failed, with the code and remark of that attempt."""
+
+    message: gateway_pb2.Message
+    code: int
+    remark: str
+    final: bool
+
+
+def describe(code: int, remark: str) -> str:
+    return f"CODE {code} ({ResponseCode.name_of(code)}) DESC {remark}"
+
+
+def to_message(row: EncodedRow, topic: str) -> gateway_pb2.Message:
+    """The gateway Message for one row: body, TAGS, KEYS and sharding key (both from the key column)."""
+    msg = gateway_pb2.Message(topic=topic, body=row.body)
+    if row.tag is not None:
+        msg.tag = row.tag
+    if row.key is not None:
+        msg.keys.append(row.key)
+        msg.sharding_key = row.key
+    return msg
+
+
+def _rpc_failure_code(exc: grpc.RpcError) -> tuple[int, str, bool]:
+    status = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+    details = (exc.details() if isinstance(exc, grpc.Call) else None) or str(exc)
+    code = (
+        ResponseCode.RPC_TIME_OUT
+        if status == grpc.StatusCode.DEADLINE_EXCEEDED
+        else ResponseCode.RPC_SEND_TO_CHANNEL_FAILED
+    )
+    return int(code), f"SendBatch failed: {status.name}: {details}", status not in RETRIABLE_RPC_STATUSES
+
+
+class GatewaySender:
+    """Send rows of one task through one gateway channel; :meth:`finish` returns the counts."""
+
+    def __init__(self, options: WriterOptions, channel: grpc.Channel | None = None) -> None:
+        self.options = options
+        self._channel = (
+            channel if channel is not None else grpc.insecure_channel(options.gateway, options=CHANNEL_OPTIONS)
+        )
+        self._stub = gateway_pb2_grpc.ProducerGatewayStub(self._channel)
+        self._pending: list[gateway_pb2.Message] = []
+        self._in_flight: deque[tuple[grpc.Future[gateway_pb2.SendBatchResponse], list[gateway_pb2.Message]]] = deque()
+        self.counts = PublishCounts()
+
+    def _request(self, messages: list[gateway_pb2.Message]) -> gateway_pb2.SendBatchRequest:
+        return gateway_pb2.SendBatchRequest(
+            messages=messages, producer_group=self.options.producer_group, send_timeout_ms=self.options.send_timeout_ms
+        )
+
+    @property
+    def _deadline_s(self) -> float:
+        return (self.options.send_timeout_ms + RPC_DEADLINE_SLACK_MS) / 1000
+
+    def add(self, rows: list[EncodedRow]) -> None:
+        """Queue ``rows``; sends every full batch (waiting for the oldest call when the window is full)."""
+        self.counts.rows += len(rows)
+        topic = self.options.topic
+        self._pending.extend(to_message(r, topic) for r in rows)
+        size = self.options.batch_size
+        while len(self._pending) >= size:
+            batch, self._pending = self._pending[:size], self._pending[size:]
+            self._submit(batch)
+
+    def finish(self) -> PublishCounts:
+        """Send what is left, wait for every call. Raises PublishFailedError when a message still failed."""
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self._submit(batch)
+        while self._in_flight:
+            self._complete_oldest()
+        return self.counts
+
+    def close(self) -> None:
+        """Cancel calls still in flight and close the channel. Idempotent."""
+        for future, _ in self._in_flight:
+            future.cancel()
+        self._in_flight.clear()
+        self._channel.close()
+
+    def _submit(self, batch: list[gateway_pb2.Message]) -> None:
+        while len(self._in_flight) >= self.options.max_in_flight:
+            self._complete_oldest()
+        future = self._stub.SendBatch.future(self._request(batch), timeout=self._deadline_s)
+        self._in_flight.append((future, batch))
+
+    def _complete_oldest(self) -> None:
+        future, batch = self._in_flight.popleft()
+        try:
+            response = future.result()
+        except grpc.RpcError as exc:
+            failures = self._all_failed(batch, exc)
+        else:
+            failures = self._account(batch, response.results)
+        self._retry(failures)
+
+    def _all_failed(self, batch: list[gateway_pb2.Message], exc: grpc.RpcError) -> list[_Failure]:
+        code, remark, final = _rpc_failure_code(exc)
+        return [_Failure(m, code, remark, final) for m in batch]
+
+    def _account(self, batch: list[gateway_pb2.Message], results: Iterable[gateway_pb2.SendResult]) -> list[_Failure]:
+        """Count successes; return the failed messages. Raises PublishFailedError on a result count mismatch."""
+        result_list = list(results)
+        if len(result_list) != len(batch):
+            raise PublishFailedError(f"gateway returned {len(result_list)} results for {len(batch)} messages")
+        failures: list[_Failure] = []
+        for msg, result in zip(batch, result_list, strict=True):
+            if result.code == ResponseCode.SUCCESS:
+                self.counts.published += 1
+                self.counts.per_broker[result.broker_name] += 1
+                if result.send_status != common_pb2.SEND_STATUS_SEND_OK:
+                    self.counts.not_durable += 1
+            else:
+                failures.append(_Failure(msg, result.code, result.remark, result.code in FINAL_RESULT_CODES))
+        return failures
+
+    def _retry(self, failures: list[_Failure]) -> None:
+        """Re-send retriable failures for up to ``max_retries`` rounds; raise when any still fails."""
+        for round_no in range(1, self.options.max_retries + 1):
+            retriable = [f.message for f in failures if not f.final]
+            if not retriable:
+                break
+            time.sleep(self.options.retry_backoff_ms * round_no / 1000)
+            self.counts.retried += len(retriable)
+            final = [f for f in failures if f.final]
+            try:
+                response = self._stub.SendBatch(self._request(retriable), timeout=self._deadline_s)
+            except grpc.RpcError as exc:
+                failures = final + self._all_failed(retriable, exc)
+            else:
+                failures = final + self._account(retriable, response.results)
+        if failures:
+            self._fail(failures)
+
+    def _fail(self, failures: list[_Failure]) -> None:
+        self.counts.failed += len(failures)
+        first = failures[0]
+        self.counts.first_error = describe(first.code, first.remark)
+        raise PublishFailedError(
+            f"rocketmq writer: {len(failures)} message(s) to topic {self.options.topic!r} via gateway "
+            f"{self.options.gateway} still failed after {self.options.max_retries} retries; first error: "
+            f"{self.counts.first_error}"
+        )

