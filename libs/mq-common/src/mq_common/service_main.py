@@ -1,0 +1,67 @@
+"""The console-script skeleton every service shares: settings, logging, serve until a signal, exit codes.
+
+Exit codes: 0 after a clean stop; 2 when the settings are invalid or the controller cannot start (port in
+use, store locked, ...). Logs ``{"event": "started", "port": <port>, ...}`` once serving and ``stopped``
+after the controller's stop finished. Runs the service's one asyncio loop on the main thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeVar
+
+from pydantic import ValidationError
+
+from mq_common.errors import MQError
+from mq_common.grpc_server import install_signal_handlers
+from mq_common.logging import configure_logging, get_logger
+from mq_common.settings import ServiceSettings
+
+
+class Controller(Protocol):
+    """What a service's controller offers: start (returns the bound port) and a clean stop."""
+
+    async def start(self) -> int: ...
+
+    async def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=ServiceSettings)
+C = TypeVar("C", bound=Controller)
+
+
+async def _serve(
+    script: str, settings: S, make_controller: Callable[[S], C], describe: Callable[[S, C], Mapping[str, object]]
+) -> None:
+    log = get_logger(f"{script}.main")
+    controller = make_controller(settings)
+    port = await controller.start()
+    done = install_signal_handlers(controller.stop)
+    log.info("started", port=port, host=settings.listen_host, **describe(settings, controller))
+    await done.wait()
+    log.info("stopped", port=port)
+
+
+def run_service(
+    script: str,
+    load_settings: Callable[[], S],
+    make_controller: Callable[[S], C],
+    describe: Callable[[S, C], Mapping[str, object]],
+) -> None:
+    """Run ``script`` (``mqbroker``, ...) until SIGTERM/SIGINT; exits the process with 2 on a start failure.
+
+    ``describe`` gives the extra fields of the ``started`` log line.
+    """
+    try:
+        settings = load_settings()
+    except (ValidationError, ValueError, OSError) as exc:
+        print(f"{script}: invalid settings: {exc}", file=sys.stderr)
+        sys.exit(2)
+    configure_logging(settings.log_level, json=settings.log_json, service=script)
+    try:
+        asyncio.run(_serve(script, settings, make_controller, describe))
+    except (RuntimeError, MQError, OSError) as exc:
+        get_logger(f"{script}.main").error("start_failed", error=str(exc))
+        sys.exit(2)
