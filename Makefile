@@ -71,6 +71,14 @@ down: ## Stop the background local cluster
 status: ## Show the background local cluster's processes and ports
 	$(UV) run --frozen mqlocal status --data-dir $(RUN_DIR)/cluster
 
+.PHONY: chaos
+chaos: sync ## kill -9 a SYNC_FLUSH broker under 32 senders, 20 rounds per configuration; all acked data must survive
+	MQ_CHAOS_ROUNDS=20 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
+
+.PHONY: bench
+bench: sync ## Store benchmark: appends/s, msyncs/message, p50/p99, recovery of a 1 GiB log (bench-results/)
+	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json
+
 .PHONY: e2e
 e2e: uv ## Helm chart: render with a real Helm engine, strict lint, Kubernetes schema validation
 	$(UV) sync --frozen --group e2e

@@ -55,6 +55,7 @@ __all__ = [
     "GatewaySendResult",
     "NameServerClient",
     "PullResult",
+    "QueryResult",
     "RegisterBrokerResult",
     "TopicQueueOffset",
     "gateway_send",
@@ -453,6 +454,22 @@ def pull_result_from_proto(resp: broker_pb2.PullMessageResponse, broker_name: st
     )
 
 
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """Messages found by key. Mirrors org.apache.rocketmq.client.QueryResult (plus the broker's index end)."""
+
+    messages: tuple[MessageExt, ...]
+    index_last_update_timestamp_ms: int = 0
+    index_last_update_phy_offset: int = 0
+
+
+def _decode_query_messages(blob: bytes, addr: str) -> tuple[MessageExt, ...]:
+    try:
+        return tuple(iter_messages(blob))
+    except MessageDecodeError as exc:
+        raise MQClientError(f"{addr}: queried message bytes do not decode: {exc}", ResponseCode.SYSTEM_ERROR) from exc
+
+
 class BrokerClient:
     """Calls to brokers by address. Mirrors MQClientAPIImpl's broker calls. Runs on the caller's loop.
 
@@ -538,6 +555,63 @@ class BrokerClient:
             )
             for o in resp.offsets
         ]
+
+    async def query_message(
+        self,
+        addr: str,
+        topic: str,
+        key: str,
+        max_num: int = 64,
+        begin_timestamp_ms: int = 0,
+        end_timestamp_ms: int = 0,
+        timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS,
+    ) -> QueryResult:
+        """QUERY_MESSAGE: messages of ``topic`` whose KEYS or UNIQ_KEY is ``key``, stored within the range
+        (``end_timestamp_ms`` 0: no upper bound), newest first, CRC checked. Mirrors MQClientAPIImpl#queryMessage.
+
+        Raises error_for_code(...): MQBrokerError QUERY_NOT_FOUND (22) when nothing matches,
+        InvalidParameterError (29) for a bad topic/key/range; MQClientError (SYSTEM_ERROR) when the bytes do not
+        decode; transport errors."""
+        request = broker_pb2.QueryMessageRequest(
+            topic=topic,
+            key=key,
+            max_num=max_num,
+            begin_timestamp_ms=begin_timestamp_ms,
+            end_timestamp_ms=end_timestamp_ms,
+        )
+        resp = await _invoke(self._stub(addr).QueryMessage(request, timeout=_seconds(timeout_ms)), addr)
+        _check(resp.code, resp.remark)
+        return QueryResult(
+            _decode_query_messages(resp.message_bytes, addr),
+            resp.index_last_update_timestamp_ms,
+            resp.index_last_update_phy_offset,
+        )
+
+    async def query_message_by_unique_key(
+        self, addr: str, topic: str, uniq_key: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
+    ) -> list[MessageExt]:
+        """QUERY_MESSAGE with UNIQUE_MSG_QUERY_FLAG: the messages of ``topic`` with that UNIQ_KEY, newest first.
+
+        Raises like :meth:`query_message`."""
+        request = broker_pb2.QueryMessageByUniqueKeyRequest(topic=topic, uniq_key=uniq_key)
+        resp = await _invoke(self._stub(addr).QueryMessageByUniqueKey(request, timeout=_seconds(timeout_ms)), addr)
+        _check(resp.code, resp.remark)
+        return list(_decode_query_messages(resp.message_bytes, addr))
+
+    async def view_message_by_id(
+        self, addr: str, offset_msg_id: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
+    ) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID at the broker that stored it. Mirrors MQClientAPIImpl#viewMessage.
+
+        Raises QUERY_NOT_FOUND (22) when no message starts at that offset, InvalidParameterError (29) for a
+        malformed id or one stored by another broker, SYSTEM_ERROR (1) for a damaged record."""
+        request = broker_pb2.ViewMessageByIdRequest(offset_msg_id=offset_msg_id)
+        resp = await _invoke(self._stub(addr).ViewMessageById(request, timeout=_seconds(timeout_ms)), addr)
+        _check(resp.code, resp.remark)
+        messages = _decode_query_messages(resp.message_bytes, addr)
+        if len(messages) != 1:
+            raise MQClientError(f"{addr}: ViewMessageById answered {len(messages)} messages", ResponseCode.SYSTEM_ERROR)
+        return messages[0]
 
 
 # ---------------------------------------------------------------------------------------------------------

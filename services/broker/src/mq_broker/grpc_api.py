@@ -25,6 +25,7 @@ from mq_common.response_code import ResponseCode
 
 from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.pull_processor import PullMessageCommand, PullMessageProcessor, PullMessageReply, PullStatus
+from mq_broker.query_processor import QueryMessageCommand, QueryMessageProcessor
 from mq_broker.registration import BrokerRegistration
 from mq_broker.send_processor import SendMessageCommand, SendMessageProcessor, SendMessageReply
 from mq_broker.topic_config import DataVersion, TopicConfig
@@ -168,10 +169,17 @@ async def _guard(rpc: str, make_error: Callable[[int, str], _Resp], handler: Cal
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     """mq.broker.v1.Broker over the send, pull and admin processors. Runs on the service's asyncio loop."""
 
-    def __init__(self, send: SendMessageProcessor, pull: PullMessageProcessor, admin: AdminBrokerProcessor) -> None:
+    def __init__(
+        self,
+        send: SendMessageProcessor,
+        pull: PullMessageProcessor,
+        admin: AdminBrokerProcessor,
+        query: QueryMessageProcessor | None = None,
+    ) -> None:
         self._send = send
         self._pull = pull
         self._admin = admin
+        self._query = query if query is not None else QueryMessageProcessor(pull.store)
 
     async def SendMessage(
         self, request: broker_pb2.SendMessageRequest, context: _Context
@@ -246,6 +254,66 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             )
 
         return await _guard("GetTopicStats", _stats_error, handle)
+
+    async def QueryMessage(
+        self, request: broker_pb2.QueryMessageRequest, context: _Context
+    ) -> broker_pb2.QueryMessageResponse:
+        async def handle() -> broker_pb2.QueryMessageResponse:
+            command = QueryMessageCommand(
+                topic=request.topic,
+                key=request.key,
+                max_num=request.max_num,
+                begin_timestamp_ms=request.begin_timestamp_ms,
+                end_timestamp_ms=request.end_timestamp_ms,
+            )
+            reply = self._query.query_message(command)
+            return broker_pb2.QueryMessageResponse(
+                code=reply.code,
+                remark=reply.remark,
+                message_bytes=reply.message_bytes,
+                message_count=reply.message_count,
+                index_last_update_timestamp_ms=reply.index_last_update_timestamp_ms,
+                index_last_update_phy_offset=reply.index_last_update_phy_offset,
+            )
+
+        return await _guard("QueryMessage", _query_error, handle)
+
+    async def QueryMessageByUniqueKey(
+        self, request: broker_pb2.QueryMessageByUniqueKeyRequest, context: _Context
+    ) -> broker_pb2.QueryMessageByUniqueKeyResponse:
+        async def handle() -> broker_pb2.QueryMessageByUniqueKeyResponse:
+            reply = self._query.query_message_by_unique_key(request.topic, request.uniq_key)
+            return broker_pb2.QueryMessageByUniqueKeyResponse(
+                code=reply.code,
+                remark=reply.remark,
+                message_bytes=reply.message_bytes,
+                message_count=reply.message_count,
+            )
+
+        return await _guard("QueryMessageByUniqueKey", _query_uniq_error, handle)
+
+    async def ViewMessageById(
+        self, request: broker_pb2.ViewMessageByIdRequest, context: _Context
+    ) -> broker_pb2.ViewMessageByIdResponse:
+        async def handle() -> broker_pb2.ViewMessageByIdResponse:
+            reply = self._query.view_message_by_id(request.offset_msg_id)
+            return broker_pb2.ViewMessageByIdResponse(
+                code=reply.code, remark=reply.remark, message_bytes=reply.message_bytes
+            )
+
+        return await _guard("ViewMessageById", _view_error, handle)
+
+
+def _query_error(code: int, remark: str) -> broker_pb2.QueryMessageResponse:
+    return broker_pb2.QueryMessageResponse(code=code, remark=remark)
+
+
+def _query_uniq_error(code: int, remark: str) -> broker_pb2.QueryMessageByUniqueKeyResponse:
+    return broker_pb2.QueryMessageByUniqueKeyResponse(code=code, remark=remark)
+
+
+def _view_error(code: int, remark: str) -> broker_pb2.ViewMessageByIdResponse:
+    return broker_pb2.ViewMessageByIdResponse(code=code, remark=remark)
 
 
 def _send_error(code: int, remark: str) -> broker_pb2.SendMessageResponse:

@@ -103,6 +103,66 @@ class BrokerSettings(ServiceSettings):
         gt=0,
         description="MessageStoreConfig.maxTransferBytesOnMessageInMemory (RocketMQ: 256 KiB): bytes per pull.",
     )
+    file_reserved_time_hours: int = Field(
+        default=72, ge=0, description="MessageStoreConfig.fileReservedTime: CommitLog files expire after, hours."
+    )
+    delete_when: str = Field(
+        default="04",
+        pattern=r"^\d{1,2}(;\d{1,2})*$",
+        description="MessageStoreConfig.deleteWhen: local hours (';'-separated) at which expired files go.",
+    )
+    disk_max_used_space_ratio_percent: int = Field(
+        default=75,
+        ge=10,
+        le=95,
+        description="MessageStoreConfig.diskMaxUsedSpaceRatio: above this usage expired files go at any hour, %.",
+    )
+    disk_space_warning_level_ratio: float = Field(
+        default=0.90,
+        ge=0.35,
+        le=0.90,
+        description="MessageStoreConfig.diskSpaceWarningLevelRatio (0..1): above it DISK_FULL refuses puts.",
+    )
+    disk_space_clean_forcibly_ratio: float = Field(
+        default=0.85,
+        ge=0.30,
+        le=0.85,
+        description="MessageStoreConfig.diskSpaceCleanForciblyRatio (0..1): above it the oldest files go at once.",
+    )
+    clean_resource_interval_ms: int = Field(
+        default=10_000,
+        gt=0,
+        description="MessageStoreConfig.cleanResourceInterval: disk check and clean round period, ms.",
+    )
+    delete_commit_log_files_interval_ms: int = Field(
+        default=100, ge=0, description="MessageStoreConfig.deleteCommitLogFilesInterval: pause between files, ms."
+    )
+    delete_consume_queue_files_interval_ms: int = Field(
+        default=100, ge=0, description="MessageStoreConfig.deleteConsumeQueueFilesInterval: pause between queues, ms."
+    )
+    delete_file_batch_max: int = Field(
+        default=10, gt=0, description="MessageStoreConfig.deleteFileBatchMax: CommitLog files per clean round."
+    )
+    destroy_mapped_file_interval_forcibly_ms: int = Field(
+        default=120_000,
+        gt=0,
+        description="MessageStoreConfig.destroyMapedFileIntervalForcibly: a pinned deleted file is reported after, ms.",
+    )
+    warm_mapped_file_enable: bool = Field(
+        default=False, description="MessageStoreConfig.warmMapedFileEnable: prefault new CommitLog files (off loop)."
+    )
+    message_index_enable: bool = Field(
+        default=True, description="MessageStoreConfig.messageIndexEnable: index KEYS and UNIQ_KEY for queries."
+    )
+    max_hash_slot_num: int = Field(
+        default=5_000_000, gt=0, description="MessageStoreConfig.maxHashSlotNum: hash slots per index file."
+    )
+    max_index_num: int = Field(
+        default=20_000_000, gt=1, description="MessageStoreConfig.maxIndexNum: 20-byte entries per index file."
+    )
+    max_msgs_num_batch: int = Field(
+        default=64, gt=0, description="MessageStoreConfig.maxMsgsNumBatch: messages one QueryMessage returns at most."
+    )
     shutdown_grace_ms: int = Field(
         default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
     )
@@ -148,4 +208,19 @@ class BrokerSettings(ServiceSettings):
             max_message_size_bytes=self.max_message_size_bytes,
             max_transfer_count_per_pull=self.max_transfer_count_per_pull,
             max_transfer_bytes_per_pull=self.max_transfer_bytes_per_pull,
+            message_index_enable=self.message_index_enable,
+            max_hash_slot_num=self.max_hash_slot_num,
+            max_index_num=self.max_index_num,
+            max_msgs_num_batch=self.max_msgs_num_batch,
+            file_reserved_time_hours=self.file_reserved_time_hours,
+            delete_when=self.delete_when,
+            disk_max_used_space_ratio_percent=self.disk_max_used_space_ratio_percent,
+            disk_space_warning_level_ratio=self.disk_space_warning_level_ratio,
+            disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio,
+            clean_resource_interval_ms=self.clean_resource_interval_ms,
+            delete_commit_log_files_interval_ms=self.delete_commit_log_files_interval_ms,
+            delete_consume_queue_files_interval_ms=self.delete_consume_queue_files_interval_ms,
+            delete_file_batch_max=self.delete_file_batch_max,
+            destroy_mapped_file_interval_forcibly_ms=self.destroy_mapped_file_interval_forcibly_ms,
+            warm_mapped_file_enable=self.warm_mapped_file_enable,
         )

@@ -7,13 +7,15 @@ SendMessageCommand do. Runs on the caller's asyncio loop; errors are the typed m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Final, Self
 
 from mq_common.codec import MessageExt
 from mq_common.constants import validate_topic
-from mq_common.errors import MQClientError
+from mq_common.errors import MQClientError, MQError
+from mq_common.message_id import decode_offset_msg_id
 from mq_common.response_code import ResponseCode
 
 from mq_client.consumer import DEFAULT_CONSUMER_GROUP, PullConsumer
@@ -31,6 +33,8 @@ DEFAULT_GATEWAY_ADDR: Final = "127.0.0.1:8081"
 DEFAULT_ADMIN_TIMEOUT_MS: Final = 5000
 # ConsumeMessageCommand pulls 32 messages a call; bound the loop so a huge count cannot spin forever.
 CONSUME_BATCH_NUMS: Final = 32
+# QueryMsgByKeySubCommand's default maxNum (also the broker's maxMsgsNumBatch).
+DEFAULT_QUERY_MAX_NUM: Final = 64
 MAX_CONSUME_MESSAGES: Final = 100_000
 CLUSTER_NOT_FOUND_REMARK: Final = (
     "Make sure the specified clusterName exists or the name server connected to is correct."
@@ -177,6 +181,76 @@ class MQAdminClient:
             offset = result.next_begin_offset
         return out[:count]
 
+    # ----------------------------------------------------------------------------------------------- queries
+
+    async def query_msg_by_key(
+        self, topic: str, key: str, max_num: int = DEFAULT_QUERY_MAX_NUM, begin_ms: int = 0, end_ms: int = 0
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS (or UNIQ_KEY) hold ``key``, stored within [begin_ms, end_ms]
+        (``end_ms`` 0: no upper bound), asked of every broker group of the route (its master), merged newest
+        first and cut to ``max_num``. Mirrors MQAdminImpl#queryMessage / QueryMsgByKeySubCommand.
+
+        Raises MQClientError NO_MESSAGE (208) when no broker has one, TopicNotExistError (17) without a route,
+        MQClientError INVALID_PARAMETER (29) for max_num < 1, the brokers' error when none answered."""
+        if max_num < 1:
+            raise MQClientError(f"maxNum[{max_num}] must be >= 1", ResponseCode.INVALID_PARAMETER)
+
+        async def ask(addr: str) -> list[MessageExt]:
+            result = await self._broker.query_message(addr, topic, key, max_num, begin_ms, end_ms, self.timeout_ms)
+            return list(result.messages)
+
+        found = await self._query_route(topic, ask)
+        return found[:max_num]
+
+    async def query_msg_by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
+        """The messages of ``topic`` with UNIQ_KEY ``uniq_key`` (the producer's msgId; more than one after a
+        retried send), newest first. Mirrors MQAdminImpl#queryMessageByUniqKey / QueryMsgByUniqueKeySubCommand.
+
+        Raises like :meth:`query_msg_by_key`."""
+
+        async def ask(addr: str) -> list[MessageExt]:
+            return await self._broker.query_message_by_unique_key(addr, topic, uniq_key, self.timeout_ms)
+
+        found = await self._query_route(topic, ask)
+        return [m for m in found if m.uniq_key == uniq_key]
+
+    async def query_msg_by_id(self, offset_msg_id: str) -> MessageExt:
+        """The message with this offset msg id, read from the broker the id names (MessageDecoder#decodeMessageId
+        -> store host:port + CommitLog offset). Mirrors MQAdminImpl#viewMessage / QueryMsgByIdSubCommand.
+
+        Raises MQClientError INVALID_PARAMETER (29) for a malformed id, the broker's error (QUERY_NOT_FOUND 22,
+        ...), RemotingError when that broker does not answer."""
+        msg_id = offset_msg_id.strip()
+        try:
+            host, port, _offset = decode_offset_msg_id(msg_id)
+        except ValueError as exc:
+            raise MQClientError(f"illegal offset msg id [{msg_id}]: {exc}", ResponseCode.INVALID_PARAMETER) from exc
+        addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return await self._broker.view_message_by_id(addr, msg_id, self.timeout_ms)
+
+    async def _query_route(self, topic: str, ask: Callable[[str], Awaitable[list[MessageExt]]]) -> list[MessageExt]:
+        """Run ``ask`` on each broker group of ``topic``'s route at once; merge newest first. A broker's
+        QUERY_NOT_FOUND counts as no message; other errors are raised only when no broker answered."""
+        route = await self.topic_route(topic)
+        addrs = sorted({a for b in route.broker_datas if (a := b.select_broker_addr()) is not None})
+        outcomes = await asyncio.gather(*(ask(a) for a in addrs), return_exceptions=True)
+        found: list[MessageExt] = []
+        errors: list[MQError] = []
+        for outcome in outcomes:
+            if isinstance(outcome, MQError):
+                if outcome.code != ResponseCode.QUERY_NOT_FOUND:
+                    errors.append(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                found.extend(outcome)
+        if not found and errors and len(errors) == len(addrs):
+            raise errors[0]
+        if not found:
+            raise MQClientError("query message by key finished, but no message.", ResponseCode.NO_MESSAGE)
+        found.sort(key=lambda m: (m.store_timestamp_ms, m.commit_log_offset), reverse=True)
+        return found
+
     # ----------------------------------------------------------------------------------------------- gateway
 
     async def send_message(
@@ -198,4 +272,4 @@ class MQAdminClient:
         return await gateway_send(self._pool, addr, message, producer_group, timeout_ms=max(self.timeout_ms, 10_000))
 
 
-__all__ = ["DEFAULT_CONSUMER_GROUP", "DEFAULT_GATEWAY_ADDR", "MQAdminClient"]
+__all__ = ["DEFAULT_CONSUMER_GROUP", "DEFAULT_GATEWAY_ADDR", "DEFAULT_QUERY_MAX_NUM", "MQAdminClient"]

@@ -2,7 +2,8 @@
 
 Mirrors org.apache.rocketmq.tools.command.MQAdminStartup and its sub commands (ClusterListSubCommand,
 TopicListSubCommand, TopicRouteSubCommand, TopicStatusSubCommand, UpdateTopicSubCommand,
-SendMessageCommand, ConsumeMessageCommand). Global ``-n/--namesrvAddr`` ("host:port;host:port"), default
+SendMessageCommand, ConsumeMessageCommand, QueryMsgByKeySubCommand, QueryMsgByUniqueKeySubCommand,
+QueryMsgByIdSubCommand). Global ``-n/--namesrvAddr`` ("host:port;host:port"), default
 from MQ_NAMESRV_ADDR or 127.0.0.1:9876. A failure prints ``<CODE_NAME> (<code>): <remark>`` on stderr and
 exits 1 (2 for usage errors), without a traceback. Each command runs its own asyncio loop.
 """
@@ -16,13 +17,14 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Final, TypeVar
 
 import typer
+from mq_common.codec import MessageExt
 from mq_common.constants import PermName
 from mq_common.errors import MQError
 from mq_common.response_code import ResponseCode
 from rich.console import Console
 from rich.table import Table
 
-from mq_client.admin.admin_client import DEFAULT_GATEWAY_ADDR, MQAdminClient
+from mq_client.admin.admin_client import DEFAULT_GATEWAY_ADDR, DEFAULT_QUERY_MAX_NUM, MQAdminClient
 from mq_client.route import TopicConfig
 
 DEFAULT_NAMESRV_ADDR: Final = "127.0.0.1:9876"
@@ -210,6 +212,94 @@ def consume_message(
     out = _out()
     out.print(table)
     out.print(f"{len(messages)} message(s)", markup=False)
+
+
+def _stamp_ms(timestamp_ms: int) -> str:
+    """UtilAll#timeMillisToHumanString2: local ``yyyy-MM-dd HH:mm:ss,SSS``."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp_ms / 1000)) + f",{timestamp_ms % 1000:03d}"
+
+
+def _message_detail(m: MessageExt) -> Table:
+    """One message as QueryMsgByIdSubCommand#printMsg prints it (a two-column table)."""
+    table = Table("#Field", "#Value", title=f"Message {m.uniq_key or m.offset_msg_id}", show_lines=False)
+    rows = [
+        ("OffsetID:", m.offset_msg_id),
+        ("Topic:", m.topic),
+        ("Tags:", f"[{m.tags or ''}]"),
+        ("Keys:", f"[{' '.join(m.keys)}]"),
+        ("Queue ID:", str(m.queue_id)),
+        ("Queue Offset:", str(m.queue_offset)),
+        ("CommitLog Offset:", str(m.commit_log_offset)),
+        ("Reconsume Times:", str(m.reconsume_times)),
+        ("Born Timestamp:", _stamp_ms(m.born_timestamp_ms)),
+        ("Store Timestamp:", _stamp_ms(m.store_timestamp_ms)),
+        ("Born Host:", f"{m.born_host[0]}:{m.born_host[1]}"),
+        ("Store Host:", f"{m.store_host[0]}:{m.store_host[1]}"),
+        ("System Flag:", str(m.sys_flag)),
+        ("Properties:", ", ".join(f"{k}={v}" for k, v in sorted(m.properties.items()))),
+        ("Body:", m.body.decode("utf-8", errors="replace")),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+@app.command("queryMsgByKey")
+def query_msg_by_key(
+    topic: Annotated[str, typer.Option("-t", "--topic", help="Topic name")],
+    key: Annotated[str, typer.Option("-k", "--msgKey", help="Message Key")],
+    begin_timestamp: Annotated[
+        int, typer.Option("-b", "--beginTimestamp", help="Begin timestamp(ms). default:0, eg:1676730526212")
+    ] = 0,
+    end_timestamp: Annotated[
+        int, typer.Option("-e", "--endTimestamp", help="End timestamp(ms). default:no limit, eg:1676730526212")
+    ] = 0,
+    max_num: Annotated[
+        int, typer.Option("-m", "--maxNum", help="The maximum number of messages returned by the query, default:64")
+    ] = DEFAULT_QUERY_MAX_NUM,
+) -> None:
+    """Query messages of a topic by key (KEYS or UNIQ_KEY) on every broker of its route."""
+    t, k = topic.strip(), key.strip()
+    messages = _run(lambda admin: admin.query_msg_by_key(t, k, max_num, begin_timestamp, end_timestamp))
+    table = Table(
+        "#Message ID", "#QID", "#Offset", "#Store Time", "#Tags", "#Keys", "#Offset Msg ID", title=f"Messages: {t} {k}"
+    )
+    for m in messages:
+        table.add_row(
+            m.uniq_key or m.offset_msg_id,
+            str(m.queue_id),
+            str(m.queue_offset),
+            _stamp_ms(m.store_timestamp_ms),
+            m.tags or "",
+            " ".join(m.keys),
+            m.offset_msg_id,
+        )
+    out = _out()
+    out.print(table)
+    out.print(f"{len(messages)} message(s)", markup=False)
+
+
+@app.command("queryMsgByUniqueKey")
+def query_msg_by_unique_key(
+    uniq_key: Annotated[str, typer.Option("-i", "--msgId", help="Message Id (the producer's UNIQ_KEY)")],
+    topic: Annotated[str, typer.Option("-t", "--topic", help="The topic of msg")],
+) -> None:
+    """Query a message by its unique key (the msgId the producer returned)."""
+    t, i = topic.strip(), uniq_key.strip()
+    messages = _run(lambda admin: admin.query_msg_by_unique_key(t, i))
+    out = _out()
+    for m in messages:
+        out.print(_message_detail(m))
+
+
+@app.command("queryMsgById")
+def query_msg_by_id(
+    offset_msg_id: Annotated[str, typer.Option("-i", "--msgId", help="Message Id (offset msg id)")],
+) -> None:
+    """Query a message by its offset msg id (store host + commit log offset), from the broker that stored it."""
+    i = offset_msg_id.strip()
+    message = _run(lambda admin: admin.query_msg_by_id(i))
+    _out().print(_message_detail(message))
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ Threads: :meth:`put_messages` runs on the event loop and never awaits, so one ca
 
 from __future__ import annotations
 
+import errno
 import struct
 import zlib
 from collections.abc import Callable, Sequence
@@ -49,6 +50,9 @@ MESSAGE_ILLEGAL_REMARK: Final = (
     "the message is illegal, maybe msg body or properties length not matched. "
     "msg body length limit %dB, msg properties length limit 32KB."
 )
+# SendMessageProcessor's CREATE_MAPPED_FILE_FAILED remark; with a full disk the put is SERVICE_NOT_AVAILABLE.
+CREATE_MAPPED_FILE_FAILED_REMARK: Final = "create mapped file failed, server is busy or broken."
+_DISK_FULL_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
 _TOTAL_AND_MAGIC: Final = struct.Struct(">iI")
 _HEAD: Final = struct.Struct(">iIiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
 _I32: Final = struct.Struct(">i")
@@ -78,6 +82,7 @@ class CommitLog:
         assert len(store_host) in (8, 20)
         self.config = config
         self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log_bytes)
+        self.mapped_file_queue.warm_mapped_file_enable = config.warm_mapped_file_enable
         self.store_host = store_host
         self._msg_id_prefix = store_host.hex().upper()
         # "topic-queueId" -> next queue offset (CommitLog.topicQueueTable).
@@ -95,7 +100,8 @@ class CommitLog:
         Fills QUEUEOFFSET, PHYSICALOFFSET, STORETIMESTAMP (= ``now_ms``) and STOREHOST. Returns one result per
         message, in order, and the dispatch requests of the stored ones. Statuses: PUT_OK, MESSAGE_ILLEGAL
         (body over the limit, topic over 127 bytes, record larger than a file), PROPERTIES_SIZE_EXCEEDED
-        (properties over 32,767 bytes), CREATE_MAPPED_FILE_FAILED (a new file could not be created).
+        (properties over 32,767 bytes), CREATE_MAPPED_FILE_FAILED (a new file could not be created),
+        SERVICE_NOT_AVAILABLE (a new file could not be allocated: ENOSPC/EDQUOT; nothing of it was written).
         Event loop only; never awaits.
         """
         assert not self._putting, "CommitLog.put_messages is not re-entrant"
@@ -137,6 +143,9 @@ class CommitLog:
         try:
             mapped = self._file_with_room(msg_len)
         except OSError as exc:
+            if exc.errno in _DISK_FULL_ERRNOS:
+                remark = f"{CREATE_MAPPED_FILE_FAILED_REMARK} The broker's disk is full: {exc}"
+                return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark), None
             return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc)), None
         dispatchable = is_dispatchable(sys_flag)
         key = f"{msg.topic}-{msg.queue_id}"
@@ -207,7 +216,8 @@ class CommitLog:
         pos = commit_log_offset - mapped.file_from_offset
         if size <= 0 or pos + size > mapped.wrote_position:
             return None
-        return mapped.read(pos, size)
+        raw = mapped.read(pos, size)
+        return raw if len(raw) == size else None  # short: the file was deleted by the clean service meanwhile
 
     def lookup_message(self, commit_log_offset: int) -> MessageExt | None:
         """Decode the record at ``commit_log_offset`` with its body CRC checked; None when nothing is there.

@@ -21,6 +21,14 @@ MIN_COMMIT_LOG_FILE_SIZE_BYTES: Final = 256
 RECORD_OVERHEAD_LIMIT_BYTES: Final = 64 * 1024
 
 
+def parse_delete_when(delete_when: str) -> frozenset[int]:
+    """The hours of MessageStoreConfig.deleteWhen (``"04"``, ``"04;05"``). Raises ValueError on a bad hour."""
+    hours = frozenset(int(part) for part in delete_when.split(";") if part.strip())
+    if any(not 0 <= hour <= 23 for hour in hours):
+        raise ValueError(f"deleteWhen {delete_when!r}: hours are 00..23")
+    return hours
+
+
 class FlushDiskType(StrEnum):
     """When a put counts as stored. Mirrors org.apache.rocketmq.store.config.FlushDiskType."""
 
@@ -55,6 +63,37 @@ class MessageStoreConfig:
     max_transfer_bytes_per_pull: int = 4 * 1024 * 1024
     # MessageStoreConfig.maxFilterMessageSize: how far (in CQ bytes) one pull scans past non-matching tags.
     max_filter_message_size_bytes: int = 16_000
+    # --- IndexFile (index_service.py) ---
+    # messageIndexEnable: index UNIQ_KEY and KEYS of every message for queryMessage.
+    message_index_enable: bool = True
+    # maxHashSlotNum / maxIndexNum: hash slots and 20-byte entries per index file.
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 5_000_000 * 4
+    # maxMsgsNumBatch: messages one queryMessage returns at most; defaultQueryMaxNum: by UNIQ_KEY.
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
+    # --- disk space management (clean_service.py) ---
+    # fileReservedTime: CommitLog files last modified longer ago than this are expired.
+    file_reserved_time_hours: int = 72
+    # deleteWhen: local hours ("04", "04;05") at which expired files are deleted.
+    delete_when: str = "04"
+    # diskMaxUsedSpaceRatio: above this usage of the store partition expired files go at once (any hour).
+    disk_max_used_space_ratio_percent: int = 75
+    # diskSpaceWarningLevelRatio: above it the store is DISK_FULL and refuses puts until usage drops again.
+    disk_space_warning_level_ratio: float = 0.90
+    # diskSpaceCleanForciblyRatio: above it the oldest files go at once, expired or not.
+    disk_space_clean_forcibly_ratio: float = 0.85
+    # cleanResourceInterval: period of the disk check and of the clean round.
+    clean_resource_interval_ms: int = 10_000
+    # deleteCommitLogFilesInterval / deleteConsumeQueueFilesInterval: pause between two deleted files.
+    delete_commit_log_files_interval_ms: int = 100
+    delete_consume_queue_files_interval_ms: int = 100
+    # deleteFileBatchMax: CommitLog files deleted per clean round at most.
+    delete_file_batch_max: int = 10
+    # destroyMapedFileIntervalForcibly: a file still pinned this long after its deletion is logged as hanged.
+    destroy_mapped_file_interval_forcibly_ms: int = 120_000
+    # warmMapedFileEnable: prefault every page of a new CommitLog file (off the loop).
+    warm_mapped_file_enable: bool = False
 
     def __post_init__(self) -> None:
         assert self.mapped_file_size_commit_log_bytes >= MIN_COMMIT_LOG_FILE_SIZE_BYTES
@@ -66,6 +105,17 @@ class MessageStoreConfig:
         assert self.max_message_size_bytes > 0
         assert self.max_transfer_count_per_pull > 0
         assert self.max_transfer_bytes_per_pull > 0
+        assert self.max_hash_slot_num > 0
+        assert self.max_index_num > 1
+        assert self.max_msgs_num_batch > 0
+        assert self.default_query_max_num > 0
+        assert self.file_reserved_time_hours >= 0
+        assert 0 < self.disk_max_used_space_ratio_percent <= 100
+        assert 0.0 < self.disk_space_clean_forcibly_ratio <= 1.0
+        assert 0.0 < self.disk_space_warning_level_ratio <= 1.0
+        assert self.clean_resource_interval_ms > 0
+        assert self.delete_file_batch_max > 0
+        parse_delete_when(self.delete_when)
 
     @property
     def commit_log_dir(self) -> Path:
@@ -82,6 +132,10 @@ class MessageStoreConfig:
     @property
     def abort_path(self) -> Path:
         return self.store_path_root_dir / "abort"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.store_path_root_dir / "index"
 
     @property
     def lock_path(self) -> Path:

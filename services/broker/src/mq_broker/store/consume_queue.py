@@ -10,7 +10,8 @@ Unit ``n`` (the queue offset) lives at byte ``n * 20``, files hold ``mapped_file
 units and are named by their start byte offset, under ``consumequeue/<topic>/<queueId>/``. Lookup is O(1).
 
 Threads: units are written on the event loop right after the CommitLog put (dispatch); the flusher thread
-flushes them periodically (:meth:`flush`).
+flushes them periodically (:meth:`flush`); the clean service thread moves the min offset up and deletes files
+below the CommitLog's min offset (:meth:`correct_min_offset`, :meth:`delete_expired_files`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ assert CQ_UNIT.size == CQ_UNIT_SIZE_BYTES
 # ConsumeQueue#fillPreBlank writes (0, Integer.MAX_VALUE, 0) where units are missing.
 BLANK_UNIT_SIZE: Final = 0x7FFFFFFF
 _BLANK_UNIT: Final = CQ_UNIT.pack(0, BLANK_UNIT_SIZE, 0)
+_SCAN_CHUNK_BYTES: Final = 4096 * CQ_UNIT.size
 
 
 class CqUnit(NamedTuple):
@@ -143,6 +145,22 @@ class ConsumeQueue:
 
     # --- write path (event loop) ------------------------------------------------------------------------------
 
+    def ensure_room(self, queue_offset: int, count: int) -> None:
+        """Create now the files units ``queue_offset .. queue_offset + count - 1`` need, so a full disk fails
+        the put before the CommitLog append instead of the dispatch after it. Event loop. Raises OSError.
+        """
+        mfq = self.mapped_file_queue
+        end = (queue_offset + count) * CQ_UNIT.size
+        last = mfq.last_mapped_file()
+        if last is not None and end <= last.file_end_offset:
+            return
+        if last is None:
+            start = max(queue_offset * CQ_UNIT.size, 0)
+            mfq.create_next(start)
+            if start > 0:
+                self.min_logic_offset_bytes = start
+        mfq.prepare_files_until(end)
+
     def put_message_position_info(self, commit_log_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
         """Append the unit for ``queue_offset``; units already present are skipped (recovery re-dispatch).
 
@@ -198,6 +216,48 @@ class ConsumeQueue:
         return [
             CqUnit(queue_offset + i, phys, size, tags) for i, (phys, size, tags) in enumerate(CQ_UNIT.iter_unpack(raw))
         ]
+
+    # --- clean (clean service thread) ----------------------------------------------------------------------------
+
+    def correct_min_offset(self, min_commit_log_offset: int) -> None:
+        """Move the min offset to the first unit whose message is at or after ``min_commit_log_offset`` (still in
+        the CommitLog); every unit below it is gone: the queue is empty (min = max). Never moves it back.
+        Clean service thread or recovery. Mirrors ConsumeQueue#correctMinOffset.
+        """
+        mfq = self.mapped_file_queue
+        pos = max(self.min_logic_offset_bytes, mfq.min_offset())
+        end = mfq.max_offset()
+        while pos < end:
+            mapped = mfq.find_mapped_file_by_offset(pos)
+            if mapped is None:
+                break
+            in_file = pos - mapped.file_from_offset
+            raw = mapped.read(in_file, min(mapped.wrote_position - in_file, _SCAN_CHUNK_BYTES))
+            if not raw:
+                break
+            for i, (phys, size, _tags) in enumerate(CQ_UNIT.iter_unpack(raw)):
+                if size != BLANK_UNIT_SIZE and phys >= min_commit_log_offset:
+                    self.min_logic_offset_bytes = max(self.min_logic_offset_bytes, pos + i * CQ_UNIT.size)
+                    return
+            pos += len(raw)
+        self.min_logic_offset_bytes = max(self.min_logic_offset_bytes, pos)
+
+    def delete_expired_files(self, min_commit_log_offset: int) -> list[MappedFile]:
+        """Take out of the queue the oldest files (never the last) whose last unit points below
+        ``min_commit_log_offset``; returns them for the caller to destroy. Call :meth:`correct_min_offset` first.
+        Clean service thread. Mirrors MappedFileQueue#deleteExpiredFileByOffset.
+        """
+        expired: list[MappedFile] = []
+        for mapped in self.mapped_file_queue.deletable_files():
+            raw = mapped.read(mapped.file_size_bytes - CQ_UNIT.size, CQ_UNIT.size)
+            if len(raw) != CQ_UNIT.size:
+                break
+            phys, size, _tags = CQ_UNIT.unpack(raw)
+            if size != BLANK_UNIT_SIZE and phys >= min_commit_log_offset:
+                break
+            expired.append(mapped)
+        self.mapped_file_queue.remove_first_files(expired)
+        return expired
 
     def roll_next_file(self, queue_offset: int) -> int:
         """The first queue offset of the file after the one holding ``queue_offset``."""

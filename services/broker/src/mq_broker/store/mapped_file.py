@@ -22,13 +22,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import ClassVar, Final
 
 OS_PAGE_SIZE_BYTES: Final = mmap.PAGESIZE
 FILE_NAME_DIGITS: Final = 20
 _ZERO_CHUNK_BYTES: Final = 1024 * 1024
 _ZERO_CHUNK: Final = bytes(_ZERO_CHUNK_BYTES)
 _MS_SYNC: Final = {"linux": 4, "darwin": 0x10}.get(sys.platform, 0)
+_WARM_CHUNK_BYTES: Final = 4 * 1024 * 1024
+# Linux 5.14+: populate page tables writable without writing (madvise(2)); Python 3.11 has no constant for it.
+_MADV_POPULATE_WRITE: Final = 23
 
 
 def _load_msync() -> Callable[[int, int, int], int] | None:
@@ -76,6 +79,8 @@ class MappedFile:
         "flushed_position",
         "wrote_position",
     )
+    # msync calls made by every MappedFile of the process (benchmark instrumentation; flusher thread only).
+    msync_calls: ClassVar[int] = 0
 
     def __init__(self, file_path: Path, file_size_bytes: int) -> None:
         assert file_size_bytes > 0
@@ -134,9 +139,40 @@ class MappedFile:
         self._mm[pos : pos + len(data)] = data
 
     def read(self, pos: int, size: int) -> bytes:
-        """A copy of ``size`` bytes at ``pos`` (clamped to the file). Any thread."""
+        """A copy of ``size`` bytes at ``pos`` (clamped to the file); ``b""`` once the file is destroyed (the
+        clean service deleted it under a reader that still held it). Any thread.
+        """
         end = min(pos + size, self.file_size_bytes)
-        return self._mm[pos:end]
+        try:
+            return self._mm[pos:end]
+        except ValueError:  # mmap closed: the copy runs under the GIL, so it is never torn by the unmap
+            return b""
+
+    @property
+    def is_closed(self) -> bool:
+        return self._fd < 0
+
+    def last_modified_s(self) -> float:
+        """The file's modification time (st_mtime, seconds since the epoch). Mirrors getLastModifiedTimestamp.
+
+        Raises OSError when the file is gone.
+        """
+        return os.stat(self.file_path).st_mtime
+
+    def warm(self) -> None:
+        """Prefault every page writable without changing a byte (MADV_POPULATE_WRITE, else a read of every
+        page), in chunks so other threads get the GIL in between. Safe while the loop appends. Blocking: run it
+        on a worker thread. Mirrors DefaultMappedFile#warmMappedFile (which writes a 0 per page before the file
+        is handed out; prefaulting without writing lets the warm-up overlap the first appends).
+        """
+        pos = 0
+        while pos < self.file_size_bytes and not self.is_closed:
+            length = min(_WARM_CHUNK_BYTES, self.file_size_bytes - pos)
+            try:
+                _prefault(self._mm, pos, length)
+            except ValueError:  # destroyed meanwhile
+                return
+            pos += length
 
     def is_able_to_flush(self, least_pages: int) -> bool:
         """MappedFile#isAbleToFlush: a full file always; else at least ``least_pages`` dirty pages."""
@@ -163,6 +199,7 @@ class MappedFile:
     def _msync(self, start: int, length: int) -> None:
         if length <= 0:
             return
+        MappedFile.msync_calls += 1
         if _LIBC_MSYNC is not None and self._address:
             if _LIBC_MSYNC(self._address + start, length, _MS_SYNC) != 0:
                 err = ctypes.get_errno()
@@ -198,19 +235,37 @@ class MappedFile:
         self._fd = -1
 
     def destroy(self) -> None:
-        """Close and delete the file."""
+        """Close and delete the file. Raises BufferError while a buffer export pins the mapping (the caller
+        retries later) and OSError on an unlink failure.
+        """
         self.close()
         self.file_path.unlink(missing_ok=True)
 
 
 def _preallocate(fd: int, size: int) -> None:
+    """Reserve every block of the file, so a later mmap write can never SIGBUS on a full file system.
+
+    ``posix_fallocate``; where the file system does not support it, zeros are written (never a sparse
+    ``ftruncate``). Raises OSError (ENOSPC when the disk is full).
+    """
     try:
         os.posix_fallocate(fd, 0, size)
+        return
     except OSError as exc:
-        if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):
-            os.ftruncate(fd, size)
-        else:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
             raise
+    pos = 0
+    while pos < size:
+        pos += os.pwrite(fd, _ZERO_CHUNK[: min(_ZERO_CHUNK_BYTES, size - pos)], pos)
+    os.fsync(fd)
+
+
+def _prefault(mm: mmap.mmap, pos: int, length: int) -> None:
+    try:
+        mm.madvise(_MADV_POPULATE_WRITE, pos, length)
+    except OSError:  # older kernel: read one byte per page (maps it; the first write is a minor fault)
+        for page in range(pos, pos + length, OS_PAGE_SIZE_BYTES):
+            _ = mm[page]
 
 
 def _mapping_address(mm: mmap.mmap) -> int:

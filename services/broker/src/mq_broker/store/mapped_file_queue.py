@@ -4,15 +4,47 @@ Mirrors org.apache.rocketmq.store.MappedFileQueue. File ``i`` covers offsets
 ``[first.file_from_offset + i * size, ... + size)``, so finding the file of an offset is one division.
 
 Threads: files are added (:meth:`create_next`) on the event loop; the flusher thread reads the list and calls
-:meth:`flush`. ``list.append`` and indexing are atomic under the GIL; recovery (:meth:`load`,
+:meth:`flush`; the clean service thread takes expired files off the front (:meth:`remove_first_files`).
+The list is never mutated in place once serving: adding and removing swap in a new list under ``_lock``,
+so a reader's snapshot (``files = self.mapped_files``) stays consistent. Recovery (:meth:`load`,
 :meth:`truncate_dirty_files`) runs before the flusher starts.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
+from mq_common.logging import get_logger
+
 from mq_broker.store.mapped_file import MappedFile, is_store_file_name, offset_to_file_name
+
+log = get_logger("mq_broker.store")
+
+
+def _extend_short_last_file(path: Path, size: int) -> None:
+    """A crash or a damaged copy can leave the LAST file shorter than its preallocated ``size``: grow it back with
+    zeros (recovery then cuts the log where the valid records end). RocketMQ's MappedFileQueue#doLoad refuses to
+    start instead. Any other file of the wrong size still fails :meth:`MappedFileQueue.load`. Raises OSError.
+    """
+    actual = path.stat().st_size
+    if actual >= size:
+        return
+    log.warning("store_file_too_short_extended", path=str(path), size_bytes=actual, expected_bytes=size)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.pwrite(fd, bytes(size - actual), actual)  # never sparse (see mapped_file._preallocate)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class MappedFileQueue:
@@ -24,6 +56,11 @@ class MappedFileQueue:
         self.mapped_file_size_bytes = mapped_file_size_bytes
         self.mapped_files: list[MappedFile] = []
         self.flushed_where = 0
+        # MessageStoreConfig.warmMapedFileEnable (CommitLog only): prefault each new file on a worker thread.
+        self.warm_mapped_file_enable = False
+        self._lock = threading.Lock()
+        # Files created ahead by prepare_files_until (on disk, not yet in the queue); create_next hands them out.
+        self._prepared: list[MappedFile] = []
 
     def load(self) -> None:
         """Map every existing file in name order; positions start at the file size (recovery lowers them).
@@ -33,6 +70,8 @@ class MappedFileQueue:
         if not self.store_path.is_dir():
             return
         names = sorted(p.name for p in self.store_path.iterdir() if is_store_file_name(p.name))
+        if names:
+            _extend_short_last_file(self.store_path / names[-1], self.mapped_file_size_bytes)
         for name in names:
             mapped = MappedFile(self.store_path / name, self.mapped_file_size_bytes)
             if self.mapped_files and mapped.file_from_offset != self.mapped_files[-1].file_end_offset:
@@ -62,12 +101,32 @@ class MappedFileQueue:
             from_offset = start_offset - start_offset % self.mapped_file_size_bytes
         else:
             from_offset = last.file_end_offset
-        self.store_path.mkdir(parents=True, exist_ok=True)
-        mapped = MappedFile(self.store_path / offset_to_file_name(from_offset), self.mapped_file_size_bytes)
+        if self._prepared and self._prepared[0].file_from_offset == from_offset:
+            mapped = self._prepared.pop(0)
+        else:
+            self.store_path.mkdir(parents=True, exist_ok=True)
+            mapped = MappedFile(self.store_path / offset_to_file_name(from_offset), self.mapped_file_size_bytes)
         if last is None:
             self.flushed_where = from_offset
-        self.mapped_files.append(mapped)
+        with self._lock:
+            self.mapped_files = [*self.mapped_files, mapped]
+        if self.warm_mapped_file_enable:
+            threading.Thread(target=mapped.warm, name=f"WarmMappedFile-{mapped.file_path.name}", daemon=True).start()
         return mapped
+
+    def prepare_files_until(self, end_offset: int) -> None:
+        """Create now the files after the last one up to the one holding ``end_offset - 1``, kept aside until
+        :meth:`create_next` needs them: a full disk then fails a put before anything is written. Event loop.
+        Raises OSError (ENOSPC); files made before the failure stay prepared.
+        """
+        last = self.last_mapped_file()
+        assert last is not None
+        next_from = self._prepared[-1].file_end_offset if self._prepared else last.file_end_offset
+        while next_from < end_offset:
+            self.store_path.mkdir(parents=True, exist_ok=True)
+            mapped = MappedFile(self.store_path / offset_to_file_name(next_from), self.mapped_file_size_bytes)
+            self._prepared.append(mapped)
+            next_from = mapped.file_end_offset
 
     def get_last_mapped_file(self, start_offset: int = 0) -> MappedFile:
         """The file to append to: the last one, or a new one when there is none or it is full."""
@@ -97,6 +156,27 @@ class MappedFileQueue:
         """Offset of the next byte to be written."""
         last = self.last_mapped_file()
         return last.file_from_offset + last.wrote_position if last is not None else 0
+
+    def deletable_files(self) -> list[MappedFile]:
+        """Files the clean service may delete, oldest first: every file but the last (the one being written)
+        that is completely flushed (the flusher never touches it again). Any thread.
+        """
+        files = self.mapped_files
+        flushed_where = self.flushed_where
+        return [f for f in files[:-1] if f.file_end_offset <= flushed_where]
+
+    def remove_first_files(self, files: Sequence[MappedFile]) -> None:
+        """Take ``files`` (a prefix of the list, never the last file) out of the queue; the caller destroys
+        them. Clean service thread. Mirrors MappedFileQueue#deleteExpiredFile.
+        """
+        if not files:
+            return
+        with self._lock:
+            current = self.mapped_files
+            count = len(files)
+            assert count < len(current), "the file being written is never deleted"
+            assert all(a is b for a, b in zip(current, files, strict=False)), "only the oldest files are deleted"
+            self.mapped_files = current[count:]
 
     def remaining_bytes_to_flush(self) -> int:
         return self.max_offset() - self.flushed_where
@@ -133,15 +213,19 @@ class MappedFileQueue:
                 keep.append(mapped)
             else:
                 mapped.destroy()
+        for prepared in self._prepared:
+            prepared.destroy()
+        self._prepared = []
         self.mapped_files = keep
         self.flushed_where = keep[-1].file_from_offset + keep[-1].flushed_position if keep else 0
 
     def close(self) -> None:
-        for mapped in self.mapped_files:
+        for mapped in [*self.mapped_files, *self._prepared]:
             mapped.close()
 
     def destroy(self) -> None:
-        for mapped in self.mapped_files:
+        for mapped in [*self.mapped_files, *self._prepared]:
             mapped.destroy()
         self.mapped_files = []
+        self._prepared = []
         self.flushed_where = 0

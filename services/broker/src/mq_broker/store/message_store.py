@@ -12,6 +12,7 @@ event loop; the flusher thread runs :meth:`_flush_logics`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import time
@@ -22,10 +23,18 @@ from mq_common.codec import MessageExt
 from mq_common.logging import get_logger
 
 from mq_broker.store.checkpoint import StoreCheckpoint
-from mq_broker.store.commit_log import CommitLog, DispatchRequest
+from mq_broker.store.clean_service import DISK_FULL_REMARK, CleanService
+from mq_broker.store.commit_log import CREATE_MAPPED_FILE_FAILED_REMARK, CommitLog, DispatchRequest
 from mq_broker.store.config import CQ_UNIT_SIZE_BYTES, FlushDiskType, MessageStoreConfig
 from mq_broker.store.consume_queue import ConsumeQueue
 from mq_broker.store.flush import FlushRealTimeService, FlushService, GroupCommitService
+from mq_broker.store.index_service import (
+    MAX_TIMESTAMP_MS,
+    IndexService,
+    QueryMessageResult,
+    read_record,
+    record_properties,
+)
 from mq_broker.store.message import (
     GetMessageResult,
     GetMessageStatus,
@@ -51,8 +60,16 @@ class DefaultMessageStore:
         self.config = config
         self.commit_log = CommitLog(config, store_host)
         self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
+        self.index_service = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: FlushService | None = None
+        # Disk space management (expired files, DISK_FULL); replace before start() to inject a clock/disk usage.
+        self.clean_service = CleanService(
+            config,
+            self.commit_log,
+            lambda: list(self.consume_queue_table.values()),
+            index_cleaner=self._delete_expired_index,
+        )
         self.dispatched_offset = 0
         self.last_exit_ok = True
         self.failure: str | None = None
@@ -75,6 +92,7 @@ class DefaultMessageStore:
             self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
             self.commit_log.load()
             self._load_consume_queues()
+            self.index_service.load()
             self._recover()
             self._create_abort_file()
         except OSError as exc:
@@ -83,6 +101,7 @@ class DefaultMessageStore:
             raise StoreStartError(f"cannot load the store in {cfg.store_path_root_dir}: {exc}") from exc
         self.flush_service = self._make_flush_service()
         self.flush_service.start()
+        self.clean_service.start()
         self._writeable = True
         self._started = True
         log.info(
@@ -109,6 +128,7 @@ class DefaultMessageStore:
             return
         self._started = False
         self._writeable = False
+        self.clean_service.shutdown()  # before any file is closed under it
         service = self.flush_service
         if service is not None:
             service.shutdown()
@@ -128,6 +148,7 @@ class DefaultMessageStore:
         self.commit_log.mapped_file_queue.close()
         for cq in self.consume_queue_table.values():
             cq.close()
+        self.index_service.close()
         if self.checkpoint is not None:
             self.checkpoint.close()
 
@@ -196,12 +217,16 @@ class DefaultMessageStore:
         dispatch_from = checkpoint.dispatch_flushed_offset if checkpoint.existed else 0
         if not self.last_exit_ok:
             log.warning("store_abnormal_recovery", dispatch_from=dispatch_from)
-        end = self.commit_log.recover(dispatch_from, self._dispatch, zero_tail=zero_tail)
+        self.index_service.truncate(dispatch_from)  # entries past it are rebuilt by the re-dispatch
+        end = self.commit_log.recover(dispatch_from, self._dispatch_recovered, zero_tail=zero_tail)
+        self.index_service.truncate(end)
         for cq in self.consume_queue_table.values():
             cq.truncate_dirty_logic_files(end, zero_tail=zero_tail)
         self.commit_log.topic_queue_table = {
             f"{topic}-{queue_id}": cq.max_offset_in_queue for (topic, queue_id), cq in self.consume_queue_table.items()
         }
+        for cq in self.consume_queue_table.values():  # recoverTopicQueueTable: units below the CommitLog are gone
+            cq.correct_min_offset(self.commit_log.min_offset)
         self.dispatched_offset = self.commit_log.max_offset
 
     def _dispatch(self, request: DispatchRequest) -> None:
@@ -211,6 +236,35 @@ class DefaultMessageStore:
         cq.put_message_position_info(
             request.commit_log_offset, request.msg_size, request.tags_code, request.queue_offset
         )
+
+    def _dispatch_recovered(self, request: DispatchRequest) -> None:
+        """Recovery: the ConsumeQueue unit, then the index entries of a record the index does not hold yet."""
+        self._dispatch(request)
+        index = self.index_service
+        if not self.config.message_index_enable or request.commit_log_offset <= index.last_indexed_phy_offset:
+            return
+        raw = self.commit_log.get_message(request.commit_log_offset, request.msg_size)
+        if raw is not None:
+            index.build_index(
+                request.topic,
+                request.commit_log_offset,
+                request.store_timestamp_ms,
+                request.sys_flag,
+                record_properties(raw),
+            )
+
+    def _build_indexes(self, batch: Sequence[MessageExtBrokerInner], results: Sequence[PutMessageResult]) -> None:
+        """Event loop: index entries of the stored messages (IndexService#buildIndex, CommitLogDispatcherBuildIndex).
+        An index file that cannot be created fails the store (RocketMQ: makeIndexFileError) until restart.
+        """
+        try:
+            self.index_service.build_indexes(
+                (m.topic, r.wrote_offset, r.store_timestamp_ms, m.sys_flag, m.properties_string)
+                for m, r in zip(batch, results, strict=True)
+                if r.is_ok
+            )
+        except OSError as exc:  # the CommitLog holds the records; recovery rebuilds the entries
+            self._fail(f"index file error: {exc}")
 
     # --- put (event loop) -------------------------------------------------------------------------------------
 
@@ -223,7 +277,8 @@ class DefaultMessageStore:
 
         One result per message, in order. Statuses: PUT_OK; FLUSH_DISK_TIMEOUT (stored, flush not confirmed
         within sync_flush_timeout_ms); MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED (limits);
-        SERVICE_NOT_AVAILABLE (store shut down or failed: read-only after a failed msync);
+        SERVICE_NOT_AVAILABLE (store shut down or failed: read-only after a failed msync; DISK_FULL: the remark
+        names the disk ratios; a new file could not be allocated: ENOSPC, nothing written);
         CREATE_MAPPED_FILE_FAILED. Messages with ``wait_store_msg_ok`` False (WAIT=false) never wait.
         Mirrors DefaultMessageStore#putMessages + CommitLog#handleDiskFlush.
         """
@@ -231,12 +286,17 @@ class DefaultMessageStore:
             return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())] * len(
                 batch
             )
+        refused = self._refuse_when_disk_full(batch)
+        if refused is not None:
+            return refused
         results, dispatches = self.commit_log.put_messages(batch, int(time.time() * 1000))
         try:
             for request in dispatches:
                 self._dispatch(request)
         except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
             self._fail(f"consume queue dispatch failed: {exc}")
+        if self.config.message_index_enable:
+            self._build_indexes(batch, results)
         self.dispatched_offset = self.commit_log.max_offset
         service = self.flush_service
         if not isinstance(service, GroupCommitService):
@@ -250,6 +310,40 @@ class DefaultMessageStore:
             for i in waiting:
                 results[i] = _with_status(results[i], status, self._unavailable_remark())
         return results
+
+    def _refuse_when_disk_full(self, batch: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult] | None:
+        """RunningFlags DISK_FULL -> every put refused; then the ConsumeQueue files the batch needs are created
+        before the CommitLog append, so ENOSPC refuses the batch before anything is written (None: go on).
+        """
+        if self.clean_service.disk_full:
+            remark = DISK_FULL_REMARK % self.clean_service.disk_util()
+            return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark)] * len(batch)
+        try:
+            self._reserve_logic_room(batch)
+        except OSError as exc:
+            disk_full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            status = PutMessageStatus.SERVICE_NOT_AVAILABLE if disk_full else PutMessageStatus.CREATE_MAPPED_FILE_FAILED
+            remark = f"{CREATE_MAPPED_FILE_FAILED_REMARK} {exc}"
+            return [PutMessageResult(status, remark=remark)] * len(batch)
+        return None
+
+    def _reserve_logic_room(self, batch: Sequence[MessageExtBrokerInner]) -> None:
+        counts: dict[tuple[str, int], int] = {}
+        for msg in batch:
+            key = (msg.topic, msg.queue_id)
+            counts[key] = counts.get(key, 0) + 1
+        table = self.commit_log.topic_queue_table
+        for (topic, queue_id), count in counts.items():
+            cq = self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
+            cq.ensure_room(table.get(f"{topic}-{queue_id}", 0), count)
+
+    def _delete_expired_index(self, min_commit_log_offset: int) -> None:
+        """Clean service thread: drop index files wholly below the CommitLog min offset, when an IndexService
+        with ``delete_expired_file(offset)`` (IndexService#deleteExpiredFile) is present.
+        """
+        delete = getattr(getattr(self, "index_service", None), "delete_expired_file", None)
+        if callable(delete):
+            delete(min_commit_log_offset)
 
     def _unavailable_remark(self) -> str:
         reason = self.failure or "message store has been shut down"
@@ -279,6 +373,7 @@ class DefaultMessageStore:
             first_unflushed = cq.first_unflushed_physic_offset()
             if first_unflushed is not None:
                 safe = min(safe, first_unflushed)
+        checkpoint.index_msg_timestamp_ms = self.index_service.flush()
         checkpoint.dispatch_flushed_offset = safe
         checkpoint.confirm_phy_offset = commit_log_flushed
         checkpoint.physic_msg_timestamp_ms = self.commit_log.last_store_timestamp_ms
@@ -306,6 +401,28 @@ class DefaultMessageStore:
         if unit is None or unit.is_blank:
             return 0
         return self.commit_log.store_timestamp_at(unit.commit_log_offset, unit.size)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryMessageResult:
+        """Messages of ``topic`` with ``key`` (a KEYS word or the UNIQ_KEY) stored within [begin_ms, end_ms],
+        newest first, at most min(max_num, max_msgs_num_batch); each verified against the stored record.
+        Event loop. Mirrors DefaultMessageStore#queryMessage.
+        """
+        max_num = max(1, min(max_num, self.config.max_msgs_num_batch))
+        return self.index_service.query_messages(self.commit_log, topic, key, max_num, begin_ms, end_ms)
+
+    def query_message_by_unique_key(self, topic: str, uniq_key: str) -> QueryMessageResult:
+        """Messages whose UNIQ_KEY is ``uniq_key`` (several when a send was retried), newest first, at most
+        default_query_max_num (QueryMessageProcessor with UNIQUE_MSG_QUERY_FLAG). Event loop.
+        """
+        return self.index_service.query_messages(
+            self.commit_log, topic, uniq_key, self.config.default_query_max_num, 0, MAX_TIMESTAMP_MS
+        )
+
+    def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
+        """The whole record starting at ``commit_log_offset`` (raw, not CRC checked), None when no record starts
+        there. Mirrors DefaultMessageStore#selectOneMessageByOffset.
+        """
+        return read_record(self.commit_log, commit_log_offset)
 
     def lookup_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
         """The message at a CommitLog offset, CRC checked. Raises mq_common.codec.MessageDecodeError."""

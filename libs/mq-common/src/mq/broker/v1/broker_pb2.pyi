@@ -416,3 +416,174 @@ class GetTopicStatsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetTopicStatsResponse: _TypeAlias = GetTopicStatsResponse  # noqa: Y015
+
+@_typing.final
+class QueryMessageRequest(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.header.QueryMessageRequestHeader."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    MAX_NUM_FIELD_NUMBER: _builtins.int
+    BEGIN_TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    END_TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    key: _builtins.str
+    max_num: _builtins.int
+    """At most this many messages (capped by the broker's maxMsgsNumBatch, 64); 0 means that cap."""
+    begin_timestamp_ms: _builtins.int
+    """Store-time range in ms, inclusive; end 0 means no upper bound."""
+    end_timestamp_ms: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        key: _builtins.str = ...,
+        max_num: _builtins.int = ...,
+        begin_timestamp_ms: _builtins.int = ...,
+        end_timestamp_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["begin_timestamp_ms", b"begin_timestamp_ms", "end_timestamp_ms", b"end_timestamp_ms", "key", b"key", "max_num", b"max_num", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryMessageRequest: _TypeAlias = QueryMessageRequest  # noqa: Y015
+
+@_typing.final
+class QueryMessageResponse(_message.Message):
+    """Mirrors QueryMessageResponseHeader plus the body. code QUERY_NOT_FOUND (22) when nothing matches."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    MESSAGE_BYTES_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    INDEX_LAST_UPDATE_TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    INDEX_LAST_UPDATE_PHY_OFFSET_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    message_bytes: _builtins.bytes
+    """Matching messages, newest first, concatenated in CommitLog format v1 (decode with mq_common.codec)."""
+    message_count: _builtins.int
+    index_last_update_timestamp_ms: _builtins.int
+    index_last_update_phy_offset: _builtins.int
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        message_bytes: _builtins.bytes = ...,
+        message_count: _builtins.int = ...,
+        index_last_update_timestamp_ms: _builtins.int = ...,
+        index_last_update_phy_offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "index_last_update_phy_offset", b"index_last_update_phy_offset", "index_last_update_timestamp_ms", b"index_last_update_timestamp_ms", "message_bytes", b"message_bytes", "message_count", b"message_count", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryMessageResponse: _TypeAlias = QueryMessageResponse  # noqa: Y015
+
+@_typing.final
+class QueryMessageByUniqueKeyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    UNIQ_KEY_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    uniq_key: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        uniq_key: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic", "uniq_key", b"uniq_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryMessageByUniqueKeyRequest: _TypeAlias = QueryMessageByUniqueKeyRequest  # noqa: Y015
+
+@_typing.final
+class QueryMessageByUniqueKeyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    MESSAGE_BYTES_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    message_bytes: _builtins.bytes
+    """Messages with that UNIQ_KEY (more than one when a send was retried), newest first, format v1."""
+    message_count: _builtins.int
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        message_bytes: _builtins.bytes = ...,
+        message_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message_bytes", b"message_bytes", "message_count", b"message_count", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryMessageByUniqueKeyResponse: _TypeAlias = QueryMessageByUniqueKeyResponse  # noqa: Y015
+
+@_typing.final
+class ViewMessageByIdRequest(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.header.ViewMessageRequestHeader (offset decoded broker-side)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OFFSET_MSG_ID_FIELD_NUMBER: _builtins.int
+    offset_msg_id: _builtins.str
+    """Offset msg id: hex(store ip 4|16, store port 4, commit log offset 8)."""
+    def __init__(
+        self,
+        *,
+        offset_msg_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["offset_msg_id", b"offset_msg_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ViewMessageByIdRequest: _TypeAlias = ViewMessageByIdRequest  # noqa: Y015
+
+@_typing.final
+class ViewMessageByIdResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    MESSAGE_BYTES_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    message_bytes: _builtins.bytes
+    """The one message in CommitLog format v1."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        message_bytes: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message_bytes", b"message_bytes", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ViewMessageByIdResponse: _TypeAlias = ViewMessageByIdResponse  # noqa: Y015

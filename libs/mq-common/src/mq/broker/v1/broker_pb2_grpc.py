@@ -64,6 +64,21 @@ class BrokerStub:
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetTopicStatsRequest.SerializeToString,
                 response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetTopicStatsResponse.FromString,
                 _registered_method=True)
+        self.QueryMessage = channel.unary_unary(
+                '/mq.broker.v1.Broker/QueryMessage',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageResponse.FromString,
+                _registered_method=True)
+        self.QueryMessageByUniqueKey = channel.unary_unary(
+                '/mq.broker.v1.Broker/QueryMessageByUniqueKey',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageByUniqueKeyRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageByUniqueKeyResponse.FromString,
+                _registered_method=True)
+        self.ViewMessageById = channel.unary_unary(
+                '/mq.broker.v1.Broker/ViewMessageById',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -112,6 +127,27 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def QueryMessage(self, request, context):
+        """QUERY_MESSAGE (12): messages of a topic by key (a KEYS word or the UNIQ_KEY) within a store-time range.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryMessageByUniqueKey(self, request, context):
+        """QUERY_MESSAGE with UNIQUE_MSG_QUERY_FLAG: messages of a topic by UNIQ_KEY (the producer's msgId).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ViewMessageById(self, request, context):
+        """VIEW_MESSAGE_BY_ID (33): one message by its offset msg id (store host + commit log offset).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -144,6 +180,21 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.GetTopicStats,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetTopicStatsRequest.FromString,
                     response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetTopicStatsResponse.SerializeToString,
+            ),
+            'QueryMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryMessage,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageResponse.SerializeToString,
+            ),
+            'QueryMessageByUniqueKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryMessageByUniqueKey,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageByUniqueKeyRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageByUniqueKeyResponse.SerializeToString,
+            ),
+            'ViewMessageById': grpc.unary_unary_rpc_method_handler(
+                    servicer.ViewMessageById,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -308,6 +359,87 @@ class Broker:
             '/mq.broker.v1.Broker/GetTopicStats',
             mq_dot_broker_dot_v1_dot_broker__pb2.GetTopicStatsRequest.SerializeToString,
             mq_dot_broker_dot_v1_dot_broker__pb2.GetTopicStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/QueryMessage',
+            mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryMessageByUniqueKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/QueryMessageByUniqueKey',
+            mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageByUniqueKeyRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.QueryMessageByUniqueKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ViewMessageById(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/ViewMessageById',
+            mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdResponse.FromString,
             options,
             channel_credentials,
             insecure,

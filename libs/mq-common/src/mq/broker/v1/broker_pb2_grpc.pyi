@@ -47,6 +47,12 @@ class BrokerStub:
     """Like CreateTopic, but TOPIC_NOT_EXIST when the topic is unknown."""
     GetTopicStats: _grpc.UnaryUnaryMultiCallable[_broker_pb2.GetTopicStatsRequest, _broker_pb2.GetTopicStatsResponse]
     """GET_TOPIC_STATS_INFO (202): per-queue min/max offsets."""
+    QueryMessage: _grpc.UnaryUnaryMultiCallable[_broker_pb2.QueryMessageRequest, _broker_pb2.QueryMessageResponse]
+    """QUERY_MESSAGE (12): messages of a topic by key (a KEYS word or the UNIQ_KEY) within a store-time range."""
+    QueryMessageByUniqueKey: _grpc.UnaryUnaryMultiCallable[_broker_pb2.QueryMessageByUniqueKeyRequest, _broker_pb2.QueryMessageByUniqueKeyResponse]
+    """QUERY_MESSAGE with UNIQUE_MSG_QUERY_FLAG: messages of a topic by UNIQ_KEY (the producer's msgId)."""
+    ViewMessageById: _grpc.UnaryUnaryMultiCallable[_broker_pb2.ViewMessageByIdRequest, _broker_pb2.ViewMessageByIdResponse]
+    """VIEW_MESSAGE_BY_ID (33): one message by its offset msg id (store host + commit log offset)."""
 
 @_typing.type_check_only
 class BrokerAsyncStub(BrokerStub):
@@ -65,6 +71,12 @@ class BrokerAsyncStub(BrokerStub):
     """Like CreateTopic, but TOPIC_NOT_EXIST when the topic is unknown."""
     GetTopicStats: _aio.UnaryUnaryMultiCallable[_broker_pb2.GetTopicStatsRequest, _broker_pb2.GetTopicStatsResponse]  # type: ignore[assignment]
     """GET_TOPIC_STATS_INFO (202): per-queue min/max offsets."""
+    QueryMessage: _aio.UnaryUnaryMultiCallable[_broker_pb2.QueryMessageRequest, _broker_pb2.QueryMessageResponse]  # type: ignore[assignment]
+    """QUERY_MESSAGE (12): messages of a topic by key (a KEYS word or the UNIQ_KEY) within a store-time range."""
+    QueryMessageByUniqueKey: _aio.UnaryUnaryMultiCallable[_broker_pb2.QueryMessageByUniqueKeyRequest, _broker_pb2.QueryMessageByUniqueKeyResponse]  # type: ignore[assignment]
+    """QUERY_MESSAGE with UNIQUE_MSG_QUERY_FLAG: messages of a topic by UNIQ_KEY (the producer's msgId)."""
+    ViewMessageById: _aio.UnaryUnaryMultiCallable[_broker_pb2.ViewMessageByIdRequest, _broker_pb2.ViewMessageByIdResponse]  # type: ignore[assignment]
+    """VIEW_MESSAGE_BY_ID (33): one message by its offset msg id (store host + commit log offset)."""
 
 class BrokerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -116,5 +128,29 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_broker_pb2.GetTopicStatsResponse, _abc.Awaitable[_broker_pb2.GetTopicStatsResponse]]:
         """GET_TOPIC_STATS_INFO (202): per-queue min/max offsets."""
+
+    @_abc_1.abstractmethod
+    def QueryMessage(
+        self,
+        request: _broker_pb2.QueryMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.QueryMessageResponse, _abc.Awaitable[_broker_pb2.QueryMessageResponse]]:
+        """QUERY_MESSAGE (12): messages of a topic by key (a KEYS word or the UNIQ_KEY) within a store-time range."""
+
+    @_abc_1.abstractmethod
+    def QueryMessageByUniqueKey(
+        self,
+        request: _broker_pb2.QueryMessageByUniqueKeyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.QueryMessageByUniqueKeyResponse, _abc.Awaitable[_broker_pb2.QueryMessageByUniqueKeyResponse]]:
+        """QUERY_MESSAGE with UNIQUE_MSG_QUERY_FLAG: messages of a topic by UNIQ_KEY (the producer's msgId)."""
+
+    @_abc_1.abstractmethod
+    def ViewMessageById(
+        self,
+        request: _broker_pb2.ViewMessageByIdRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.ViewMessageByIdResponse, _abc.Awaitable[_broker_pb2.ViewMessageByIdResponse]]:
+        """VIEW_MESSAGE_BY_ID (33): one message by its offset msg id (store host + commit log offset)."""
 
 def add_BrokerServicer_to_server(servicer: BrokerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
