@@ -10,8 +10,9 @@ from broker_testkit import message, open_store, store_config
 from mq_broker.store.commit_log import MESSAGE_ILLEGAL_REMARK
 from mq_broker.store.config import FlushDiskType
 from mq_broker.store.mapped_file import offset_to_file_name
-from mq_broker.store.message import MessageExtBrokerInner, PutMessageStatus, java_string_hash
+from mq_broker.store.message import MessageExtBrokerInner, PutMessageStatus
 from mq_common.codec import BLANK_MAGIC_CODE, CrcMismatchError, decode_message, host_to_bytes
+from mq_common.hashing import java_string_hash
 
 
 async def test_records_carry_offsets_store_fields_and_msg_id(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ import pytest
 from broker_testkit import message, open_store, store_config
 from mq_broker.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
 from mq_broker.store.mapped_file import offset_to_file_name
-from mq_broker.store.message import GetMessageStatus, java_string_hash
+from mq_broker.store.message import GetMessageStatus
 from mq_broker.store.message_filter import SubscriptionData, SubscriptionParseError
 from mq_common.codec import iter_messages
+from mq_common.hashing import java_string_hash
 
 
 async def test_units_are_20_bytes_in_files_of_n_units(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from mq_broker.store.index_file import (
     index_key_hash,
 )
 from mq_broker.store.index_service import IndexService, property_value
-from mq_broker.store.message import java_string_hash
 from mq_common.codec import encode_properties
+from mq_common.hashing import java_string_hash
 
 HEADER = struct.Struct(">qqqqii")
 ENTRY = struct.Struct(">iqii")

@@ -5,6 +5,8 @@ Public API: :class:`DefaultMQProducer`, :class:`ProducerConfig`, :class:`Message
 (:class:`MQFaultStrategy`, :class:`LatencyFaultTolerance`, :class:`TopicPublishInfo`, selectors).
 """
 
+from mq_common.hashing import java_string_hash
+
 from mq_client.producer.config import ProducerConfig
 from mq_client.producer.errors import BrokerNotFoundError, ProducerStateError, SendFailedError
 from mq_client.producer.fault_strategy import LatencyFaultTolerance, MQFaultStrategy
@@ -13,7 +15,7 @@ from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.message import Message
 from mq_client.producer.producer import DefaultMQProducer, ServiceState
 from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
-from mq_client.producer.selectors import SelectMessageQueueByHash, java_string_hash, select_by_sharding_key
+from mq_client.producer.selectors import SelectMessageQueueByHash, select_by_sharding_key
 from mq_client.producer.send_result import CommunicationMode, SendResult, SendStatus
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 

@@ -11,17 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from mq_common.hashing import java_string_hash
+
 from mq_client.producer.message import Message
 from mq_client.route import MessageQueue
-
-
-def java_string_hash(text: str) -> int:
-    """Java ``String#hashCode``: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def queue_index_for_key(key: str, queue_count: int) -> int:

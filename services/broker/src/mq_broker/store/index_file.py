@@ -28,7 +28,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
-import functools
 import mmap
 import os
 import struct
@@ -37,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from mq_broker.store.message import java_string_hash
+from mq_common.hashing import java_abs_hash
 
 INDEX_HEADER_SIZE_BYTES: Final = 40
 HASH_SLOT_SIZE_BYTES: Final = 4
@@ -82,49 +81,10 @@ def _mapping_address(mm: mmap.mmap) -> int:
     return address
 
 
-_U32_MASK: Final = 0xFFFFFFFF
-_POW31_TABLE_SIZE: Final = 1024
-_POW31: Final = [pow(31, i, 1 << 32) for i in range(_POW31_TABLE_SIZE)]
-# Java hash step over two ASCII bytes at once, indexed by the native-order 16-bit unit holding them.
-_PAIR_STEP: Final = (
-    [(u & 0xFF) * 31 + (u >> 8) for u in range(65536)]
-    if sys.byteorder == "little"
-    else [(u >> 8) * 31 + (u & 0xFF) for u in range(65536)]
-)
-
-
-def _ascii_hash_u32(data: bytes) -> int:
-    """Java String#hashCode of ASCII ``data`` as an unsigned 32-bit value (two bytes per step)."""
-    h = 0
-    if len(data) & 1:
-        h = data[0]
-        data = data[1:]
-    step = _PAIR_STEP
-    for unit in memoryview(data).cast("H"):
-        h = h * 961 + step[unit]
-    return h & _U32_MASK
-
-
-@functools.lru_cache(maxsize=1024)
-def _topic_prefix_hash_u32(topic: str) -> int:
-    return java_string_hash.__wrapped__(topic + "#") & _U32_MASK
-
-
-def _pow31(n: int) -> int:
-    return _POW31[n] if n < _POW31_TABLE_SIZE else pow(31, n, 1 << 32)
-
-
 def index_key_hash(topic: str, key: str) -> int:
     """IndexFile#indexKeyHashMethod of ``"topic#key"`` (IndexService#buildKey): ``Math.abs(String#hashCode)``,
-    0 for Integer.MIN_VALUE. The topic prefix's hash is cached; ASCII keys hash two bytes per step.
-    """
-    if key.isascii():
-        u = (_topic_prefix_hash_u32(topic) * _pow31(len(key)) + _ascii_hash_u32(key.encode("ascii"))) & _U32_MASK
-    else:
-        u = java_string_hash.__wrapped__(f"{topic}#{key}") & _U32_MASK
-    if u < 0x80000000:
-        return u
-    return 0 if u == 0x80000000 else (1 << 32) - u
+    0 for Integer.MIN_VALUE."""
+    return java_abs_hash(f"{topic}#{key}")
 
 
 def index_file_size_bytes(hash_slot_num: int, index_num: int) -> int:

@@ -8,37 +8,22 @@ hand between the event loop and the flusher thread.
 from __future__ import annotations
 
 import functools
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
 from mq_common.codec import encode_properties
 from mq_common.constants import MessageConst, MessageSysFlag
+from mq_common.hashing import java_string_hash
 
 _TAG_HASH_CACHE_SIZE = 4096
 
 
 @functools.lru_cache(maxsize=_TAG_HASH_CACHE_SIZE)
-def java_string_hash(text: str) -> int:
-    """Java's ``String#hashCode`` (signed 32-bit, over UTF-16 code units).
-
-    RocketMQ stores it as the ConsumeQueue tag code (MessageExtBrokerInner#tagsString2tagsCode) and the
-    pull filter compares it (SubscriptionData.codeSet), so the numbers match a Java broker's.
-    """
-    if text.isascii():
-        units: tuple[int, ...] | bytes = text.encode("ascii")
-    else:
-        raw = text.encode("utf-16-be")
-        units = struct.unpack(f">{len(raw) // 2}H", raw)
-    h = 0
-    for unit in units:
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def tags_string_to_tags_code(tags: str | None) -> int:
-    """The tag code of a TAGS value; 0 when there is no tag. Mirrors MessageExtBrokerInner#tagsString2tagsCode."""
+    """The tag code of a TAGS value (Java String#hashCode, so the numbers match a Java broker's ConsumeQueue and
+    SubscriptionData.codeSet); 0 when there is no tag. Cached: tag values repeat. Mirrors
+    MessageExtBrokerInner#tagsString2tagsCode."""
     if not tags:
         return 0
     return java_string_hash(tags)

@@ -12,8 +12,7 @@ from typing import Final, Protocol
 
 from mq_common.codec import decode_properties
 from mq_common.constants import MessageConst, MessageSysFlag
-
-from mq_broker.store.message import java_string_hash
+from mq_common.hashing import java_string_hash
 
 SUB_ALL: Final = "*"
 _I32: Final = struct.Struct(">i")
