@@ -90,3 +90,22 @@ def test_load_refuses_a_gap(tmp_path: Path) -> None:
     MappedFile(tmp_path / offset_to_file_name(4096), 1024).close()
     with pytest.raises(OSError, match="does not follow"):
         MappedFileQueue(tmp_path, 1024).load()
+
+
+@pytest.mark.parametrize("zero_run_stop_bytes", [0, 3 * 1024 * 1024])
+def test_zero_from_clears_the_torn_tail_and_stops_after_a_long_zero_run(
+    tmp_path: Path, zero_run_stop_bytes: int
+) -> None:
+    size = 8 * 1024 * 1024
+    mapped = MappedFile(tmp_path / offset_to_file_name(0), size)
+    try:
+        mapped.write_at(0, b"k" * 100)  # kept record bytes
+        mapped.write_at(100, os.urandom(5000))  # torn tail right after the cut
+        far = size - 10
+        mapped.write_at(far, b"F" * 10)  # past a 6+ MiB zero run: only a full clear touches it
+        mapped.zero_from(100, zero_run_stop_bytes)
+        assert mapped.read(0, 100) == b"k" * 100
+        assert mapped.read(100, 5000) == bytes(5000)
+        assert mapped.read(far, 10) == (bytes(10) if zero_run_stop_bytes == 0 else b"F" * 10)
+    finally:
+        mapped.close()

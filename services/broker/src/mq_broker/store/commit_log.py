@@ -265,7 +265,7 @@ class CommitLog:
         mapped = mfq.find_mapped_file_by_offset(start)
         assert mapped is not None
         end = self._scan(mfq.mapped_files.index(mapped), start - mapped.file_from_offset, dispatch)
-        mfq.truncate_dirty_files(end, zero_tail=zero_tail)
+        mfq.truncate_dirty_files(end, zero_tail=zero_tail, zero_run_stop_bytes=2 * self.config.max_record_size_bytes)
         return end
 
     def _scan(self, index: int, pos: int, dispatch: Callable[[DispatchRequest], None]) -> int:

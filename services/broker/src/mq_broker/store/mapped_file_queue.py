@@ -196,10 +196,11 @@ class MappedFileQueue:
             if flushed < mapped.file_size_bytes:
                 return self.flushed_where
 
-    def truncate_dirty_files(self, offset: int, *, zero_tail: bool = True) -> None:
+    def truncate_dirty_files(self, offset: int, *, zero_tail: bool = True, zero_run_stop_bytes: int = 0) -> None:
         """Drop everything at or after ``offset``: the file holding it ends there, later files are deleted.
 
-        With ``zero_tail`` the rest of that file is cleared (after a crash it may hold a torn or stale record).
+        With ``zero_tail`` the rest of that file is cleared (after a crash it may hold a torn or stale record),
+        up to the first run of ``zero_run_stop_bytes`` zeros when that is > 0 (MappedFile#zero_from).
         Mirrors MappedFileQueue#truncateDirtyFiles. Recovery only (before the flusher runs).
         """
         keep: list[MappedFile] = []
@@ -209,7 +210,7 @@ class MappedFileQueue:
             elif mapped.file_from_offset <= offset:
                 mapped.set_positions(offset - mapped.file_from_offset)
                 if zero_tail:
-                    mapped.zero_from(mapped.wrote_position)
+                    mapped.zero_from(mapped.wrote_position, zero_run_stop_bytes)
                 keep.append(mapped)
             else:
                 mapped.destroy()
