@@ -80,14 +80,14 @@ def fill(path: Path, size: int) -> None:
         os.posix_fallocate(f.fileno(), 0, size)
 
 
-def msg(i: int, queue_id: int) -> MessageExtBrokerInner:
+def msg(i: int, queue_id: int, keys: int = 1) -> MessageExtBrokerInner:
     return MessageExtBrokerInner.build(
         topic=TOPIC,
         queue_id=queue_id,
         body=(f"{i:08d}".encode() * (BODY_BYTES // 8)),
-        properties={"TAGS": "T", "KEYS": f"k{i}"},
+        properties={"TAGS": "T", "KEYS": " ".join(f"k{i}-{k}" for k in range(keys))},
         born_timestamp_ms=1_700_000_000_000 + i,
-        born_host=host_to_bytes("10.0.0.1", 5000),
+        born_host=host_to_bytes("127.0.0.2", 5000),
     )
 
 
@@ -104,7 +104,8 @@ INDEX_SIZES = {"max_hash_slot_num": 1024, "max_index_num": 8 * 1024}
 
 
 def store_cfg(root: Path, **kw: Any) -> MessageStoreConfig:
-    kw.update({k: v for k, v in INDEX_SIZES.items() if k in MessageStoreConfig.__dataclass_fields__})
+    for k, v in INDEX_SIZES.items():
+        kw.setdefault(k, v)
     return MessageStoreConfig(
         store_path_root_dir=root,
         mapped_file_size_commit_log_bytes=64 * 1024,
@@ -122,15 +123,16 @@ def store_cfg(root: Path, **kw: Any) -> MessageStoreConfig:
 class Writer:
     """Puts batches of BATCH messages over two queues and remembers what was acknowledged."""
 
-    def __init__(self, store: DefaultMessageStore) -> None:
+    def __init__(self, store: DefaultMessageStore, keys: int = 1) -> None:
         self.store = store
+        self.keys = keys
         self.acked: list[Acked] = []
         self.next_i = 0
 
     async def put_batch(self) -> list[PutMessageResult]:
         ids = range(self.next_i, self.next_i + BATCH)
         self.next_i += BATCH
-        results = await self.store.put_messages([msg(i, i % 2) for i in ids])
+        results = await self.store.put_messages([msg(i, i % 2, self.keys) for i in ids])
         for i, r in zip(ids, results, strict=True):
             if r.status is PutMessageStatus.PUT_OK:
                 self.acked.append(Acked(i, i % 2, r))
@@ -169,7 +171,7 @@ class Writer:
                 raw = store.commit_log.get_message(a.result.wrote_offset, a.result.wrote_bytes)
                 assert raw == raw_cq
                 decoded = decode_message(raw, check_crc=True)
-                assert decoded.body == msg(a.i, queue_id).body
+                assert decoded.body == msg(a.i, queue_id, self.keys).body
                 assert decoded.queue_offset == a.result.queue_offset
                 assert decoded.commit_log_offset == a.result.wrote_offset
 
@@ -210,13 +212,19 @@ async def test_disk_full_refuses_puts_then_resumes_when_space_frees() -> None:
             reopened.shutdown()
 
 
-async def test_no_space_for_a_new_file_refuses_puts_without_damage() -> None:
+# "growing": the index entry region (2.4 MB) is allocated 1 MiB at a time while the disk fills, so ENOSPC can
+# meet the index first; the reservation before the CommitLog append must refuse the put, not fail the store.
+@pytest.mark.parametrize(
+    ("index_max_num", "keys"), [(INDEX_SIZES["max_index_num"], 1), (120_000, 300)], ids=["index-small", "index-growing"]
+)
+async def test_no_space_for_a_new_file_refuses_puts_without_damage(index_max_num: int, keys: int) -> None:
     """The DISK_FULL check is off (ratio 1.0): the allocation of the next file itself meets ENOSPC."""
     with small_file_system() as mount:
         fill(mount / "filler", FS_SIZE_BYTES // 2)
-        store = DefaultMessageStore(store_cfg(mount / "store", disk_space_warning_level_ratio=1.0), STORE_HOST)
+        cfg = store_cfg(mount / "store", disk_space_warning_level_ratio=1.0, max_index_num=index_max_num)
+        store = DefaultMessageStore(cfg, STORE_HOST)
         store.start()
-        writer = Writer(store)
+        writer = Writer(store, keys)
         try:
             refused = await writer.put_until_refused(wait_for_disk_check=False)
             assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
@@ -233,7 +241,7 @@ async def test_no_space_for_a_new_file_refuses_puts_without_damage() -> None:
             writer.assert_intact(store)
         finally:
             await asyncio.to_thread(store.shutdown)
-        reopened = DefaultMessageStore(store_cfg(mount / "store"), STORE_HOST)
+        reopened = DefaultMessageStore(store_cfg(mount / "store", max_index_num=index_max_num), STORE_HOST)
         reopened.start()
         try:
             writer.assert_intact(reopened)

@@ -5,7 +5,7 @@ one of ours::
 
     0   physicMsgTimestamp   store timestamp (ms) of the last flushed CommitLog record
     8   logicsMsgTimestamp   store timestamp (ms) of the last record whose ConsumeQueue unit is flushed
-    16  indexMsgTimestamp    (no IndexFile yet: 0)
+    16  indexMsgTimestamp    (IndexService#flush)
     24  masterFlushedOffset  (no HA: 0)
     32  confirmPhyOffset     CommitLog offset known flushed
     40  dispatchFlushedOffset  CommitLog offset below which every ConsumeQueue unit is flushed: abnormal

@@ -247,6 +247,13 @@ class IndexFile:
             self.write_header()
         return count - first_count
 
+    def reserve_entries(self, entries: int) -> None:
+        """Preallocate room for ``entries`` more entries (capped at the file's end), so that a later
+        :meth:`put_keys` cannot meet ENOSPC. Raises OSError (ENOSPC when the disk is full)."""
+        need = min(self.file_size_bytes, self._entries_base + (self.index_count + entries) * INDEX_ENTRY_SIZE_BYTES)
+        while self._allocated_bytes < need:
+            self._allocate_entries(self._allocated_bytes)
+
     def _allocate_entries(self, entry_pos: int) -> None:
         end = min(self.file_size_bytes, entry_pos + ALLOCATE_STEP_BYTES)
         _allocate(self._fd, entry_pos, end - entry_pos)

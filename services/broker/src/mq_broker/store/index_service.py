@@ -220,6 +220,12 @@ class IndexService:
             if not f.is_closed:
                 f.write_header()
 
+    def reserve(self, entries: int) -> None:
+        """Make room for ``entries`` more entries in the last file (creating it if needed) before the
+        CommitLog append, so a full disk refuses the put instead of failing the index afterwards.
+        Event loop. Raises OSError (ENOSPC)."""
+        self._last_file_with_room().reserve_entries(entries)
+
     def _last_file_with_room(self) -> IndexFile:
         """IndexService#getAndCreateLastIndexFile: the last file, or a new one continuing the full one."""
         last = self.index_files[-1] if self.index_files else None

@@ -336,6 +336,9 @@ class DefaultMessageStore:
         for (topic, queue_id), count in counts.items():
             cq = self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
             cq.ensure_room(table.get(f"{topic}-{queue_id}", 0), count)
+        if self.config.message_index_enable:
+            # UNIQ_KEY plus the KEYS words: an upper bound, counted without parsing the properties.
+            self.index_service.reserve(sum(msg.properties_string.count(" ") + 2 for msg in batch))
 
     def _delete_expired_index(self, min_commit_log_offset: int) -> None:
         """Clean service thread: drop index files wholly below the CommitLog min offset, when an IndexService
