@@ -56,7 +56,7 @@ def message(
         body=f"body-{i}".encode() * 3,
         properties={"TAGS": tag, "KEYS": f"k{i}", **props},
         born_timestamp_ms=1_700_000_000_000 + i,
-        born_host=host_to_bytes("10.0.0.1", 5000),
+        born_host=host_to_bytes("127.0.0.2", 5000),
     )
 
 

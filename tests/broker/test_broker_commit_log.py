@@ -29,7 +29,7 @@ async def test_records_carry_offsets_store_fields_and_msg_id(tmp_path: Path) -> 
         assert msg.commit_log_offset == results[1].wrote_offset
         assert msg.store_timestamp_ms == results[1].store_timestamp_ms > 0
         assert msg.store_host == ("127.0.0.1", 10911)
-        assert msg.born_host == ("10.0.0.1", 5000)
+        assert msg.born_host == ("127.0.0.2", 5000)
         assert msg.tags == "TagA"
         assert msg.offset_msg_id == results[1].msg_id
         assert len(results[1].msg_id) == 32

@@ -84,10 +84,10 @@ async def test_query_by_key_uniq_key_and_offset_id(broker: tuple[BrokerControlle
         f"can not find message by the offset, {offset + 3}",
     )
     other = await stub.ViewMessageById(
-        broker_pb2.ViewMessageByIdRequest(offset_msg_id=create_offset_msg_id("10.1.2.3", port, offset))
+        broker_pb2.ViewMessageByIdRequest(offset_msg_id=create_offset_msg_id("127.1.2.3", port, offset))
     )
     assert other.code == ResponseCode.INVALID_PARAMETER
-    assert "was stored by 10.1.2.3:" in other.remark
+    assert "was stored by 127.1.2.3:" in other.remark
     assert controller.broker_addr in other.remark
 
 
