@@ -135,7 +135,7 @@ def test_mqadmin_against_the_cluster(cluster: LocalCluster) -> None:
         app, [*ns, "sendMessage", "-t", "CliTopic", "-p", "hello cli", "-k", "key1", "-c", "TagC", *gw], env=ENV
     )
     assert sent.exit_code == 0, sent.output
-    assert "SEND_OK" in sent.stdout
+    assert "sendStatus=SEND_OK" in sent.stdout
 
     status = runner.invoke(app, [*ns, "topicStatus", "-t", "CliTopic"], env=ENV)
     assert status.exit_code == 0, status.output

@@ -107,7 +107,7 @@ def test_mqadmin_query_verbs(cluster: LocalCluster, sent: Sent) -> None:
     by_id = runner.invoke(app, [*ns, "queryMsgById", "-i", target.offset_msg_id], env=ENV)
     assert by_id.exit_code == 0, by_id.output
     assert "q4" in by_id.stdout
-    assert "order-0 common" in by_id.stdout
+    assert "[order-0 common]" in by_id.stdout  # the Keys row, not swallowed as rich markup
 
     bad = runner.invoke(app, [*ns, "queryMsgById", "-i", "nonsense"], env=ENV)
     assert bad.exit_code == 1

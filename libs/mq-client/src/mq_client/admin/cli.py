@@ -61,7 +61,7 @@ def _global_options(
 
 
 def _out() -> Console:
-    return Console(highlight=False)
+    return Console(highlight=False, markup=False)  # user data such as "[order-8]" is never markup
 
 
 def _fail(text: str, exit_code: int = 1) -> typer.Exit:
@@ -177,16 +177,13 @@ def send_message(
     """Send one message through the producer gateway."""
     data = body.encode("utf-8")
     result = _run(lambda admin: admin.send_message(topic, data, tags=tags, keys=keys.split()), gateway_addr)
-    table = Table("#Broker Name", "#QID", "#Queue Offset", "#Send Result", "#MsgId", "#OffsetMsgId")
-    table.add_row(
-        result.broker_name,
-        str(result.queue_id),
-        str(result.queue_offset),
-        result.send_status,
-        result.msg_id,
-        result.offset_msg_id,
+    # RocketMQ's SendResult#toString, on one unwrapped line so the ids can be copied whole.
+    line = (
+        f"SendResult [sendStatus={result.send_status}, msgId={result.msg_id}, offsetMsgId={result.offset_msg_id}, "
+        f"messageQueue=MessageQueue [topic={topic}, brokerName={result.broker_name}, queueId={result.queue_id}], "
+        f"queueOffset={result.queue_offset}]"
     )
-    _out().print(table)
+    Console(highlight=False, soft_wrap=True).print(line, markup=False)
 
 
 @app.command("consumeMessage")
