@@ -44,6 +44,7 @@ class ClusterSpec:
 
     ``broker_env`` / ``gateway_env`` / ``namesrv_env`` add or override service settings (e.g. a small
     ``MQ_BROKER_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES`` for tests); ``common_env`` goes to every service.
+    ``gateway_module`` is the module run as the gateway (tests may wrap ``mq_gateway.main``).
     """
 
     data_dir: Path
@@ -58,6 +59,7 @@ class ClusterSpec:
     namesrv_env: Mapping[str, str] = field(default_factory=dict)
     broker_env: Mapping[str, str] = field(default_factory=dict)
     gateway_env: Mapping[str, str] = field(default_factory=dict)
+    gateway_module: str = GATEWAY_MODULE
 
     @property
     def broker_names(self) -> tuple[str, ...]:
@@ -126,7 +128,7 @@ class LocalCluster:
             for i, name in enumerate(spec.broker_names)
         }
         self.gateway = ManagedProcess(
-            "gateway", GATEWAY_MODULE, gateway_env(spec), spec.ports.gateway_port, log_dir / "gateway.log"
+            "gateway", spec.gateway_module, gateway_env(spec), spec.ports.gateway_port, log_dir / "gateway.log"
         )
         self._started_at_ms = 0
 
