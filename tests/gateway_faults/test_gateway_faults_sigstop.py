@@ -3,7 +3,7 @@
 Four callers send one message at a time with an 800 ms budget. While broker-b is stopped, the sends that
 picked it run out of budget (RPC_TIME_OUT); the failure isolates broker-b, so traffic moves to broker-a; once
 broker-b runs again and its isolation ends, traffic comes back. The gateway runs with RocketMQ 5.x's latency
-tables (fault_gateway_main.py: a failure isolates a broker for 10 s) so the return fits in a test.
+tables (MQ_GATEWAY_LATENCY_FAULT_TABLES=5.x: a failure isolates a broker for 10 s) so the return fits in a test.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fault_gateway_main import FAILURE_ISOLATION_5X_MS
 from gateway_faults_testkit import (
-    FAULTS_DIR,
     Publisher,
     SendRecord,
     brokers_of,
@@ -26,6 +24,7 @@ from gateway_faults_testkit import (
     fault_spec,
     gateway_stub,
 )
+from mq_client.producer.fault_strategy import LATENCY_TABLES
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic
 
@@ -35,6 +34,8 @@ WORKERS = 4
 SEND_TIMEOUT_MS = 800
 STOP_S = 2.0
 WARMUP_SENDS = 400
+# A failed send counts as the 5.x isolation latency, which maps onto this unavailable duration.
+FAILURE_ISOLATION_5X_MS = LATENCY_TABLES["5.x"].not_available_duration_ms[-2]
 COME_BACK_WAIT_S = FAILURE_ISOLATION_5X_MS / 1000 + 20.0
 MAX_MESSAGES = 200_000
 POLL_S = 0.05
@@ -82,8 +83,7 @@ async def test_sigstop_moves_traffic_away_and_back(tmp_path: Path) -> None:
     spec = fault_spec(
         tmp_path / "data",
         isolation=True,
-        gateway_env={"PYTHONPATH": str(FAULTS_DIR)},
-        gateway_module="fault_gateway_main",
+        gateway_env={"MQ_GATEWAY_LATENCY_FAULT_TABLES": "5.x"},
     )
     with LocalCluster(spec) as cluster:
         topic = await make_topic(cluster, "fault_sigstop")

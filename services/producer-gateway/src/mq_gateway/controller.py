@@ -5,10 +5,20 @@ Mirrors the 5.x proxy's ProxyStartup/ProducerProcessor wiring. Everything runs o
 
 from __future__ import annotations
 
-from mq_client.producer import DefaultMQProducer, ProducerConfig
+from mq_client.producer import (
+    BrokerTransport,
+    DefaultMQProducer,
+    NameServerLookup,
+    ProducerConfig,
+    ProducerHooks,
+    TopicAccessList,
+    load_hook,
+)
+from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 
+from mq_gateway.coalescer import CoalescingBrokerTransport
 from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
 from mq_gateway.settings import GatewaySettings
 
@@ -27,25 +37,77 @@ def producer_config(settings: GatewaySettings) -> ProducerConfig:
         max_message_size_bytes=settings.max_message_size_bytes,
         poll_name_server_interval_ms=settings.poll_name_server_interval_ms,
         default_topic_queue_nums=settings.default_topic_queue_nums,
+        retry_times_when_send_async_failed=settings.retry_times_when_send_async_failed,
+        latency_fault_tables=settings.latency_fault_tables,
+        max_in_flight_messages=settings.max_in_flight_messages,
+        max_in_flight_bytes=settings.max_in_flight_bytes,
     )
+
+
+def producer_hooks(settings: GatewaySettings) -> ProducerHooks:
+    """The topic allow/deny list (when either is set) then the ``hook_plugins``, in that order.
+    Raises ValueError / ImportError / TypeError for a plugin that cannot be built."""
+    plugins: list[object] = []
+    if settings.topic_allow_list or settings.topic_deny_list:
+        plugins.append(TopicAccessList(settings.topic_allow_list, settings.topic_deny_list))
+    plugins.extend(load_hook(spec) for spec in settings.hook_plugins)
+    return ProducerHooks.of(plugins)
 
 
 class GatewayController:
     """The gateway's parts. Create, ``await start()``, later ``await stop()``; one loop.
 
-    ``producer`` defaults to a DefaultMQProducer over gRPC to ``settings.namesrv_addrs()``.
+    ``producer`` given: used as it is (no coalescing, no hooks from the settings). Otherwise one is built from
+    the settings over ``namesrv`` / ``transport`` (default: gRPC to ``settings.namesrv_addrs()`` and a
+    BrokerClient), the transport wrapped in a CoalescingBrokerTransport when ``coalesce_enable``
+    (``self.coalescer``), with :func:`producer_hooks`.
     """
 
-    def __init__(self, settings: GatewaySettings, producer: DefaultMQProducer | None = None) -> None:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        producer: DefaultMQProducer | None = None,
+        *,
+        namesrv: NameServerLookup | None = None,
+        transport: BrokerTransport | None = None,
+    ) -> None:
         self.settings = settings
-        self.producer = producer or DefaultMQProducer.connect(producer_config(settings), settings.namesrv_addrs())
+        self.coalescer: CoalescingBrokerTransport | None = None
+        self.producer = producer or self._build_producer(namesrv, transport)
         self.server = ServiceServer([SERVICE_NAME])
         servicer = ProducerGatewayServicer(
             self.producer,
             max_send_timeout_ms=settings.max_send_msg_timeout_ms,
             max_batch_messages=settings.max_batch_messages,
+            max_stream_in_flight=settings.stream_max_unacked_messages,
         )
         add_to_server(servicer, self.server.server)
+
+    def _build_producer(self, namesrv: NameServerLookup | None, transport: BrokerTransport | None) -> DefaultMQProducer:
+        settings = self.settings
+        pool = ChannelPool()
+        inner: BrokerTransport = transport if transport is not None else BrokerClient(pool)
+        if settings.coalesce_enable:
+            self.coalescer = CoalescingBrokerTransport(
+                inner,
+                linger_ms=settings.coalesce_linger_ms,
+                max_batch_bytes=settings.coalesce_max_batch_bytes,
+                max_batch_messages=settings.coalesce_max_batch_messages,
+            )
+        coalescer = self.coalescer
+
+        async def close() -> None:
+            if coalescer is not None:
+                await coalescer.close()
+            await pool.close()
+
+        return DefaultMQProducer(
+            producer_config(settings),
+            namesrv if namesrv is not None else NameServerClient(settings.namesrv_addrs(), pool),
+            coalescer or inner,
+            hooks=producer_hooks(settings),
+            on_shutdown=close,
+        )
 
     @property
     def port(self) -> int:

@@ -2,21 +2,25 @@
 
 Mirrors the 5.x proxy's SendMessageActivity in spirit. Every send outcome travels as a SendResult:
 success = code 0 + send_status; a failure = its ResponseCode + remark (+ broker_name when known). Only a
-malformed request as a whole (a negative or too large send_timeout_ms, too many messages in a batch) gets
-gRPC INVALID_ARGUMENT. Handlers run on the gateway's asyncio loop and never raise anything else into gRPC.
+request as a whole gets a gRPC status: a malformed one (a negative or too large send_timeout_ms, too many
+messages in a batch) INVALID_ARGUMENT; a Send / SendBatch / SendOneway the in-flight limits kept out for its
+whole budget RESOURCE_EXHAUSTED (nothing of it was sent; back off and retry). On SendStream every message
+gets its ack instead, a flow-controlled one with code FLOW_CONTROL (215), and the stream stays open.
+Handlers run on the gateway's asyncio loop and never raise anything else into gRPC.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import AsyncIterator, Sequence
 from typing import Final, Protocol
 
 import grpc
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_client.producer import Message, SendResult, SendStatus
+from mq_client.producer import FlowControlError, Message, SendResult, SendStatus
 from mq_client.producer.validators import check_user_properties
-from mq_common.errors import MessageIllegalError, MQError
+from mq_common.errors import InvalidParameterError, MessageIllegalError, MQError
 from mq_common.logging import get_logger
 from mq_common.response_code import ResponseCode
 
@@ -40,6 +44,10 @@ class Producer(Protocol):
     async def send_batch(
         self, msgs: Sequence[Message], timeout_ms: int | None = None
     ) -> list[SendResult | MQError]: ...
+
+    async def send_oneway(self, msg: Message, timeout_ms: int | None = None) -> str: ...
+
+    async def send_async(self, msg: Message, timeout_ms: int | None = None) -> asyncio.Task[SendResult]: ...
 
 
 def message_from_proto(msg: gateway_pb2.Message) -> Message:
@@ -92,10 +100,18 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
     ``producer_group`` of a request is accepted and ignored: the gateway sends as its own group.
     """
 
-    def __init__(self, producer: Producer, *, max_send_timeout_ms: int, max_batch_messages: int) -> None:
+    def __init__(
+        self,
+        producer: Producer,
+        *,
+        max_send_timeout_ms: int,
+        max_batch_messages: int,
+        max_stream_in_flight: int = 10_000,
+    ) -> None:
         self._producer = producer
         self._max_send_timeout_ms = max_send_timeout_ms
         self._max_batch_messages = max_batch_messages
+        self._max_stream_in_flight = max_stream_in_flight
 
     async def _timeout_ms(self, requested_ms: int, context: grpc.aio.ServicerContext[object, object]) -> int | None:
         if requested_ms < 0 or requested_ms > self._max_send_timeout_ms:
@@ -113,6 +129,8 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
             if not request.HasField("message"):
                 raise MessageIllegalError("the message is null")
             result = await self._producer.send(message_from_proto(request.message), timeout_ms)
+        except FlowControlError as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)
         except MQError as exc:
             return gateway_pb2.SendResponse(result=error_to_proto(exc))
         except Exception as exc:
@@ -142,6 +160,8 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         try:
             for i, outcome in zip(valid, await self._producer.send_batch(msgs, timeout_ms), strict=True):
                 outcomes[i] = outcome
+        except FlowControlError as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)
         except MQError as exc:
             for i in valid:
                 outcomes[i] = exc
@@ -151,6 +171,91 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
                 results=[failed if o is None else outcome_to_proto(o) for o in outcomes]
             )
         return gateway_pb2.SendBatchResponse(results=[outcome_to_proto(o) for o in outcomes if o is not None])
+
+    async def SendOneway(
+        self, request: gateway_pb2.SendOnewayRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> gateway_pb2.SendOnewayResponse:
+        timeout_ms = await self._timeout_ms(request.send_timeout_ms, context)
+        try:
+            if not request.HasField("message"):
+                raise MessageIllegalError("the message is null")
+            msg_id = await self._producer.send_oneway(message_from_proto(request.message), timeout_ms)
+        except FlowControlError as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)
+        except MQError as exc:
+            return gateway_pb2.SendOnewayResponse(code=exc.code, remark=exc.remark)
+        except Exception as exc:
+            failed = _unexpected("SendOneway", exc)
+            return gateway_pb2.SendOnewayResponse(code=failed.code, remark=failed.remark)
+        return gateway_pb2.SendOnewayResponse(code=ResponseCode.SUCCESS, msg_id=msg_id)
+
+    async def SendStream(
+        self,
+        request_iterator: AsyncIterator[gateway_pb2.SendStreamRequest],
+        context: grpc.aio.ServicerContext[object, object],
+    ) -> AsyncIterator[gateway_pb2.SendStreamResponse]:
+        """Reads frames while at most ``max_stream_in_flight`` of this stream's messages are unacknowledged
+        (the HTTP/2 window then pushes back on the client); acks in completion order."""
+        stream = _AckStream(self._producer, self._max_send_timeout_ms, self._max_stream_in_flight)
+        async for ack in stream.run(request_iterator):
+            yield ack
+
+
+class _AckStream:
+    """One SendStream call: a reader task starts a send per frame, the handler yields the acks."""
+
+    def __init__(self, producer: Producer, max_send_timeout_ms: int, max_in_flight: int) -> None:
+        self._producer = producer
+        self._max_send_timeout_ms = max_send_timeout_ms
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._acks: asyncio.Queue[gateway_pb2.SendStreamResponse | None] = asyncio.Queue()
+        self._sends: set[asyncio.Task[None]] = set()
+
+    async def run(
+        self, request_iterator: AsyncIterator[gateway_pb2.SendStreamRequest]
+    ) -> AsyncIterator[gateway_pb2.SendStreamResponse]:
+        reader = asyncio.get_running_loop().create_task(self._read(request_iterator))
+        try:
+            while (ack := await self._acks.get()) is not None:
+                yield ack
+                self._slots.release()
+        finally:
+            reader.cancel()
+            for task in list(self._sends):
+                task.cancel()
+        await reader  # re-raise a reader failure
+
+    async def _read(self, request_iterator: AsyncIterator[gateway_pb2.SendStreamRequest]) -> None:
+        try:
+            async for frame in request_iterator:
+                await self._slots.acquire()
+                task = asyncio.get_running_loop().create_task(self._send(frame))
+                self._sends.add(task)
+                task.add_done_callback(self._sends.discard)
+            if self._sends:
+                await asyncio.gather(*self._sends, return_exceptions=True)
+        finally:
+            self._acks.put_nowait(None)
+
+    async def _send(self, frame: gateway_pb2.SendStreamRequest) -> None:
+        try:
+            result = outcome_to_proto(await self._outcome(frame))
+        except Exception as exc:
+            result = _unexpected("SendStream", exc)
+        self._acks.put_nowait(gateway_pb2.SendStreamResponse(request_id=frame.request_id, result=result))
+
+    async def _outcome(self, frame: gateway_pb2.SendStreamRequest) -> SendResult | MQError:
+        if not 0 <= frame.send_timeout_ms <= self._max_send_timeout_ms:
+            return InvalidParameterError(
+                f"send_timeout_ms must be in [0, {self._max_send_timeout_ms}], got {frame.send_timeout_ms}"
+            )
+        try:
+            if not frame.HasField("message"):
+                raise MessageIllegalError("the message is null")
+            task = await self._producer.send_async(message_from_proto(frame.message), frame.send_timeout_ms or None)
+            return await task
+        except MQError as exc:
+            return exc
 
 
 def add_to_server(servicer: ProducerGatewayServicer, server: grpc.aio.Server) -> None:

@@ -6,12 +6,24 @@ Read once at start-up on the main thread.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
+from mq_client.producer.config import MAX_BROKER_BATCH_BYTES, MAX_BROKER_BATCH_MESSAGES
 from mq_common.constants import DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_SIZE_BYTES
 from mq_common.settings import ServiceSettings
-from pydantic import Field
-from pydantic_settings import SettingsConfigDict
+from pydantic import BeforeValidator, Field
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+
+def _split_list(value: object) -> object:
+    """A list setting may also be given as one string, items separated by ',' or ';' (blanks dropped)."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.replace(";", ",").split(",") if item.strip()]
+    return value
+
+
+# A list of strings read from the environment as "a,b;c" (or from YAML as a list).
+StrList = Annotated[list[str], NoDecode, BeforeValidator(_split_list)]
 
 
 class GatewaySettings(ServiceSettings):
@@ -63,6 +75,52 @@ class GatewaySettings(ServiceSettings):
     )
     shutdown_grace_ms: int = Field(
         default=10_000, ge=0, description="How long in-flight calls may finish on SIGTERM, ms."
+    )
+    retry_times_when_send_async_failed: int = Field(
+        default=2, ge=0, le=16, description="DefaultMQProducer.retryTimesWhenSendAsyncFailed (SendStream)."
+    )
+    latency_fault_tables: Literal["4.x", "5.x"] = Field(
+        default="4.x",
+        description="MQFaultStrategy latencyMax/notAvailableDuration tables: RocketMQ 4.x's or 5.x's.",
+    )
+    coalesce_enable: bool = Field(
+        default=True, description="Merge concurrent sends bound for one broker into one broker SendBatch call."
+    )
+    coalesce_linger_ms: float = Field(
+        default=1.0, ge=0, le=2, description="How long an open per-broker batch waits for more sends, ms."
+    )
+    coalesce_max_batch_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        gt=0,
+        le=MAX_BROKER_BATCH_BYTES,
+        description="Most bytes (bodies + properties + topics) in one coalesced broker call.",
+    )
+    coalesce_max_batch_messages: int = Field(
+        default=256, gt=0, le=MAX_BROKER_BATCH_MESSAGES, description="Most messages in one coalesced broker call."
+    )
+    max_in_flight_messages: int = Field(
+        default=10_000,
+        ge=0,
+        description="DefaultMQProducer.backPressureForAsyncSendNum for every mode: messages in flight; 0 = no limit.",
+    )
+    max_in_flight_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description="DefaultMQProducer.backPressureForAsyncSendSize, every mode: body bytes in flight; 0 = no limit.",
+    )
+    stream_max_unacked_messages: int = Field(
+        default=4096, gt=0, description="Most messages of one SendStream sent and not yet acked (then reading waits)."
+    )
+    topic_allow_list: StrList = Field(
+        default_factory=list,
+        description="Topics the gateway sends to (shell patterns, ',' separated); empty = every topic.",
+    )
+    topic_deny_list: StrList = Field(
+        default_factory=list, description="Topics refused with NO_PERMISSION (16) (shell patterns, ',' separated)."
+    )
+    hook_plugins: StrList = Field(
+        default_factory=list,
+        description="Extra producer hooks, 'package.module:factory' (CheckForbiddenHook and/or SendMessageHook).",
     )
 
     def namesrv_addrs(self) -> list[str]:

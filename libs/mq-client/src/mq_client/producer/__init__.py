@@ -7,10 +7,18 @@ Public API: :class:`DefaultMQProducer`, :class:`ProducerConfig`, :class:`Message
 
 from mq_common.hashing import java_string_hash
 
+from mq_client.producer.backpressure import InFlightLimiter
 from mq_client.producer.config import ProducerConfig
-from mq_client.producer.errors import BrokerNotFoundError, ProducerStateError, SendFailedError
-from mq_client.producer.fault_strategy import LatencyFaultTolerance, MQFaultStrategy
-from mq_client.producer.hooks import CheckForbiddenHook, ProducerHooks, SendMessageContext, SendMessageHook
+from mq_client.producer.errors import BrokerNotFoundError, FlowControlError, ProducerStateError, SendFailedError
+from mq_client.producer.fault_strategy import LATENCY_TABLES, LatencyFaultTolerance, LatencyTables, MQFaultStrategy
+from mq_client.producer.hooks import (
+    CheckForbiddenHook,
+    ProducerHooks,
+    SendMessageContext,
+    SendMessageHook,
+    TopicAccessList,
+    load_hook,
+)
 from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.message import Message
 from mq_client.producer.producer import DefaultMQProducer, ServiceState
@@ -20,12 +28,16 @@ from mq_client.producer.send_result import CommunicationMode, SendResult, SendSt
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 
 __all__ = [
+    "LATENCY_TABLES",
     "BrokerNotFoundError",
     "BrokerTransport",
     "CheckForbiddenHook",
     "CommunicationMode",
     "DefaultMQProducer",
+    "FlowControlError",
+    "InFlightLimiter",
     "LatencyFaultTolerance",
+    "LatencyTables",
     "MQFaultStrategy",
     "Message",
     "NameServerLookup",
@@ -40,8 +52,10 @@ __all__ = [
     "SendStatus",
     "SendWhichQueue",
     "ServiceState",
+    "TopicAccessList",
     "TopicPublishInfo",
     "TopicRouteManager",
     "java_string_hash",
+    "load_hook",
     "select_by_sharding_key",
 ]

@@ -9,6 +9,8 @@ from typing import Final
 from mq_common.constants import DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_SIZE_BYTES, MixAll
 from mq_common.errors import RETRIABLE_BROKER_CODES, InvalidParameterError
 
+from mq_client.producer.fault_strategy import LATENCY_TABLES
+
 # One broker RPC of a batch send carries at most this many bytes of bodies + properties (gRPC's limit is
 # 64 MiB, mq_common.grpc_server.MAX_GRPC_MESSAGE_BYTES) and this many messages.
 MAX_BROKER_BATCH_BYTES: Final = 16 * 1024 * 1024
@@ -33,6 +35,13 @@ class ProducerConfig:
     - ``mq_client_api_timeout_ms``: mqClientApiTimeout, each name server query's timeout.
     - ``create_topic_key`` / ``default_topic_queue_nums``: createTopicKey (TBW102) / defaultTopicQueueNums.
     - ``retry_response_codes``: retryResponseCodes, broker codes after which an attempt is retried.
+    - ``retry_times_when_send_async_failed``: retryTimesWhenSendAsyncFailed; ASYNC sends make 1 + this many
+      attempts, retrying transport failures only (MQClientAPIImpl#onExceptionImpl).
+    - ``latency_fault_tables``: which MQFaultStrategy tables isolation uses, "4.x" (default) or "5.x"
+      (fault_strategy.LATENCY_TABLES).
+    - ``max_in_flight_messages`` / ``max_in_flight_bytes``: backPressureForAsyncSendNum / ...Size, applied to
+      every mode: sends (messages, body bytes) admitted and not yet finished; 0 = no limit. A send over the
+      limit waits inside its budget, then fails with FlowControlError (FLOW_CONTROL, 215).
     """
 
     producer_group: str
@@ -50,6 +59,10 @@ class ProducerConfig:
     retry_response_codes: frozenset[int] = RETRIABLE_BROKER_CODES
     max_broker_batch_bytes: int = MAX_BROKER_BATCH_BYTES
     max_broker_batch_messages: int = MAX_BROKER_BATCH_MESSAGES
+    retry_times_when_send_async_failed: int = 2
+    latency_fault_tables: str = "4.x"
+    max_in_flight_messages: int = 0
+    max_in_flight_bytes: int = 0
 
     def __post_init__(self) -> None:
         _at_least("send_msg_timeout_ms", self.send_msg_timeout_ms, 1)
@@ -61,6 +74,13 @@ class ProducerConfig:
         _at_least("default_topic_queue_nums", self.default_topic_queue_nums, 1)
         _at_least("max_broker_batch_messages", self.max_broker_batch_messages, 1)
         _at_least("max_broker_batch_bytes", self.max_broker_batch_bytes, 1)
+        _at_least("retry_times_when_send_async_failed", self.retry_times_when_send_async_failed, 0)
+        _at_least("max_in_flight_messages", self.max_in_flight_messages, 0)
+        _at_least("max_in_flight_bytes", self.max_in_flight_bytes, 0)
+        if self.latency_fault_tables not in LATENCY_TABLES:
+            raise InvalidParameterError(
+                f"latency_fault_tables must be one of {sorted(LATENCY_TABLES)}, got {self.latency_fault_tables!r}"
+            )
         if not 0 <= self.compress_level <= 9:
             raise InvalidParameterError(f"compress_level must be in [0, 9], got {self.compress_level}")
 
@@ -68,6 +88,11 @@ class ProducerConfig:
     def times_total_sync(self) -> int:
         """Attempts of a SYNC send: 1 + retry_times_when_send_failed."""
         return 1 + self.retry_times_when_send_failed
+
+    @property
+    def times_total_async(self) -> int:
+        """Attempts of an ASYNC send: 1 + retry_times_when_send_async_failed."""
+        return 1 + self.retry_times_when_send_async_failed
 
 
 def _at_least(name: str, value: int, minimum: int) -> None:

@@ -71,3 +71,13 @@ class SendFailedError(MQClientError):
         self.cause = cause
         self.budget_spent = budget_spent
         self.broker_name = brokers_sent[-1] if brokers_sent else ""
+
+
+class FlowControlError(MQClientError):
+    """The producer's in-flight limits stayed full for the whole wait: FLOW_CONTROL (215). Nothing was sent.
+
+    Mirrors the RemotingTooMuchRequestException of DefaultMQProducerImpl#executeAsyncMessageSend ("send
+    message tryAcquire semaphoreAsyncNum timeout"). Not retried.
+    """
+
+    code = ResponseCode.FLOW_CONTROL

@@ -5,6 +5,7 @@ With ``send_latency_fault_enable`` off (the default) a send picks the next queue
 skips the broker that just failed. With it on, every send records its latency: a broker whose last send took
 at least ``LATENCY_MAX_MS[i]`` is unavailable for ``NOT_AVAILABLE_DURATION_MS[i]``; a failed send counts as
 ``ISOLATION_LATENCY_MS`` (30 s, i.e. 10 minutes out). When every broker is out, the least bad one is used.
+RocketMQ 5.x's tables (a failure = 10 s latency = 10 s out) are selectable: ``LATENCY_TABLES["5.x"]``.
 
 Runs on the producer's one asyncio loop; the clock is injectable (milliseconds, monotonic by default).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
@@ -24,6 +26,31 @@ ISOLATION_LATENCY_MS: Final = 30000
 
 assert len(LATENCY_MAX_MS) == len(NOT_AVAILABLE_DURATION_MS)
 assert list(LATENCY_MAX_MS) == sorted(LATENCY_MAX_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyTables:
+    """One release's MQFaultStrategy tables: ``latency_max_ms[i]`` -> ``not_available_duration_ms[i]``, and
+    the latency a failed send counts as (``isolation_latency_ms``). Raises ValueError for mismatched or
+    unsorted tables."""
+
+    latency_max_ms: tuple[int, ...]
+    not_available_duration_ms: tuple[int, ...]
+    isolation_latency_ms: int
+
+    def __post_init__(self) -> None:
+        if len(self.latency_max_ms) != len(self.not_available_duration_ms):
+            raise ValueError("latency_max_ms and not_available_duration_ms must have the same length")
+        if list(self.latency_max_ms) != sorted(self.latency_max_ms):
+            raise ValueError("latency_max_ms must be ascending")
+
+
+# RocketMQ 4.9.x MQFaultStrategy (the default) and 5.x MQFaultStrategy ({50, 100, 550, 1800, 3000, 5000,
+# 15000} / {0, 0, 2000, 5000, 6000, 10000, 30000}; updateFaultItem counts a failure as 10000 ms).
+LATENCY_TABLES: Final[dict[str, LatencyTables]] = {
+    "4.x": LatencyTables(LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, ISOLATION_LATENCY_MS),
+    "5.x": LatencyTables((50, 100, 550, 1800, 3000, 5000, 15000), (0, 0, 2000, 5000, 6000, 10000, 30000), 10000),
+}
 
 ClockMs = Callable[[], int]
 
@@ -107,13 +134,33 @@ class MQFaultStrategy:
         latency_fault_tolerance: LatencyFaultTolerance | None = None,
         latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_DURATION_MS,
+        isolation_latency_ms: int | None = None,
     ) -> None:
+        """``isolation_latency_ms`` None: the module's ISOLATION_LATENCY_MS as it is at construction time.
+        Use :meth:`with_tables` to build one from a :data:`LATENCY_TABLES` entry."""
         if len(latency_max_ms) != len(not_available_duration_ms):
             raise ValueError("latency_max_ms and not_available_duration_ms must have the same length")
         self.send_latency_fault_enable = send_latency_fault_enable
         self.latency_fault_tolerance = latency_fault_tolerance or LatencyFaultTolerance()
         self.latency_max_ms = tuple(latency_max_ms)
         self.not_available_duration_ms = tuple(not_available_duration_ms)
+        self.isolation_latency_ms = ISOLATION_LATENCY_MS if isolation_latency_ms is None else isolation_latency_ms
+
+    @classmethod
+    def with_tables(
+        cls,
+        tables: LatencyTables,
+        send_latency_fault_enable: bool = False,
+        latency_fault_tolerance: LatencyFaultTolerance | None = None,
+    ) -> MQFaultStrategy:
+        """A strategy using ``tables`` (e.g. ``LATENCY_TABLES["5.x"]``)."""
+        return cls(
+            send_latency_fault_enable,
+            latency_fault_tolerance,
+            tables.latency_max_ms,
+            tables.not_available_duration_ms,
+            tables.isolation_latency_ms,
+        )
 
     def select_one_message_queue(self, tp_info: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue:
         """The queue for the next attempt. Requires ``tp_info.ok()``.
@@ -144,11 +191,11 @@ class MQFaultStrategy:
         return tp_info.select_one_message_queue()
 
     def update_fault_item(self, broker_name: str, current_latency_ms: int, isolation: bool) -> None:
-        """After a send to ``broker_name``: record its latency (``ISOLATION_LATENCY_MS`` when ``isolation``).
+        """After a send to ``broker_name``: record its latency (``isolation_latency_ms`` when ``isolation``).
         No-op unless ``send_latency_fault_enable``. Mirrors MQFaultStrategy#updateFaultItem."""
         if not self.send_latency_fault_enable:
             return
-        duration = self.compute_not_available_duration(ISOLATION_LATENCY_MS if isolation else current_latency_ms)
+        duration = self.compute_not_available_duration(self.isolation_latency_ms if isolation else current_latency_ms)
         self.latency_fault_tolerance.update_fault_item(broker_name, current_latency_ms, duration)
 
     def compute_not_available_duration(self, current_latency_ms: int) -> int:

@@ -184,20 +184,17 @@ class SendKernel:
         return addr
 
     def _before(self, out: OutgoingMessage, mq: MessageQueue, addr: str, mode: CommunicationMode) -> SendMessageContext:
-        """Run the check-forbidden hooks (they may raise) then the before-send hooks."""
+        """Run the check-forbidden hooks (their MQError refuses the attempt) then the before-send hooks."""
         ctx = SendMessageContext(self.config.producer_group, out.message, out.msg_id, mq, addr, mode)
-        for forbidden in self.hooks.check_forbidden:
-            forbidden.check_forbidden(ctx)
-        for hook in self.hooks.send_message:
-            hook.send_message_before(ctx)
+        self.hooks.run_check_forbidden(ctx)
+        self.hooks.run_before(ctx)
         return ctx
 
     def _after(self, ctx: SendMessageContext, outcome: SendResult | MQError) -> None:
-        for hook in self.hooks.send_message:
-            if isinstance(outcome, SendResult):
-                hook.send_message_after(ctx, outcome, None)
-            else:
-                hook.send_message_after(ctx, None, outcome)
+        if isinstance(outcome, SendResult):
+            self.hooks.run_after(ctx, outcome, None)
+        else:
+            self.hooks.run_after(ctx, None, outcome)
 
     async def send_one(
         self, out: OutgoingMessage, mq: MessageQueue, timeout_ms: int, mode: CommunicationMode

@@ -18,16 +18,26 @@ fault, so it only records the latency (RocketMQ 4.x isolates on every broker exc
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from enum import Enum
+from typing import Any
 
-from mq_common.errors import MQError, TopicNotExistError
+from mq_common.errors import MQBrokerError, MQError, TopicNotExistError
+from mq_common.logging import get_logger
 
+from mq_client.producer.backpressure import InFlightLimiter, Permit
 from mq_client.producer.batch import BatchSender
 from mq_client.producer.config import ProducerConfig
 from mq_client.producer.errors import ProducerStateError, SendFailedError
-from mq_client.producer.fault_strategy import ClockMs, LatencyFaultTolerance, MQFaultStrategy, monotonic_ms
+from mq_client.producer.fault_strategy import (
+    LATENCY_TABLES,
+    ClockMs,
+    LatencyFaultTolerance,
+    MQFaultStrategy,
+    monotonic_ms,
+)
 from mq_client.producer.hooks import ProducerHooks
 from mq_client.producer.kernel import (
     BrokerTransport,
@@ -44,6 +54,8 @@ from mq_client.producer.send_result import CommunicationMode, SendResult, SendSt
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 from mq_client.producer.validators import check_group, check_message
 from mq_client.route import MessageQueue
+
+log = get_logger("mq_client.producer")
 
 
 class ServiceState(Enum):
@@ -89,12 +101,16 @@ class DefaultMQProducer:
             poll_name_server_interval_ms=config.poll_name_server_interval_ms,
             rng=self._rng,
         )
-        self.fault_strategy = MQFaultStrategy(
-            config.send_latency_fault_enable,
-            LatencyFaultTolerance(clock_ms, SendWhichQueue(rng=self._rng)),
-        )
+        lft = LatencyFaultTolerance(clock_ms, SendWhichQueue(rng=self._rng))
+        if config.latency_fault_tables == "4.x":
+            self.fault_strategy = MQFaultStrategy(config.send_latency_fault_enable, lft)
+        else:
+            tables = LATENCY_TABLES[config.latency_fault_tables]
+            self.fault_strategy = MQFaultStrategy.with_tables(tables, config.send_latency_fault_enable, lft)
         self._kernel = SendKernel(config, self.routes, transport, hooks or ProducerHooks())
         self._batch = BatchSender(self._kernel, self.fault_strategy, clock_ms)
+        self.limiter = InFlightLimiter(config.max_in_flight_messages, config.max_in_flight_bytes)
+        self._background: set[asyncio.Task[Any]] = set()
 
     @classmethod
     def connect(
@@ -141,11 +157,14 @@ class DefaultMQProducer:
         self._state = ServiceState.RUNNING
 
     async def shutdown(self) -> None:
-        """RUNNING -> SHUTDOWN_ALREADY: stop the refresh task, then ``on_shutdown``. Idempotent; sends
+        """RUNNING -> SHUTDOWN_ALREADY: refuse new sends, wait for the ONEWAY / ASYNC sends in the background
+        (each ends within its own budget), stop the refresh task, then ``on_shutdown``. Idempotent; SYNC sends
         already running finish or fail on their own. Mirrors DefaultMQProducerImpl#shutdown."""
         if self._state is ServiceState.SHUTDOWN_ALREADY:
             return
         self._state = ServiceState.SHUTDOWN_ALREADY
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         await self.routes.stop()
         if self._on_shutdown is not None:
             await self._on_shutdown()
@@ -168,10 +187,74 @@ class DefaultMQProducer:
         """
         self._make_sure_state_ok()
         check_message(msg, self.config.max_message_size_bytes)
-        budget = SendBudget(self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms, self._clock_ms)
-        tp_info = await self._find_publish_info(msg.topic, budget)
-        out = prepare_message(msg, self.config)
-        return await self._send_default_impl(out, tp_info, budget, CommunicationMode.SYNC)
+        budget = self._budget(timeout_ms)
+        async with self.limiter.admit(1, _body_bytes(msg), budget.remaining_ms()):
+            tp_info = await self._find_publish_info(msg.topic, budget)
+            out = prepare_message(msg, self.config)
+            return await self._send_default_impl(out, tp_info, budget, CommunicationMode.SYNC)
+
+    async def send_oneway(self, msg: Message, timeout_ms: int | None = None) -> str:
+        """ONEWAY send: validate, take in-flight permits, look the route up, then hand the message to ONE
+        attempt in the background and return its UNIQ_KEY (msg id) at once. The attempt's outcome is only
+        logged and fed to the fault strategy; no retry. Mirrors DefaultMQProducerImpl#sendOneway.
+
+        Raises like :meth:`send` before the hand-over (ProducerStateError 14, MessageIllegalError 13,
+        TopicNotExistError 17, FlowControlError 215 when the in-flight limits stayed full for the budget).
+        """
+        self._make_sure_state_ok()
+        check_message(msg, self.config.max_message_size_bytes)
+        budget = self._budget(timeout_ms)
+        permit = await self.limiter.acquire(1, _body_bytes(msg), budget.remaining_ms())
+        try:
+            tp_info = await self._find_publish_info(msg.topic, budget)
+            out = prepare_message(msg, self.config)
+        except BaseException:
+            self.limiter.release(permit)
+            raise
+        self._spawn(self._oneway_attempt(out, tp_info, budget, permit))
+        return out.msg_id
+
+    async def _oneway_attempt(
+        self, out: OutgoingMessage, tp_info: TopicPublishInfo, budget: SendBudget, permit: Permit
+    ) -> None:
+        try:
+            await self._send_default_impl(out, tp_info, budget, CommunicationMode.ONEWAY)
+        except MQError as exc:
+            log.debug("oneway_send_failed", topic=out.topic, msg_id=out.msg_id, error=str(exc))
+        finally:
+            self.limiter.release(permit)
+
+    async def send_async(self, msg: Message, timeout_ms: int | None = None) -> asyncio.Task[SendResult]:
+        """ASYNC send: take in-flight permits (waiting inside the budget), then start the send in the
+        background and return its task, whose result is the SendResult or whose exception is the MQError
+        (validation, route, or the last attempt's). Attempts: 1 + retry_times_when_send_async_failed, retried
+        after transport failures only (MQClientAPIImpl#onExceptionImpl: a broker's answer is final), each on
+        another queue as SYNC retries; one budget. Mirrors DefaultMQProducerImpl#send(msg, SendCallback).
+
+        Raises ProducerStateError (14) when not RUNNING, FlowControlError (215) when the limits stayed full.
+        """
+        self._make_sure_state_ok()
+        budget = self._budget(timeout_ms)
+        permit = await self.limiter.acquire(1, _body_bytes(msg), budget.remaining_ms())
+        return self._spawn(self._async_send(msg, budget, permit))
+
+    async def _async_send(self, msg: Message, budget: SendBudget, permit: Permit) -> SendResult:
+        try:
+            check_message(msg, self.config.max_message_size_bytes)
+            tp_info = await self._find_publish_info(msg.topic, budget)
+            out = prepare_message(msg, self.config)
+            return await self._send_default_impl(out, tp_info, budget, CommunicationMode.ASYNC)
+        finally:
+            self.limiter.release(permit)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    def _budget(self, timeout_ms: int | None) -> SendBudget:
+        return SendBudget(self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms, self._clock_ms)
 
     async def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> list[SendResult | MQError]:
         """SYNC send of many messages (any topics) within one ``timeout_ms`` budget; one outcome per message,
@@ -182,8 +265,10 @@ class DefaultMQProducer:
         are retried per :meth:`send`'s rule. Raises ProducerStateError (14) when not RUNNING.
         """
         self._make_sure_state_ok()
-        budget = SendBudget(self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms, self._clock_ms)
-        return await self._batch.send(msgs, budget, self._find_publish_info)
+        budget = self._budget(timeout_ms)
+        size = sum(_body_bytes(m) for m in msgs if m is not None)
+        async with self.limiter.admit(len(msgs), size, budget.remaining_ms()):
+            return await self._batch.send(msgs, budget, self._find_publish_info)
 
     async def _find_publish_info(self, topic: str, budget: SendBudget) -> TopicPublishInfo:
         remaining = budget.remaining_ms()
@@ -208,7 +293,11 @@ class DefaultMQProducer:
         self, out: OutgoingMessage, tp_info: TopicPublishInfo, budget: SendBudget, mode: CommunicationMode
     ) -> SendResult:
         config = self.config
-        times_total = config.times_total_sync if mode is CommunicationMode.SYNC else 1
+        times_total = {
+            CommunicationMode.SYNC: config.times_total_sync,
+            CommunicationMode.ASYNC: config.times_total_async,
+            CommunicationMode.ONEWAY: 1,
+        }[mode]
         brokers_sent: list[str] = []
         key = out.message.sharding_key
         fixed_mq = select_by_sharding_key(tp_info.message_queues, key) if key else None
@@ -231,13 +320,17 @@ class DefaultMQProducer:
                 retriable = is_retriable(exc, config.retry_response_codes)
                 self.update_fault_item(mq.broker_name, self._clock_ms() - begin_ms, retriable)
                 last_error = exc
-                if retriable:
+                if retriable and not (mode is CommunicationMode.ASYNC and isinstance(exc, MQBrokerError)):
                     continue
                 if stored is not None:
                     return stored
                 raise
             self.update_fault_item(mq.broker_name, self._clock_ms() - begin_ms, False)
-            if result.send_status is not SendStatus.SEND_OK and config.retry_another_broker_when_not_store_ok:
+            if (
+                mode is CommunicationMode.SYNC
+                and result.send_status is not SendStatus.SEND_OK
+                and config.retry_another_broker_when_not_store_ok
+            ):
                 stored = result
                 continue
             return result
@@ -251,3 +344,8 @@ class DefaultMQProducer:
             cause=last_error,
             budget_spent=budget_spent or budget.remaining_ms() <= 0,
         )
+
+
+def _body_bytes(msg: Message) -> int:
+    """Bytes a message counts for the in-flight limit (its body; 1 when it has none, as RocketMQ)."""
+    return len(msg.body) if msg.body else 1

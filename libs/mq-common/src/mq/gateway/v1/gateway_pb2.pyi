@@ -223,3 +223,111 @@ class SendBatchResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SendBatchResponse: _TypeAlias = SendBatchResponse  # noqa: Y015
+
+@_typing.final
+class SendOnewayRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    PRODUCER_GROUP_FIELD_NUMBER: _builtins.int
+    SEND_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    producer_group: _builtins.str
+    send_timeout_ms: _builtins.int
+    """0 means the gateway's send_timeout_ms (3000); the budget of the route lookup and the one attempt."""
+    @_builtins.property
+    def message(self) -> Global___Message: ...
+    def __init__(
+        self,
+        *,
+        message: Global___Message | None = ...,
+        producer_group: _builtins.str = ...,
+        send_timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "producer_group", b"producer_group", "send_timeout_ms", b"send_timeout_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SendOnewayRequest: _TypeAlias = SendOnewayRequest  # noqa: Y015
+
+@_typing.final
+class SendOnewayResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    """0 (SUCCESS) when the message was accepted; otherwise the ResponseCode that refused it (nothing sent)."""
+    remark: _builtins.str
+    msg_id: _builtins.str
+    """UNIQ_KEY (client message id) of the accepted message."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        msg_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "msg_id", b"msg_id", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SendOnewayResponse: _TypeAlias = SendOnewayResponse  # noqa: Y015
+
+@_typing.final
+class SendStreamRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    PRODUCER_GROUP_FIELD_NUMBER: _builtins.int
+    SEND_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Chosen by the client; echoed in the SendStreamResponse of this message."""
+    producer_group: _builtins.str
+    send_timeout_ms: _builtins.int
+    """0 means the gateway's send_timeout_ms (3000); one budget for every attempt of this message."""
+    @_builtins.property
+    def message(self) -> Global___Message: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        message: Global___Message | None = ...,
+        producer_group: _builtins.str = ...,
+        send_timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "producer_group", b"producer_group", "request_id", b"request_id", "send_timeout_ms", b"send_timeout_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SendStreamRequest: _TypeAlias = SendStreamRequest  # noqa: Y015
+
+@_typing.final
+class SendStreamResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    @_builtins.property
+    def result(self) -> Global___SendResult: ...
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+        result: Global___SendResult | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SendStreamResponse: _TypeAlias = SendStreamResponse  # noqa: Y015

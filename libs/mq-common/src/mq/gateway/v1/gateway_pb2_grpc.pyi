@@ -37,6 +37,17 @@ class ProducerGatewayStub:
     """One message; SYNC send with retries (DefaultMQProducer#send)."""
     SendBatch: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.SendBatchRequest, _gateway_pb2.SendBatchResponse]
     """Many messages; grouped per broker into broker batch calls; one result per message, in order."""
+    SendOneway: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.SendOnewayRequest, _gateway_pb2.SendOnewayResponse]
+    """One message, ONEWAY (DefaultMQProducer#sendOneway): validated, routed and accepted, then sent with one
+    attempt in the background; no SendResult and no retry. A request over the gateway's in-flight limits
+    gets gRPC RESOURCE_EXHAUSTED (like Send and SendBatch).
+    """
+    SendStream: _grpc.StreamStreamMultiCallable[_gateway_pb2.SendStreamRequest, _gateway_pb2.SendStreamResponse]
+    """ASYNC sends (DefaultMQProducer#send(msg, SendCallback)): the client streams messages, each with its own
+    request_id; the server streams one SendStreamResponse per message, in completion order. Each message
+    gets 1 + retryTimesWhenSendAsyncFailed attempts (transport failures only, as RocketMQ's async retry).
+    A message over the in-flight limits is acked with code FLOW_CONTROL (215); the stream stays open.
+    """
 
 @_typing.type_check_only
 class ProducerGatewayAsyncStub(ProducerGatewayStub):
@@ -45,6 +56,17 @@ class ProducerGatewayAsyncStub(ProducerGatewayStub):
     """One message; SYNC send with retries (DefaultMQProducer#send)."""
     SendBatch: _aio.UnaryUnaryMultiCallable[_gateway_pb2.SendBatchRequest, _gateway_pb2.SendBatchResponse]  # type: ignore[assignment]
     """Many messages; grouped per broker into broker batch calls; one result per message, in order."""
+    SendOneway: _aio.UnaryUnaryMultiCallable[_gateway_pb2.SendOnewayRequest, _gateway_pb2.SendOnewayResponse]  # type: ignore[assignment]
+    """One message, ONEWAY (DefaultMQProducer#sendOneway): validated, routed and accepted, then sent with one
+    attempt in the background; no SendResult and no retry. A request over the gateway's in-flight limits
+    gets gRPC RESOURCE_EXHAUSTED (like Send and SendBatch).
+    """
+    SendStream: _aio.StreamStreamMultiCallable[_gateway_pb2.SendStreamRequest, _gateway_pb2.SendStreamResponse]  # type: ignore[assignment]
+    """ASYNC sends (DefaultMQProducer#send(msg, SendCallback)): the client streams messages, each with its own
+    request_id; the server streams one SendStreamResponse per message, in completion order. Each message
+    gets 1 + retryTimesWhenSendAsyncFailed attempts (transport failures only, as RocketMQ's async retry).
+    A message over the in-flight limits is acked with code FLOW_CONTROL (215); the stream stays open.
+    """
 
 class ProducerGatewayServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -62,5 +84,28 @@ class ProducerGatewayServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.SendBatchResponse, _abc.Awaitable[_gateway_pb2.SendBatchResponse]]:
         """Many messages; grouped per broker into broker batch calls; one result per message, in order."""
+
+    @_abc_1.abstractmethod
+    def SendOneway(
+        self,
+        request: _gateway_pb2.SendOnewayRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.SendOnewayResponse, _abc.Awaitable[_gateway_pb2.SendOnewayResponse]]:
+        """One message, ONEWAY (DefaultMQProducer#sendOneway): validated, routed and accepted, then sent with one
+        attempt in the background; no SendResult and no retry. A request over the gateway's in-flight limits
+        gets gRPC RESOURCE_EXHAUSTED (like Send and SendBatch).
+        """
+
+    @_abc_1.abstractmethod
+    def SendStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_gateway_pb2.SendStreamRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_gateway_pb2.SendStreamResponse], _abc.AsyncIterator[_gateway_pb2.SendStreamResponse]]:
+        """ASYNC sends (DefaultMQProducer#send(msg, SendCallback)): the client streams messages, each with its own
+        request_id; the server streams one SendStreamResponse per message, in completion order. Each message
+        gets 1 + retryTimesWhenSendAsyncFailed attempts (transport failures only, as RocketMQ's async retry).
+        A message over the in-flight limits is acked with code FLOW_CONTROL (215); the stream stays open.
+        """
 
 def add_ProducerGatewayServicer_to_server(servicer: ProducerGatewayServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

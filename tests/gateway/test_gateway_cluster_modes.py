@@ -1,0 +1,100 @@
+"""SendStream (ASYNC), SendOneway and the topic deny list through a real mqgateway process in front of a real
+local cluster (mqnamesrv + two mqbroker on 127.0.0.1); every acked message is read back from its broker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_client.remoting import BrokerClient, ChannelPool
+from mq_common.response_code import ResponseCode
+from mq_local.cluster import ClusterSpec, LocalCluster
+from mq_local.ports import PortLayout
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    spec = ClusterSpec(
+        data_dir=tmp_path_factory.mktemp("gw-modes"),
+        ports=PortLayout.free(2),
+        flush_disk_type="ASYNC_FLUSH",
+        auto_create_topic_enable=True,
+        broker_env={
+            "MQ_BROKER_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES": str(8 * 1024 * 1024),
+            "MQ_BROKER_MAPPED_FILE_SIZE_CONSUME_QUEUE_UNITS": "10000",
+        },
+        gateway_env={"MQ_GATEWAY_TOPIC_DENY_LIST": "GwDenied*", "MQ_GATEWAY_COALESCE_LINGER_MS": "2"},
+        start_wait_s=60.0,
+    )
+    with LocalCluster(spec) as c:
+        yield c
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[ChannelPool]:
+    p = ChannelPool()
+    try:
+        yield p
+    finally:
+        await p.close()
+
+
+async def test_stream_acks_every_message_and_each_is_stored(cluster: LocalCluster, pool: ChannelPool) -> None:
+    stub = gateway_pb2_grpc.ProducerGatewayStub(pool.get(cluster.gateway_addr))
+    n = 300
+    frames = [
+        gateway_pb2.SendStreamRequest(
+            request_id=f"req-{i}", message=gateway_pb2.Message(topic="GwStream", body=b"s%d" % i)
+        )
+        for i in range(n)
+    ]
+    acks = {a.request_id: a.result async for a in stub.SendStream(iter(frames), timeout=60)}
+    assert sorted(acks) == sorted(f.request_id for f in frames)
+    assert {r.code for r in acks.values()} == {ResponseCode.SUCCESS}, {r.remark for r in acks.values()}
+    assert len({r.msg_id for r in acks.values()}) == n
+    broker = BrokerClient(pool)
+    for i in (0, n // 2, n - 1):
+        r = acks[f"req-{i}"]
+        pulled = await broker.pull_message(
+            cluster.broker_addrs[r.broker_name], "GwStream", r.queue_id, r.queue_offset, 1
+        )
+        assert pulled.messages[0].body == b"s%d" % i
+        assert pulled.messages[0].uniq_key == r.msg_id
+
+
+async def test_oneway_messages_are_stored(cluster: LocalCluster, pool: ChannelPool) -> None:
+    stub = gateway_pb2_grpc.ProducerGatewayStub(pool.get(cluster.gateway_addr))
+    first = await stub.Send(gateway_pb2.SendRequest(message=gateway_pb2.Message(topic="GwOneway", body=b"s")))
+    assert first.result.code == ResponseCode.SUCCESS  # creates the topic
+    accepted = [
+        await stub.SendOneway(
+            gateway_pb2.SendOnewayRequest(message=gateway_pb2.Message(topic="GwOneway", body=b"o%d" % i)), timeout=10
+        )
+        for i in range(20)
+    ]
+    assert {a.code for a in accepted} == {ResponseCode.SUCCESS}
+    broker = BrokerClient(pool)
+    wanted = {a.msg_id for a in accepted}
+    found: set[str] = set()
+    for _ in range(100):
+        found = set()
+        for addr in cluster.broker_addrs.values():
+            for queue_id in range(4):  # defaultTopicQueueNums
+                pulled = await broker.pull_message(addr, "GwOneway", queue_id, 0, 100)
+                found.update(m.uniq_key for m in pulled.messages if m.uniq_key)
+        if wanted <= found:
+            break
+        await asyncio.sleep(0.05)
+    assert wanted <= found
+
+
+async def test_denied_topic_gets_no_permission(cluster: LocalCluster, pool: ChannelPool) -> None:
+    stub = gateway_pb2_grpc.ProducerGatewayStub(pool.get(cluster.gateway_addr))
+    message = gateway_pb2.Message(topic="GwDeniedOrders", body=b"x")
+    result = (await stub.Send(gateway_pb2.SendRequest(message=message), timeout=10)).result
+    assert result.code == ResponseCode.NO_PERMISSION
+    assert result.remark == "Sending message to topic[GwDeniedOrders] is forbidden: the topic is in the deny list"

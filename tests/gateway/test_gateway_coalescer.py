@@ -1,0 +1,188 @@
+"""CoalescingBrokerTransport over in-memory brokers: merging per broker, splitting answers back, the message and
+byte bounds, the linger flush, pass-through of large batches, error fan-out, dropped cancelled callers, and N
+concurrent gateway Sends turning into fewer broker calls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_client.producer.testing import InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
+from mq_client.remoting import BrokerSendRequest, BrokerSendResponse
+from mq_common.errors import RemotingError
+from mq_common.response_code import ResponseCode
+from mq_gateway.coalescer import CoalescingBrokerTransport, request_size_bytes
+from mq_gateway.controller import GatewayController
+from mq_gateway.settings import GatewaySettings
+
+A, B = "127.0.0.1:10911", "127.0.0.1:10921"
+
+
+def req(i: int, body: bytes = b"x", queue_id: int = 0) -> BrokerSendRequest:
+    return BrokerSendRequest("g", "T", queue_id, 0, 0, i, "", body)
+
+
+def coalescer(
+    inner: ScriptedBrokerTransport, *, linger_ms: float = 1.0, max_bytes: int = 1 << 20, max_messages: int = 64
+) -> CoalescingBrokerTransport:
+    return CoalescingBrokerTransport(
+        inner, linger_ms=linger_ms, max_batch_bytes=max_bytes, max_batch_messages=max_messages
+    )
+
+
+async def test_concurrent_sends_to_one_broker_become_one_batch_call() -> None:
+    inner = ScriptedBrokerTransport()
+    c = coalescer(inner)
+    responses = await asyncio.gather(*(c.send_message(A, req(i), 1000) for i in range(10)))
+    assert len(inner.calls) == 1
+    assert inner.calls[0].batch
+    assert [r.flag for r in inner.calls[0].requests] == list(range(10))
+    # each caller gets its own answer: queue 0 offsets 0..9 in submission order
+    assert [r.queue_offset for r in responses] == list(range(10))
+    assert all(r.code == ResponseCode.SUCCESS for r in responses)
+    assert c.stats.units == 10
+    assert c.stats.broker_calls == 1
+    await c.close()
+
+
+async def test_each_broker_gets_its_own_call() -> None:
+    inner = ScriptedBrokerTransport()
+    c = coalescer(inner)
+    await asyncio.gather(*(c.send_message(A if i % 2 else B, req(i), 1000) for i in range(8)))
+    assert sorted((call.addr, len(call.requests)) for call in inner.calls) == [(A, 4), (B, 4)]
+
+
+async def test_message_bound_splits_into_several_calls() -> None:
+    inner = ScriptedBrokerTransport()
+    c = coalescer(inner, max_messages=4)
+    responses = await asyncio.gather(*(c.send_message(A, req(i), 1000) for i in range(10)))
+    assert [len(call.requests) for call in inner.calls] == [4, 4, 2]
+    assert sorted(r.queue_offset for r in responses) == list(range(10))
+
+
+async def test_byte_bound_splits_into_several_calls() -> None:
+    inner = ScriptedBrokerTransport()
+    one = request_size_bytes(req(0, b"y" * 100))
+    c = coalescer(inner, max_bytes=3 * one)
+    await asyncio.gather(*(c.send_message(A, req(i, b"y" * 100), 1000) for i in range(7)))
+    assert [len(call.requests) for call in inner.calls] == [3, 3, 1]
+
+
+async def test_small_batches_join_whole_and_keep_their_order() -> None:
+    inner = ScriptedBrokerTransport()
+    c = coalescer(inner, max_messages=7)
+    batches = [[req(10 * b + i) for i in range(3)] for b in range(4)]
+    answers = await asyncio.gather(*(c.send_batch(A, batch, 1000) for batch in batches))
+    # units of 3 are never split: 3 + 3 fit under 7, the third closes the open batch
+    assert [[r.flag for r in call.requests] for call in inner.calls] == [
+        [0, 1, 2, 10, 11, 12],
+        [20, 21, 22, 30, 31, 32],
+    ]
+    assert [[r.queue_offset for r in a] for a in answers] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+
+
+async def test_large_batch_goes_straight_to_the_broker() -> None:
+    inner = ScriptedBrokerTransport()
+    c = coalescer(inner, max_messages=4, linger_ms=2.0)
+    single = asyncio.ensure_future(c.send_message(A, req(99), 1000))
+    answers = await c.send_batch(A, [req(i) for i in range(5)], 1000)
+    assert len(answers) == 5
+    assert [len(call.requests) for call in inner.calls] == [5]  # the open single-message batch still lingers
+    assert (await single).code == ResponseCode.SUCCESS
+    assert [len(call.requests) for call in inner.calls] == [5, 1]
+    assert not inner.calls[1].batch  # a one-message batch goes out as SendMessage
+
+
+async def test_linger_flushes_a_lone_send() -> None:
+    inner = ScriptedBrokerTransport()
+    c = coalescer(inner, linger_ms=2.0)
+    response = await asyncio.wait_for(c.send_message(A, req(1), 1000), 5)
+    assert response.code == ResponseCode.SUCCESS
+    assert len(inner.calls) == 1
+
+
+async def test_zero_linger_still_merges_sends_of_one_loop_turn() -> None:
+    inner = ScriptedBrokerTransport()
+    c = coalescer(inner, linger_ms=0)
+    await asyncio.gather(*(c.send_message(A, req(i), 1000) for i in range(5)))
+    assert [len(call.requests) for call in inner.calls] == [5]
+
+
+async def test_transport_error_reaches_every_caller_of_the_call() -> None:
+    inner = ScriptedBrokerTransport()
+    inner.script(A, Step(error=RemotingError("connection reset")))
+    c = coalescer(inner)
+    outcomes = await asyncio.gather(*(c.send_message(A, req(i), 1000) for i in range(3)), return_exceptions=True)
+    assert all(isinstance(o, RemotingError) for o in outcomes)
+    # the next call is a new batch and succeeds
+    assert (await c.send_message(A, req(9), 1000)).code == ResponseCode.SUCCESS
+
+
+async def test_per_message_codes_are_split_back() -> None:
+    inner = ScriptedBrokerTransport()
+    inner.script(A, Step(code_for=lambda r: ResponseCode.SUCCESS if r.flag % 2 else ResponseCode.MESSAGE_ILLEGAL))
+    c = coalescer(inner)
+    responses = await asyncio.gather(*(c.send_message(A, req(i), 1000) for i in range(4)))
+    assert [r.code for r in responses] == [ResponseCode.MESSAGE_ILLEGAL, 0, ResponseCode.MESSAGE_ILLEGAL, 0]
+
+
+async def test_a_caller_that_gave_up_before_the_flush_is_not_sent() -> None:
+    inner = ScriptedBrokerTransport()
+    c = coalescer(inner, linger_ms=2.0)
+    gone = asyncio.ensure_future(c.send_message(A, req(1), 1000))
+    await asyncio.sleep(0)
+    gone.cancel()
+    kept = await c.send_message(A, req(2), 1000)
+    assert kept.code == ResponseCode.SUCCESS
+    assert [[r.flag for r in call.requests] for call in inner.calls] == [[2]]
+
+
+async def test_close_sends_open_batches() -> None:
+    inner = ScriptedBrokerTransport()
+    c = coalescer(inner, linger_ms=2.0)
+    pending = asyncio.ensure_future(c.send_message(A, req(1), 1000))
+    await asyncio.sleep(0)
+    await c.close()
+    assert pending.done()
+    assert isinstance(pending.result(), BrokerSendResponse)
+
+
+def test_linger_is_bounded() -> None:
+    with pytest.raises(ValueError, match="linger_ms"):
+        coalescer(ScriptedBrokerTransport(), linger_ms=5)
+
+
+@pytest.fixture
+async def gateway() -> AsyncIterator[tuple[GatewayController, ScriptedBrokerTransport, grpc.aio.Channel]]:
+    transport = ScriptedBrokerTransport()
+    ns = InMemoryNameServer({"T": make_route({"broker-a": 4, "broker-b": 4}, addrs={"broker-a": A, "broker-b": B})})
+    controller = GatewayController(
+        GatewaySettings(listen_port=0, coalesce_linger_ms=2.0), namesrv=ns, transport=transport
+    )
+    await controller.start()
+    channel = grpc.aio.insecure_channel(controller.addr)
+    try:
+        yield controller, transport, channel
+    finally:
+        await channel.close()
+        await controller.stop(0)
+
+
+async def test_concurrent_gateway_sends_make_fewer_broker_calls(
+    gateway: tuple[GatewayController, ScriptedBrokerTransport, grpc.aio.Channel],
+) -> None:
+    controller, transport, channel = gateway
+    stub = gateway_pb2_grpc.ProducerGatewayStub(channel)
+    n = 64
+    requests = [gateway_pb2.SendRequest(message=gateway_pb2.Message(topic="T", body=b"m%d" % i)) for i in range(n)]
+    results = await asyncio.gather(*(stub.Send(r, timeout=10) for r in requests))
+    assert [r.result.code for r in results] == [ResponseCode.SUCCESS] * n
+    assert len(transport.stored) == n
+    assert len({r.result.msg_id for r in results}) == n
+    assert len(transport.calls) < n
+    assert controller.coalescer is not None
+    assert controller.coalescer.stats.units == n
+    assert controller.coalescer.stats.broker_calls == len(transport.calls)
