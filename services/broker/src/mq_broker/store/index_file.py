@@ -25,18 +25,17 @@ Threads: :meth:`put_key` runs on the event loop (one writer), :meth:`iter_phy_of
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import mmap
 import os
 import struct
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
 from mq_common.hashing import java_abs_hash
+
+from mq_broker.store.msync import mapping_address, msync
 
 INDEX_HEADER_SIZE_BYTES: Final = 40
 HASH_SLOT_SIZE_BYTES: Final = 4
@@ -53,32 +52,6 @@ _I32: Final = struct.Struct(">i")
 assert _HEADER.size == INDEX_HEADER_SIZE_BYTES
 assert _ENTRY.size == INDEX_ENTRY_SIZE_BYTES
 OS_PAGE_SIZE_BYTES: Final = mmap.PAGESIZE
-_MS_SYNC: Final = {"linux": 4, "darwin": 0x10}.get(sys.platform, 0)
-
-
-def _load_msync() -> Callable[[int, int, int], int] | None:
-    """libc msync, called through ctypes so the GIL is released during the disk wait (mmap.flush keeps it)."""
-    if not _MS_SYNC:
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    except OSError:
-        return None
-    fn = libc.msync
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    msync: Callable[[int, int, int], int] = fn
-    return msync
-
-
-_LIBC_MSYNC: Final = _load_msync()
-
-
-def _mapping_address(mm: mmap.mmap) -> int:
-    view = ctypes.c_char.from_buffer(mm)
-    address = ctypes.addressof(view)
-    del view  # release the buffer export so the mmap can be closed later
-    return address
 
 
 def index_key_hash(topic: str, key: str) -> int:
@@ -151,7 +124,7 @@ class IndexFile:
                 file_path.unlink(missing_ok=True)
             raise
         self._fd = fd
-        self._address = _mapping_address(self._mm) if _LIBC_MSYNC is not None else 0
+        self._address = mapping_address(self._mm)
         header: tuple[int, int, int, int, int, int] = _HEADER.unpack_from(self._mm, 0)
         self.begin_timestamp_ms: int = header[0]
         self.end_timestamp_ms: int = header[1]
@@ -365,12 +338,7 @@ class IndexFile:
         length = min(self.file_size_bytes, self._entry_pos(self.index_count))
         length = -(-length // OS_PAGE_SIZE_BYTES) * OS_PAGE_SIZE_BYTES
         length = min(length, self.file_size_bytes)
-        if _LIBC_MSYNC is not None and self._address:
-            if _LIBC_MSYNC(self._address, length, _MS_SYNC) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"msync {self.file_path}: {os.strerror(err)}")
-            return
-        self._mm.flush(0, length)
+        msync(self._mm, self._address, 0, length, self.file_path)
 
     def close(self) -> None:
         """Unmap and close (the flusher must be stopped or must not hold this file). Idempotent."""

@@ -14,42 +14,21 @@ consistent snapshot of it.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import mmap
 import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Final
+
+from mq_broker.store.msync import mapping_address, msync
 
 OS_PAGE_SIZE_BYTES: Final = mmap.PAGESIZE
 FILE_NAME_DIGITS: Final = 20
 _ZERO_CHUNK_BYTES: Final = 1024 * 1024
 _ZERO_CHUNK: Final = bytes(_ZERO_CHUNK_BYTES)
-_MS_SYNC: Final = {"linux": 4, "darwin": 0x10}.get(sys.platform, 0)
 _WARM_CHUNK_BYTES: Final = 4 * 1024 * 1024
 # Linux 5.14+: populate page tables writable without writing (madvise(2)); Python 3.11 has no constant for it.
 _MADV_POPULATE_WRITE: Final = 23
-
-
-def _load_msync() -> Callable[[int, int, int], int] | None:
-    if not _MS_SYNC:
-        return None
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name, use_errno=True)
-    except OSError:
-        return None
-    fn = libc.msync
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    msync: Callable[[int, int, int], int] = fn
-    return msync
-
-
-_LIBC_MSYNC: Final = _load_msync()
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -106,7 +85,7 @@ class MappedFile:
                 file_path.unlink(missing_ok=True)
             raise
         self._fd = fd
-        self._address = _mapping_address(self._mm) if _LIBC_MSYNC is not None else 0
+        self._address = mapping_address(self._mm)
 
     def __repr__(self) -> str:
         return f"MappedFile({self.file_path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
@@ -200,12 +179,7 @@ class MappedFile:
         if length <= 0:
             return
         MappedFile.msync_calls += 1
-        if _LIBC_MSYNC is not None and self._address:
-            if _LIBC_MSYNC(self._address + start, length, _MS_SYNC) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"msync {self.file_path}: {os.strerror(err)}")
-            return
-        self._mm.flush(start, length)
+        msync(self._mm, self._address, start, length, self.file_path)
 
     def set_positions(self, position: int) -> None:
         """Recovery: wrote = flushed = ``position``."""
@@ -276,10 +250,3 @@ def _prefault(mm: mmap.mmap, pos: int, length: int) -> None:
     except OSError:  # older kernel: read one byte per page (maps it; the first write is a minor fault)
         for page in range(pos, pos + length, OS_PAGE_SIZE_BYTES):
             _ = mm[page]
-
-
-def _mapping_address(mm: mmap.mmap) -> int:
-    view = ctypes.c_char.from_buffer(mm)
-    address = ctypes.addressof(view)
-    del view  # release the buffer export so the mmap can be closed later
-    return address
