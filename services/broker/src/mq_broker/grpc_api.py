@@ -154,16 +154,17 @@ def register_request_to_proto(registration: BrokerRegistration) -> namesrv_pb2.R
 # --- server ---------------------------------------------------------------------------------------------------------
 
 
-async def _guard(rpc: str, make_error: Callable[[int, str], _Resp], handler: Callable[[], Awaitable[_Resp]]) -> _Resp:
-    """Run ``handler``; an MQError becomes its code + remark, any other exception SYSTEM_ERROR."""
+async def _guard(rpc: str, make_error: Callable[..., _Resp], handler: Callable[[], Awaitable[_Resp]]) -> _Resp:
+    """Run ``handler``; an MQError becomes ``make_error(code=..., remark=...)`` (a response class fits), any other
+    exception SYSTEM_ERROR."""
     try:
         return await handler()
     except MQError as exc:
         log.info("request_refused", rpc=rpc, code=ResponseCode.name_of(exc.code), remark=exc.remark)
-        return make_error(exc.code, exc.remark)
+        return make_error(code=exc.code, remark=exc.remark)
     except Exception as exc:
         log.exception("request_failed", rpc=rpc)
-        return make_error(ResponseCode.SYSTEM_ERROR, f"{rpc} failed: {type(exc).__name__}: {exc}")
+        return make_error(code=ResponseCode.SYSTEM_ERROR, remark=f"{rpc} failed: {type(exc).__name__}: {exc}")
 
 
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):
@@ -188,7 +189,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             replies = await self._send.send_batch([send_command_from_proto(request)], peer_to_host_port(context.peer()))
             return send_reply_to_proto(replies[0])
 
-        return await _guard("SendMessage", _send_error, handle)
+        return await _guard("SendMessage", broker_pb2.SendMessageResponse, handle)
 
     async def SendBatch(self, request: broker_pb2.SendBatchRequest, context: _Context) -> broker_pb2.SendBatchResponse:
         count = len(request.requests)
@@ -203,7 +204,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             return broker_pb2.SendBatchResponse(responses=[send_reply_to_proto(r) for r in replies])
 
         def batch_error(code: int, remark: str) -> broker_pb2.SendBatchResponse:
-            return broker_pb2.SendBatchResponse(responses=[_send_error(code, remark) for _ in range(count)])
+            return broker_pb2.SendBatchResponse(responses=[_send_error(code, remark)] * count)
 
         return await _guard("SendBatch", batch_error, handle)
 
@@ -214,7 +215,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             reply = self._pull.pull(pull_command_from_proto(request), peer_to_host_port(context.peer()))
             return pull_reply_to_proto(reply)
 
-        return await _guard("PullMessage", _pull_error, handle)
+        return await _guard("PullMessage", broker_pb2.PullMessageResponse, handle)
 
     async def CreateTopic(
         self, request: broker_pb2.CreateTopicRequest, context: _Context
@@ -223,7 +224,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             self._admin.create_topic(topic_config_from_proto(request.topic_config))
             return broker_pb2.CreateTopicResponse(code=ResponseCode.SUCCESS)
 
-        return await _guard("CreateTopic", _create_error, handle)
+        return await _guard("CreateTopic", broker_pb2.CreateTopicResponse, handle)
 
     async def UpdateTopic(
         self, request: broker_pb2.UpdateTopicRequest, context: _Context
@@ -232,7 +233,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             self._admin.update_topic(topic_config_from_proto(request.topic_config))
             return broker_pb2.UpdateTopicResponse(code=ResponseCode.SUCCESS)
 
-        return await _guard("UpdateTopic", _update_error, handle)
+        return await _guard("UpdateTopic", broker_pb2.UpdateTopicResponse, handle)
 
     async def GetTopicStats(
         self, request: broker_pb2.GetTopicStatsRequest, context: _Context
@@ -253,7 +254,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                 ],
             )
 
-        return await _guard("GetTopicStats", _stats_error, handle)
+        return await _guard("GetTopicStats", broker_pb2.GetTopicStatsResponse, handle)
 
     async def QueryMessage(
         self, request: broker_pb2.QueryMessageRequest, context: _Context
@@ -276,7 +277,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                 index_last_update_phy_offset=reply.index_last_update_phy_offset,
             )
 
-        return await _guard("QueryMessage", _query_error, handle)
+        return await _guard("QueryMessage", broker_pb2.QueryMessageResponse, handle)
 
     async def QueryMessageByUniqueKey(
         self, request: broker_pb2.QueryMessageByUniqueKeyRequest, context: _Context
@@ -290,7 +291,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                 message_count=reply.message_count,
             )
 
-        return await _guard("QueryMessageByUniqueKey", _query_uniq_error, handle)
+        return await _guard("QueryMessageByUniqueKey", broker_pb2.QueryMessageByUniqueKeyResponse, handle)
 
     async def ViewMessageById(
         self, request: broker_pb2.ViewMessageByIdRequest, context: _Context
@@ -301,39 +302,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                 code=reply.code, remark=reply.remark, message_bytes=reply.message_bytes
             )
 
-        return await _guard("ViewMessageById", _view_error, handle)
-
-
-def _query_error(code: int, remark: str) -> broker_pb2.QueryMessageResponse:
-    return broker_pb2.QueryMessageResponse(code=code, remark=remark)
-
-
-def _query_uniq_error(code: int, remark: str) -> broker_pb2.QueryMessageByUniqueKeyResponse:
-    return broker_pb2.QueryMessageByUniqueKeyResponse(code=code, remark=remark)
-
-
-def _view_error(code: int, remark: str) -> broker_pb2.ViewMessageByIdResponse:
-    return broker_pb2.ViewMessageByIdResponse(code=code, remark=remark)
+        return await _guard("ViewMessageById", broker_pb2.ViewMessageByIdResponse, handle)
 
 
 def _send_error(code: int, remark: str) -> broker_pb2.SendMessageResponse:
     return broker_pb2.SendMessageResponse(code=code, remark=remark)
-
-
-def _pull_error(code: int, remark: str) -> broker_pb2.PullMessageResponse:
-    return broker_pb2.PullMessageResponse(code=code, remark=remark)
-
-
-def _create_error(code: int, remark: str) -> broker_pb2.CreateTopicResponse:
-    return broker_pb2.CreateTopicResponse(code=code, remark=remark)
-
-
-def _update_error(code: int, remark: str) -> broker_pb2.UpdateTopicResponse:
-    return broker_pb2.UpdateTopicResponse(code=code, remark=remark)
-
-
-def _stats_error(code: int, remark: str) -> broker_pb2.GetTopicStatsResponse:
-    return broker_pb2.GetTopicStatsResponse(code=code, remark=remark)
 
 
 # --- name server client -----------------------------------------------------------------------------------------------
