@@ -32,6 +32,7 @@ from mq_common.codec import (
 )
 from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst, MessageSysFlag
 
+from mq_broker.store import native_append
 from mq_broker.store.config import MessageStoreConfig
 from mq_broker.store.mapped_file import MappedFile
 from mq_broker.store.mapped_file_queue import MappedFileQueue
@@ -109,16 +110,62 @@ class CommitLog:
         try:
             results: list[PutMessageResult] = []
             dispatches: list[DispatchRequest] = []
-            for msg in batch:
-                result, dispatch = self._append_one(msg, now_ms)
+            index, count = 0, len(batch)
+            fast = self.config.native_append_enable and native_append.AVAILABLE
+            while index < count:
+                if fast:
+                    index = self._append_native(batch, index, now_ms, results, dispatches)
+                    if index >= count:
+                        break
+                result, dispatch = self._append_one(batch[index], now_ms)
                 results.append(result)
                 if dispatch is not None:
                     dispatches.append(dispatch)
+                index += 1
             if dispatches:
                 self.last_store_timestamp_ms = now_ms
             return results, dispatches
         finally:
             self._putting = False
+
+    def _append_native(
+        self,
+        batch: Sequence[MessageExtBrokerInner],
+        start: int,
+        now_ms: int,
+        results: list[PutMessageResult],
+        dispatches: list[DispatchRequest],
+    ) -> int:
+        """Append ``batch[start:]`` with the C loop while the records fit in the current file and need no
+        refusal; returns the index of the first message left to :meth:`_append_one` (a roll, a limit)."""
+        mapped = self.mapped_file_queue.last_mapped_file()
+        if mapped is None or mapped.is_full:
+            return start
+        stop, wrote_position, placed = native_append.append_records(
+            mapped.buffer,
+            mapped.wrote_position,
+            mapped.file_size_bytes,
+            mapped.file_from_offset,
+            batch,
+            start,
+            self.topic_queue_table,
+            now_ms,
+            self.store_host,
+            self.config.max_message_size_bytes,
+            self.config.max_record_size_bytes,
+        )
+        mapped.wrote_position = wrote_position
+        prefix = self._msg_id_prefix
+        ok = PutMessageStatus.PUT_OK
+        for msg, (phys, size, queue_offset, tags_code, dispatchable, sys_flag) in zip(
+            batch[start:stop], placed, strict=True
+        ):
+            results.append(PutMessageResult(ok, phys, size, prefix + f"{phys:016X}", queue_offset, now_ms))
+            if dispatchable:
+                dispatches.append(
+                    DispatchRequest(msg.topic, msg.queue_id, phys, size, tags_code, now_ms, queue_offset, sys_flag)
+                )
+        return stop
 
     def _check_limits(self, msg: MessageExtBrokerInner, topic: bytes, properties: bytes) -> PutMessageStatus | None:
         if len(msg.body) > self.config.max_message_size_bytes or len(topic) > MAX_TOPIC_BYTES:
@@ -128,6 +175,8 @@ class CommitLog:
         return None
 
     def _append_one(self, msg: MessageExtBrokerInner, now_ms: int) -> tuple[PutMessageResult, DispatchRequest | None]:
+        if len(msg.born_host) not in (8, 20):
+            raise ValueError(f"born_host must be 8 or 20 bytes, got {len(msg.born_host)}")
         topic = msg.topic.encode("utf-8")
         properties = msg.properties_string.encode("utf-8")
         refused = self._check_limits(msg, topic, properties)

@@ -94,6 +94,8 @@ class MessageStoreConfig:
     destroy_mapped_file_interval_forcibly_ms: int = 120_000
     # warmMapedFileEnable: prefault every page of a new CommitLog file (off the loop).
     warm_mapped_file_enable: bool = False
+    # Append batches with the C loop of mq_broker.store._native when it is built (same bytes as the Python path).
+    native_append_enable: bool = True
 
     def __post_init__(self) -> None:
         assert self.mapped_file_size_commit_log_bytes >= MIN_COMMIT_LOG_FILE_SIZE_BYTES

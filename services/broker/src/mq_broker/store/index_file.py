@@ -35,6 +35,7 @@ from typing import Final
 
 from mq_common.hashing import java_abs_hash
 
+from mq_broker.store import native_append
 from mq_broker.store.msync import mapping_address, msync
 
 INDEX_HEADER_SIZE_BYTES: Final = 40
@@ -219,6 +220,32 @@ class IndexFile:
         if first_count == 1:  # the begin fields anchor every entry's time: on disk before anything relies on them
             self.write_header()
         return count - first_count
+
+    def put_messages_native(
+        self, messages: Sequence[object], results: Sequence[object], start: int, last_indexed_phy_offset: int
+    ) -> tuple[int, int]:
+        """The entries of ``messages[start:]`` (with their put ``results``) written by the C loop
+        (native_append.index_messages) while they fit in the preallocated room; returns ``(stop, last indexed
+        offset)``: ``stop`` is the first message left to :meth:`put_keys` (a fresh file, a full one).
+        The header is updated in memory only. Event loop."""
+        room = min(self.index_num, (self._allocated_bytes - self._entries_base) // INDEX_ENTRY_SIZE_BYTES)
+        stop, count, new_slots, last_phys, last_ts, last_indexed = native_append.index_messages(
+            self._mm,
+            self.hash_slot_num,
+            self.index_count,
+            room,
+            self.begin_timestamp_ms,
+            messages,
+            results,
+            start,
+            last_indexed_phy_offset,
+        )
+        if last_phys >= 0:
+            self.index_count = count
+            self.hash_slot_count += new_slots
+            self.end_phy_offset = last_phys
+            self.end_timestamp_ms = last_ts
+        return stop, last_indexed
 
     def reserve_entries(self, entries: int) -> None:
         """Preallocate room for ``entries`` more entries (capped at the file's end), so that a later

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -25,8 +25,10 @@ from mq_common.codec import MESSAGE_MAGIC_CODE, MessageDecodeError, decode_messa
 from mq_common.constants import MessageConst, MessageSysFlag
 from mq_common.logging import get_logger
 
+from mq_broker.store import native_append
 from mq_broker.store.commit_log import CommitLog
 from mq_broker.store.index_file import TIME_DIFF_UNIT_MS, IndexFile, index_key_hash, is_index_file_name
+from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult
 
 log = get_logger("mq_broker.store.index")
 
@@ -190,6 +192,39 @@ class IndexService:
         finally:
             self._write_headers()
         return written
+
+    def build_indexes_for_batch(
+        self, messages: Sequence[MessageExtBrokerInner], results: Sequence[PutMessageResult], *, native: bool
+    ) -> None:
+        """:meth:`build_indexes` for one put batch (``results[i]`` is the put result of ``messages[i]``), with the
+        C loop of native_append when ``native`` and it is built; the Python path handles what it leaves (the first
+        entry of a file, a roll). Event loop. Raises OSError when a new file cannot be created."""
+        if not (native and native_append.AVAILABLE):
+            self.build_indexes(
+                (m.topic, r.wrote_offset, r.store_timestamp_ms, m.sys_flag, m.properties_string)
+                for m, r in zip(messages, results, strict=True)
+                if r.is_ok
+            )
+            return
+        index, count = 0, len(messages)
+        try:
+            while index < count:
+                f = self.index_files[-1] if self.index_files else None
+                stop = index  # no file yet or a full one: the Python path creates the next
+                if f is not None and not f.is_write_full:
+                    stop, self.last_indexed_phy_offset = f.put_messages_native(
+                        messages, results, index, self.last_indexed_phy_offset
+                    )
+                    if stop > index:
+                        self._dirty_headers.add(f)
+                if stop >= count:
+                    break
+                m, r = messages[stop], results[stop]
+                if r.is_ok:
+                    self._index_one(m.topic, r.wrote_offset, r.store_timestamp_ms, m.sys_flag, m.properties_string)
+                index = stop + 1
+        finally:
+            self._write_headers()
 
     def _index_one(self, topic: str, offset: int, timestamp_ms: int, sys_flag: int, properties: str) -> int:
         if offset <= self.last_indexed_phy_offset:

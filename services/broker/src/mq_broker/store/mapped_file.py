@@ -111,6 +111,12 @@ class MappedFile:
         self.wrote_position = end
         return pos
 
+    @property
+    def buffer(self) -> mmap.mmap:
+        """The writable shared mapping (the CommitLog's native append writes into it, then sets
+        ``wrote_position``). Event loop only; invalid after :meth:`close`."""
+        return self._mm
+
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Overwrite bytes at ``pos`` without moving the positions (recovery, tests)."""
         assert pos >= 0

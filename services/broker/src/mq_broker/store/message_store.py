@@ -258,11 +258,7 @@ class DefaultMessageStore:
         An index file that cannot be created fails the store (RocketMQ: makeIndexFileError) until restart.
         """
         try:
-            self.index_service.build_indexes(
-                (m.topic, r.wrote_offset, r.store_timestamp_ms, m.sys_flag, m.properties_string)
-                for m, r in zip(batch, results, strict=True)
-                if r.is_ok
-            )
+            self.index_service.build_indexes_for_batch(batch, results, native=self.config.native_append_enable)
         except OSError as exc:  # the CommitLog holds the records; recovery rebuilds the entries
             self._fail(f"index file error: {exc}")
 

@@ -1,0 +1,86 @@
+"""The C loops of the store, when they are built (``mq_broker.store._native``), with their Python types.
+
+The extension is compiled when the broker package is installed (setuptools ``ext-modules``; a C compiler is
+needed). Without it :data:`AVAILABLE` is False and the store uses its Python path (mq_common.codec.encode_message,
+IndexFile.put_keys), which writes the same bytes (tests/broker/test_broker_native_append.py). Event loop only.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Sequence
+from typing import Final, NoReturn, Protocol
+
+
+class AppendRecords(Protocol):
+    """Mirrors CommitLog.DefaultAppendMessageCallback#doAppend for a run of messages.
+
+    Appends ``messages[start:]`` as v1 records into ``buf`` (one mapped file of ``file_size`` bytes at CommitLog
+    offset ``file_from_offset``) from ``wrote_position`` while each record fits with room for the 8-byte
+    END_OF_FILE blank and needs no refusal (body over ``max_body_bytes``, topic over 127 bytes, properties over
+    32,767 bytes, record over ``max_record_bytes``). Returns ``(stop, new wrote_position, placed)``: ``stop`` is
+    the first message not appended; ``placed`` has one ``(physical offset, size, queue offset, tags code,
+    dispatchable, sys flag)`` per appended message. ``topic_queue_table`` ('topic-queueId' -> next queue offset)
+    advances for dispatchable messages. Raises TypeError/ValueError when the message at ``start`` is malformed.
+    """
+
+    def __call__(
+        self,
+        buf: mmap.mmap,
+        wrote_position: int,
+        file_size: int,
+        file_from_offset: int,
+        messages: Sequence[object],
+        start: int,
+        topic_queue_table: dict[str, int],
+        store_timestamp_ms: int,
+        store_host: bytes,
+        max_body_bytes: int,
+        max_record_bytes: int,
+        /,
+    ) -> tuple[int, int, list[tuple[int, int, int, int, bool, int]]]: ...
+
+
+class IndexMessages(Protocol):
+    """Mirrors IndexService#buildIndex for ``messages[start:]`` into one index file mapped at ``buf``.
+
+    RocketMQ's layout: 40-byte header, ``hash_slot_num`` 4-byte slots, 20-byte entries. One entry for the
+    UNIQ_KEY and one per KEYS word of each stored message (``results[i].wrote_offset`` >= 0) past
+    ``last_indexed_phy_offset``; rolled-back transactions are skipped. Stops before a message whose entries would
+    pass ``max_index_count`` or when the file has no entry yet. Returns ``(stop, index count, new hash slots,
+    offset of the last message given entries or -1, its store timestamp ms, last indexed offset)``; the header
+    is left to the caller.
+    """
+
+    def __call__(
+        self,
+        buf: mmap.mmap,
+        hash_slot_num: int,
+        index_count: int,
+        max_index_count: int,
+        begin_timestamp_ms: int,
+        messages: Sequence[object],
+        results: Sequence[object],
+        start: int,
+        last_indexed_phy_offset: int,
+        /,
+    ) -> tuple[int, int, int, int, int, int]: ...
+
+
+def _not_built(*_args: object) -> NoReturn:
+    raise RuntimeError("mq_broker.store._native is not built")
+
+
+def _load() -> tuple[AppendRecords, IndexMessages] | None:
+    try:
+        from mq_broker.store import _native  # type: ignore[attr-defined]  # optional C extension
+    except ImportError:
+        return None
+    functions: tuple[AppendRecords, IndexMessages] = (_native.append_records, _native.index_messages)
+    return functions
+
+
+_NATIVE: Final = _load()
+AVAILABLE: Final = _NATIVE is not None
+append_records: Final[AppendRecords] = _NATIVE[0] if _NATIVE is not None else _not_built
+index_messages: Final[IndexMessages] = _NATIVE[1] if _NATIVE is not None else _not_built
