@@ -76,9 +76,10 @@ chaos: sync ## kill -9 a SYNC_FLUSH broker under 32 senders, 20 rounds per confi
 	MQ_CHAOS_ROUNDS=20 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
 .PHONY: bench
-bench: sync ## Store and gateway benchmarks (vs NATS JetStream); tables printed, JSON in bench-results/
+bench: sync java ## Store, gateway (vs NATS JetStream) and Spark-vs-plain-sender benchmarks; JSON in bench-results/
 	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json
 	$(UV) run --frozen python tests/bench/bench_gateway.py --out bench-results/gateway.json
+	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python tests/bench/bench_spark.py --out bench-results/spark.json
 
 .PHONY: e2e
 e2e: uv ## Helm chart: render with a real Helm engine, strict lint, Kubernetes schema validation

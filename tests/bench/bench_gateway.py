@@ -2,8 +2,9 @@
 next to NATS JetStream measured in the same run.
 
 1 KiB bodies. For SYNC_FLUSH and ASYNC_FLUSH, a LocalCluster (name server, broker-a, broker-b, gateway as real
-processes on 127.0.0.1) and rows for Send and SendBatch(100) with 1, 16 and 64 concurrent clients (asyncio
-tasks of this process, closed loop, ``--row-seconds`` each): msgs/s and p50/p99 of the call latency (a
+processes on 127.0.0.1) and rows for Send, SendBatch(100) and SendStream (each stream keeps STREAM_WINDOW
+messages unacked) with 1, 16 and 64 concurrent clients (asyncio tasks of this process, closed loop,
+``--row-seconds`` each): msgs/s and p50/p99 of the call latency (a
 SendBatch's latency is every message's end-to-end latency). Plus single Sends paced at an offered 500 msgs/s
 (open loop: a send starts every 2 ms whatever the previous ones do). Then NATS JetStream: ``nats-server``
 (apt; installed with ``apt-get install -y nats-server`` when missing and running as root) on 127.0.0.1 with a
@@ -51,6 +52,7 @@ QUEUES: Final = 8
 PACED_RATE: Final = 500
 RPC_TIMEOUT_S: Final = 30.0
 WARMUP_CALLS: Final = 20
+STREAM_WINDOW: Final = 256
 NATS_MAX_PENDING: Final = 4000
 NATS_START_WAIT_S: Final = 10.0
 # Targets of issue 4.
@@ -114,6 +116,7 @@ class GatewayBench:
         self.flush = flush
         self.row_seconds = row_seconds
         message = gateway_pb2.Message(topic=topic, body=BODY)
+        self.message = message
         self.send_request = gateway_pb2.SendRequest(message=message)
         self.batch_request = gateway_pb2.SendBatchRequest(messages=[message] * BATCH)
 
@@ -145,6 +148,48 @@ class GatewayBench:
         api = f"SendBatch({BATCH})" if batch else "Send"
         return make_row(
             "gateway", self.flush, api, clients, (counts[0], counts[1]), time.perf_counter() - began, latencies
+        )
+
+    async def stream_loop(self, clients: int) -> Row:
+        """``clients`` SendStream calls, each keeping up to STREAM_WINDOW messages unacked (closed loop) for
+        row_seconds; latency is per message (frame written -> its ack read)."""
+        latencies: list[float] = []
+        counts = [0, 0]
+        end = time.perf_counter() + self.row_seconds
+
+        async def client(stub: Any, client_no: int) -> None:
+            call = stub.SendStream(timeout=self.row_seconds + RPC_TIMEOUT_S)
+            window = asyncio.Semaphore(STREAM_WINDOW)
+            started: dict[str, float] = {}
+
+            async def reader() -> None:
+                async for ack in call:
+                    latencies.append(time.perf_counter() - started.pop(ack.request_id))
+                    counts[0 if ack.result.code == 0 else 1] += 1
+                    window.release()
+
+            reading = asyncio.create_task(reader())
+            seq = 0
+            while time.perf_counter() < end:
+                await window.acquire()
+                request_id = f"{client_no}-{seq}"
+                seq += 1
+                started[request_id] = time.perf_counter()
+                await call.write(gateway_pb2.SendStreamRequest(request_id=request_id, message=self.message))
+            await call.done_writing()
+            await reading
+
+        began = time.perf_counter()
+        await asyncio.gather(*(client(self.stubs[i % len(self.stubs)], i) for i in range(clients)))
+        secs = time.perf_counter() - began
+        return make_row(
+            "gateway",
+            self.flush,
+            f"SendStream (window {STREAM_WINDOW})",
+            clients,
+            (counts[0], counts[1]),
+            secs,
+            latencies,
         )
 
     async def paced(self, rate: int) -> Row:
@@ -186,6 +231,9 @@ async def bench_flush(flush: FlushDiskType, row_seconds: float, console: Console
                     for clients in CLIENTS:
                         rows.append(await bench.closed_loop(clients, batch))
                         console.log(summary(rows[-1]))
+                for clients in CLIENTS:
+                    rows.append(await bench.stream_loop(clients))
+                    console.log(summary(rows[-1]))
                 rows.append(await bench.paced(PACED_RATE))
                 console.log(summary(rows[-1]))
             finally:
