@@ -5,7 +5,7 @@ concurrent gateway Sends turning into fewer broker calls."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 import pytest
@@ -102,6 +102,39 @@ async def test_linger_flushes_a_lone_send() -> None:
     response = await asyncio.wait_for(c.send_message(A, req(1), 1000), 5)
     assert response.code == ResponseCode.SUCCESS
     assert len(inner.calls) == 1
+
+
+class GatedTransport(ScriptedBrokerTransport):
+    """Each call waits for ``gate`` before answering."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
+        await self.gate.wait()
+        return await super().send_message(addr, request, timeout_ms)
+
+    async def send_batch(
+        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
+    ) -> list[BrokerSendResponse]:
+        await self.gate.wait()
+        return await super().send_batch(addr, requests, timeout_ms)
+
+
+async def test_idle_broker_gets_a_send_at_once_and_later_ones_gather_behind_its_call() -> None:
+    inner = GatedTransport()
+    c = coalescer(inner, linger_ms=2.0)
+    first = asyncio.ensure_future(c.send_message(A, req(0), 1000))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert c.stats.broker_calls == 1  # no linger for an idle broker: the call is under way already
+    later = [asyncio.ensure_future(c.send_message(A, req(i), 1000)) for i in (1, 2, 3)]
+    await asyncio.sleep(0)
+    inner.gate.set()  # the first call returns: what gathered behind it goes out together
+    await asyncio.gather(first, *later)
+    assert [[r.flag for r in call.requests] for call in inner.calls] == [[0], [1, 2, 3]]
+    await c.close()
 
 
 async def test_zero_linger_still_merges_sends_of_one_loop_turn() -> None:

@@ -7,8 +7,10 @@ message) does not change. Per broker address it keeps one open batch:
 - ``send_message`` and a small ``send_batch`` (fewer than ``max_batch_messages`` requests and fewer than
   ``max_batch_bytes`` bytes) join the open batch as one unit; a unit is never split, so the messages of one
   core batch keep their order inside one broker call. A larger ``send_batch`` goes to the broker as it is.
-- The open batch goes out ``linger_ms`` after its first unit arrived, or at once when it reaches
-  ``max_batch_messages`` / ``max_batch_bytes`` (a unit that would overflow it closes it first).
+- The open batch goes out at the end of the current loop iteration when no call to that broker is in flight
+  (an idle broker gets a lone message without delay; sends arriving together still merge); otherwise when
+  the in-flight call returns, ``linger_ms`` after its first unit arrived at the latest, or at once when it
+  reaches ``max_batch_messages`` / ``max_batch_bytes`` (a unit that would overflow it closes it first).
 - The broker's answers are split back per unit in request order; a transport failure (or a wrong number of
   answers) is raised to every unit of the call. A unit whose caller gave up (its future was cancelled by
   the core's deadline) before the batch went out is dropped, so it is not stored behind the caller's back.
@@ -80,6 +82,7 @@ class CoalescingBrokerTransport:
         self.max_batch_bytes = max_batch_bytes
         self.max_batch_messages = max_batch_messages
         self._open: dict[str, _OpenBatch] = {}
+        self._in_flight: dict[str, int] = {}  # broker address -> coalesced calls under way
         self._calls: set[asyncio.Task[None]] = set()
         self._units = 0
         self._broker_calls = 0
@@ -124,7 +127,7 @@ class CoalescingBrokerTransport:
         if batch.messages >= self.max_batch_messages or batch.size_bytes >= self.max_batch_bytes:
             self._flush(addr)
         elif batch.timer is None:
-            if self.linger_s > 0:
+            if self.linger_s > 0 and self._in_flight.get(addr, 0) > 0:
                 batch.timer = loop.call_later(self.linger_s, self._flush, addr)
             else:
                 batch.timer = loop.call_soon(self._flush, addr)
@@ -140,8 +143,20 @@ class CoalescingBrokerTransport:
         if not units:
             return
         task = asyncio.get_running_loop().create_task(self._call(addr, units))
+        self._in_flight[addr] = self._in_flight.get(addr, 0) + 1
         self._calls.add(task)
-        task.add_done_callback(self._calls.discard)
+        task.add_done_callback(lambda done: self._call_done(addr, done))
+
+    def _call_done(self, addr: str, task: asyncio.Task[None]) -> None:
+        """A broker call ended: what gathered meanwhile goes out now instead of waiting for its linger."""
+        self._calls.discard(task)
+        left = self._in_flight.get(addr, 1) - 1
+        if left > 0:
+            self._in_flight[addr] = left
+        else:
+            self._in_flight.pop(addr, None)
+        if addr in self._open:
+            self._flush(addr)
 
     async def _call(self, addr: str, units: list[_Unit]) -> None:
         requests = [r for u in units for r in u.requests]
