@@ -131,3 +131,27 @@ def test_subscription_parsing() -> None:
     assert sub.code_set == {java_string_hash("TagA"), java_string_hash("TagB")}
     with pytest.raises(SubscriptionParseError):
         SubscriptionData.build("||")
+
+
+@pytest.mark.parametrize("runs", [[3, 2, 4], [1, 7], [5, 5, 5]])
+def test_put_units_writes_what_unit_by_unit_puts_write(tmp_path: Path, runs: list[int]) -> None:
+    """Packed runs (across a file boundary every 4 units, and after a gap) equal unit-by-unit puts, byte for byte."""
+    queues = {name: ConsumeQueue("T", 0, tmp_path / name, 4) for name in ("runs", "units")}
+    phys, offset = 0, 0
+    try:
+        for n in runs:
+            units = [(phys + i * 100, 100, 7 + i) for i in range(n)]
+            queues["runs"].put_units(offset, units)
+            for i, (p, size, tags) in enumerate(units):
+                queues["units"].put_message_position_info(p, size, tags, offset + i)
+            phys += n * 100
+            offset += n + 1  # a gap of one queue offset: blank-filled by both
+        got = {name: [f.read(0, f.wrote_position) for f in q.mapped_file_queue.mapped_files] for name, q in queues.items()}
+        assert got["runs"] == got["units"]
+        assert queues["runs"].max_offset_in_queue == queues["units"].max_offset_in_queue == offset - 1
+        unit = queues["runs"].get_unit(runs[0] + 1)  # the first unit of the second run, after the gap
+        assert unit is not None
+        assert (unit.commit_log_offset, unit.size, unit.tags_code) == (runs[0] * 100, 100, 7)
+    finally:
+        for cq in queues.values():
+            cq.close()

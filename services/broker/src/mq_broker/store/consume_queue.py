@@ -17,6 +17,7 @@ below the CommitLog's min offset (:meth:`correct_min_offset`, :meth:`delete_expi
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -24,7 +25,8 @@ from mq_broker.store.config import CQ_UNIT_SIZE_BYTES
 from mq_broker.store.mapped_file import MappedFile
 from mq_broker.store.mapped_file_queue import MappedFileQueue
 
-CQ_UNIT: Final = struct.Struct(">qiq")
+_UNIT_FORMAT: Final = "qiq"
+CQ_UNIT: Final = struct.Struct(">" + _UNIT_FORMAT)
 assert CQ_UNIT.size == CQ_UNIT_SIZE_BYTES
 # ConsumeQueue#fillPreBlank writes (0, Integer.MAX_VALUE, 0) where units are missing.
 BLANK_UNIT_SIZE: Final = 0x7FFFFFFF
@@ -183,6 +185,28 @@ class ConsumeQueue:
         mfq.get_last_mapped_file(expect).append(CQ_UNIT.pack(commit_log_offset, size, tags_code))
         self.max_physic_offset = commit_log_offset + size
         return True
+
+    def put_units(self, first_queue_offset: int, units: Sequence[tuple[int, int, int]]) -> None:
+        """Append ``units`` ((commit log offset, size, tags code), CommitLog order) for consecutive queue offsets
+        from ``first_queue_offset``: one packed write when they directly follow the queue's end inside its last
+        file, else :meth:`put_message_position_info` for each. Event loop. Raises OSError (new file)."""
+        mfq = self.mapped_file_queue
+        last = mfq.last_mapped_file()
+        count = len(units)
+        expect = first_queue_offset * CQ_UNIT.size
+        if (
+            last is not None
+            and count > 1
+            and units[0][0] + units[0][1] > self.max_physic_offset
+            and last.file_from_offset + last.wrote_position == expect
+            and last.wrote_position + count * CQ_UNIT.size <= last.file_size_bytes
+        ):
+            last.append(struct.pack(">" + _UNIT_FORMAT * count, *(field for unit in units for field in unit)))
+            phys, size, _tags = units[-1]
+            self.max_physic_offset = phys + size
+            return
+        for i, (phys, size, tags) in enumerate(units):
+            self.put_message_position_info(phys, size, tags, first_queue_offset + i)
 
     # --- read path ------------------------------------------------------------------------------------------------
 

@@ -237,6 +237,27 @@ class DefaultMessageStore:
             request.commit_log_offset, request.msg_size, request.tags_code, request.queue_offset
         )
 
+    def _dispatch_batch(self, requests: Sequence[DispatchRequest]) -> None:
+        """CommitLogDispatcherBuildConsumeQueue for one put: the units of each queue written together (their
+        queue offsets are consecutive within one put, the CommitLog is single-writer)."""
+        by_queue: dict[tuple[str, int], list[DispatchRequest]] = {}
+        for request in requests:
+            key = (request.topic, request.queue_id)
+            group = by_queue.get(key)
+            if group is None:
+                by_queue[key] = [request]
+            else:
+                group.append(request)
+        for (topic, queue_id), group in by_queue.items():
+            cq = self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
+            if len(group) == 1 or group[-1].queue_offset - group[0].queue_offset != len(group) - 1:
+                for request in group:
+                    cq.put_message_position_info(
+                        request.commit_log_offset, request.msg_size, request.tags_code, request.queue_offset
+                    )
+                continue
+            cq.put_units(group[0].queue_offset, [(r.commit_log_offset, r.msg_size, r.tags_code) for r in group])
+
     def _dispatch_recovered(self, request: DispatchRequest) -> None:
         """Recovery: the ConsumeQueue unit, then the index entries of a record the index does not hold yet."""
         self._dispatch(request)
@@ -287,8 +308,7 @@ class DefaultMessageStore:
             return refused
         results, dispatches = self.commit_log.put_messages(batch, int(time.time() * 1000))
         try:
-            for request in dispatches:
-                self._dispatch(request)
+            self._dispatch_batch(dispatches)
         except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
             self._fail(f"consume queue dispatch failed: {exc}")
         if self.config.message_index_enable:
