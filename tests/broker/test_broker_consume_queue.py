@@ -146,7 +146,8 @@ def test_put_units_writes_what_unit_by_unit_puts_write(tmp_path: Path, runs: lis
                 queues["units"].put_message_position_info(p, size, tags, offset + i)
             phys += n * 100
             offset += n + 1  # a gap of one queue offset: blank-filled by both
-        got = {name: [f.read(0, f.wrote_position) for f in q.mapped_file_queue.mapped_files] for name, q in queues.items()}
+        files = {name: q.mapped_file_queue.mapped_files for name, q in queues.items()}
+        got = {name: [f.read(0, f.wrote_position) for f in mapped] for name, mapped in files.items()}
         assert got["runs"] == got["units"]
         assert queues["runs"].max_offset_in_queue == queues["units"].max_offset_in_queue == offset - 1
         unit = queues["runs"].get_unit(runs[0] + 1)  # the first unit of the second run, after the gap
