@@ -38,14 +38,25 @@ _RESOURCES = {
     "type": "object",
     "required": ["requests", "limits"],
     "properties": {
-        "requests": {"type": "object", "required": ["cpu", "memory"], "properties": {"cpu": _QUANTITY, "memory": _QUANTITY}},
-        "limits": {"type": "object", "required": ["cpu", "memory"], "properties": {"cpu": _QUANTITY, "memory": _QUANTITY}},
+        "requests": {
+            "type": "object",
+            "required": ["cpu", "memory"],
+            "properties": {"cpu": _QUANTITY, "memory": _QUANTITY},
+        },
+        "limits": {
+            "type": "object",
+            "required": ["cpu", "memory"],
+            "properties": {"cpu": _QUANTITY, "memory": _QUANTITY},
+        },
     },
 }
 _PROBE = {
     "type": "object",
     "additionalProperties": False,
-    "properties": {"periodSeconds": {"type": "integer", "minimum": 1}, "failureThreshold": {"type": "integer", "minimum": 1}},
+    "properties": {
+        "periodSeconds": {"type": "integer", "minimum": 1},
+        "failureThreshold": {"type": "integer", "minimum": 1},
+    },
 }
 _PDB = {
     "type": "object",
@@ -69,7 +80,10 @@ def config_schema(component: str) -> dict[str, Any]:
         if prop.get("type") == "array":  # StrList: a YAML list or one ','-separated string
             prop = {"description": prop["description"], "anyOf": [{"type": "array", "items": _STR}, _STR]}
         if name in TEMPLATE_CHECKED.get(component, set()):
-            prop = {"type": prop["type"], "description": prop["description"] + " Range checked by templates/validate.yaml."}
+            prop = {
+                "type": prop["type"],
+                "description": prop["description"] + " Range checked by templates/validate.yaml.",
+            }
         props[name] = prop
     return {"type": "object", "additionalProperties": False, "properties": props}
 
@@ -109,12 +123,19 @@ def _persistence() -> dict[str, Any]:
         "properties": {
             "storageClass": _STR,
             "size": {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|K|M|G|T|P)?$"},
-            "accessModes": {"type": "array", "minItems": 1, "items": {"enum": ["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]}},
+            "accessModes": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"enum": ["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]},
+            },
             "annotations": _MAP,
             "retentionPolicy": {
                 "type": "object",
                 "additionalProperties": False,
-                "properties": {"whenDeleted": {"enum": ["Retain", "Delete"]}, "whenScaled": {"enum": ["Retain", "Delete"]}},
+                "properties": {
+                    "whenDeleted": {"enum": ["Retain", "Delete"]},
+                    "whenScaled": {"enum": ["Retain", "Delete"]},
+                },
             },
         },
     }

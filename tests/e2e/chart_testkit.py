@@ -101,7 +101,19 @@ def run_checkov(rendered: dict[str, Rendered], rendered_dir: Path) -> dict[str, 
     uv = shutil.which("uv")
     assert uv is not None, "uv is needed to run checkov (uv tool run): checkov is not a project dependency"
     files = [r.path for r in rendered.values()]
-    cmd = [uv, "tool", "run", "--from", "checkov", "checkov", "--skip-download", "--framework", "kubernetes", "-o", "json"]
+    cmd = [
+        uv,
+        "tool",
+        "run",
+        "--from",
+        "checkov",
+        "checkov",
+        "--skip-download",
+        "--framework",
+        "kubernetes",
+        "-o",
+        "json",
+    ]
     for f in files:
         cmd += ["-f", str(f)]
     env = {**os.environ, "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true", "BC_SKIP_MAPPING": "TRUE"}
@@ -111,7 +123,9 @@ def run_checkov(rendered: dict[str, Rendered], rendered_dir: Path) -> dict[str, 
     assert proc.returncode in (0, 1), proc.stderr[-4000:]
     report = json.loads(proc.stdout)
     reports = report if isinstance(report, list) else [report]
-    by_file: dict[str, dict[str, Any]] = {r.name: {"passed": [], "failed": [], "skipped": []} for r in rendered.values()}
+    by_file: dict[str, dict[str, Any]] = {
+        r.name: {"passed": [], "failed": [], "skipped": []} for r in rendered.values()
+    }
     for rep in reports:
         for state in ("passed", "failed", "skipped"):
             for check in rep["results"][f"{state}_checks"]:

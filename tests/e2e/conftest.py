@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +51,8 @@ def checkov_report(rendered: dict[str, Rendered], rendered_dir: Path) -> dict[st
 
 
 @pytest.fixture
-def chart_copy(tmp_path: Path) -> Iterator[Path]:
+def chart_copy(tmp_path: Path) -> Path:
     """A scratch copy of the chart, for tests that add files (dashboards, rules)."""
     dest = tmp_path / "pyrocketmq"
     shutil.copytree(CHART, dest)
-    yield dest
+    return dest

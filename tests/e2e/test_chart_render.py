@@ -40,7 +40,9 @@ def test_every_value_set_renders_the_topology(rendered: dict[str, Rendered]) -> 
         kinds = {d["kind"] for d in r.docs}
         assert kinds >= {"StatefulSet", "Deployment", "Service", "ConfigMap", "NetworkPolicy", "ServiceAccount"}, name
         groups = load_values(name).get("broker", {}).get("groups", [{"name": "broker-a"}])
-        brokers = [d for d in r.kind("StatefulSet") if d["metadata"]["labels"]["app.kubernetes.io/component"] == "broker"]
+        brokers = [
+            d for d in r.kind("StatefulSet") if d["metadata"]["labels"]["app.kubernetes.io/component"] == "broker"
+        ]
         assert sorted(d["metadata"]["name"] for d in brokers) == sorted(f"mq-broker-{g['name']}" for g in groups)
     assert len([d for d in rendered["production"].kind("StatefulSet") if "broker" in d["metadata"]["name"]]) == 3
 
