@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from typing import Final
 
 from mq.broker.v1 import broker_pb2_grpc
 from mq_common.codec import host_to_bytes
@@ -25,6 +26,8 @@ from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.settings import BrokerSettings
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
 from mq_broker.topic_config import TopicConfigManager
+
+STORE_IP_RETRY_INTERVAL_S: Final = 1.0
 
 log = get_logger("mq_broker.controller")
 
@@ -63,7 +66,7 @@ class BrokerController:
         s = self.settings
         self.port = server.bind(s.listen_host, s.listen_port)
         try:
-            store_host = host_to_bytes(s.store_ip(), self.port)
+            store_host = host_to_bytes(await resolve_store_ip(s), self.port)
         except ValueError as exc:
             raise RuntimeError(str(exc)) from exc
         store = DefaultMessageStore(s.message_store_config(), store_host)
@@ -153,3 +156,21 @@ class BrokerController:
             await asyncio.to_thread(self.store.shutdown)
         await self.namesrv_client.close()
         log.info("broker_stopped", broker_name=self.settings.broker_name, port=self.port)
+
+
+async def resolve_store_ip(settings: BrokerSettings, retry_interval_s: float = STORE_IP_RETRY_INTERVAL_S) -> str:
+    """``settings.store_ip()``, retried every ``retry_interval_s`` for up to broker_ip_resolve_wait_ms while the
+    name does not resolve (a Kubernetes pod's DNS record appears shortly after the pod starts). Event loop; the
+    lookups run in a worker thread. Raises ValueError when it still does not resolve.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.broker_ip_resolve_wait_ms / 1000
+    while True:
+        try:
+            return await asyncio.to_thread(settings.store_ip)
+        except ValueError as exc:
+            left_s = deadline - loop.time()
+            if left_s <= 0:
+                raise
+            log.warning("broker_ip_unresolved", broker_ip=settings.broker_ip, error=str(exc), wait_left_s=left_s)
+            await asyncio.sleep(min(retry_interval_s, left_s))

@@ -38,6 +38,12 @@ class BrokerSettings(ServiceSettings):
         min_length=1,
         description="BrokerConfig.brokerIP1: the host advertised to name servers and written as STOREHOST.",
     )
+    broker_ip_resolve_wait_ms: int = Field(
+        default=60_000,
+        ge=0,
+        description="How long start-up retries resolving a DNS-name broker_ip (a StatefulSet pod's record appears "
+        "after the pod starts), ms; 0 fails at once.",
+    )
     namesrv_addr: str = Field(
         default="127.0.0.1:9876",
         description="BrokerConfig.namesrvAddr: ';'-separated host:port list; empty registers nowhere.",
