@@ -188,9 +188,26 @@ def test_linger_is_bounded() -> None:
         coalescer(ScriptedBrokerTransport(), linger_ms=5)
 
 
+class SlowTransport(ScriptedBrokerTransport):
+    """Every broker call takes BROKER_CALL_S of real time, like a round trip to a real broker."""
+
+    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
+        await asyncio.sleep(BROKER_CALL_S)
+        return await super().send_message(addr, request, timeout_ms)
+
+    async def send_batch(
+        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
+    ) -> list[BrokerSendResponse]:
+        await asyncio.sleep(BROKER_CALL_S)
+        return await super().send_batch(addr, requests, timeout_ms)
+
+
+BROKER_CALL_S = 0.005
+
+
 @pytest.fixture
 async def gateway() -> AsyncIterator[tuple[GatewayController, ScriptedBrokerTransport, grpc.aio.Channel]]:
-    transport = ScriptedBrokerTransport()
+    transport = SlowTransport()
     ns = InMemoryNameServer({"T": make_route({"broker-a": 4, "broker-b": 4}, addrs={"broker-a": A, "broker-b": B})})
     controller = GatewayController(
         GatewaySettings(listen_port=0, coalesce_linger_ms=2.0), namesrv=ns, transport=transport
