@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -37,6 +44,8 @@ MESSAGE_SIZE_BUCKETS_BYTES: Final = (1024.0, 4096.0, 512 * 1024.0, 1024 * 1024.0
 BATCH_SIZE_BUCKETS: Final = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0)
 
 M = TypeVar("M", Counter, Gauge, Histogram)
+
+disable_created_metrics()  # no *_created series: one process per service, counters start with it
 
 
 @dataclass(frozen=True, slots=True)
