@@ -75,8 +75,10 @@ class GatewayMetrics(ServiceMetrics):
             ("protocol_type", "method", "response_code"),
             buckets=LATENCY_BUCKETS_MS,
         )
-        for mode in MODES:  # series exist from the start (rate() over a fresh counter works at once)
+        for mode in MODES:  # series exist from the start (rate() and ratios over fresh counters work at once)
             self.rejections.child(mode).inc(0)
+            for result in ("success", "failure"):
+                self.messages.child(mode, result).inc(0)
         self.retries.child("SYSTEM_ERROR").inc(0)
 
     def observe_rpc(self, method: str, response_code: str, elapsed_ms: float) -> None:
