@@ -45,7 +45,7 @@ BATCH_SIZE_BUCKETS: Final = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0,
 
 M = TypeVar("M", Counter, Gauge, Histogram)
 
-disable_created_metrics()  # no *_created series: one process per service, counters start with it
+disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created series: one process per service, counters start with it
 
 
 @dataclass(frozen=True, slots=True)
