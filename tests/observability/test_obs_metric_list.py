@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -10,10 +11,13 @@ import structlog
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+from mq_client.remoting import BrokerSendRequest, BrokerSendResponse
+from mq_common.errors import RETRIABLE_BROKER_CODES, RemotingError
 from mq_common.grpc_server import CHANNEL_OPTIONS, ServiceServer
 from mq_common.metrics import OTHER_TOPIC, NodeIdentity, TopicLabels
 from mq_common.request_context import REQUEST_ID_METADATA_KEY, RequestContextInterceptor, current_request_id
-from mq_gateway.metrics import GatewayMetrics
+from mq_common.response_code import ResponseCode
+from mq_gateway.metrics import GatewayMetrics, ObservedTransport
 from mq_namesrv.metrics import NamesrvMetrics
 from mq_namesrv.route_info_manager import RouteInfoManager
 from obs_testkit import check_exposition, expected_for
@@ -129,3 +133,40 @@ async def test_request_id_from_metadata_is_bound_and_rpc_observed(tmp_path: Path
     assert len(seen[1][0]) == 16
     assert seen[1][0] == seen[1][1]
     assert observed == [("SendOneway", "MESSAGE_ILLEGAL")] * 2
+
+
+class _FakeBroker:
+    """A BrokerTransport answering fixed codes, or raising."""
+
+    def __init__(self, codes: list[int], error: Exception | None = None) -> None:
+        self.codes = codes
+        self.error = error
+
+    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
+        return (await self.send_batch(addr, [request], timeout_ms))[0]
+
+    async def send_batch(
+        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
+    ) -> list[BrokerSendResponse]:
+        if self.error is not None:
+            raise self.error
+        return [BrokerSendResponse(c, "", "", 0, -1) for c in self.codes[: len(requests)]]
+
+
+async def test_observed_transport_counts_batch_sizes_and_retriable_failures() -> None:
+    metrics = GatewayMetrics(NodeIdentity("c1", "proxy", "gw"), max_topics=10)
+    request = BrokerSendRequest("g", "t", 0, 0, 0, 0, "", b"x")
+    codes = [0, ResponseCode.SYSTEM_BUSY, ResponseCode.MESSAGE_ILLEGAL, ResponseCode.SYSTEM_BUSY]
+    await ObservedTransport(_FakeBroker(codes), metrics, RETRIABLE_BROKER_CODES).send_batch("b", [request] * 4, 1000)
+    failing = ObservedTransport(_FakeBroker([], RemotingError("down")), metrics, RETRIABLE_BROKER_CODES)
+    with pytest.raises(RemotingError):
+        await failing.send_batch("b", [request] * 3, 1000)
+    got = {
+        (s.name, s.labels.get("reason", s.labels.get("result", ""))): s.value
+        for f in text_string_to_metric_families(metrics.exposition().decode())
+        for s in f.samples
+    }
+    assert got[("mq_gateway_send_retries_total", "SYSTEM_BUSY")] == 2
+    assert got[("mq_gateway_send_retries_total", ResponseCode.name_of(RemotingError("x").code))] == 3
+    assert got[("mq_gateway_coalesced_batch_messages_sum", "")] == 7
+    assert got[("mq_gateway_broker_call_latency_ms_count", "error")] == 1

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from mq_common.codec import NAME_VALUE_SEPARATOR
+from mq_common.codec import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from mq_common.constants import MessageConst, MessageSysFlag
 from mq_common.metrics import (
     BATCH_SIZE_BUCKETS,
@@ -49,20 +49,31 @@ if TYPE_CHECKING:
 
 PRODUCER_CONNECTION_WINDOW_S: Final = 60.0
 _STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
-_FIFO_MARK: Final = MessageConst.SHARDING_KEY + NAME_VALUE_SEPARATOR
-_DELAY_MARK: Final = MessageConst.DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR
+_PUT_OK: Final = PutMessageStatus.PUT_OK
+_FIFO_MARK: Final = PROPERTY_SEPARATOR + MessageConst.SHARDING_KEY + NAME_VALUE_SEPARATOR
+_DELAY_MARK: Final = PROPERTY_SEPARATOR + MessageConst.DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR
+_TX: Final = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)  # a plain int: IntFlag & costs a Python call
 
 
 def message_type(msg: MessageExtBrokerInner) -> str:
     """RocketMQ 5's TopicMessageType metrics value: transaction, fifo (sharding key), delay, else normal."""
-    if msg.sys_flag & MessageSysFlag.TRANSACTION_PREPARED_TYPE:
+    if msg.sys_flag & _TX:
         return "transaction"
-    props = msg.properties_string
+    props = PROPERTY_SEPARATOR + msg.properties_string
     if _FIFO_MARK in props:
         return "fifo"
     if _DELAY_MARK in props:
         return "delay"
     return "normal"
+
+
+def _all_normal(batch: Sequence[MessageExtBrokerInner]) -> bool:
+    """True when no message of ``batch`` is transactional, ordered or delayed (C-speed scans, no Python loop
+    body per message beyond the flag test)."""
+    if any(m.sys_flag & _TX for m in batch):
+        return False
+    joined = PROPERTY_SEPARATOR + PROPERTY_SEPARATOR.join([m.properties_string for m in batch])
+    return _FIFO_MARK not in joined and _DELAY_MARK not in joined
 
 
 class BrokerMetrics(ServiceMetrics):
@@ -121,15 +132,15 @@ class BrokerMetrics(ServiceMetrics):
         self.put_latency.observe(elapsed_ms)
         if peer_host:
             self._peers[peer_host] = time.monotonic()
-        sizes: dict[tuple[str, str], list[int]] = {}
-        for msg, result in zip(batch, results, strict=True):
-            if result.status in _STORED:
-                key = (msg.topic, message_type(msg))
-                found = sizes.get(key)
-                if found is None:
-                    sizes[key] = [len(msg.body)]
-                else:
-                    found.append(len(msg.body))
+        if all(r.status is _PUT_OK for r in results):
+            stored = batch
+        else:
+            stored = [m for m, r in zip(batch, results, strict=True) if r.status in _STORED]
+        topics = {m.topic for m in stored}
+        if len(topics) == 1 and _all_normal(stored):  # the common case: one group, no per-message dict work
+            sizes = {(topics.pop(), "normal"): [len(m.body) for m in stored]}
+        else:
+            sizes = _group_sizes(stored)
         topic_label = self.topic
         for (topic, mtype), lengths in sizes.items():
             label = topic_label(topic)
@@ -195,6 +206,18 @@ class BrokerMetrics(ServiceMetrics):
             else:
                 self._peers.pop(peer, None)
         return float(live)
+
+
+def _group_sizes(stored: Sequence[MessageExtBrokerInner]) -> dict[tuple[str, str], list[int]]:
+    sizes: dict[tuple[str, str], list[int]] = {}
+    for msg in stored:
+        key = (msg.topic, message_type(msg))
+        found = sizes.get(key)
+        if found is None:
+            sizes[key] = [len(msg.body)]
+        else:
+            found.append(len(msg.body))
+    return sizes
 
 
 def _dir_bytes(root: Path) -> float:

@@ -24,7 +24,7 @@ from mq_common.request_context import RequestContextInterceptor
 
 from mq_gateway.coalescer import CoalescingBrokerTransport
 from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
-from mq_gateway.metrics import GatewayMetrics, ObservedNameServer, ObservedTransport, RetryCountingHook
+from mq_gateway.metrics import GatewayMetrics, ObservedNameServer, ObservedTransport
 from mq_gateway.settings import GatewaySettings
 
 log = get_logger("mq_gateway.controller")
@@ -49,15 +49,13 @@ def producer_config(settings: GatewaySettings) -> ProducerConfig:
     )
 
 
-def producer_hooks(settings: GatewaySettings, metrics: GatewayMetrics | None = None) -> ProducerHooks:
-    """The topic allow/deny list (when either is set), the ``hook_plugins``, then (with ``metrics``) the retry
-    counting hook, in that order. Raises ValueError / ImportError / TypeError for a plugin that cannot be built."""
+def producer_hooks(settings: GatewaySettings) -> ProducerHooks:
+    """The topic allow/deny list (when either is set) then the ``hook_plugins``, in that order.
+    Raises ValueError / ImportError / TypeError for a plugin that cannot be built."""
     plugins: list[object] = []
     if settings.topic_allow_list or settings.topic_deny_list:
         plugins.append(TopicAccessList(settings.topic_allow_list, settings.topic_deny_list))
     plugins.extend(load_hook(spec) for spec in settings.hook_plugins)
-    if metrics is not None:
-        plugins.append(RetryCountingHook(metrics, producer_config(settings).retry_response_codes))
     return ProducerHooks.of(plugins)
 
 
@@ -104,7 +102,7 @@ class GatewayController:
         inner: BrokerTransport = transport if transport is not None else BrokerClient(pool)
         lookup: NameServerLookup = namesrv if namesrv is not None else NameServerClient(settings.namesrv_addrs(), pool)
         if self.metrics is not None:
-            inner = ObservedTransport(inner, self.metrics)
+            inner = ObservedTransport(inner, self.metrics, producer_config(settings).retry_response_codes)
             lookup = ObservedNameServer(lookup, self.metrics)
         if settings.coalesce_enable:
             self.coalescer = CoalescingBrokerTransport(
@@ -124,7 +122,7 @@ class GatewayController:
             producer_config(settings),
             lookup,
             coalescer or inner,
-            hooks=producer_hooks(settings, self.metrics),
+            hooks=producer_hooks(settings),
             on_shutdown=close,
         )
 
