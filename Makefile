@@ -21,6 +21,12 @@ java:
 	  echo "installing a Java runtime for Spark (openjdk-17-jre-headless)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
 
+.PHONY: prometheus
+prometheus:
+	@{ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || { \
+	  echo "installing Prometheus and promtool (Debian package prometheus)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
+
 .PHONY: sync
 sync: uv ## Create .venv with every workspace member and the dev tools
 	$(UV) sync --frozen
@@ -52,7 +58,7 @@ lint: sync proto-lint ## buf lint, ruff, ruff format, mypy --strict, import rule
 	$(UV) run --frozen lint-imports
 
 .PHONY: test
-test: sync java lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
+test: sync java prometheus lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
 	$(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
 
 .PHONY: run
@@ -76,10 +82,11 @@ chaos: sync ## kill -9 a SYNC_FLUSH broker under 32 senders, 20 rounds per confi
 	MQ_CHAOS_ROUNDS=20 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
 .PHONY: bench
-bench: sync java ## Store, gateway (vs NATS JetStream) and Spark-vs-plain-sender benchmarks; JSON in bench-results/
+bench: sync java ## Store, gateway (vs NATS JetStream), Spark-vs-plain-sender and metrics-overhead benchmarks; JSON in bench-results/
 	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json
 	$(UV) run --frozen python tests/bench/bench_gateway.py --out bench-results/gateway.json
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python tests/bench/bench_spark.py --out bench-results/spark.json
+	$(UV) run --frozen python tests/bench/bench_observability.py --out bench-results/observability.json
 
 .PHONY: e2e
 e2e: uv ## Helm chart: render with a real Helm engine, strict lint, Kubernetes schema validation

@@ -33,6 +33,7 @@ from mq_common.errors import (
     error_for_code,
 )
 from mq_common.grpc_server import CHANNEL_OPTIONS
+from mq_common.request_context import outgoing_metadata
 from mq_common.response_code import ResponseCode
 
 from mq_client.route import (
@@ -484,7 +485,9 @@ class BrokerClient:
 
     async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
         """SEND_MESSAGE: one message; the business code is returned, not raised."""
-        call = self._stub(addr).SendMessage(_send_request_to_proto(request), timeout=_seconds(timeout_ms))
+        call = self._stub(addr).SendMessage(
+            _send_request_to_proto(request), timeout=_seconds(timeout_ms), metadata=outgoing_metadata()
+        )
         return _send_response_from_proto(await _invoke(call, addr))
 
     async def send_batch(
@@ -494,7 +497,8 @@ class BrokerClient:
 
         Raises RemotingError when the broker answers with a different number of responses."""
         batch = broker_pb2.SendBatchRequest(requests=[_send_request_to_proto(r) for r in requests])
-        resp = await _invoke(self._stub(addr).SendBatch(batch, timeout=_seconds(timeout_ms)), addr)
+        call = self._stub(addr).SendBatch(batch, timeout=_seconds(timeout_ms), metadata=outgoing_metadata())
+        resp = await _invoke(call, addr)
         if len(resp.responses) != len(requests):
             raise RemotingError(f"{addr}: {len(resp.responses)} responses for {len(requests)} sends")
         return [_send_response_from_proto(r) for r in resp.responses]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Final
 
 import grpc
@@ -36,11 +36,12 @@ class ServiceServer:
     """An aio server plus its health servicer.
 
     ``service_names`` are the full proto service names (``mq.broker.v1.Broker``); they are registered for
-    reflection and marked SERVING by :meth:`start`, NOT_SERVING by :meth:`stop`.
+    reflection and marked SERVING by :meth:`start`, NOT_SERVING by :meth:`stop`. ``interceptors`` wrap every
+    call (e.g. mq_common.request_context.RequestContextInterceptor: request ids, RPC latency).
     """
 
-    def __init__(self, service_names: Iterable[str]) -> None:
-        self.server = grpc.aio.server(options=SERVER_OPTIONS)
+    def __init__(self, service_names: Iterable[str], interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
+        self.server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=list(interceptors) or None)
         self.health = health.aio.HealthServicer()
         self.service_names = list(service_names)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

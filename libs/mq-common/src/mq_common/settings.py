@@ -44,6 +44,9 @@ class ServiceSettings(BaseSettings):
 
     listen_host: str = Field(default="127.0.0.1", description="Address the gRPC server binds.")
     metrics_port: int = Field(default=0, ge=0, le=65535, description="Prometheus /metrics port; 0 disables.")
+    metrics_max_topics: int = Field(
+        default=256, ge=0, description="Distinct topic label values per metric; later topics count as '_other'."
+    )
     cluster_name: str = Field(default="DefaultCluster", description="RocketMQ brokerClusterName.")
     log_level: str = Field(default="INFO", description="structlog level: DEBUG, INFO, WARNING, ERROR.")
     log_json: bool = Field(default=True, description="JSON log lines (false: console renderer).")

@@ -45,6 +45,8 @@ class ClusterSpec:
     ``broker_env`` / ``gateway_env`` / ``namesrv_env`` add or override service settings (e.g. a small
     ``MQ_BROKER_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES`` for tests); ``common_env`` goes to every service.
     ``gateway_module`` is the module run as the gateway (tests may wrap ``mq_gateway.main``).
+    ``metrics_ports`` serves Prometheus ``/metrics`` of a service on 127.0.0.1: keys ``"namesrv"``, a broker
+    name (``"broker-a"``) or ``"gateway"``; a service not named keeps metrics off.
     """
 
     data_dir: Path
@@ -60,6 +62,7 @@ class ClusterSpec:
     broker_env: Mapping[str, str] = field(default_factory=dict)
     gateway_env: Mapping[str, str] = field(default_factory=dict)
     gateway_module: str = GATEWAY_MODULE
+    metrics_ports: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def broker_names(self) -> tuple[str, ...]:
@@ -69,13 +72,17 @@ class ClusterSpec:
         return self.data_dir / name / "store"
 
 
-def _service_env(spec: ClusterSpec, prefix: str, own: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+def _service_env(
+    spec: ClusterSpec, prefix: str, own: Mapping[str, str], extra: Mapping[str, str], service: str
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
     env.update(spec.common_env)
     env["PYTHONUNBUFFERED"] = "1"
     env[f"{prefix}LISTEN_HOST"] = LOCAL_HOST
     env[f"{prefix}CLUSTER_NAME"] = spec.cluster_name
     env[f"{prefix}LOG_LEVEL"] = spec.log_level
+    if service in spec.metrics_ports:
+        env[f"{prefix}METRICS_PORT"] = str(spec.metrics_ports[service])
     env.update(own)
     env.update(extra)
     return env
@@ -83,7 +90,7 @@ def _service_env(spec: ClusterSpec, prefix: str, own: Mapping[str, str], extra: 
 
 def namesrv_env(spec: ClusterSpec) -> dict[str, str]:
     own = {"MQ_NAMESRV_LISTEN_PORT": str(spec.ports.namesrv_port)}
-    return _service_env(spec, "MQ_NAMESRV_", own, spec.namesrv_env)
+    return _service_env(spec, "MQ_NAMESRV_", own, spec.namesrv_env, "namesrv")
 
 
 def broker_env(spec: ClusterSpec, index: int) -> dict[str, str]:
@@ -96,7 +103,7 @@ def broker_env(spec: ClusterSpec, index: int) -> dict[str, str]:
         "MQ_BROKER_FLUSH_DISK_TYPE": spec.flush_disk_type,
         "MQ_BROKER_AUTO_CREATE_TOPIC_ENABLE": "true" if spec.auto_create_topic_enable else "false",
     }
-    return _service_env(spec, "MQ_BROKER_", own, spec.broker_env)
+    return _service_env(spec, "MQ_BROKER_", own, spec.broker_env, name)
 
 
 def gateway_env(spec: ClusterSpec) -> dict[str, str]:
@@ -104,7 +111,7 @@ def gateway_env(spec: ClusterSpec) -> dict[str, str]:
         "MQ_GATEWAY_LISTEN_PORT": str(spec.ports.gateway_port),
         "MQ_GATEWAY_NAMESRV_ADDR": spec.ports.namesrv_addr,
     }
-    return _service_env(spec, "MQ_GATEWAY_", own, spec.gateway_env)
+    return _service_env(spec, "MQ_GATEWAY_", own, spec.gateway_env, "gateway")
 
 
 class LocalCluster:

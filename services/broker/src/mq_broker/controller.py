@@ -17,9 +17,12 @@ from mq_common.codec import host_to_bytes
 from mq_common.constants import PermName
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
+from mq_common.metrics import NodeIdentity
+from mq_common.request_context import RequestContextInterceptor
 
 from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer, GrpcNamesrvClient
+from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.registration import BrokerRegistrar, BrokerRegistration, NamesrvClient
 from mq_broker.send_processor import SendMessageProcessor
@@ -44,6 +47,13 @@ class BrokerController:
         self.topics: TopicConfigManager | None = None
         self.send_processor: SendMessageProcessor | None = None
         self.registrar: BrokerRegistrar | None = None
+        self.metrics: BrokerMetrics | None = None
+        if settings.metrics_port:
+            self.metrics = BrokerMetrics(
+                NodeIdentity(settings.cluster_name, "broker", settings.broker_name),
+                max_topics=settings.metrics_max_topics,
+                flush_disk_type=str(settings.flush_disk_type),
+            )
         self._stopped = False
 
     @property
@@ -54,11 +64,14 @@ class BrokerController:
         """Start everything; returns the bound port. Raises RuntimeError (bind failure, StoreStartError, bad
         broker_ip, malformed topics.json).
         """
-        server = ServiceServer([SERVICE_NAME])
+        observe = self.metrics.observe_rpc if self.metrics is not None else None
+        server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe)])
         try:
             await self._start_on(server)
         except BaseException:
             await server.stop(0)
+            if self.metrics is not None:
+                await asyncio.to_thread(self.metrics.stop_server)
             raise
         return self.port
 
@@ -86,6 +99,7 @@ class BrokerController:
             raise StoreStartError(str(exc)) from exc
         self.topics = topics
         self._build_processors(server, store, topics)
+        self._start_metrics(store, topics)
         await server.start()
         self.server = server
         self._start_registration(topics)
@@ -103,6 +117,21 @@ class BrokerController:
         pull = PullMessageProcessor(store, topics, broker_permission=s.broker_permission, broker_ip=s.broker_ip)
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
         broker_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(self.send_processor, pull, admin), server.server)
+
+    def _start_metrics(self, store: DefaultMessageStore, topics: TopicConfigManager) -> None:
+        """Hook the metrics into the store and the send path and serve /metrics (RuntimeError: port busy)."""
+        metrics = self.metrics
+        if metrics is None:
+            return
+        metrics.bind(store, topics)
+        if store.flush_service is not None:
+            store.flush_service.observer = metrics
+        assert self.send_processor is not None
+        self.send_processor.metrics = metrics
+        try:
+            metrics.start_server(self.settings.listen_host, self.settings.metrics_port)
+        except OSError as exc:
+            raise RuntimeError(f"cannot serve metrics on port {self.settings.metrics_port}: {exc}") from exc
 
     def _start_registration(self, topics: TopicConfigManager) -> None:
         s = self.settings
@@ -155,6 +184,8 @@ class BrokerController:
         if self.store is not None:
             await asyncio.to_thread(self.store.shutdown)
         await self.namesrv_client.close()
+        if self.metrics is not None:
+            await asyncio.to_thread(self.metrics.stop_server)
         log.info("broker_stopped", broker_name=self.settings.broker_name, port=self.port)
 
 

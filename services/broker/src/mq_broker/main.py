@@ -23,6 +23,7 @@ def _describe(settings: BrokerSettings, controller: BrokerController) -> dict[st
         "namesrv_addr": settings.namesrv_addr,
         "store_path_root_dir": str(settings.store_path_root_dir),
         "flush_disk_type": str(settings.flush_disk_type),
+        "metrics_port": controller.metrics.port if controller.metrics is not None else 0,
         "last_exit_ok": store.last_exit_ok if store is not None else None,
     }
 

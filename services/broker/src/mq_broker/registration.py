@@ -108,7 +108,15 @@ class BrokerRegistrar:
         except Exception as exc:  # any failure: log, retry next round
             log.warning("register_broker_failed", namesrv_addr=addr, error=str(exc))
             return False
-        log.debug("register_broker_ok", namesrv_addr=addr, topics=len(registration.topic_configs))
+        if not self.last_results.get(addr, False):  # first success, or back after failures
+            log.info(
+                "broker_registered",
+                namesrv_addr=addr,
+                broker_name=registration.broker_name,
+                topics=len(registration.topic_configs),
+            )
+        else:
+            log.debug("register_broker_ok", namesrv_addr=addr, topics=len(registration.topic_configs))
         return True
 
     async def stop(self) -> None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from mq_common.codec import (
     NAME_VALUE_SEPARATOR,
@@ -52,6 +53,9 @@ from mq_broker.store.message import (
 )
 from mq_broker.store.message_store import DefaultMessageStore
 from mq_broker.topic_config import TopicConfig, TopicConfigManager
+
+if TYPE_CHECKING:
+    from mq_broker.metrics import BrokerMetrics
 
 # RocketMQ up to 5.3 answers an out-of-range queue id with SYSTEM_ERROR (retriable: the producer picks another
 # queue); apache/rocketmq#9027 (Dec 2024) switched it to INVALID_PARAMETER.
@@ -119,6 +123,7 @@ class SendMessageProcessor:
         self.max_message_size_bytes = max_message_size_bytes
         self.accepting = True
         self._random = random.Random()
+        self.metrics: BrokerMetrics | None = None
 
     def stop_accepting(self) -> None:
         """Later sends get SERVICE_NOT_AVAILABLE (SIGTERM, first step)."""
@@ -143,7 +148,10 @@ class SendMessageProcessor:
                 uniq_keys.append(uniq_key)
                 positions.append(i)
         if inners:
+            begin = time.perf_counter()
             results = await self.store.put_messages(inners)
+            if self.metrics is not None:
+                self.metrics.on_put(inners, results, (time.perf_counter() - begin) * 1000.0, peer_host)
             for i, inner, uniq_key, result in zip(positions, inners, uniq_keys, results, strict=True):
                 replies[i] = self._reply_for(result, inner, uniq_key)
         out = [r for r in replies if r is not None]

@@ -11,8 +11,11 @@ import contextlib
 
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
+from mq_common.metrics import NodeIdentity
+from mq_common.request_context import RequestContextInterceptor
 
 from mq_namesrv.grpc_api import SERVICE_NAME, NameServerServicer, add_to_server
+from mq_namesrv.metrics import NamesrvMetrics
 from mq_namesrv.route_info_manager import Clock, RouteInfoManager, system_clock_ms
 from mq_namesrv.settings import NamesrvSettings
 
@@ -25,7 +28,12 @@ class NamesrvController:
     def __init__(self, settings: NamesrvSettings, clock: Clock = system_clock_ms) -> None:
         self.settings = settings
         self.route_info_manager = RouteInfoManager(clock, settings.broker_channel_expired_ms)
-        self.server = ServiceServer([SERVICE_NAME])
+        self.metrics: NamesrvMetrics | None = None
+        if settings.metrics_port:
+            node = NodeIdentity(settings.cluster_name, "namesrv", f"{settings.listen_host}:{settings.listen_port}")
+            self.metrics = NamesrvMetrics(node, self.route_info_manager, max_topics=settings.metrics_max_topics)
+        observe = self.metrics.observe_rpc if self.metrics is not None else None
+        self.server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe)])
         add_to_server(NameServerServicer(self.route_info_manager), self.server.server)
         self._scan_task: asyncio.Task[None] | None = None
 
@@ -44,6 +52,12 @@ class NamesrvController:
 
         Raises RuntimeError when the port cannot be bound."""
         port = self.server.bind(self.settings.listen_host, self.settings.listen_port)
+        if self.metrics is not None:
+            try:
+                self.metrics.start_server(self.settings.listen_host, self.settings.metrics_port)
+            except OSError as exc:
+                await self.server.stop(0)
+                raise RuntimeError(f"cannot serve metrics on port {self.settings.metrics_port}: {exc}") from exc
         await self.server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="scan-not-active-broker")
         return port
@@ -53,7 +67,9 @@ class NamesrvController:
         while True:
             await asyncio.sleep(interval_s)
             try:
-                self.route_info_manager.scan_not_active_broker()
+                expired = self.route_info_manager.scan_not_active_broker()
+                if expired and self.metrics is not None:
+                    self.metrics.expirations.inc(len(expired))
             except Exception:
                 log.exception("scan_not_active_broker_failed")
 
@@ -66,3 +82,5 @@ class NamesrvController:
             self._scan_task = None
         grace = self.settings.shutdown_grace_ms / 1000.0 if grace_s is None else grace_s
         await self.server.stop(grace)
+        if self.metrics is not None:
+            await asyncio.to_thread(self.metrics.stop_server)

@@ -14,8 +14,9 @@ from mq_namesrv.controller import NamesrvController
 from mq_namesrv.settings import NamesrvSettings
 
 
-def _describe(settings: NamesrvSettings, _controller: NamesrvController) -> dict[str, object]:
+def _describe(settings: NamesrvSettings, controller: NamesrvController) -> dict[str, object]:
     return {
+        "metrics_port": controller.metrics.port if controller.metrics is not None else 0,
         "scan_not_active_broker_interval_ms": settings.scan_not_active_broker_interval_ms,
         "broker_channel_expired_ms": settings.broker_channel_expired_ms,
     }

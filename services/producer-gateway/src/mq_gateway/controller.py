@@ -5,6 +5,8 @@ Mirrors the 5.x proxy's ProxyStartup/ProducerProcessor wiring. Everything runs o
 
 from __future__ import annotations
 
+import asyncio
+
 from mq_client.producer import (
     BrokerTransport,
     DefaultMQProducer,
@@ -17,9 +19,12 @@ from mq_client.producer import (
 from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
+from mq_common.metrics import NodeIdentity
+from mq_common.request_context import RequestContextInterceptor
 
 from mq_gateway.coalescer import CoalescingBrokerTransport
 from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
+from mq_gateway.metrics import GatewayMetrics, ObservedNameServer, ObservedTransport
 from mq_gateway.settings import GatewaySettings
 
 log = get_logger("mq_gateway.controller")
@@ -73,13 +78,21 @@ class GatewayController:
     ) -> None:
         self.settings = settings
         self.coalescer: CoalescingBrokerTransport | None = None
+        self.metrics: GatewayMetrics | None = None
+        if settings.metrics_port:
+            node_id = f"{settings.listen_host}:{settings.listen_port}"
+            self.metrics = GatewayMetrics(
+                NodeIdentity(settings.cluster_name, "proxy", node_id), max_topics=settings.metrics_max_topics
+            )
         self.producer = producer or self._build_producer(namesrv, transport)
-        self.server = ServiceServer([SERVICE_NAME])
+        observe = self.metrics.observe_rpc if self.metrics is not None else None
+        self.server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe, generate=True)])
         servicer = ProducerGatewayServicer(
             self.producer,
             max_send_timeout_ms=settings.max_send_msg_timeout_ms,
             max_batch_messages=settings.max_batch_messages,
             max_stream_in_flight=settings.stream_max_unacked_messages,
+            metrics=self.metrics,
         )
         add_to_server(servicer, self.server.server)
 
@@ -87,6 +100,10 @@ class GatewayController:
         settings = self.settings
         pool = ChannelPool()
         inner: BrokerTransport = transport if transport is not None else BrokerClient(pool)
+        lookup: NameServerLookup = namesrv if namesrv is not None else NameServerClient(settings.namesrv_addrs(), pool)
+        if self.metrics is not None:
+            inner = ObservedTransport(inner, self.metrics, producer_config(settings).retry_response_codes)
+            lookup = ObservedNameServer(lookup, self.metrics)
         if settings.coalesce_enable:
             self.coalescer = CoalescingBrokerTransport(
                 inner,
@@ -103,7 +120,7 @@ class GatewayController:
 
         return DefaultMQProducer(
             producer_config(settings),
-            namesrv if namesrv is not None else NameServerClient(settings.namesrv_addrs(), pool),
+            lookup,
             coalescer or inner,
             hooks=producer_hooks(settings),
             on_shutdown=close,
@@ -126,11 +143,24 @@ class GatewayController:
         await self.producer.start()
         try:
             port = self.server.bind(self.settings.listen_host, self.settings.listen_port)
+            self._start_metrics()
             await self.server.start()
         except BaseException:
             await self.producer.shutdown()
+            if self.metrics is not None:
+                await asyncio.to_thread(self.metrics.stop_server)
             raise
         return port
+
+    def _start_metrics(self) -> None:
+        """Bind the producer gauges and serve /metrics. Raises RuntimeError when the port cannot be bound."""
+        if self.metrics is None:
+            return
+        self.metrics.bind(self.producer)
+        try:
+            self.metrics.start_server(self.settings.listen_host, self.settings.metrics_port)
+        except OSError as exc:
+            raise RuntimeError(f"cannot serve metrics on port {self.settings.metrics_port}: {exc}") from exc
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Stop taking calls, let in-flight ones finish (``grace_s``, default shutdown_grace_ms), then shut the
@@ -138,4 +168,6 @@ class GatewayController:
         grace = self.settings.shutdown_grace_ms / 1000.0 if grace_s is None else grace_s
         await self.server.stop(grace)
         await self.producer.shutdown()
+        if self.metrics is not None:
+            await asyncio.to_thread(self.metrics.stop_server)
         log.info("gateway_stopped", port=self.server.port)

@@ -12,8 +12,9 @@ Handlers run on the gateway's asyncio loop and never raise anything else into gR
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import grpc
 from mq.common.v1 import common_pb2
@@ -23,6 +24,9 @@ from mq_client.producer.validators import check_user_properties
 from mq_common.errors import InvalidParameterError, MessageIllegalError, MQError
 from mq_common.logging import get_logger
 from mq_common.response_code import ResponseCode
+
+if TYPE_CHECKING:
+    from mq_gateway.metrics import GatewayMetrics
 
 log = get_logger("mq_gateway.grpc_api")
 
@@ -107,11 +111,23 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         max_send_timeout_ms: int,
         max_batch_messages: int,
         max_stream_in_flight: int = 10_000,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         self._producer = producer
         self._max_send_timeout_ms = max_send_timeout_ms
         self._max_batch_messages = max_batch_messages
         self._max_stream_in_flight = max_stream_in_flight
+        self._metrics = metrics
+
+    def _done(self, mode: str, begin: float, ok: int, failed: int) -> None:
+        """Metrics of one finished call (no-op without metrics)."""
+        if self._metrics is not None:
+            result = "success" if not failed else ("partial" if ok else "failure")
+            self._metrics.on_call(mode, result, time.perf_counter() - begin, ok, failed)
+
+    def _rejected(self, mode: str, begin: float, messages: int) -> None:
+        if self._metrics is not None:
+            self._metrics.on_rejected(mode, time.perf_counter() - begin, messages)
 
     async def _timeout_ms(self, requested_ms: int, context: grpc.aio.ServicerContext[object, object]) -> int | None:
         if requested_ms < 0 or requested_ms > self._max_send_timeout_ms:
@@ -125,16 +141,21 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         self, request: gateway_pb2.SendRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> gateway_pb2.SendResponse:
         timeout_ms = await self._timeout_ms(request.send_timeout_ms, context)
+        begin = time.perf_counter()
         try:
             if not request.HasField("message"):
                 raise MessageIllegalError("the message is null")
             result = await self._producer.send(message_from_proto(request.message), timeout_ms)
         except FlowControlError as exc:
+            self._rejected("send", begin, 1)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)
         except MQError as exc:
+            self._done("send", begin, 0, 1)
             return gateway_pb2.SendResponse(result=error_to_proto(exc))
         except Exception as exc:
+            self._done("send", begin, 0, 1)
             return gateway_pb2.SendResponse(result=_unexpected("Send", exc))
+        self._done("send", begin, 1, 0)
         return gateway_pb2.SendResponse(result=result_to_proto(result))
 
     async def SendBatch(
@@ -147,6 +168,7 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
                 f"too many messages in one SendBatch: {count}, max is {self._max_batch_messages}",
             )
         timeout_ms = await self._timeout_ms(request.send_timeout_ms, context)
+        begin = time.perf_counter()
         outcomes: list[SendResult | MQError | None] = [None] * count
         valid: list[int] = []
         msgs: list[Message] = []
@@ -161,32 +183,42 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
             for i, outcome in zip(valid, await self._producer.send_batch(msgs, timeout_ms), strict=True):
                 outcomes[i] = outcome
         except FlowControlError as exc:
+            self._rejected("batch", begin, count)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)
         except MQError as exc:
             for i in valid:
                 outcomes[i] = exc
         except Exception as exc:
+            self._done("batch", begin, 0, count)
             failed = _unexpected("SendBatch", exc)
             return gateway_pb2.SendBatchResponse(
                 results=[failed if o is None else outcome_to_proto(o) for o in outcomes]
             )
+        if self._metrics is not None:
+            ok = sum(1 for o in outcomes if isinstance(o, SendResult))
+            self._done("batch", begin, ok, count - ok)
         return gateway_pb2.SendBatchResponse(results=[outcome_to_proto(o) for o in outcomes if o is not None])
 
     async def SendOneway(
         self, request: gateway_pb2.SendOnewayRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> gateway_pb2.SendOnewayResponse:
         timeout_ms = await self._timeout_ms(request.send_timeout_ms, context)
+        begin = time.perf_counter()
         try:
             if not request.HasField("message"):
                 raise MessageIllegalError("the message is null")
             msg_id = await self._producer.send_oneway(message_from_proto(request.message), timeout_ms)
         except FlowControlError as exc:
+            self._rejected("oneway", begin, 1)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)
         except MQError as exc:
+            self._done("oneway", begin, 0, 1)
             return gateway_pb2.SendOnewayResponse(code=exc.code, remark=exc.remark)
         except Exception as exc:
+            self._done("oneway", begin, 0, 1)
             failed = _unexpected("SendOneway", exc)
             return gateway_pb2.SendOnewayResponse(code=failed.code, remark=failed.remark)
+        self._done("oneway", begin, 1, 0)
         return gateway_pb2.SendOnewayResponse(code=ResponseCode.SUCCESS, msg_id=msg_id)
 
     async def SendStream(
@@ -196,7 +228,7 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
     ) -> AsyncIterator[gateway_pb2.SendStreamResponse]:
         """Reads frames while at most ``max_stream_in_flight`` of this stream's messages are unacknowledged
         (the HTTP/2 window then pushes back on the client); acks in completion order."""
-        stream = _AckStream(self._producer, self._max_send_timeout_ms, self._max_stream_in_flight)
+        stream = _AckStream(self._producer, self._max_send_timeout_ms, self._max_stream_in_flight, self._metrics)
         async for ack in stream.run(request_iterator):
             yield ack
 
@@ -204,8 +236,11 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
 class _AckStream:
     """One SendStream call: a reader task starts a send per frame, the handler yields the acks."""
 
-    def __init__(self, producer: Producer, max_send_timeout_ms: int, max_in_flight: int) -> None:
+    def __init__(
+        self, producer: Producer, max_send_timeout_ms: int, max_in_flight: int, metrics: GatewayMetrics | None = None
+    ) -> None:
         self._producer = producer
+        self._metrics = metrics
         self._max_send_timeout_ms = max_send_timeout_ms
         self._slots = asyncio.Semaphore(max_in_flight)
         self._acks: asyncio.Queue[gateway_pb2.SendStreamResponse | None] = asyncio.Queue()
@@ -238,10 +273,21 @@ class _AckStream:
             self._acks.put_nowait(None)
 
     async def _send(self, frame: gateway_pb2.SendStreamRequest) -> None:
+        begin = time.perf_counter()
         try:
-            result = outcome_to_proto(await self._outcome(frame))
+            outcome = await self._outcome(frame)
+            result = outcome_to_proto(outcome)
         except Exception as exc:
+            outcome = None
             result = _unexpected("SendStream", exc)
+        if self._metrics is not None:
+            elapsed_s = time.perf_counter() - begin
+            if isinstance(outcome, FlowControlError):
+                self._metrics.on_rejected("stream", elapsed_s, 1)
+            elif isinstance(outcome, SendResult):
+                self._metrics.on_call("stream", "success", elapsed_s, 1, 0)
+            else:
+                self._metrics.on_call("stream", "failure", elapsed_s, 0, 1)
         self._acks.put_nowait(gateway_pb2.SendStreamResponse(request_id=frame.request_id, result=result))
 
     async def _outcome(self, frame: gateway_pb2.SendStreamRequest) -> SendResult | MQError:

@@ -14,8 +14,9 @@ from mq_gateway.controller import GatewayController
 from mq_gateway.settings import GatewaySettings
 
 
-def _describe(settings: GatewaySettings, _controller: GatewayController) -> dict[str, object]:
+def _describe(settings: GatewaySettings, controller: GatewayController) -> dict[str, object]:
     return {
+        "metrics_port": controller.metrics.port if controller.metrics is not None else 0,
         "namesrv_addr": settings.namesrv_addr,
         "producer_group": settings.producer_group,
         "send_msg_timeout_ms": settings.send_msg_timeout_ms,

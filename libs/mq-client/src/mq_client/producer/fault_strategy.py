@@ -17,12 +17,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from mq_common.logging import get_logger
+
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 from mq_client.route import MessageQueue
 
 LATENCY_MAX_MS: Final[tuple[int, ...]] = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION_MS: Final[tuple[int, ...]] = (0, 0, 30000, 60000, 120000, 180000, 600000)
 ISOLATION_LATENCY_MS: Final = 30000
+_log = get_logger("mq_client.producer.fault_strategy")
 
 assert len(LATENCY_MAX_MS) == len(NOT_AVAILABLE_DURATION_MS)
 assert list(LATENCY_MAX_MS) == sorted(LATENCY_MAX_MS)
@@ -63,12 +66,13 @@ def monotonic_ms() -> int:
 class FaultItem:
     """A broker's last latency and when it is available again. Mirrors LatencyFaultToleranceImpl.FaultItem."""
 
-    __slots__ = ("current_latency_ms", "name", "start_timestamp_ms")
+    __slots__ = ("current_latency_ms", "isolated", "name", "start_timestamp_ms")
 
     def __init__(self, name: str, current_latency_ms: int, start_timestamp_ms: int) -> None:
         self.name = name
         self.current_latency_ms = current_latency_ms
         self.start_timestamp_ms = start_timestamp_ms
+        self.isolated = False  # an isolation_started line was logged and its end not yet
 
     def is_available(self, now_ms: int) -> bool:
         """True once ``now_ms`` reached ``start_timestamp_ms``."""
@@ -85,18 +89,37 @@ class LatencyFaultTolerance:
 
     def update_fault_item(self, name: str, current_latency_ms: int, not_available_duration_ms: int) -> None:
         """Record ``current_latency_ms``; ``name`` is unavailable for the next ``not_available_duration_ms``."""
-        start = self._clock_ms() + not_available_duration_ms
+        now = self._clock_ms()
+        start = now + not_available_duration_ms
         item = self._items.get(name)
         if item is None:
-            self._items[name] = FaultItem(name, current_latency_ms, start)
+            item = self._items[name] = FaultItem(name, current_latency_ms, start)
         else:
             item.current_latency_ms = current_latency_ms
             item.start_timestamp_ms = start
+        if not_available_duration_ms > 0 and not item.isolated:
+            item.isolated = True
+            _log.info(
+                "broker_isolation_started",
+                broker_name=name,
+                latency_ms=current_latency_ms,
+                not_available_duration_ms=not_available_duration_ms,
+            )
+        elif not_available_duration_ms <= 0 and item.isolated:
+            item.isolated = False
+            _log.info("broker_isolation_ended", broker_name=name, latency_ms=current_latency_ms)
 
     def is_available(self, name: str) -> bool:
         """True when ``name`` has no fault item or its unavailability has passed."""
         item = self._items.get(name)
-        return item is None or item.is_available(self._clock_ms())
+        if item is None:
+            return True
+        if not item.is_available(self._clock_ms()):
+            return False
+        if item.isolated:
+            item.isolated = False
+            _log.info("broker_isolation_ended", broker_name=name, latency_ms=item.current_latency_ms)
+        return True
 
     def remove(self, name: str) -> None:
         """Forget ``name``'s fault item (no-op when absent)."""

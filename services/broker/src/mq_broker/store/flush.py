@@ -25,13 +25,17 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
+
+from mq_common.logging import get_logger
 
 from mq_broker.store.commit_log import CommitLog
 from mq_broker.store.config import MessageStoreConfig
 from mq_broker.store.message import PutMessageStatus
 
 SHUTDOWN_JOIN_TIMEOUT_S: Final = 60.0
+
+log = get_logger("mq_broker.store.flush")
 
 
 @dataclass(slots=True)
@@ -59,6 +63,16 @@ def _expire(future: asyncio.Future[PutMessageStatus]) -> None:
         future.set_result(PutMessageStatus.FLUSH_DISK_TIMEOUT)
 
 
+class FlushObserver(Protocol):
+    """Told about flush rounds, on the flusher thread (broker metrics); must be quick."""
+
+    def on_flush(self, elapsed_ms: float) -> None:
+        """An msync round that wrote something took ``elapsed_ms``."""
+
+    def on_flush_timeout(self, requests: int) -> None:
+        """``requests`` group-commit requests were answered FLUSH_DISK_TIMEOUT."""
+
+
 class FlushService(ABC):
     """The flusher thread. ``flush_logics(least_pages)`` flushes ConsumeQueues + checkpoint (store-provided);
     ``on_failure(exc)`` is called once, on the flusher thread, when an msync fails.
@@ -82,6 +96,7 @@ class FlushService(ABC):
         now = time.monotonic()
         self._last_logics_flush_s = now
         self._last_logics_thorough_s = now
+        self.observer: FlushObserver | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -123,10 +138,15 @@ class FlushService(ABC):
     def _flush_commit_log(self, least_pages: int) -> None:
         if self.failed is not None:
             return
+        mfq = self.commit_log.mapped_file_queue
+        before, begin = mfq.flushed_where, time.perf_counter()
         try:
-            self.commit_log.mapped_file_queue.flush(least_pages)
+            mfq.flush(least_pages)
         except OSError as exc:
             self._fail(exc)
+            return
+        if self.observer is not None and mfq.flushed_where != before:
+            self.observer.on_flush((time.perf_counter() - begin) * 1000.0)
 
     def _maybe_flush_logics(self, force: bool = False) -> None:
         """FlushConsumeQueueService#doFlush on this thread: every flush_interval_consume_queue_ms."""
@@ -215,6 +235,11 @@ class GroupCommitService(FlushService):
         if retry:
             with self._lock:
                 self._requests_write[:0] = retry
+        timeouts = sum(1 for items in by_loop.values() for _, s in items if s is PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        if timeouts:
+            log.warning("flush_disk_timeout", requests=timeouts, flushed_where=flushed)
+            if self.observer is not None:
+                self.observer.on_flush_timeout(timeouts)
         for loop, items in by_loop.items():
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(_complete_all, items)

@@ -110,6 +110,7 @@ class MappedFileQueue:
             self.flushed_where = from_offset
         with self._lock:
             self.mapped_files = [*self.mapped_files, mapped]
+        log.info("mapped_file_created", file=str(mapped.file_path), from_offset=from_offset)
         if self.warm_mapped_file_enable:
             threading.Thread(target=mapped.warm, name=f"WarmMappedFile-{mapped.file_path.name}", daemon=True).start()
         return mapped

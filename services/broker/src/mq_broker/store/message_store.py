@@ -228,6 +228,14 @@ class DefaultMessageStore:
         for cq in self.consume_queue_table.values():  # recoverTopicQueueTable: units below the CommitLog are gone
             cq.correct_min_offset(self.commit_log.min_offset)
         self.dispatched_offset = self.commit_log.max_offset
+        log.info(
+            "store_recovered",
+            last_exit_ok=self.last_exit_ok,
+            dispatch_from=dispatch_from,
+            commit_log_min_offset=self.commit_log.min_offset,
+            commit_log_max_offset=end,
+            consume_queues=len(self.consume_queue_table),
+        )
 
     def _dispatch(self, request: DispatchRequest) -> None:
         cq = self.consume_queue_table.get((request.topic, request.queue_id))

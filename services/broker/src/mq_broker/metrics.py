@@ -1,0 +1,250 @@
+"""The broker's Prometheus metrics: RocketMQ 5 names (BrokerMetricsConstant, DefaultStoreMetricsConstant,
+RemotingMetricsConstant) plus the group-commit and put figures of this store.
+
+Series (every one also has cluster, node_type="broker", node_id=<broker name>):
+
+- ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total`` (bytes of bodies) {topic, message_type}
+- ``rocketmq_message_size`` histogram (bytes) {topic, message_type}
+- ``rocketmq_rpc_latency`` histogram (ms) {protocol_type="grpc", method, response_code}
+- ``rocketmq_storage_size`` (bytes of the store directory), ``rocketmq_storage_flush_behind_bytes``,
+  ``rocketmq_storage_dispatch_behind_bytes``, ``rocketmq_storage_message_reserve_time`` (ms since the oldest
+  stored message; also as ``rocketmq_message_reserve_time``), ``rocketmq_topic_number``,
+  ``rocketmq_producer_connections`` (distinct producer peers seen in the last 60 s)
+- ``mq_broker_put_latency_ms`` histogram (one observation per stored batch) {flush_disk_type}
+- ``mq_broker_flush_latency_ms`` histogram (one msync round that wrote something), ``mq_broker_messages_per_flush``
+  histogram, ``mq_broker_flush_disk_timeout_total`` (group-commit requests answered FLUSH_DISK_TIMEOUT)
+- ``mq_broker_disk_util_ratio`` (used / size of the store's file system)
+
+Topic labels are bounded by ``metrics_max_topics`` (then ``topic="_other"``). Hot-path cost: one call per
+stored batch (:meth:`BrokerMetrics.on_put`): a dict count per message and one counter update per
+(topic, type). Runs on the broker's event loop, except the flush figures (flusher thread) and the scrape-time
+gauges (metrics HTTP thread).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from mq_common.codec import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from mq_common.constants import MessageConst, MessageSysFlag
+from mq_common.metrics import (
+    BATCH_SIZE_BUCKETS,
+    LATENCY_BUCKETS_MS,
+    MESSAGE_SIZE_BUCKETS_BYTES,
+    GaugeSample,
+    NodeIdentity,
+    ServiceMetrics,
+)
+
+from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from mq_broker.store.message_store import DefaultMessageStore
+    from mq_broker.topic_config import TopicConfigManager
+
+PRODUCER_CONNECTION_WINDOW_S: Final = 60.0
+_STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
+_PUT_OK: Final = PutMessageStatus.PUT_OK
+_FIFO_MARK: Final = PROPERTY_SEPARATOR + MessageConst.SHARDING_KEY + NAME_VALUE_SEPARATOR
+_DELAY_MARK: Final = PROPERTY_SEPARATOR + MessageConst.DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR
+_TX: Final = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)  # a plain int: IntFlag & costs a Python call
+
+
+def message_type(msg: MessageExtBrokerInner) -> str:
+    """RocketMQ 5's TopicMessageType metrics value: transaction, fifo (sharding key), delay, else normal."""
+    if msg.sys_flag & _TX:
+        return "transaction"
+    props = PROPERTY_SEPARATOR + msg.properties_string
+    if _FIFO_MARK in props:
+        return "fifo"
+    if _DELAY_MARK in props:
+        return "delay"
+    return "normal"
+
+
+def _all_normal(batch: Sequence[MessageExtBrokerInner]) -> bool:
+    """True when no message of ``batch`` is transactional, ordered or delayed (C-speed scans, no Python loop
+    body per message beyond the flag test)."""
+    if any(m.sys_flag & _TX for m in batch):
+        return False
+    joined = PROPERTY_SEPARATOR + PROPERTY_SEPARATOR.join([m.properties_string for m in batch])
+    return _FIFO_MARK not in joined and _DELAY_MARK not in joined
+
+
+class BrokerMetrics(ServiceMetrics):
+    """The broker's families; :meth:`bind` attaches the store and topic table for the scrape-time gauges."""
+
+    def __init__(self, node: NodeIdentity, *, max_topics: int, flush_disk_type: str) -> None:
+        super().__init__(node, max_topics=max_topics)
+        self.flush_disk_type = flush_disk_type
+        tm = ("topic", "message_type")
+        self.messages_in = self.counter("rocketmq_messages_in", "Messages stored, by topic and type.", tm)
+        self.throughput_in = self.counter("rocketmq_throughput_in", "Body bytes stored, by topic and type.", tm)
+        self.message_size = self.bulk_histogram(
+            "rocketmq_message_size", "Stored message body sizes in bytes.", tm, buckets=MESSAGE_SIZE_BUCKETS_BYTES
+        )
+        self.rpc_latency = self.histogram(
+            "rocketmq_rpc_latency",
+            "gRPC call latency on the broker in ms.",
+            ("protocol_type", "method", "response_code"),
+            buckets=LATENCY_BUCKETS_MS,
+        )
+        self.put_latency = self.histogram(
+            "mq_broker_put_latency_ms",
+            "Store put of one batch (append, dispatch, group-commit wait) in ms.",
+            ("flush_disk_type",),
+            buckets=LATENCY_BUCKETS_MS,
+        ).child(flush_disk_type)
+        self.flush_latency = self.histogram(
+            "mq_broker_flush_latency_ms", "CommitLog msync rounds that wrote data, in ms.", buckets=LATENCY_BUCKETS_MS
+        ).child()
+        self.messages_per_flush = self.histogram(
+            "mq_broker_messages_per_flush", "Messages made durable by one msync round.", buckets=BATCH_SIZE_BUCKETS
+        ).child()
+        self.flush_disk_timeouts = self.counter(
+            "mq_broker_flush_disk_timeout", "Group-commit requests answered FLUSH_DISK_TIMEOUT."
+        ).child()
+        self.flush_disk_timeouts.inc(0)
+        self._put_messages = 0
+        self._flushed_messages = 0
+        self._peers: dict[str, float] = {}
+
+    # --- event loop -----------------------------------------------------------------------------------------
+
+    def observe_rpc(self, method: str, response_code: str, elapsed_ms: float) -> None:
+        """RequestContextInterceptor callback (one per RPC)."""
+        self.rpc_latency.child("grpc", method, response_code).observe(elapsed_ms)
+
+    def on_put(
+        self,
+        batch: Sequence[MessageExtBrokerInner],
+        results: Sequence[PutMessageResult],
+        elapsed_ms: float,
+        peer_host: str,
+    ) -> None:
+        """One stored batch: counts and sizes of the stored messages per (topic, type), the put latency and the
+        producer's peer address (for rocketmq_producer_connections)."""
+        self.put_latency.observe(elapsed_ms)
+        if peer_host:
+            self._peers[peer_host] = time.monotonic()
+        if all(r.status is _PUT_OK for r in results):
+            stored = batch
+        else:
+            stored = [m for m, r in zip(batch, results, strict=True) if r.status in _STORED]
+        topics = {m.topic for m in stored}
+        if len(topics) == 1 and _all_normal(stored):  # the common case: one group, no per-message dict work
+            sizes = {(topics.pop(), "normal"): [len(m.body) for m in stored]}
+        else:
+            sizes = _group_sizes(stored)
+        topic_label = self.topic
+        for (topic, mtype), lengths in sizes.items():
+            label = topic_label(topic)
+            self.messages_in.child(label, mtype).inc(len(lengths))
+            self.throughput_in.child(label, mtype).inc(sum(lengths))
+            self.message_size.observe_many(lengths, label, mtype)
+            self._put_messages += len(lengths)
+
+    # --- flusher thread (mq_broker.store.flush.FlushObserver) -------------------------------------------------
+
+    def on_flush(self, elapsed_ms: float) -> None:
+        self.flush_latency.observe(elapsed_ms)
+        put = self._put_messages
+        self.messages_per_flush.observe(put - self._flushed_messages)
+        self._flushed_messages = put
+
+    def on_flush_timeout(self, requests: int) -> None:
+        self.flush_disk_timeouts.inc(requests)
+
+    # --- scrape-time gauges -----------------------------------------------------------------------------------
+
+    def bind(self, store: DefaultMessageStore, topics: TopicConfigManager) -> None:
+        """Register the gauges read from ``store`` and ``topics`` (call once, after both started)."""
+        commit_log = store.commit_log
+        mfq = commit_log.mapped_file_queue
+        root = store.config.store_path_root_dir
+        self.scalar_gauge("rocketmq_storage_size", "Bytes of the store directory's files.", lambda: _dir_bytes(root))
+        self.scalar_gauge(
+            "rocketmq_storage_flush_behind_bytes",
+            "CommitLog bytes written but not yet flushed.",
+            lambda: max(0, commit_log.max_offset - mfq.flushed_where),
+        )
+        self.scalar_gauge(
+            "rocketmq_storage_dispatch_behind_bytes",
+            "CommitLog bytes not yet dispatched to the ConsumeQueues.",
+            lambda: max(0, commit_log.max_offset - store.dispatched_offset),
+        )
+        for name in ("rocketmq_storage_message_reserve_time", "rocketmq_message_reserve_time"):
+            self.gauge_callback(name, "Ms since the oldest stored message.", lambda: _reserve_time(store))
+        self.scalar_gauge(
+            "rocketmq_topic_number", "Topics in the broker's topic table.", lambda: len(topics.topic_config_table)
+        )
+        self.scalar_gauge(
+            "rocketmq_producer_connections",
+            f"Distinct producer peers that sent in the last {PRODUCER_CONNECTION_WINDOW_S:.0f} s.",
+            self._producer_connections,
+        )
+        self.scalar_gauge(
+            "mq_broker_disk_util_ratio",
+            "Used / size of the file system holding the store (0..1).",
+            lambda: _disk_util(root),
+        )
+        self.scalar_gauge(
+            "mq_broker_commit_log_max_offset", "CommitLog max offset in bytes.", lambda: commit_log.max_offset
+        )
+
+    def _producer_connections(self) -> float:
+        horizon = time.monotonic() - PRODUCER_CONNECTION_WINDOW_S
+        live = 0
+        for peer, seen in list(self._peers.items()):
+            if seen >= horizon:
+                live += 1
+            else:
+                self._peers.pop(peer, None)
+        return float(live)
+
+
+def _group_sizes(stored: Sequence[MessageExtBrokerInner]) -> dict[tuple[str, str], list[int]]:
+    sizes: dict[tuple[str, str], list[int]] = {}
+    for msg in stored:
+        key = (msg.topic, message_type(msg))
+        found = sizes.get(key)
+        if found is None:
+            sizes[key] = [len(msg.body)]
+        else:
+            found.append(len(msg.body))
+    return sizes
+
+
+def _dir_bytes(root: Path) -> float:
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue  # deleted meanwhile
+    return float(total)
+
+
+def _disk_util(root: Path) -> float:
+    usage = shutil.disk_usage(root)
+    return usage.used / usage.total if usage.total else 0.0
+
+
+def _reserve_time(store: DefaultMessageStore) -> Iterable[GaugeSample]:
+    commit_log = store.commit_log
+    start = commit_log.min_offset
+    if commit_log.max_offset <= start:
+        return []
+    header = commit_log.get_message(start, 4)
+    if header is None:
+        return []
+    stored_ms = commit_log.store_timestamp_at(start, int.from_bytes(header, "big", signed=True))
+    if stored_ms <= 0:
+        return []
+    return [((), max(0.0, time.time() * 1000 - stored_ms))]
