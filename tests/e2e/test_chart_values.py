@@ -125,11 +125,13 @@ def test_notes_show_a_first_message_with_real_mqadmin_commands() -> None:
 
 
 def test_monitoring_objects_wrap_the_chart_files(chart_copy: Path) -> None:
-    (chart_copy / "files" / "dashboards").mkdir(parents=True)
-    (chart_copy / "files" / "rules").mkdir(parents=True)
-    (chart_copy / "files" / "dashboards" / "broker_overview.json").write_text('{"title": "Broker"}', "utf-8")
-    rules = {"groups": [{"name": "pyrocketmq", "rules": [{"alert": "BrokerDown", "expr": "up == 0"}]}]}
-    (chart_copy / "files" / "rules" / "alerts.yaml").write_text(yaml.safe_dump(rules), "utf-8")
+    """The PrometheusRule carries the plain rules file's groups; one dashboard ConfigMap entry per JSON file."""
+    files = chart_copy / "files"
+    rules_files = sorted((files / "rules").glob("*.yaml"))
+    dashboard_files = sorted((files / "dashboards").glob("*.json"))
+    assert rules_files
+    assert dashboard_files
+    groups = [g for path in rules_files for g in yaml.safe_load(path.read_text("utf-8"))["groups"]]
     values = {
         "metrics": {
             "podMonitor": {"enabled": True},
@@ -139,12 +141,15 @@ def test_monitoring_objects_wrap_the_chart_files(chart_copy: Path) -> None:
     }
     docs = render_docs(values, chart=chart_copy)
     by_kind = {d["kind"]: d for d in docs if d["kind"] in ("PodMonitor", "PrometheusRule")}
-    assert by_kind["PrometheusRule"]["spec"]["groups"] == rules["groups"]
+    assert by_kind["PrometheusRule"]["spec"]["groups"] == groups
     assert by_kind["PodMonitor"]["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
-    dashboards = [
-        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["labels"].get("grafana_dashboard") == "1"
-    ]
-    assert [json.loads(d["data"]["broker_overview.json"]) for d in dashboards] == [{"title": "Broker"}]
+    dashboards = {
+        name: json.loads(text)
+        for d in docs
+        if d["kind"] == "ConfigMap" and d["metadata"]["labels"].get("grafana_dashboard") == "1"
+        for name, text in d["data"].items()
+    }
+    assert dashboards == {p.name: json.loads(p.read_text("utf-8")) for p in dashboard_files}
     assert {d["kind"] for d in render_docs({}, chart=chart_copy)}.isdisjoint(
         {"PodMonitor", "PrometheusRule", "ServiceMonitor"}
     )
