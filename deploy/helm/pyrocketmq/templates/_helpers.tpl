@@ -1,20 +1,288 @@
+{{/* Object name prefix: fullnameOverride, else the release name (k8s contract: <release>-namesrv-0 ...). */}}
 {{- define "pyrocketmq.fullname" -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- default .Release.Name .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- define "pyrocketmq.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Standard labels. Call with (dict "root" $ "component" "broker"). */}}
 {{- define "pyrocketmq.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+app.kubernetes.io/name: {{ include "pyrocketmq.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: pyrocketmq
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
+{{/* Selector labels. Call with (dict "root" $ "component" "broker"). */}}
+{{- define "pyrocketmq.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pyrocketmq.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "pyrocketmq.image" -}}
+{{- if .Values.image.digest -}}
+{{ printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else -}}
+{{ printf "%s:%s" .Values.image.repository .Values.image.tag }}
+{{- end -}}
+{{- end -}}
+
+{{- define "pyrocketmq.namesrvHeadless" -}}
+{{- printf "%s-namesrv-headless" (include "pyrocketmq.fullname" .) -}}
+{{- end -}}
+
+{{- define "pyrocketmq.brokerName" -}}
+{{- printf "%s-broker-%s" (include "pyrocketmq.fullname" .root) .group.name -}}
+{{- end -}}
+
+{{/* ';'-separated stable DNS names of the name server pods (never pod IPs). */}}
 {{- define "pyrocketmq.namesrvAddr" -}}
 {{- $full := include "pyrocketmq.fullname" . -}}
+{{- $headless := include "pyrocketmq.namesrvHeadless" . -}}
 {{- $addrs := list -}}
 {{- range $i := until (int .Values.namesrv.replicas) -}}
-{{- $addrs = append $addrs (printf "%s-namesrv-%d.%s-namesrv.%s.svc.cluster.local:%d" $full $i $full $.Release.Namespace (int $.Values.namesrv.port)) -}}
+{{- $addrs = append $addrs (printf "%s-namesrv-%d.%s.%s.svc.cluster.local:%d" $full $i $headless $.Release.Namespace (int $.Values.namesrv.port)) -}}
 {{- end -}}
 {{- join ";" $addrs -}}
+{{- end -}}
+
+{{/* The name server client Service (any name server answers route queries): host:port. */}}
+{{- define "pyrocketmq.namesrvServiceAddr" -}}
+{{- printf "%s-namesrv.%s.svc.cluster.local:%d" (include "pyrocketmq.fullname" .) .Release.Namespace (int .Values.namesrv.port) -}}
+{{- end -}}
+
+{{- define "pyrocketmq.gatewayServiceAddr" -}}
+{{- printf "%s-gateway.%s.svc.cluster.local:%d" (include "pyrocketmq.fullname" .) .Release.Namespace (int .Values.gateway.service.port) -}}
+{{- end -}}
+
+{{/*
+ConfigMap data: MQ_<PREFIX>_<FIELD> from a map of snake_case settings fields. Lists are joined with ','.
+Call with (dict "prefix" "MQ_BROKER_" "config" $map).
+*/}}
+{{- define "pyrocketmq.configData" -}}
+{{- $prefix := .prefix -}}
+{{- range $key, $value := .config }}
+{{- if kindIs "slice" $value }}
+{{ printf "%s%s" $prefix (upper $key) }}: {{ join "," $value | quote }}
+{{- else if kindIs "invalid" $value }}
+{{ printf "%s%s" $prefix (upper $key) }}: ""
+{{- else if or (kindIs "float64" $value) (kindIs "int64" $value) (kindIs "int" $value) }}
+{{- if eq (float64 $value) (float64 (int64 $value)) }}
+{{ printf "%s%s" $prefix (upper $key) }}: {{ int64 $value | toString | quote }}
+{{- else }}
+{{ printf "%s%s" $prefix (upper $key) }}: {{ $value | toString | quote }}
+{{- end }}
+{{- else }}
+{{ printf "%s%s" $prefix (upper $key) }}: {{ $value | toString | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Chart-owned settings of each component. */}}
+{{- define "pyrocketmq.namesrvOwnedConfig" -}}
+listen_host: "0.0.0.0"
+listen_port: {{ .Values.namesrv.port }}
+metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
+cluster_name: {{ .Values.clusterName | quote }}
+{{- end -}}
+
+{{/* Call with (dict "root" $ "group" $group). broker_ip is per pod (env), not here. */}}
+{{- define "pyrocketmq.brokerOwnedConfig" -}}
+listen_host: "0.0.0.0"
+listen_port: {{ .root.Values.broker.port }}
+metrics_port: {{ ternary .root.Values.metrics.port 0 .root.Values.metrics.enabled }}
+cluster_name: {{ .root.Values.clusterName | quote }}
+broker_name: {{ .group.name | quote }}
+broker_id: 0
+namesrv_addr: {{ include "pyrocketmq.namesrvAddr" .root | quote }}
+store_path_root_dir: /var/lib/rocketmq/store
+{{- end -}}
+
+{{- define "pyrocketmq.gatewayOwnedConfig" -}}
+listen_host: "0.0.0.0"
+listen_port: {{ .Values.gateway.port }}
+metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
+cluster_name: {{ .Values.clusterName | quote }}
+namesrv_addr: {{ include "pyrocketmq.namesrvAddr" . | quote }}
+{{- end -}}
+
+{{/* Pod-level security context (restricted Pod Security Standard). */}}
+{{- define "pyrocketmq.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .Values.podSecurityContext.runAsUser }}
+runAsGroup: {{ .Values.podSecurityContext.runAsGroup }}
+fsGroup: {{ .Values.podSecurityContext.fsGroup }}
+fsGroupChangePolicy: {{ .Values.podSecurityContext.fsGroupChangePolicy }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "pyrocketmq.containerSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .Values.podSecurityContext.runAsUser }}
+runAsGroup: {{ .Values.podSecurityContext.runAsGroup }}
+allowPrivilegeEscalation: false
+privileged: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* checkov skip annotations, each with its reason (README.md lists them). Empty when nothing is skipped. */}}
+{{- define "pyrocketmq.checkovAnnotations" -}}
+{{- $skips := list -}}
+{{- if not .Values.image.digest -}}
+{{- $skips = append $skips "CKV_K8S_43=The image is referenced by tag while image.digest is empty; set image.digest to pin it (docs/deployment.md)" -}}
+{{- if ne .Values.image.pullPolicy "Always" -}}
+{{- $skips = append $skips (printf "CKV_K8S_15=image.pullPolicy is %s on purpose (images side-loaded into a dev cluster); use Always or image.digest elsewhere" .Values.image.pullPolicy) -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $skip := $skips }}
+checkov.io/skip{{ add1 $i }}: {{ $skip | quote }}
+{{- end -}}
+{{- end -}}
+
+{{/* Native gRPC probes on grpc.health.v1 (service ""). Call with (dict "port" 9876 "c" $componentValues). */}}
+{{- define "pyrocketmq.probes" -}}
+startupProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: {{ .c.startupProbe.periodSeconds }}
+  failureThreshold: {{ .c.startupProbe.failureThreshold }}
+  timeoutSeconds: 2
+readinessProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: {{ .c.readinessProbe.periodSeconds }}
+  failureThreshold: {{ .c.readinessProbe.failureThreshold }}
+  timeoutSeconds: 2
+livenessProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: {{ .c.livenessProbe.periodSeconds }}
+  failureThreshold: {{ .c.livenessProbe.failureThreshold }}
+  timeoutSeconds: 3
+{{- end -}}
+
+{{/* Scheduling fields of the pod templates. Call with (dict "root" $ "component" "broker" "c" $componentValues). */}}
+{{- define "pyrocketmq.scheduling" -}}
+{{- with .c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .c.affinity }}
+affinity:
+  {{- toYaml .c.affinity | nindent 2 }}
+{{- else if .c.podAntiAffinityPreset }}
+affinity:
+  podAntiAffinity:
+    {{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "pyrocketmq.selectorLabels" (dict "root" .root "component" .component) | fromYaml)) }}
+    {{- if eq .c.podAntiAffinityPreset "hard" }}
+    requiredDuringSchedulingIgnoredDuringExecution:
+      {{- list $term | toYaml | nindent 6 }}
+    {{- else }}
+    preferredDuringSchedulingIgnoredDuringExecution:
+      {{- list (dict "weight" 100 "podAffinityTerm" $term) | toYaml | nindent 6 }}
+    {{- end }}
+{{- end }}
+{{- with .c.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{- define "pyrocketmq.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets -}}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "pyrocketmq.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.tmpVolume.sizeLimit }}
+{{- end -}}
+
+{{/* A ServiceAccount without an automounted token. Call with (dict "root" $ "component" "broker"). */}}
+{{- define "pyrocketmq.serviceAccount" -}}
+{{- if .root.Values.serviceAccount.create }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "pyrocketmq.fullname" .root }}-{{ .component }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "pyrocketmq.labels" . | nindent 4 }}
+  {{- with .root.Values.serviceAccount.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+automountServiceAccountToken: false
+{{- end }}
+{{- end -}}
+
+{{/* NetworkPolicy ingress rule for the metrics port from the monitoring namespace. */}}
+{{- define "pyrocketmq.metricsIngress" -}}
+{{- if .Values.metrics.enabled }}
+- from:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: {{ .Values.networkPolicy.monitoringNamespace }}
+  ports:
+    - port: metrics
+      protocol: TCP
+{{- end }}
+{{- end -}}
+
+{{/* NetworkPolicy peer: admin pods (mqadmin, the Spark driver). */}}
+{{- define "pyrocketmq.adminPeer" -}}
+- podSelector:
+    matchLabels:
+      {{- toYaml .Values.networkPolicy.adminPodLabels | nindent 6 }}
+  {{- with .Values.networkPolicy.adminNamespaceLabels }}
+  namespaceSelector:
+    matchLabels:
+      {{- toYaml . | nindent 6 }}
+  {{- end }}
+{{- end -}}
+
+{{/* NetworkPolicy peer: pods of this release with one of the given components. */}}
+{{- define "pyrocketmq.componentsPeer" -}}
+- podSelector:
+    matchLabels:
+      app.kubernetes.io/instance: {{ .root.Release.Name }}
+    matchExpressions:
+      - key: app.kubernetes.io/component
+        operator: In
+        values: {{ toJson .components }}
+{{- end -}}
+
+{{/* One broker group's ConfigMap data: chart-owned, then the group's config, then broker.config. */}}
+{{- define "pyrocketmq.brokerConfigData" -}}
+{{- $owned := include "pyrocketmq.brokerOwnedConfig" . | fromYaml -}}
+{{- $config := merge $owned (deepCopy (.group.config | default dict)) (deepCopy .root.Values.broker.config) -}}
+{{- include "pyrocketmq.configData" (dict "prefix" "MQ_BROKER_" "config" $config) -}}
 {{- end -}}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Submit the publish job to Kubernetes with plain spark-submit (no operator), cluster mode.
+#   K8S_MASTER=https://<api-server>:6443 deploy/spark/spark-submit.sh [extra job arguments]
+# Defaults match the Helm release "pyrocketmq" in namespace "pyrocketmq"; override with the variables below.
+# Apply deploy/spark/rbac.yaml and deploy/spark/networkpolicy.yaml first.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+: "${K8S_MASTER:?set K8S_MASTER to the API server URL, e.g. https://10.0.0.1:6443}"
+NAMESPACE="${NAMESPACE:-pyrocketmq}"
+RELEASE="${RELEASE:-pyrocketmq}"
+SPARK_IMAGE="${SPARK_IMAGE:-pyrocketmq-spark:0.1.0}"
+GATEWAY="${GATEWAY:-${RELEASE}-gateway.${NAMESPACE}.svc.cluster.local:8081}"
+NAMESRV="${NAMESRV:-${RELEASE}-namesrv.${NAMESPACE}.svc.cluster.local:9876}"
+exec spark-submit \
+  --master "k8s://${K8S_MASTER}" \
+  --deploy-mode cluster \
+  --name publish-flights \
+  --conf spark.kubernetes.namespace="${NAMESPACE}" \
+  --conf spark.kubernetes.container.image="${SPARK_IMAGE}" \
+  --conf spark.kubernetes.container.image.pullPolicy=Always \
+  --conf spark.kubernetes.authenticate.driver.serviceAccountName=pyrocketmq-spark-driver \
+  --conf spark.kubernetes.driver.podTemplateFile="${here}/driver-pod-template.yaml" \
+  --conf spark.kubernetes.executor.podTemplateFile="${here}/executor-pod-template.yaml" \
+  --conf spark.kubernetes.driver.podTemplateContainerName=spark-kubernetes-driver \
+  --conf spark.kubernetes.executor.podTemplateContainerName=spark-kubernetes-executor \
+  --conf spark.kubernetes.driver.label.pyrocketmq.io/admin=true \
+  --conf spark.executor.instances=2 \
+  --conf spark.driver.memory=2g \
+  --conf spark.executor.memory=2g \
+  --conf spark.ui.enabled=false \
+  --conf spark.sql.session.timeZone=UTC \
+  --conf spark.task.maxFailures=1 \
+  local:///opt/pyrocketmq/jobs/publish_flights.py \
+  --gateway "${GATEWAY}" --namesrv "${NAMESRV}" --cluster DefaultCluster --topic flights "$@"

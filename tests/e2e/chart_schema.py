@@ -1,0 +1,278 @@
+"""values.schema.json for deploy/helm/pyrocketmq, generated from the services' pydantic settings classes.
+
+The `<component>.config` sections list exactly the settings fields (types, enums, ranges, descriptions from
+NamesrvSettings, BrokerSettings, GatewaySettings); the rest of the schema is written out here. Regenerate after
+a settings change with ``uv run --frozen --group e2e python tests/e2e/chart_schema.py`` (test_chart_values.py
+fails while the committed file differs).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mq_broker.settings import BrokerSettings
+from mq_gateway.settings import GatewaySettings
+from mq_namesrv.settings import NamesrvSettings
+from pydantic_settings import BaseSettings
+
+CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "pyrocketmq"
+SCHEMA_PATH = CHART / "values.schema.json"
+SETTINGS: dict[str, type[BaseSettings]] = {
+    "namesrv": NamesrvSettings,
+    "broker": BrokerSettings,
+    "gateway": GatewaySettings,
+}
+# Ranges the validation template checks itself, with a message naming the rule.
+TEMPLATE_CHECKED = {"broker": {"sync_flush_timeout_ms"}}
+
+_INT = {"type": "integer"}
+_STR = {"type": "string"}
+_BOOL = {"type": "boolean"}
+_MAP = {"type": "object"}
+_LIST = {"type": "array"}
+_PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
+_QUANTITY = {"type": ["string", "number"]}
+_RESOURCES = {
+    "type": "object",
+    "required": ["requests", "limits"],
+    "properties": {
+        "requests": {
+            "type": "object",
+            "required": ["cpu", "memory"],
+            "properties": {"cpu": _QUANTITY, "memory": _QUANTITY},
+        },
+        "limits": {
+            "type": "object",
+            "required": ["cpu", "memory"],
+            "properties": {"cpu": _QUANTITY, "memory": _QUANTITY},
+        },
+    },
+}
+_PROBE = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "periodSeconds": {"type": "integer", "minimum": 1},
+        "failureThreshold": {"type": "integer", "minimum": 1},
+    },
+}
+_PDB = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"enabled": _BOOL, "maxUnavailable": {"type": ["integer", "string"]}},
+}
+
+
+def config_schema(component: str) -> dict[str, Any]:
+    """JSON schema of `<component>.config`: one property per settings field, nothing else."""
+    js = SETTINGS[component].model_json_schema()
+    defs = js.get("$defs", {})
+    props: dict[str, Any] = {}
+    for name, raw in js["properties"].items():
+        prop = {k: v for k, v in raw.items() if k not in ("title", "default")}
+        if "$ref" in prop:
+            ref = defs[prop.pop("$ref").split("/")[-1]]
+            prop.update({k: v for k, v in ref.items() if k in ("enum", "type")})
+        if prop.get("format") == "path":
+            del prop["format"]
+        if prop.get("type") == "array":  # StrList: a YAML list or one ','-separated string
+            prop = {"description": prop["description"], "anyOf": [{"type": "array", "items": _STR}, _STR]}
+        if name in TEMPLATE_CHECKED.get(component, set()):
+            prop = {
+                "type": prop["type"],
+                "description": prop["description"] + " Range checked by templates/validate.yaml.",
+            }
+        props[name] = prop
+    return {"type": "object", "additionalProperties": False, "properties": props}
+
+
+def _scheduling() -> dict[str, Any]:
+    return {
+        "podAnnotations": _MAP,
+        "podLabels": _MAP,
+        "nodeSelector": _MAP,
+        "tolerations": _LIST,
+        "affinity": _MAP,
+        "podAntiAffinityPreset": {"enum": ["soft", "hard", ""]},
+        "topologySpreadConstraints": _LIST,
+        "priorityClassName": _STR,
+        "terminationGracePeriodSeconds": {"type": "integer", "minimum": 0},
+        "startupProbe": _PROBE,
+        "readinessProbe": _PROBE,
+        "livenessProbe": _PROBE,
+        "pdb": _PDB,
+        "resources": _RESOURCES,
+    }
+
+
+def _component(component: str, extra: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["port", "config", "resources", *required],
+        "properties": {"port": _PORT, "config": config_schema(component), **_scheduling(), **extra},
+    }
+
+
+def _persistence() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "storageClass": _STR,
+            "size": {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|K|M|G|T|P)?$"},
+            "accessModes": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"enum": ["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]},
+            },
+            "annotations": _MAP,
+            "retentionPolicy": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "whenDeleted": {"enum": ["Retain", "Delete"]},
+                    "whenScaled": {"enum": ["Retain", "Delete"]},
+                },
+            },
+        },
+    }
+
+
+def _monitor() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"enabled": _BOOL, "interval": _STR, "scrapeTimeout": _STR, "labels": _MAP},
+    }
+
+
+def build_schema() -> dict[str, Any]:
+    """The whole values.schema.json document."""
+    group = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 40},
+            "config": config_schema("broker"),
+            "resources": _RESOURCES,
+            "persistence": _persistence(),
+        },
+    }
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "pyrocketmq chart values",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["image", "clusterName", "namesrv", "broker", "gateway", "metrics", "networkPolicy"],
+        "properties": {
+            "global": _MAP,
+            "nameOverride": _STR,
+            "fullnameOverride": {"type": "string", "maxLength": 40},
+            "clusterName": {"type": "string", "pattern": "^[%|a-zA-Z0-9_-]+$"},
+            "commonLabels": _MAP,
+            "image": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["repository", "tag"],
+                "properties": {
+                    "repository": {"type": "string", "minLength": 1},
+                    "tag": {"type": "string", "minLength": 1},
+                    "digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
+                    "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+                },
+            },
+            "imagePullSecrets": {"type": "array", "items": _STR},
+            "podSecurityContext": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "runAsUser": {"type": "integer", "minimum": 10000},
+                    "runAsGroup": {"type": "integer", "minimum": 1},
+                    "fsGroup": {"type": "integer", "minimum": 1},
+                    "fsGroupChangePolicy": {"enum": ["OnRootMismatch", "Always"]},
+                },
+            },
+            "serviceAccount": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"create": _BOOL, "annotations": _MAP},
+            },
+            "tmpVolume": {"type": "object", "additionalProperties": False, "properties": {"sizeLimit": _STR}},
+            "metrics": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "enabled": _BOOL,
+                    "port": _PORT,
+                    "serviceMonitor": _monitor(),
+                    "podMonitor": _monitor(),
+                    "prometheusRule": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {"enabled": _BOOL, "labels": _MAP},
+                    },
+                    "grafanaDashboards": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {"enabled": _BOOL, "namespace": _STR, "labels": _MAP, "annotations": _MAP},
+                    },
+                },
+            },
+            "networkPolicy": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "enabled": _BOOL,
+                    "monitoringNamespace": {"type": "string", "minLength": 1},
+                    "gatewayFrom": _LIST,
+                    "adminPodLabels": {"type": "object", "minProperties": 1},
+                    "adminNamespaceLabels": _MAP,
+                },
+            },
+            "namesrv": _component("namesrv", {"replicas": {"type": "integer", "minimum": 1}}, ["replicas"]),
+            "broker": _component(
+                "broker",
+                {"groups": {"type": "array", "items": group}, "persistence": _persistence()},
+                ["groups", "persistence"],
+            ),
+            "gateway": _component(
+                "gateway",
+                {
+                    "replicas": {"type": "integer", "minimum": 1},
+                    "service": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+                            "port": _PORT,
+                            "annotations": _MAP,
+                        },
+                    },
+                    "autoscaling": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "enabled": _BOOL,
+                            "minReplicas": {"type": "integer", "minimum": 1},
+                            "maxReplicas": {"type": "integer", "minimum": 1},
+                            "targetCPUUtilizationPercentage": {"type": "integer", "minimum": 1, "maximum": 100},
+                        },
+                    },
+                },
+                ["replicas", "service", "autoscaling"],
+            ),
+        },
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(build_schema(), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    SCHEMA_PATH.write_text(schema_text(), encoding="utf-8")
+    print(f"wrote {SCHEMA_PATH}")

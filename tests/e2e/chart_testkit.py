@@ -1,0 +1,133 @@
+"""Chart test kit: render with the real Helm engine (helm-python-sdk), run the schema and policy tools.
+
+Rendering is offline (no API server). ``kubernetes-validate`` ships the upstream OpenAPI schemas; checkov runs
+through ``uv tool run`` (not a project dependency), once per session over every rendered value set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "pyrocketmq"
+SPARK_DIR = ROOT / "deploy" / "spark"
+RELEASE = "mq"
+NAMESPACE = "messaging"
+# The value sets every check runs over: the defaults and the three files kept with the chart.
+VALUE_SETS: dict[str, Path | None] = {
+    "default": None,
+    "dev": CHART / "ci" / "values-dev.yaml",
+    "production": CHART / "ci" / "values-production.yaml",
+    "syncflush": CHART / "ci" / "values-syncflush.yaml",
+}
+# Kinds from CRDs: no upstream schema; checked field by field in the tests.
+CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "SparkApplication"}
+CHECKOV_TIMEOUT_S = 600
+VALIDATE_TIMEOUT_S = 300
+
+
+def load_values(name: str) -> dict[str, Any]:
+    path = VALUE_SETS[name]
+    if path is None:
+        return {}
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def render_files(
+    values: dict[str, Any] | None = None, chart: Path = CHART, name: str = RELEASE, namespace: str = NAMESPACE
+) -> dict[str, str]:
+    """Template path -> rendered text (raises helm_python.HelmError on schema or template failures)."""
+    loaded = helm_python.Chart.load(str(chart))
+    rendered: dict[str, str] = loaded.render(values=values or {}, name=name, namespace=namespace, is_install=True)
+    return rendered
+
+
+def render_docs(values: dict[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
+    """Every manifest of a rendering, in template-path order."""
+    files = render_files(values, **kwargs)
+    return [d for path, text in sorted(files.items()) if path.endswith(".yaml") for d in yaml.safe_load_all(text) if d]
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """One value set's manifests and the file they were written to."""
+
+    name: str
+    docs: list[dict[str, Any]]
+    path: Path
+
+    def kind(self, kind: str) -> list[dict[str, Any]]:
+        return [d for d in self.docs if d["kind"] == kind]
+
+    def get(self, kind: str, name: str) -> dict[str, Any]:
+        found = [d for d in self.docs if d["kind"] == kind and d["metadata"]["name"] == name]
+        assert len(found) == 1, f"{kind}/{name}: {len(found)} found"
+        return found[0]
+
+
+def write_docs(docs: list[dict[str, Any]], path: Path) -> Path:
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def spark_docs() -> list[dict[str, Any]]:
+    return [d for f in sorted(SPARK_DIR.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text("utf-8")) if d]
+
+
+def kubernetes_validate(paths: list[Path], kube_version: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kubernetes_validate", "--strict", "--quiet", "-k", kube_version, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=VALIDATE_TIMEOUT_S,
+    )
+
+
+def run_checkov(rendered: dict[str, Rendered], rendered_dir: Path) -> dict[str, dict[str, Any]]:
+    """checkov's JSON report per rendered file (one checkov run; built-in checks, offline)."""
+    uv = shutil.which("uv")
+    assert uv is not None, "uv is needed to run checkov (uv tool run): checkov is not a project dependency"
+    files = [r.path for r in rendered.values()]
+    cmd = [
+        uv,
+        "tool",
+        "run",
+        "--from",
+        "checkov",
+        "checkov",
+        "--skip-download",
+        "--framework",
+        "kubernetes",
+        "-o",
+        "json",
+    ]
+    for f in files:
+        cmd += ["-f", str(f)]
+    env = {**os.environ, "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true", "BC_SKIP_MAPPING": "TRUE"}
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, check=False, env=env, timeout=CHECKOV_TIMEOUT_S, cwd=rendered_dir
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    reports = report if isinstance(report, list) else [report]
+    by_file: dict[str, dict[str, Any]] = {
+        r.name: {"passed": [], "failed": [], "skipped": []} for r in rendered.values()
+    }
+    for rep in reports:
+        for state in ("passed", "failed", "skipped"):
+            for check in rep["results"][f"{state}_checks"]:
+                by_file[Path(check["file_path"]).stem][state].append(check)
+    return by_file

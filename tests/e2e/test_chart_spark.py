@@ -1,0 +1,67 @@
+"""deploy/spark fits the chart: the job points at the gateway and name server Services of release "pyrocketmq"
+in namespace "pyrocketmq", its driver carries the admin label the NetworkPolicies admit, and its pods run under
+the chart's security posture."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from chart_testkit import SPARK_DIR, Rendered, render_docs
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def release() -> list[dict[str, Any]]:
+    return render_docs({}, name="pyrocketmq", namespace="pyrocketmq")
+
+
+def _service_dns(docs: list[dict[str, Any]], name: str) -> str:
+    svc = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == name)
+    port = next(p["port"] for p in svc["spec"]["ports"] if p["name"] == "grpc")
+    return f"{name}.{svc['metadata']['namespace']}.svc.cluster.local:{port}"
+
+
+def test_spark_application_points_at_the_release(rendered: dict[str, Rendered], release: list[dict[str, Any]]) -> None:
+    app = rendered["spark"].get("SparkApplication", "publish-flights")
+    assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
+    assert app["spec"]["mode"] == "cluster"
+    args = app["spec"]["arguments"]
+    assert args[args.index("--gateway") + 1] == _service_dns(release, "pyrocketmq-gateway")
+    assert args[args.index("--namesrv") + 1] == _service_dns(release, "pyrocketmq-namesrv")
+    submit = (SPARK_DIR / "spark-submit.sh").read_text(encoding="utf-8")
+    assert "${RELEASE}-gateway.${NAMESPACE}.svc.cluster.local:8081" in submit
+    assert app["spec"]["mainApplicationFile"] in submit
+    for template in ("driver-pod-template.yaml", "executor-pod-template.yaml"):
+        assert f"${{here}}/{template}" in submit
+
+
+def test_driver_may_reach_name_servers_and_brokers(
+    rendered: dict[str, Rendered], release: list[dict[str, Any]]
+) -> None:
+    policy = next(d for d in release if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "pyrocketmq-broker")
+    admin = policy["spec"]["ingress"][0]["from"][1]["podSelector"]["matchLabels"]
+    spark = rendered["spark"]
+    app = spark.get("SparkApplication", "publish-flights")
+    assert admin.items() <= app["spec"]["driver"]["labels"].items()
+    assert admin.items() <= spark.get("Pod", "publish-flights-driver")["metadata"]["labels"].items()
+    assert not admin.items() <= app["spec"]["executor"]["labels"].items()
+    binding = spark.get("RoleBinding", "pyrocketmq-spark-driver")
+    assert binding["subjects"][0]["name"] == app["spec"]["driver"]["serviceAccount"]
+
+
+def test_spark_pods_share_the_chart_security_posture(
+    rendered: dict[str, Rendered], release: list[dict[str, Any]]
+) -> None:
+    gateway = next(d for d in release if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    chart_sc = gateway["containers"][0]["securityContext"]
+    spark = rendered["spark"]
+    app = spark.get("SparkApplication", "publish-flights")["spec"]
+    for role in ("driver", "executor"):
+        assert app[role]["securityContext"] == chart_sc
+        assert app[role]["podSecurityContext"]["runAsUser"] == gateway["securityContext"]["runAsUser"]
+        assert {"name": "tmp", "mountPath": "/tmp"} in app[role]["volumeMounts"]
+        pod = spark.get("Pod", f"publish-flights-{role}")["spec"]
+        assert pod["containers"][0]["securityContext"] == chart_sc
+        assert pod["automountServiceAccountToken"] is (role == "driver")
