@@ -32,7 +32,7 @@ build() {  # build DOCKERFILE IMAGE BASE CONTEXT
 step base bash docker/base-image.sh "$BASE"
 step base_jre bash docker/base-image.sh "$BASE_JRE" openjdk-17-jre-headless
 step wheels bash docker/wheels.sh "$WHEELS"
-cp docker/spark-job/publish_flights.py "$WHEELS/spark/"
+cp docker/spark-job/publish_flights.py docker/spark-job/spark-entrypoint.sh "$WHEELS/spark/"
 step image bash -c "$(declare -f build); build docker/Dockerfile pyrocketmq:$TAG $BASE $WHEELS/services"
 step image_spark bash -c "$(declare -f build); build docker/Dockerfile.spark pyrocketmq-spark:$TAG $BASE_JRE $WHEELS/spark"
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^pyrocketmq(-spark)?:$TAG " >&2

@@ -63,6 +63,7 @@ HOST_NETWORK_OVERRIDES: tuple[tuple[str, str, str], ...] = (
     ),
     ("MQ_BROKER_BROKER_IP", "127.0.0.1", "the pod's stable DNS name resolves only inside the cluster"),
     ("SparkApplication --gateway / --namesrv", "127.0.0.1:<gateway port> / 127.0.0.1:<namesrv-0 port>", "DNS"),
+    ("Spark driver SPARK_LOCAL_IP", "127.0.0.1", "Spark would bind and reverse-resolve the host's external address"),
 )
 _PREFIX = {"namesrv": "MQ_NAMESRV_", "broker": "MQ_BROKER_", "gateway": "MQ_GATEWAY_"}
 
@@ -244,28 +245,30 @@ def test_spark_image_publishes_every_flight_once(topology: Topology, spark_app: 
     spec = spark_app["spec"]
     args = list(spec["arguments"])
     local = {"--gateway": topology.gateway_addr, "--namesrv": topology.namesrv_addrs[0]}
-    for flag, value in local.items():  # HOST_NETWORK_OVERRIDES, last row
+    for flag, value in local.items():  # HOST_NETWORK_OVERRIDES (the SparkApplication row)
         args[args.index(flag) + 1] = value
-    main_file = spec["mainApplicationFile"].removeprefix("local://")
     driver = spec["driver"]
     sizes = {v["name"]: v["emptyDir"].get("sizeLimit", "") for v in spec.get("volumes", []) if "emptyDir" in v}
+    confs = [a for k, v in spec.get("sparkConf", {}).items() for a in ("--conf", f"{k}={v}")]
+    security = driver["securityContext"]
+    # What the operator starts in the driver pod: the image's entrypoint with `driver`, spark-submit arguments
+    # and the application file; the master is local[2] here (executor pods need an API server).
     run = PodRun(
         pod_name="publish-flights-driver",
         image=spec["image"],
         command=(),
-        args=(),
+        args=("driver", "--master", "local[2]", *confs, spec["mainApplicationFile"], *args),
         env={e["name"]: str(e["value"]) for e in driver.get("env", [])},
         mounts={m["mountPath"]: ("emptyDir", sizes[m["name"]]) for m in driver.get("volumeMounts", [])},
-        user=f"{driver['securityContext']['runAsUser']}:{driver['securityContext']['runAsGroup']}",
-        read_only_root=bool(driver["securityContext"].get("readOnlyRootFilesystem")),
-        drop_all_capabilities="ALL" in driver["securityContext"]["capabilities"]["drop"],
-        no_new_privileges=driver["securityContext"].get("allowPrivilegeEscalation") is False,
+        user=f"{security['runAsUser']}:{security['runAsGroup']}",
+        read_only_root=bool(security.get("readOnlyRootFilesystem")),
+        drop_all_capabilities="ALL" in security["capabilities"]["drop"],
+        no_new_privileges=security.get("allowPrivilegeEscalation") is False,
         grpc_port=0,
         termination_grace_s=30,
     )
     started = time.monotonic()
-    # The operator would run spark-submit on the file; here the driver runs it with local[2] executors.
-    pod = start_container(run, {}, command=("python", main_file, *args))
+    pod = start_container(run, {"SPARK_LOCAL_IP": "127.0.0.1"})
     try:
         code = pod.wait_exit(SPARK_TIMEOUT_S)
         seconds = time.monotonic() - started
