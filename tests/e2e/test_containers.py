@@ -39,6 +39,7 @@ from containers_kit import (
 )
 from mq_client.admin.admin_client import MQAdminClient
 from mq_client.route import TopicConfig
+from mq_common.errors import MQError
 from mq_spark.jobs.publish_flights import FLIGHTS_ROWS, FLIGHTS_TOPIC
 from mq_spark.verify import read_back
 
@@ -322,10 +323,15 @@ async def test_broker_sigterm_is_clean_and_restart_keeps_its_data(topology: Topo
     store_root = Path(pod.env["MQ_BROKER_STORE_PATH_ROOT_DIR"].replace("/var/lib/rocketmq", str(store), 1))
     assert (store_root / "abort").exists(), "a running broker keeps its abort file"
 
+    stop_sending = asyncio.Event()
+    sender = asyncio.create_task(_send_while(topology, stop_sending))  # sends in flight across the SIGTERM
+    await asyncio.sleep(0.5)
     started = time.monotonic()
     pod.signal("SIGTERM")
-    code = pod.wait_exit(pod.run.termination_grace_s)
+    code = await asyncio.to_thread(pod.wait_exit, pod.run.termination_grace_s)
     stop_s = time.monotonic() - started
+    stop_sending.set()
+    acked = await sender
     logs = pod.logs()
     assert code == 0, logs[-4000:]
     assert any(e.get("event") == "broker_stopped" for e in json_lines(logs)), logs[-4000:]
@@ -347,15 +353,60 @@ async def test_broker_sigterm_is_clean_and_restart_keeps_its_data(topology: Topo
     (line,) = [e for e in json_lines(again.logs()) if e.get("event") == "started"]
     assert line["last_exit_ok"] is True
     await _wait_registered(topology, {n: [_broker_addr(p)] for n, p in topology.brokers.items()}, 30.0)
-    assert await _topic_offsets(namesrv, PROBE_TOPIC, name) == before
+    restored = await _topic_offsets(namesrv, PROBE_TOPIC, name)
+    assert restored.keys() == before.keys()
+    assert all(restored[q][1] >= before[q][1] for q in before), (before, restored)
+    lost = [(b, q, o) for b, q, o in acked if b == name and o >= restored[q][1]]
+    assert not lost, f"acknowledged sends missing after the restart: {lost[:10]}"
     if await _has_topic(namesrv):  # the Spark test ran: every flight is still there, once
         check = await read_back(namesrv, FLIGHTS_TOPIC, FLIGHTS_ROWS)
         assert (check.verified, check.missing, check.duplicates) == (FLIGHTS_ROWS, 0, 0), check.report()
     sent = await _send_until(topology, PROBE_TOPIC, name, 40)
     after = await _topic_offsets(namesrv, PROBE_TOPIC, name)
     assert sum(hi for _, hi in after.values()) > sum(hi for _, hi in before.values())
-    record_timings({"broker_sigterm_stop_s": round(stop_s, 2), "broker_restart_s": round(restart_s, 1)})
+    record_timings(
+        {
+            "broker_sigterm_stop_s": round(stop_s, 2),
+            "broker_restart_s": round(restart_s, 1),
+            "sends_acked_across_sigterm": len(acked),
+            "of_them_on_the_stopped_broker": sum(1 for b, _, _ in acked if b == name),
+        }
+    )
     assert sent >= 1
+    assert len(acked) > 0
+
+
+async def _send_while(topology: Topology, stop: asyncio.Event, limit: int = 3_000) -> list[tuple[str, int, int]]:
+    """Probe sends through the gateway until ``stop`` (at most ``limit``); returns the acknowledged ones as
+    (broker name, queue id, queue offset). Failed sends (the broker going away) are allowed, not counted."""
+    acked: list[tuple[str, int, int]] = []
+    async with MQAdminClient(topology.namesrv_addrs, gateway_addr=topology.gateway_addr) as admin:
+        for i in range(limit):
+            if stop.is_set():
+                break
+            try:
+                result = await admin.send_message(PROBE_TOPIC, json.dumps({"inflight": i}).encode())
+            except MQError:
+                await asyncio.sleep(0.05)
+                continue
+            if result.send_status == "SEND_OK":
+                acked.append((result.broker_name, result.queue_id, result.queue_offset))
+    return acked
+
+
+async def test_gateway_sigterm_drains_and_exits_cleanly(topology: Topology) -> None:
+    gateway = topology.gateway
+    async with MQAdminClient(topology.namesrv_addrs, gateway_addr=topology.gateway_addr) as admin:
+        await admin.update_topic(TopicConfig(PROBE_TOPIC, 2, 2), cluster_name="DefaultCluster")
+        result = await admin.send_message(PROBE_TOPIC, b'{"before": "sigterm"}')
+    assert result.send_status == "SEND_OK"
+    gateway.signal("SIGTERM")
+    code = gateway.wait_exit(gateway.run.termination_grace_s)
+    logs = gateway.logs()
+    assert code == 0, logs[-4000:]
+    events = [e.get("event") for e in json_lines(logs)]
+    assert "gateway_stopped" in events
+    assert events[-1] == "stopped"
 
 
 async def _has_topic(namesrv: str) -> bool:
