@@ -203,6 +203,36 @@ def topology(
             pod.remove()
 
 
+def test_image_entrypoint_tini_forwards_sigterm(images: dict[str, str]) -> None:
+    """Without a Kubernetes ``command:`` the image's ENTRYPOINT (tini) is PID 1 and passes SIGTERM on."""
+    (port,) = free_ports(1)
+    run = PodRun(
+        pod_name="tini-namesrv",
+        image=images["services"],
+        command=(),
+        args=("mqnamesrv",),
+        env={"MQ_NAMESRV_LISTEN_HOST": "127.0.0.1", "MQ_NAMESRV_LISTEN_PORT": str(port)},
+        mounts={"/tmp": ("emptyDir", "64Mi")},
+        user="10001:10001",
+        read_only_root=True,
+        drop_all_capabilities=True,
+        no_new_privileges=True,
+        grpc_port=port,
+        termination_grace_s=30,
+    )
+    pod = start_container(run, {})
+    try:
+        wait_serving(pod, f"127.0.0.1:{port}", SERVING_TIMEOUT_S)
+        assert pod.inspect()["Config"]["Entrypoint"] == ["tini", "--"]
+        pod.signal("SIGTERM")
+        code = pod.wait_exit(run.termination_grace_s)
+        logs = pod.logs()
+    finally:
+        pod.remove()
+    assert code == 0, logs[-4000:]
+    assert [e.get("event") for e in json_lines(logs)][-1] == "stopped"
+
+
 async def _cluster_brokers(namesrv_addr: str) -> dict[str, list[str]]:
     """broker name -> addresses registered on one name server."""
     async with MQAdminClient([namesrv_addr]) as admin:
