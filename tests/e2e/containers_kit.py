@@ -41,7 +41,11 @@ _VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def docker_answers() -> bool:
-    proc = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=60)
+    """True when a docker CLI exists and its daemon answers."""
+    try:
+        proc = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=60)
+    except FileNotFoundError:  # no CLI yet: dockerd.sh installs docker.io
+        return False
     return proc.returncode == 0
 
 
