@@ -9,7 +9,7 @@ RUN_DIR ?= .run/local
 
 .PHONY: help
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 .PHONY: uv
 uv:
@@ -88,10 +88,20 @@ bench: sync java ## Store, gateway (vs NATS JetStream), Spark-vs-plain-sender an
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python tests/bench/bench_spark.py --out bench-results/spark.json
 	$(UV) run --frozen python tests/bench/bench_observability.py --out bench-results/observability.json
 
+.PHONY: images
+images: uv ## Build pyrocketmq + pyrocketmq-spark offline (debootstrap base, host wheels, docker build --network none)
+	@started=0; docker info >/dev/null 2>&1 || { bash docker/dockerd.sh start && started=1; }; \
+	  bash docker/build-images.sh; rc=$$?; \
+	  if [ $$started = 1 ]; then bash docker/dockerd.sh stop; fi; exit $$rc
+
 .PHONY: e2e
-e2e: uv ## Helm chart: render with a real Helm engine, strict lint, Kubernetes schema validation
+e2e: uv ## Helm chart (render, lint, schemas, checkov) + both images built offline running the chart's topology
 	$(UV) sync --frozen --group e2e
-	$(UV) run --frozen --group e2e pytest -p no:cacheprovider tests/e2e -m e2e
+	@rm -f .build/e2e-timings.json
+	@$(UV) run --frozen --group e2e pytest -p no:cacheprovider tests/e2e -m e2e; rc=$$?; \
+	  if [ -f .build/e2e-timings.json ]; then echo "e2e timings (.build/e2e-timings.json):"; \
+	    $(UV) run --frozen python -c 'import json; d = json.load(open(".build/e2e-timings.json")); \
+	      [print(f"  {k}: {v}") for k, v in d.items() if k not in ("spark_summary", "verify")]'; fi; exit $$rc
 
 .PHONY: clean
 clean: ## Remove caches and local run data (stop the cluster first: make down)

@@ -1,0 +1,338 @@
+"""Container e2e kit: the Docker daemon, the offline image build, and pods of the rendered chart run as containers.
+
+A :class:`PodRun` is what Kubernetes would start for one pod of a rendered workload: the image, ``command``
+(replaces the image's entrypoint, as in Kubernetes) and ``args``, the environment resolved the Kubernetes way
+(``envFrom`` ConfigMaps first, then ``env`` entries with ``$(VAR)`` expansion and downward-API pod names), the
+volume mounts and the security context. :func:`start_container` runs one with testcontainers on the host network
+(the only network allowed here; no ports published), applying the caller's overrides on top.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# testcontainers reads its configuration at import time: no Ryuk reaper (it would need a bridge network).
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from testcontainers.core.container import DockerContainer
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER_DIR = ROOT / "docker"
+DOCKERD_STATE = ROOT / ".build" / "dockerd"
+TIMINGS_FILE = ROOT / ".build" / "e2e-timings.json"
+BUILD_TIMEOUT_S = 1_500
+CONTAINER_LABEL = "pyrocketmq.e2e"
+_VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+# ---------------------------------------------------------------------------------------------------- daemon
+
+
+def docker_answers() -> bool:
+    """True when a docker CLI exists and its daemon answers."""
+    try:
+        proc = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=60)
+    except FileNotFoundError:  # no CLI yet: dockerd.sh installs docker.io
+        return False
+    return proc.returncode == 0
+
+
+def start_docker() -> bool:
+    """Make a daemon answer (installing docker.io if needed); True when this call started it."""
+    if docker_answers():
+        return False
+    subprocess.run(["bash", str(DOCKER_DIR / "dockerd.sh"), "start", str(DOCKERD_STATE)], check=True, timeout=600)
+    return True
+
+
+def stop_docker() -> None:
+    """Stop the daemon :func:`start_docker` started (its pid file), nothing else."""
+    subprocess.run(["bash", str(DOCKER_DIR / "dockerd.sh"), "stop", str(DOCKERD_STATE)], check=True, timeout=120)
+
+
+def build_images(tag: str) -> dict[str, float]:
+    """``docker/build-images.sh TAG``; returns its per-step seconds plus ``total``."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["bash", str(DOCKER_DIR / "build-images.sh"), tag],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=BUILD_TIMEOUT_S,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, f"image build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    steps: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**steps, "total": round(time.monotonic() - started, 1)}
+
+
+def image_exists(image: str) -> bool:
+    proc = subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False, timeout=60)
+    return proc.returncode == 0
+
+
+def record_timings(timings: Mapping[str, Any]) -> None:
+    """Merge ``timings`` into .build/e2e-timings.json (the Makefile prints it after the run)."""
+    TIMINGS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    current: dict[str, Any] = {}
+    if TIMINGS_FILE.exists():
+        current = json.loads(TIMINGS_FILE.read_text(encoding="utf-8"))
+    current.update(timings)
+    TIMINGS_FILE.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------- pods from the chart
+
+
+@dataclass(frozen=True, slots=True)
+class PodRun:
+    """One pod's container as the rendered manifest describes it (first container of the pod template)."""
+
+    pod_name: str
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: Mapping[str, str]
+    # mountPath -> ("emptyDir", sizeLimit) or ("claim", claim template name)
+    mounts: Mapping[str, tuple[str, str]]
+    user: str
+    read_only_root: bool
+    drop_all_capabilities: bool
+    no_new_privileges: bool
+    grpc_port: int
+    termination_grace_s: int
+
+
+def _by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def resolve_env(
+    container: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, Any]], pod_name: str, namespace: str
+) -> dict[str, str]:
+    """The container's environment as the kubelet builds it: envFrom, then env (later wins, ``$(VAR)`` expanded
+    from what is defined so far). Supports configMapRef/configMapKeyRef and fieldRef metadata.name/namespace."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom") or []:
+        ref = source["configMapRef"]["name"]
+        prefix = source.get("prefix", "")
+        env.update({prefix + k: str(v) for k, v in configmaps[ref]["data"].items()})
+    fields = {"metadata.name": pod_name, "metadata.namespace": namespace}
+    for entry in container.get("env") or []:
+        if "value" in entry:
+            env[entry["name"]] = _VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), str(entry["value"]))
+            continue
+        source = entry["valueFrom"]
+        if "fieldRef" in source:
+            env[entry["name"]] = fields[source["fieldRef"]["fieldPath"]]
+        elif "configMapKeyRef" in source:
+            ref = source["configMapKeyRef"]
+            env[entry["name"]] = str(configmaps[ref["name"]]["data"][ref["key"]])
+        else:
+            raise AssertionError(f"env {entry['name']}: unsupported valueFrom {source}")
+    return env
+
+
+def pod_runs(docs: list[dict[str, Any]], kind: str, name: str, namespace: str) -> list[PodRun]:
+    """Every pod of the workload ``kind``/``name``: StatefulSet pods ``<name>-<ordinal>``, Deployment pods
+    ``<name>-<i>`` (the suite's stand-in for the ReplicaSet's random suffix)."""
+    workload = _by_kind(docs, kind)[name]
+    configmaps = _by_kind(docs, "ConfigMap")
+    pod = workload["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    security = {**(pod.get("securityContext") or {}), **(container.get("securityContext") or {})}
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    claims = {c["metadata"]["name"] for c in workload["spec"].get("volumeClaimTemplates") or []}
+    mounts: dict[str, tuple[str, str]] = {}
+    for mount in container.get("volumeMounts") or []:
+        vol = volumes.get(mount["name"])
+        if vol is not None and "emptyDir" in vol:
+            mounts[mount["mountPath"]] = ("emptyDir", str(vol["emptyDir"].get("sizeLimit", "")))
+        else:
+            assert mount["name"] in claims, f"{name}: volume {mount['name']} is neither an emptyDir nor a claim"
+            mounts[mount["mountPath"]] = ("claim", mount["name"])
+    grpc_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
+    runs = []
+    for i in range(int(workload["spec"].get("replicas", 1))):
+        pod_name = f"{name}-{i}"
+        runs.append(
+            PodRun(
+                pod_name=pod_name,
+                image=container["image"],
+                command=tuple(container.get("command") or ()),
+                args=tuple(container.get("args") or ()),
+                env=resolve_env(container, configmaps, pod_name, namespace),
+                mounts=mounts,
+                user=f"{security['runAsUser']}:{security.get('runAsGroup', security['runAsUser'])}",
+                read_only_root=bool(security.get("readOnlyRootFilesystem")),
+                drop_all_capabilities="ALL" in (security.get("capabilities") or {}).get("drop", []),
+                no_new_privileges=security.get("allowPrivilegeEscalation") is False,
+                grpc_port=grpc_port,
+                termination_grace_s=int(pod.get("terminationGracePeriodSeconds", 30)),
+            )
+        )
+    return runs
+
+
+# ------------------------------------------------------------------------------------------------ containers
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass(slots=True)
+class RunningPod:
+    """A started container and what it was started from."""
+
+    run: PodRun
+    container: DockerContainer
+    env: dict[str, str]
+    claims: dict[str, Path] = field(default_factory=dict)
+    removed: bool = False
+
+    def logs(self) -> str:
+        out, err = self.container.get_logs()
+        return (out + err).decode("utf-8", "replace")
+
+    def signal(self, sig: str) -> None:
+        self.container.get_wrapped_container().kill(signal=sig)
+
+    def wait_exit(self, timeout_s: float) -> int:
+        result = self.container.get_wrapped_container().wait(timeout=timeout_s)
+        return int(result["StatusCode"])
+
+    def inspect(self) -> dict[str, Any]:
+        client = self.container.get_docker_client().client
+        attrs: dict[str, Any] = client.api.inspect_container(self.container.get_container_id())
+        return attrs
+
+    def remove(self) -> None:
+        """Force-remove the container (idempotent)."""
+        if not self.removed:
+            self.removed = True
+            self.container.stop(force=True, delete_volume=True)
+
+
+def start_container(
+    run: PodRun,
+    overrides: Mapping[str, str],
+    claims: Mapping[str, Path] | None = None,
+    *,
+    command: tuple[str, ...] | None = None,
+) -> RunningPod:
+    """Start ``run`` on the host network with ``overrides`` applied to its environment.
+
+    ``claims``: claim template name -> host directory bind-mounted read-write (owned by the pod's uid).
+    ``command`` replaces command+args (the Spark job: the operator's spark-submit becomes ``python <file>``).
+    """
+    claims = dict(claims or {})
+    env = {**run.env, **overrides}
+    container = DockerContainer(run.image)
+    for key, value in env.items():
+        container.with_env(key, value)
+    for path, (kind, detail) in run.mounts.items():
+        if kind == "emptyDir":
+            container.with_tmpfs_mount(path, size=_tmpfs_size(detail))
+        else:
+            container.with_volume_mapping(str(claims[detail]), path, "rw")
+    kwargs: dict[str, Any] = {
+        "network_mode": "host",
+        "user": run.user,
+        "read_only": run.read_only_root,
+        "labels": {CONTAINER_LABEL: run.pod_name},
+    }
+    if command is not None:
+        kwargs["entrypoint"] = list(command[:1])
+        container.with_command(list(command[1:]))
+    else:
+        if run.command:
+            kwargs["entrypoint"] = list(run.command)  # Kubernetes: command replaces ENTRYPOINT
+        container.with_command(list(run.args))  # ... and args replace CMD (empty: none)
+    if run.drop_all_capabilities:
+        kwargs["cap_drop"] = ["ALL"]
+    if run.no_new_privileges:
+        kwargs["security_opt"] = ["no-new-privileges"]
+    container.with_kwargs(**kwargs)
+    container.start()
+    return RunningPod(run, container, env, dict(claims))
+
+
+def _tmpfs_size(size_limit: str) -> str:
+    """tmpfs options for an emptyDir: its sizeLimit (``256Mi`` -> ``size=256m``) and ``exec`` (an emptyDir is
+    a plain directory; Docker's tmpfs default ``noexec`` breaks native libraries unpacked to /tmp, e.g. snappy)."""
+    m = re.fullmatch(r"(\d+)([KMG])i?", size_limit)
+    return f"size={m.group(1)}{m.group(2).lower()},exec" if m else "exec"
+
+
+def wait_serving(pod: RunningPod, addr: str, timeout_s: float) -> float:
+    """Poll grpc.health.v1 Check at ``addr`` (what the chart's native gRPC probes call) until SERVING; returns
+    the seconds waited. Fails with the container's log when it exits or the time runs out."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    with grpc.insecure_channel(addr) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return time.monotonic() - started
+            except grpc.RpcError:
+                pass
+            pod.container.reload()
+            if pod.container.status == "exited":
+                raise AssertionError(f"{pod.run.pod_name} exited before serving:\n{pod.logs()[-4000:]}")
+            time.sleep(0.2)
+    raise AssertionError(f"{pod.run.pod_name} not serving on {addr} after {timeout_s} s:\n{pod.logs()[-4000:]}")
+
+
+def remove_leftover_containers() -> None:
+    """Remove containers a previous, interrupted run of this suite left (by label)."""
+    proc = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={CONTAINER_LABEL}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    ids = proc.stdout.split()
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False, timeout=120)
+
+
+def json_lines(text: str) -> Iterator[dict[str, Any]]:
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
+
+
+def chown_tree(path: Path, uid: int, gid: int) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chown(path, uid, gid)
+    path.chmod(0o750)
