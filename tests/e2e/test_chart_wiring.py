@@ -165,8 +165,9 @@ def test_pods_run_restricted(rendered: dict[str, Rendered], name: str) -> None:
         assert sc["readOnlyRootFilesystem"] is True
         assert sc["capabilities"] == {"drop": ["ALL"]}
         assert {"requests", "limits"} <= c["resources"].keys()
-        assert c["command"] == [f"mq{_component(workload)}"]
-        assert "args" not in c
+        # args, not command: the image's ENTRYPOINT (tini) stays PID 1, forwarding signals and reaping children
+        assert c["args"] == [f"mq{_component(workload)}"]
+        assert "command" not in c
         tmp = next(m for m in c["volumeMounts"] if m["mountPath"] == "/tmp")
         assert "emptyDir" in next(v for v in pod["volumes"] if v["name"] == tmp["name"])
 

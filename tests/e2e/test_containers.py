@@ -267,7 +267,9 @@ async def test_topology_runs_as_the_chart_describes(topology: Topology) -> None:
         assert host["ReadonlyRootfs"] is True
         assert host["CapDrop"] == ["ALL"]
         assert attrs["Config"]["User"] == "10001:10001"
-        assert attrs["Config"]["Entrypoint"] == list(pod.run.command)
+        # The chart sets args only: the image's ENTRYPOINT (tini, PID 1) runs the service it names.
+        assert attrs["Config"]["Entrypoint"] == ["tini", "--"]
+        assert attrs["Config"]["Cmd"] == list(pod.run.args)
         started = [e for e in json_lines(pod.logs()) if e.get("event") == "started"]
         assert len(started) == 1, pod.logs()[-2000:]
 
