@@ -253,8 +253,8 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=Path("bench-results/observability.json"))
-    parser.add_argument("--reps", type=int, default=11, help="repetitions per mode (median reported)")
-    parser.add_argument("--calls", type=int, default=400, help="SendBatch calls per repetition")
+    parser.add_argument("--reps", type=int, default=9, help="repetitions per mode (median reported)")
+    parser.add_argument("--calls", type=int, default=1000, help="SendBatch calls per repetition (~5 s runs)")
     parser.add_argument("--scrape-interval-s", type=float, default=5.0)
     parser.add_argument(
         "--flush", nargs="+", default=["SYNC_FLUSH", "ASYNC_FLUSH"], choices=["SYNC_FLUSH", "ASYNC_FLUSH"]
