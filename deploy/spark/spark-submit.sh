@@ -5,7 +5,7 @@
 # Apply deploy/spark/rbac.yaml and deploy/spark/networkpolicy.yaml first.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-: "${K8S_MASTER:?set K8S_MASTER to the API server URL, e.g. https://10.0.0.1:6443}"
+: "${K8S_MASTER:?set K8S_MASTER to the API server URL, e.g. https://kubernetes.default.svc:443}"
 NAMESPACE="${NAMESPACE:-pyrocketmq}"
 RELEASE="${RELEASE:-pyrocketmq}"
 SPARK_IMAGE="${SPARK_IMAGE:-pyrocketmq-spark:0.1.0}"

@@ -49,7 +49,7 @@ async def test_many_concurrent_puts_complete_after_the_msync(tmp_path: Path, mon
     synced_ends: list[int] = []
 
     def slow_disk(_m: MappedFile, _s: int, _l: int) -> None:
-        time.sleep(0.002)  # more puts pile up per round
+        time.sleep(0.002)  # the flusher thread's msync is slow: more puts pile up per round (not the loop)
 
     def record(mapped: MappedFile, start: int, length: int) -> None:
         synced_ends.append(mapped.file_from_offset + start + length)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(
 
 NOW_MS = 1_700_000_123_456
 STORE_HOSTS = (host_to_bytes("127.0.0.1", 10911), host_to_bytes("::1", 10911))
-BORN_HOSTS = (host_to_bytes("127.0.0.2", 5000), host_to_bytes("fe80::1", 6000))
+BORN_HOSTS = (host_to_bytes("127.0.0.2", 5000), host_to_bytes("::1", 6000))
 MAX_BODY = 600
 
 topics = st.sampled_from(["TopicTest", "Tópico-ü", "T" * 128, "订单"])
@@ -152,7 +152,7 @@ def test_records_decode_with_their_fields(tmp_path: Path) -> None:
         decoded = decode_message(raw, check_crc=True)
         assert (decoded.topic, decoded.queue_id, decoded.queue_offset, decoded.body) == ("TopicTest", 2, 1, b"hello")
         assert decoded.store_host == ("::1", 10911)
-        assert decoded.born_host == ("fe80::1", 6000)
+        assert decoded.born_host == ("::1", 6000)
         assert decoded.properties[MessageConst.KEYS] == "k1 k2"
         assert [d.queue_offset for d in dispatches] == [0, 1]
         assert dispatches[0].sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG

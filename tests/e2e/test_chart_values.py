@@ -56,7 +56,7 @@ def test_every_value_is_documented() -> None:
             {"broker": {"config": {"flush_disk_type": "SYNC_FLUSH", "sync_flush_timeout_ms": 0}}},
             "SYNC_FLUSH needs sync_flush_timeout_ms >= 1",
         ),
-        ({"gateway": {"config": {"namesrv_addr": "10.0.0.1:9876"}}}, "gateway.config.namesrv_addr is set by the chart"),
+        ({"gateway": {"config": {"namesrv_addr": "127.0.0.1:1"}}}, "gateway.config.namesrv_addr is set by the chart"),
         ({"broker": {"groups": [{"name": "Broker_A"}]}}, "must be a DNS label"),
         ({"gateway": {"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}}, "minReplicas (5) is larger"),
         ({"metrics": {"serviceMonitor": {"enabled": True}, "podMonitor": {"enabled": True}}}, "scraped twice"),

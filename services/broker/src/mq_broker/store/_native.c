@@ -351,19 +351,23 @@ static void put_key(IndexCursor *c, uint32_t topic_hash, const unsigned char *ke
     c->count++;
 }
 
+/* The next non-empty space-separated word of KEYS from *pos (advanced past it), or NULL when none is left. */
+static const unsigned char *next_key_word(const unsigned char *keys, Py_ssize_t keys_len, Py_ssize_t *pos,
+                                          Py_ssize_t *word_len) {
+    Py_ssize_t i = *pos;
+    while (keys != NULL && i < keys_len && keys[i] == ' ') i++;
+    if (keys == NULL || i >= keys_len) return NULL;
+    Py_ssize_t end = i;
+    while (end < keys_len && keys[end] != ' ') end++;
+    *pos = end;
+    *word_len = end - i;
+    return keys + i;
+}
+
 /* Number of index keys of one message: the UNIQ_KEY plus the non-empty words of KEYS. */
-static Py_ssize_t count_keys(const unsigned char *uniq, Py_ssize_t uniq_len, const unsigned char *keys,
-                             Py_ssize_t keys_len) {
-    Py_ssize_t n = (uniq != NULL && uniq_len > 0) ? 1 : 0;
-    Py_ssize_t word = 0;
-    for (Py_ssize_t i = 0; keys != NULL && i <= keys_len; i++) {
-        if (i == keys_len || keys[i] == ' ') {
-            n += word > 0;
-            word = 0;
-        } else {
-            word++;
-        }
-    }
+static Py_ssize_t count_keys(Py_ssize_t uniq_len, const unsigned char *keys, Py_ssize_t keys_len) {
+    Py_ssize_t n = uniq_len > 0 ? 1 : 0, pos = 0, word_len;
+    while (next_key_word(keys, keys_len, &pos, &word_len) != NULL) n++;
     return n;
 }
 
@@ -432,7 +436,8 @@ static PyObject *index_messages(PyObject *self, PyObject *args) {
         }
         const unsigned char *uniq = property_value(props, props_len, UNIQ_KEY_NAME, 8, &uniq_len);
         const unsigned char *keys = property_value(props, props_len, KEYS_NAME, 4, &keys_len);
-        Py_ssize_t needed = count_keys(uniq, uniq_len, keys, keys_len);
+        if (uniq == NULL) uniq_len = 0;
+        Py_ssize_t needed = count_keys(uniq_len, keys, keys_len);
         if (c.count <= 1 || c.count + needed > max_count) {
             Py_DECREF(topic);
             Py_DECREF(props_obj);
@@ -440,20 +445,16 @@ static PyObject *index_messages(PyObject *self, PyObject *args) {
         }
         long long diff = 0;
         if (c.begin_ts > 0) {
-            diff = (ts - c.begin_ts) / TIME_DIFF_UNIT_MS;
-            if (ts - c.begin_ts < 0 && (ts - c.begin_ts) % TIME_DIFF_UNIT_MS != 0) diff -= 1; /* floor */
+            diff = (ts - c.begin_ts) / TIME_DIFF_UNIT_MS; /* negative -> 0 below, so truncation equals floor */
             diff = diff < 0 ? 0 : (diff > INT32_MAX ? INT32_MAX : diff);
         }
         uint32_t topic_hash = hash_utf8(0, topic_utf8, topic_len);
         topic_hash = 31 * topic_hash + '#';
-        if (uniq != NULL && uniq_len > 0) put_key(&c, topic_hash, uniq, uniq_len, phys, (int32_t)diff);
-        Py_ssize_t word_start = 0;
-        for (Py_ssize_t k = 0; keys != NULL && k <= keys_len; k++) {
-            if (k == keys_len || keys[k] == ' ') {
-                if (k > word_start) put_key(&c, topic_hash, keys + word_start, k - word_start, phys, (int32_t)diff);
-                word_start = k + 1;
-            }
-        }
+        if (uniq_len > 0) put_key(&c, topic_hash, uniq, uniq_len, phys, (int32_t)diff);
+        Py_ssize_t pos = 0, word_len;
+        const unsigned char *word;
+        while ((word = next_key_word(keys, keys_len, &pos, &word_len)) != NULL)
+            put_key(&c, topic_hash, word, word_len, phys, (int32_t)diff);
         Py_DECREF(topic);
         Py_DECREF(props_obj);
         if (needed > 0) {

@@ -258,12 +258,7 @@ class DefaultMessageStore:
                 group.append(request)
         for (topic, queue_id), group in by_queue.items():
             cq = self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
-            if len(group) == 1 or group[-1].queue_offset - group[0].queue_offset != len(group) - 1:
-                for request in group:
-                    cq.put_message_position_info(
-                        request.commit_log_offset, request.msg_size, request.tags_code, request.queue_offset
-                    )
-                continue
+            assert group[-1].queue_offset - group[0].queue_offset == len(group) - 1, "one writer: dense offsets"
             cq.put_units(group[0].queue_offset, [(r.commit_log_offset, r.msg_size, r.tags_code) for r in group])
 
     def _dispatch_recovered(self, request: DispatchRequest) -> None:
