@@ -5,7 +5,8 @@
 #
 # Produces pyrocketmq:TAG (services) and pyrocketmq-spark:TAG (the publish job). Base images are made once
 # (pyrocketmq-base:bookworm, pyrocketmq-base-jre:bookworm); FORCE=1 remakes them. Prints one timing line per
-# step and a last JSON line with the seconds of each. Needs a running Docker daemon (docker/dockerd.sh start).
+# step and a last JSON line with the seconds of each. Dangling images of earlier builds (label
+# io.pyrocketmq.image) are removed. Needs a running Docker daemon (docker/dockerd.sh start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +36,9 @@ step wheels bash docker/wheels.sh "$WHEELS"
 cp docker/spark-job/publish_flights.py docker/spark-job/spark-entrypoint.sh "$WHEELS/spark/"
 step image bash -c "$(declare -f build); build docker/Dockerfile pyrocketmq:$TAG $BASE $WHEELS/services"
 step image_spark bash -c "$(declare -f build); build docker/Dockerfile.spark pyrocketmq-spark:$TAG $BASE_JRE $WHEELS/spark"
+# The builder leaves each install stage untagged, and a rebuild untags the previous image: drop those (only
+# dangling images carrying this project's label), or every build keeps about 3 GB.
+docker image prune --force --filter label=io.pyrocketmq.image >/dev/null
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^pyrocketmq(-spark)?:$TAG " >&2
 printf '{"base": %s, "base_jre": %s, "wheels": %s, "image": %s, "image_spark": %s}\n' \
   "${SECONDS_OF[base]}" "${SECONDS_OF[base_jre]}" "${SECONDS_OF[wheels]}" "${SECONDS_OF[image]}" \

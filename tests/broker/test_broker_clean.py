@@ -362,3 +362,35 @@ async def test_consume_queue_files_flushed_late_are_deleted_in_a_later_round(tmp
         assert_consume_queues_trimmed(store, stored)
     finally:
         store.shutdown()
+
+
+async def test_clean_file_forcibly_disabled_keeps_unexpired_files_above_the_ratio(tmp_path: Path) -> None:
+    now = time.time()
+    hour = time.localtime(now).tm_hour
+    disk = FakeDisk(0.88)  # > diskSpaceCleanForciblyRatio 0.85 and > diskMaxUsedSpaceRatio 75 %, < warning 0.90
+    store = open_clean_store(
+        tmp_path,
+        clock_s=lambda: now,
+        disk=disk,
+        delete_when=f"{(hour + 12) % 24:02d}",
+        clean_file_forcibly_enable=False,
+    )
+    try:
+        stored = await put_many(store, 0, 80)
+        files = store.commit_log.mapped_file_queue.mapped_files
+        before = commit_log_names(store)
+        assert len(before) >= 5
+        await clean_round(store)
+        assert commit_log_names(store) == before  # nothing unexpired goes
+        old = now - 80 * HOUR_S
+        os.utime(files[0].file_path, (old, old))
+        await clean_round(store)  # over diskMaxUsedSpaceRatio: the expired oldest file still goes
+        assert commit_log_names(store) == before[1:]
+        assert store.commit_log.min_offset == files[1].file_from_offset
+        assert_consume_queues_trimmed(store, stored)
+        for i, result in stored.items():
+            if result.wrote_offset >= files[1].file_from_offset:
+                got = store.commit_log.get_message(result.wrote_offset, result.wrote_bytes)
+                assert got is not None, i
+    finally:
+        store.shutdown()

@@ -50,6 +50,7 @@ def broker_env(store: Path, file_size: int, flush_disk_type: str, **extra: str) 
         "MQ_BROKER_FLUSH_DISK_TYPE": flush_disk_type,
         "MQ_BROKER_FLUSH_INTERVAL_COMMIT_LOG_MS": "100",
         "MQ_BROKER_AUTO_CREATE_TOPIC_ENABLE": "true",
+        "MQ_BROKER_CLEAN_FILE_FORCIBLY_ENABLE": "false",  # a full host disk must not delete what a test stored
         **extra,
     }
 

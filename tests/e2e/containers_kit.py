@@ -83,6 +83,18 @@ def image_exists(image: str) -> bool:
     return proc.returncode == 0
 
 
+def dangling_project_images() -> list[str]:
+    """IDs of untagged images carrying the project's label (io.pyrocketmq.image): what a build left behind."""
+    proc = subprocess.run(
+        ["docker", "image", "ls", "--quiet", "--filter", "dangling=true", "--filter", "label=io.pyrocketmq.image"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return proc.stdout.split()
+
+
 def record_timings(timings: Mapping[str, Any]) -> None:
     """Merge ``timings`` into .build/e2e-timings.json (the Makefile prints it after the run)."""
     TIMINGS_FILE.parent.mkdir(parents=True, exist_ok=True)

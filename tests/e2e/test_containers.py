@@ -26,6 +26,7 @@ from containers_kit import (
     RunningPod,
     build_images,
     chown_tree,
+    dangling_project_images,
     free_ports,
     image_exists,
     json_lines,
@@ -147,6 +148,7 @@ def images(docker_daemon: None, rendered: list[dict[str, Any]], spark_app: dict[
     record_timings({"image_build_first": first, "image_build_warm": warm})
     assert image_exists(service_image)
     assert image_exists(spark_app["spec"]["image"])
+    assert dangling_project_images() == [], "a rebuild must not leave untagged stage or superseded images"
     return {"services": service_image, "spark": spark_app["spec"]["image"]}
 
 

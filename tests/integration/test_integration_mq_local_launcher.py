@@ -50,6 +50,7 @@ def test_broker_env_carries_the_service_settings(tmp_path: Path) -> None:
     assert env["MQ_BROKER_STORE_PATH_ROOT_DIR"] == str(tmp_path / "broker-b" / "store")
     assert env["MQ_BROKER_FLUSH_DISK_TYPE"] == "ASYNC_FLUSH"
     assert env["MQ_BROKER_AUTO_CREATE_TOPIC_ENABLE"] == "false"
+    assert env["MQ_BROKER_CLEAN_FILE_FORCIBLY_ENABLE"] == "false"
     assert env["MQ_BROKER_LISTEN_HOST"] == "127.0.0.1"
 
 

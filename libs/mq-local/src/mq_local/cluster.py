@@ -47,12 +47,15 @@ class ClusterSpec:
     ``gateway_module`` is the module run as the gateway (tests may wrap ``mq_gateway.main``).
     ``metrics_ports`` serves Prometheus ``/metrics`` of a service on 127.0.0.1: keys ``"namesrv"``, a broker
     name (``"broker-a"``) or ``"gateway"``; a service not named keeps metrics off.
+    ``clean_file_forcibly_enable`` is off by default: local stores share the host's disk with everything else,
+    so a host disk above 85 % must not delete what was just stored (above 90 % DISK_FULL still refuses puts).
     """
 
     data_dir: Path
     ports: PortLayout
     flush_disk_type: FlushDiskType = "SYNC_FLUSH"
     auto_create_topic_enable: bool = False
+    clean_file_forcibly_enable: bool = False
     cluster_name: str = "DefaultCluster"
     log_level: str = "INFO"
     start_wait_s: float = DEFAULT_START_WAIT_S
@@ -102,6 +105,7 @@ def broker_env(spec: ClusterSpec, index: int) -> dict[str, str]:
         "MQ_BROKER_STORE_PATH_ROOT_DIR": str(spec.broker_store_dir(name)),
         "MQ_BROKER_FLUSH_DISK_TYPE": spec.flush_disk_type,
         "MQ_BROKER_AUTO_CREATE_TOPIC_ENABLE": "true" if spec.auto_create_topic_enable else "false",
+        "MQ_BROKER_CLEAN_FILE_FORCIBLY_ENABLE": "true" if spec.clean_file_forcibly_enable else "false",
     }
     return _service_env(spec, "MQ_BROKER_", own, spec.broker_env, name)
 

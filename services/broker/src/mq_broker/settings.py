@@ -135,6 +135,13 @@ class BrokerSettings(ServiceSettings):
         le=0.85,
         description="MessageStoreConfig.diskSpaceCleanForciblyRatio (0..1): above it the oldest files go at once.",
     )
+    clean_file_forcibly_enable: bool = Field(
+        default=True,
+        description=(
+            "MessageStoreConfig.cleanFileForciblyEnable: above disk_space_clean_forcibly_ratio the oldest files go"
+            " unexpired; false keeps them (a store on a disk shared with other data)."
+        ),
+    )
     clean_resource_interval_ms: int = Field(
         default=10_000,
         gt=0,
@@ -223,6 +230,7 @@ class BrokerSettings(ServiceSettings):
             disk_max_used_space_ratio_percent=self.disk_max_used_space_ratio_percent,
             disk_space_warning_level_ratio=self.disk_space_warning_level_ratio,
             disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio,
+            clean_file_forcibly_enable=self.clean_file_forcibly_enable,
             clean_resource_interval_ms=self.clean_resource_interval_ms,
             delete_commit_log_files_interval_ms=self.delete_commit_log_files_interval_ms,
             delete_consume_queue_files_interval_ms=self.delete_consume_queue_files_interval_ms,

@@ -9,9 +9,10 @@ DISK_FULL bit of RunningFlags. One round every ``clean_resource_interval_ms``:
    flag clears, so writing resumes by itself;
 2. delete the oldest CommitLog files whose last modification is older than ``file_reserved_time_hours`` when
    the local hour is one of ``delete_when``, or at any hour when usage passes
-   ``disk_max_used_space_ratio_percent``; when usage passes ``disk_space_clean_forcibly_ratio`` the oldest
-   files go expired or not. At most ``delete_file_batch_max`` files per round, oldest first, stopping at the
-   first one kept; never the file being written, never a file not yet flushed;
+   ``disk_max_used_space_ratio_percent``; when usage passes ``disk_space_clean_forcibly_ratio`` (and
+   ``clean_file_forcibly_enable``) the oldest files go expired or not. At most ``delete_file_batch_max``
+   files per round, oldest first, stopping at the first one kept; never the file being written, never a
+   file not yet flushed;
 3. when the CommitLog min offset moved: every ConsumeQueue moves its min offset to the first unit still in
    the CommitLog and drops its files wholly below it; then the index (when the store has an IndexService).
 
@@ -157,7 +158,7 @@ class CleanService:
     def _delete_commit_log_files(self, usage: DiskSpaceUsage) -> None:
         """Mirrors CleanCommitLogService#deleteExpiredFiles + MappedFileQueue#deleteExpiredFileByTime."""
         cfg = self.config
-        clean_immediately = usage.max_ratio > cfg.disk_space_clean_forcibly_ratio
+        clean_immediately = cfg.clean_file_forcibly_enable and usage.max_ratio > cfg.disk_space_clean_forcibly_ratio
         over_max = usage.max_ratio > cfg.disk_max_used_space_ratio_percent / 100
         time_up = self.is_time_to_delete()
         if not (time_up or over_max or clean_immediately):

@@ -83,6 +83,9 @@ class MessageStoreConfig:
     disk_space_warning_level_ratio: float = 0.90
     # diskSpaceCleanForciblyRatio: above it the oldest files go at once, expired or not.
     disk_space_clean_forcibly_ratio: float = 0.85
+    # cleanFileForciblyEnable: when False, usage above disk_space_clean_forcibly_ratio deletes nothing unexpired
+    # (expired files still go above disk_max_used_space_ratio_percent; DISK_FULL still refuses puts).
+    clean_file_forcibly_enable: bool = True
     # cleanResourceInterval: period of the disk check and of the clean round.
     clean_resource_interval_ms: int = 10_000
     # deleteCommitLogFilesInterval / deleteConsumeQueueFilesInterval: pause between two deleted files.
