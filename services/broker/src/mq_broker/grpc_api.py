@@ -27,7 +27,13 @@ from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.pull_processor import PullMessageCommand, PullMessageProcessor, PullMessageReply, PullStatus
 from mq_broker.query_processor import QueryMessageCommand, QueryMessageProcessor
 from mq_broker.registration import BrokerRegistration
-from mq_broker.send_processor import SendMessageCommand, SendMessageProcessor, SendMessageReply
+from mq_broker.send_processor import (
+    SendMessageBatchCommand,
+    SendMessageBatchReply,
+    SendMessageCommand,
+    SendMessageProcessor,
+    SendMessageReply,
+)
 from mq_broker.topic_config import DataVersion, TopicConfig
 
 log = get_logger("mq_broker.grpc_api")
@@ -81,6 +87,32 @@ def send_reply_to_proto(reply: SendMessageReply) -> broker_pb2.SendMessageRespon
         queue_id=reply.queue_id,
         queue_offset=reply.queue_offset,
         transaction_id=reply.transaction_id,
+    )
+
+
+def batch_command_from_proto(msg: broker_pb2.SendMessageBatchRequest) -> SendMessageBatchCommand:
+    return SendMessageBatchCommand(
+        topic=msg.topic,
+        body=msg.body,
+        queue_id=msg.queue_id,
+        producer_group=msg.producer_group,
+        default_topic=msg.default_topic,
+        default_topic_queue_nums=msg.default_topic_queue_nums,
+        sys_flag=msg.sys_flag,
+        born_timestamp_ms=msg.born_timestamp_ms,
+        properties=msg.properties,
+        born_host=msg.born_host,
+    )
+
+
+def batch_reply_to_proto(reply: SendMessageBatchReply) -> broker_pb2.SendMessageBatchResponse:
+    return broker_pb2.SendMessageBatchResponse(
+        code=reply.code,
+        remark=reply.remark,
+        msg_id=reply.msg_id,
+        queue_id=reply.queue_id,
+        queue_offset=reply.queue_offset,
+        message_count=reply.message_count,
     )
 
 
@@ -207,6 +239,15 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             return broker_pb2.SendBatchResponse(responses=[_send_error(code, remark)] * count)
 
         return await _guard("SendBatch", batch_error, handle)
+
+    async def SendMessageBatch(
+        self, request: broker_pb2.SendMessageBatchRequest, context: _Context
+    ) -> broker_pb2.SendMessageBatchResponse:
+        async def handle() -> broker_pb2.SendMessageBatchResponse:
+            command = batch_command_from_proto(request)
+            return batch_reply_to_proto(await self._send.send_message_batch(command, peer_to_host_port(context.peer())))
+
+        return await _guard("SendMessageBatch", broker_pb2.SendMessageBatchResponse, handle)
 
     async def PullMessage(
         self, request: broker_pb2.PullMessageRequest, context: _Context

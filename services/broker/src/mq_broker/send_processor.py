@@ -46,6 +46,7 @@ from mq_common.response_code import ResponseCode
 
 from mq_broker.store.commit_log import MESSAGE_ILLEGAL_REMARK
 from mq_broker.store.message import (
+    MessageExtBatch,
     MessageExtBrokerInner,
     PutMessageResult,
     PutMessageStatus,
@@ -100,6 +101,36 @@ class SendMessageReply:
     @classmethod
     def of_error(cls, error: MQError) -> SendMessageReply:
         return cls(code=int(error.code), remark=error.remark)
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessageBatchCommand:
+    """One SEND_BATCH_MESSAGE: SendMessageRequestHeader (batch) plus the encoded MessageBatch ``body``
+    (mq_common.batch_codec). ``properties`` are the batch's own (e.g. WAIT), appended to every message's."""
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    producer_group: str = ""
+    default_topic: str = MixAll.DEFAULT_TOPIC
+    default_topic_queue_nums: int = 0
+    sys_flag: int = 0
+    born_timestamp_ms: int = 0
+    properties: str = ""
+    born_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SendMessageBatchReply:
+    """Outcome of a batch: code, remark, the offset msg ids joined with commas, the queue, the first queue
+    offset (the n-th message has ``queue_offset`` + n) and the number of messages stored."""
+
+    code: int
+    remark: str = ""
+    msg_id: str = ""
+    queue_id: int = 0
+    queue_offset: int = -1
+    message_count: int = 0
 
 
 class SendMessageProcessor:
@@ -157,6 +188,55 @@ class SendMessageProcessor:
         out = [r for r in replies if r is not None]
         assert len(out) == len(commands)
         return out
+
+    async def send_message_batch(self, command: SendMessageBatchCommand, peer_host: str = "") -> SendMessageBatchReply:
+        """SendMessageProcessor#sendBatchMessage: msgCheck of the header (the whole body counts against
+        max_message_size_bytes), then every message stored or none. Retry topics are refused (MESSAGE_ILLEGAL, as
+        RocketMQ). Never raises for a bad command.
+        """
+        header = SendMessageCommand(
+            topic=command.topic,
+            body=command.body,
+            queue_id=command.queue_id,
+            producer_group=command.producer_group,
+            default_topic=command.default_topic,
+            default_topic_queue_nums=command.default_topic_queue_nums,
+        )
+        try:
+            if not self.accepting:
+                raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
+            _config, queue_id = self.msg_check(header, peer_host)
+            if command.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
+                raise MessageIllegalError(f"batch request does not support retry group {command.topic}")
+        except MQError as exc:
+            return SendMessageBatchReply(code=int(exc.code), remark=exc.remark)
+        properties = decode_properties(command.properties)
+        sys_flag = command.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        batch = MessageExtBatch(
+            topic=command.topic,
+            queue_id=queue_id,
+            body=command.body,
+            properties_string=self._with_cluster(command.properties, properties),
+            sys_flag=sys_flag,
+            born_timestamp_ms=command.born_timestamp_ms,
+            born_host=_born_host_bytes(command.born_host, peer_host),
+            wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
+        )
+        begin = time.perf_counter()
+        result = await self.store.put_message_batch(batch)
+        if self.metrics is not None:
+            self.metrics.on_put_batch(batch, result, (time.perf_counter() - begin) * 1000.0, peer_host)
+        if not result.status.is_stored:
+            failed = self._reply_for(result, MessageExtBrokerInner(command.topic, queue_id, b""), "")
+            return SendMessageBatchReply(code=failed.code, remark=result.remark or failed.remark)
+        ok = self._reply_for(result, MessageExtBrokerInner(command.topic, queue_id, b""), "")
+        return SendMessageBatchReply(
+            code=ok.code,
+            msg_id=result.msg_id,
+            queue_id=queue_id,
+            queue_offset=result.queue_offset,
+            message_count=result.msg_num,
+        )
 
     # --- msgCheck -----------------------------------------------------------------------------------------------
 

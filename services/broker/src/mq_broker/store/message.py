@@ -85,6 +85,27 @@ class MessageExtBrokerInner:
         return self.sys_flag & MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 
 
+@dataclass(frozen=True, slots=True)
+class MessageExtBatch:
+    """The messages of one batch for one topic-queue, still encoded. Mirrors MessageExtBatch.
+
+    ``body`` is the MessageBatch body (mq_common.batch_codec: per message TOTALSIZE, MAGICCODE, BODYCRC, FLAG,
+    BODYLEN, BODY, PROPERTIESLENGTH, PROPERTIES). ``properties_string`` (the batch's own ``key\\x01value\\x02``
+    text, e.g. CLUSTER) is appended to every message's properties when stored (MessageExtEncoder#encodeBatch);
+    ``sys_flag``, ``born_timestamp_ms`` and ``born_host`` (8 or 20 bytes) are every message's. The whole batch
+    waits for the group commit unless ``wait_store_msg_ok`` is False.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties_string: str = ""
+    sys_flag: int = 0
+    born_timestamp_ms: int = 0
+    born_host: bytes = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
+    wait_store_msg_ok: bool = True
+
+
 def is_dispatchable(sys_flag: int) -> bool:
     """Prepared and rolled-back transaction messages get no ConsumeQueue unit (seed 002, steps 14 and 16)."""
     tran = sys_flag & MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
@@ -113,7 +134,9 @@ class PutMessageResult:
     """One put's status plus where it landed. Mirrors PutMessageResult + AppendMessageResult.
 
     ``msg_id`` is the offset message id (store host + port + ``wrote_offset``); offsets are -1 when the
-    message was not stored.
+    message was not stored. The result of a MessageExtBatch covers its ``msg_num`` messages: ``wrote_offset``
+    and ``queue_offset`` are the first one's, ``wrote_bytes`` is the total, ``msg_id`` joins the offset ids
+    with commas (AppendMessageResult of a batch).
     """
 
     status: PutMessageStatus
@@ -123,6 +146,7 @@ class PutMessageResult:
     queue_offset: int = -1
     store_timestamp_ms: int = 0
     remark: str = ""
+    msg_num: int = 1
 
     @property
     def is_ok(self) -> bool:

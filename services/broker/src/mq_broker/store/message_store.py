@@ -22,9 +22,15 @@ from typing import Final
 from mq_common.codec import MessageExt
 from mq_common.logging import get_logger
 
+from mq_broker.store.batch_put import expand_batch, merge_results
 from mq_broker.store.checkpoint import StoreCheckpoint
 from mq_broker.store.clean_service import DISK_FULL_REMARK, CleanService
-from mq_broker.store.commit_log import CREATE_MAPPED_FILE_FAILED_REMARK, CommitLog, DispatchRequest
+from mq_broker.store.commit_log import (
+    CREATE_MAPPED_FILE_FAILED_REMARK,
+    MESSAGE_ILLEGAL_REMARK,
+    CommitLog,
+    DispatchRequest,
+)
 from mq_broker.store.config import CQ_UNIT_SIZE_BYTES, FlushDiskType, MessageStoreConfig
 from mq_broker.store.consume_queue import ConsumeQueue
 from mq_broker.store.flush import FlushRealTimeService, FlushService, GroupCommitService
@@ -38,6 +44,7 @@ from mq_broker.store.index_service import (
 from mq_broker.store.message import (
     GetMessageResult,
     GetMessageStatus,
+    MessageExtBatch,
     MessageExtBrokerInner,
     PutMessageResult,
     PutMessageStatus,
@@ -329,6 +336,21 @@ class DefaultMessageStore:
             for i in waiting:
                 results[i] = _with_status(results[i], status, self._unavailable_remark())
         return results
+
+    async def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult:
+        """Store every message of ``batch`` (one topic-queue, consecutive queue offsets) or none; one result.
+
+        The statuses of :meth:`put_messages`, for the whole batch; MESSAGE_ILLEGAL also for a malformed body.
+        The result's ``msg_num`` is the number of messages. Mirrors DefaultMessageStore#putMessages
+        (MessageExtBatch). Event loop.
+        """
+        expanded = expand_batch(batch, self.config.max_message_size_bytes, self._illegal_remark())
+        if isinstance(expanded, PutMessageResult):
+            return expanded
+        return merge_results(await self.put_messages(expanded))
+
+    def _illegal_remark(self) -> str:
+        return MESSAGE_ILLEGAL_REMARK % self.config.max_message_size_bytes
 
     def _refuse_when_disk_full(self, batch: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult] | None:
         """RunningFlags DISK_FULL -> every put refused; then the ConsumeQueue files the batch needs are created

@@ -180,6 +180,100 @@ class SendBatchResponse(_message.Message):
 Global___SendBatchResponse: _TypeAlias = SendBatchResponse  # noqa: Y015
 
 @_typing.final
+class SendMessageBatchRequest(_message.Message):
+    """Mirrors SEND_BATCH_MESSAGE: SendMessageRequestHeader (batch = true) plus a MessageDecoder#encodeMessages body,
+    per message, big-endian: [TOTALSIZE i32][MAGICCODE i32 = 0][BODYCRC i32 = 0][FLAG i32][BODYLEN i32][BODY]
+    [PROPERTIESLENGTH u16][PROPERTIES: key 0x01 value 0x02 ...]. TOTALSIZE counts the whole item.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_GROUP_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    DEFAULT_TOPIC_FIELD_NUMBER: _builtins.int
+    DEFAULT_TOPIC_QUEUE_NUMS_FIELD_NUMBER: _builtins.int
+    QUEUE_ID_FIELD_NUMBER: _builtins.int
+    SYS_FLAG_FIELD_NUMBER: _builtins.int
+    BORN_TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    PROPERTIES_FIELD_NUMBER: _builtins.int
+    BORN_HOST_FIELD_NUMBER: _builtins.int
+    BODY_FIELD_NUMBER: _builtins.int
+    producer_group: _builtins.str
+    topic: _builtins.str
+    default_topic: _builtins.str
+    """Route template for auto-create ("TBW102")."""
+    default_topic_queue_nums: _builtins.int
+    queue_id: _builtins.int
+    """< 0: the broker picks a queue."""
+    sys_flag: _builtins.int
+    """MessageSysFlag bits of every message (0x1 compressed is per message: not allowed here)."""
+    born_timestamp_ms: _builtins.int
+    properties: _builtins.str
+    """Properties of the batch (e.g. WAIT); appended to each message's own properties when stored."""
+    born_host: _builtins.str
+    """"ip:port" of the producer (IPv4 or IPv6 literal); empty means the peer address."""
+    body: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        producer_group: _builtins.str = ...,
+        topic: _builtins.str = ...,
+        default_topic: _builtins.str = ...,
+        default_topic_queue_nums: _builtins.int = ...,
+        queue_id: _builtins.int = ...,
+        sys_flag: _builtins.int = ...,
+        born_timestamp_ms: _builtins.int = ...,
+        properties: _builtins.str = ...,
+        born_host: _builtins.str = ...,
+        body: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "born_host", b"born_host", "born_timestamp_ms", b"born_timestamp_ms", "default_topic", b"default_topic", "default_topic_queue_nums", b"default_topic_queue_nums", "producer_group", b"producer_group", "properties", b"properties", "queue_id", b"queue_id", "sys_flag", b"sys_flag", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SendMessageBatchRequest: _TypeAlias = SendMessageBatchRequest  # noqa: Y015
+
+@_typing.final
+class SendMessageBatchResponse(_message.Message):
+    """Mirrors SendMessageResponseHeader of a batch."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    QUEUE_ID_FIELD_NUMBER: _builtins.int
+    QUEUE_OFFSET_FIELD_NUMBER: _builtins.int
+    MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    msg_id: _builtins.str
+    """Offset message ids of the stored messages, in order, comma-separated (as RocketMQ's batch msgId)."""
+    queue_id: _builtins.int
+    queue_offset: _builtins.int
+    """Queue offset of the first message; the n-th has queue_offset + n."""
+    message_count: _builtins.int
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        msg_id: _builtins.str = ...,
+        queue_id: _builtins.int = ...,
+        queue_offset: _builtins.int = ...,
+        message_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message_count", b"message_count", "msg_id", b"msg_id", "queue_id", b"queue_id", "queue_offset", b"queue_offset", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SendMessageBatchResponse: _TypeAlias = SendMessageBatchResponse  # noqa: Y015
+
+@_typing.final
 class PullMessageRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

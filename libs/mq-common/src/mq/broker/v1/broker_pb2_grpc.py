@@ -44,6 +44,11 @@ class BrokerStub:
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchRequest.SerializeToString,
                 response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchResponse.FromString,
                 _registered_method=True)
+        self.SendMessageBatch = channel.unary_unary(
+                '/mq.broker.v1.Broker/SendMessageBatch',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchResponse.FromString,
+                _registered_method=True)
         self.PullMessage = channel.unary_unary(
                 '/mq.broker.v1.Broker/PullMessage',
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.PullMessageRequest.SerializeToString,
@@ -94,6 +99,14 @@ class BrokerServicer:
     def SendBatch(self, request, context):
         """Many independent sends (any topics/queues) in one call; one response per request, in order.
         All of them are appended together and wait for one group commit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendMessageBatch(self, request, context):
+        """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
+        All of them are appended together, in order, with consecutive queue offsets, or none is.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -160,6 +173,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.SendBatch,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchRequest.FromString,
                     response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchResponse.SerializeToString,
+            ),
+            'SendMessageBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendMessageBatch,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchResponse.SerializeToString,
             ),
             'PullMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.PullMessage,
@@ -251,6 +269,33 @@ class Broker:
             '/mq.broker.v1.Broker/SendBatch',
             mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchRequest.SerializeToString,
             mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendMessageBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/SendMessageBatch',
+            mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -39,6 +39,10 @@ class BrokerStub:
     """Many independent sends (any topics/queues) in one call; one response per request, in order.
     All of them are appended together and wait for one group commit.
     """
+    SendMessageBatch: _grpc.UnaryUnaryMultiCallable[_broker_pb2.SendMessageBatchRequest, _broker_pb2.SendMessageBatchResponse]
+    """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
+    All of them are appended together, in order, with consecutive queue offsets, or none is.
+    """
     PullMessage: _grpc.UnaryUnaryMultiCallable[_broker_pb2.PullMessageRequest, _broker_pb2.PullMessageResponse]
     """PULL_MESSAGE (11): messages of one queue from a queue offset."""
     CreateTopic: _grpc.UnaryUnaryMultiCallable[_broker_pb2.CreateTopicRequest, _broker_pb2.CreateTopicResponse]
@@ -62,6 +66,10 @@ class BrokerAsyncStub(BrokerStub):
     SendBatch: _aio.UnaryUnaryMultiCallable[_broker_pb2.SendBatchRequest, _broker_pb2.SendBatchResponse]  # type: ignore[assignment]
     """Many independent sends (any topics/queues) in one call; one response per request, in order.
     All of them are appended together and wait for one group commit.
+    """
+    SendMessageBatch: _aio.UnaryUnaryMultiCallable[_broker_pb2.SendMessageBatchRequest, _broker_pb2.SendMessageBatchResponse]  # type: ignore[assignment]
+    """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
+    All of them are appended together, in order, with consecutive queue offsets, or none is.
     """
     PullMessage: _aio.UnaryUnaryMultiCallable[_broker_pb2.PullMessageRequest, _broker_pb2.PullMessageResponse]  # type: ignore[assignment]
     """PULL_MESSAGE (11): messages of one queue from a queue offset."""
@@ -95,6 +103,16 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_broker_pb2.SendBatchResponse, _abc.Awaitable[_broker_pb2.SendBatchResponse]]:
         """Many independent sends (any topics/queues) in one call; one response per request, in order.
         All of them are appended together and wait for one group commit.
+        """
+
+    @_abc_1.abstractmethod
+    def SendMessageBatch(
+        self,
+        request: _broker_pb2.SendMessageBatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.SendMessageBatchResponse, _abc.Awaitable[_broker_pb2.SendMessageBatchResponse]]:
+        """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
+        All of them are appended together, in order, with consecutive queue offsets, or none is.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,86 @@
+"""A MessageExtBatch as store messages, and the one PutMessageResult of a batch.
+
+Mirrors the batch half of org.apache.rocketmq.store.CommitLog#asyncPutMessages and MessageExtEncoder#encodeBatch:
+the body (mq_common.batch_codec) is split into messages, each gets the batch's properties appended and its own
+tag code; the limits are checked for every message before anything is written, so a batch is stored whole or
+refused whole. Pure functions; run on the event loop inside DefaultMessageStore#put_message_batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mq_common.batch_codec import decode_batch
+from mq_common.codec import MessageDecodeError, decode_properties
+from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst
+
+from mq_broker.store.message import (
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+    tags_string_to_tags_code,
+)
+
+MAX_TOPIC_BYTES = 127
+BATCH_DECODE_REMARK = "the batch body is malformed: "
+
+
+def expand_batch(
+    batch: MessageExtBatch, max_message_size_bytes: int, illegal_remark: str
+) -> list[MessageExtBrokerInner] | PutMessageResult:
+    """The store messages of ``batch``, in order, or the refusal of the whole batch: MESSAGE_ILLEGAL (malformed
+    body, no message, a body over ``max_message_size_bytes``, a topic over 127 bytes), PROPERTIES_SIZE_EXCEEDED
+    (a message's properties with the batch's over 32,767 bytes)."""
+    try:
+        items = decode_batch(batch.body)
+    except MessageDecodeError as exc:
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=BATCH_DECODE_REMARK + str(exc))
+    if not items:
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=BATCH_DECODE_REMARK + "no message")
+    if len(batch.topic.encode("utf-8")) > MAX_TOPIC_BYTES:
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=illegal_remark)
+    extra = batch.properties_string
+    out: list[MessageExtBrokerInner] = []
+    for item in items:
+        text = item.properties + extra
+        if len(item.body) > max_message_size_bytes:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=illegal_remark)
+        if len(text.encode("utf-8")) > MAX_PROPERTIES_SIZE_BYTES:
+            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, remark=illegal_remark)
+        out.append(
+            MessageExtBrokerInner(
+                topic=batch.topic,
+                queue_id=batch.queue_id,
+                body=item.body,
+                properties_string=text,
+                flag=item.flag,
+                sys_flag=batch.sys_flag,
+                born_timestamp_ms=batch.born_timestamp_ms,
+                born_host=batch.born_host,
+                tags_code=tags_string_to_tags_code(decode_properties(text).get(MessageConst.TAGS)),
+                wait_store_msg_ok=batch.wait_store_msg_ok,
+            )
+        )
+    return out
+
+
+def merge_results(results: Sequence[PutMessageResult]) -> PutMessageResult:
+    """The batch's result from its messages' results: the first failure when any failed, else PUT_OK (or
+    FLUSH_DISK_TIMEOUT when the group commit timed out) with the first offsets, the total size and the offset
+    message ids joined with commas."""
+    failed = next((r for r in results if not r.is_ok), None)
+    if failed is not None:
+        return failed
+    first = results[0]
+    status = next((r.status for r in results if r.status is not PutMessageStatus.PUT_OK), PutMessageStatus.PUT_OK)
+    return PutMessageResult(
+        status,
+        wrote_offset=first.wrote_offset,
+        wrote_bytes=sum(r.wrote_bytes for r in results),
+        msg_id=",".join(r.msg_id for r in results),
+        queue_offset=first.queue_offset,
+        store_timestamp_ms=first.store_timestamp_ms,
+        remark=first.remark,
+        msg_num=len(results),
+    )
