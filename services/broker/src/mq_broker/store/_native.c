@@ -474,9 +474,305 @@ error:
     return NULL;
 }
 
+/* ------------------------------------------------------------------------------------ MessageBatch (one queue) */
+
+#define BATCH_ITEM_HEAD 20 /* TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN */
+#define BATCH_ITEM_OVERHEAD 22
+
+/* One item of a MessageBatch body (mq_common.batch_codec), pointers into the body. */
+typedef struct {
+    const unsigned char *body, *props;
+    Py_ssize_t body_len, props_len, total;
+    int32_t flag;
+} BatchItem;
+
+/* Parse the item at ``pos``; 0 on success, -1 (ValueError set) when it is malformed. */
+static int batch_item(const unsigned char *p, Py_ssize_t len, Py_ssize_t pos, BatchItem *it) {
+    if (len - pos < BATCH_ITEM_OVERHEAD) {
+        PyErr_Format(PyExc_ValueError, "batch item at %zd: %zd bytes left, a header needs 22", pos, len - pos);
+        return -1;
+    }
+    const unsigned char *q = p + pos;
+    int64_t total = (int32_t)get_u32(q), body_len = (int32_t)get_u32(q + 16);
+    if (body_len < 0 || total > len - pos || BATCH_ITEM_HEAD + body_len + 2 > total) {
+        PyErr_Format(PyExc_ValueError, "batch item at %zd: TOTALSIZE %lld and BODYLEN %lld do not fit", pos,
+                     (long long)total, (long long)body_len);
+        return -1;
+    }
+    Py_ssize_t props_len = ((Py_ssize_t)q[BATCH_ITEM_HEAD + body_len] << 8) | q[BATCH_ITEM_HEAD + body_len + 1];
+    if (BATCH_ITEM_OVERHEAD + body_len + props_len != total) {
+        PyErr_Format(PyExc_ValueError, "batch item at %zd: TOTALSIZE %lld does not match its lengths", pos,
+                     (long long)total);
+        return -1;
+    }
+    it->flag = (int32_t)get_u32(q + 12);
+    it->body = q + BATCH_ITEM_HEAD;
+    it->body_len = (Py_ssize_t)body_len;
+    it->props = q + BATCH_ITEM_HEAD + body_len + 2;
+    it->props_len = props_len;
+    it->total = (Py_ssize_t)total;
+    return 0;
+}
+
+/* A property of the stored text (the item's properties, then the batch's), or NULL. */
+static const unsigned char *joined_property(const BatchItem *it, const unsigned char *extra, Py_ssize_t extra_len,
+                                            const char *name, Py_ssize_t name_len, Py_ssize_t *value_len) {
+    const unsigned char *v = property_value(it->props, it->props_len, name, name_len, value_len);
+    return v != NULL ? v : property_value(extra, extra_len, name, name_len, value_len);
+}
+
+PyDoc_STRVAR(scan_batch_doc,
+"scan_batch(body, batch_properties, record_fixed_bytes)\n"
+"    -> (count, index_keys, max_body_bytes, max_properties_bytes, max_record_bytes, total_record_bytes)\n"
+"\n"
+"Walk a MessageBatch body (items: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN, BODY, PROPERTIESLENGTH u16,\n"
+"PROPERTIES). ``batch_properties`` (UTF-8) is appended to every item's properties when stored;\n"
+"``record_fixed_bytes`` is the v1 record size without body and properties (header, hosts, topic). Returns the\n"
+"number of messages, their index keys (UNIQ_KEY + KEYS words), the largest body, the largest stored properties\n"
+"and the largest record, and the bytes of all records. Raises ValueError for a malformed body.");
+
+static PyObject *scan_batch(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer body, extra;
+    Py_ssize_t fixed;
+    if (!PyArg_ParseTuple(args, "y*y*n", &body, &extra, &fixed)) return NULL;
+    const unsigned char *p = body.buf, *ex = extra.buf;
+    Py_ssize_t pos = 0, count = 0, keys = 0, max_body = 0, max_props = 0, max_record = 0, total = 0;
+    while (pos < body.len) {
+        BatchItem it;
+        if (batch_item(p, body.len, pos, &it) < 0) {
+            PyBuffer_Release(&body);
+            PyBuffer_Release(&extra);
+            return NULL;
+        }
+        Py_ssize_t uniq_len = 0, keys_len = 0;
+        const unsigned char *uniq = joined_property(&it, ex, extra.len, UNIQ_KEY_NAME, 8, &uniq_len);
+        const unsigned char *kw = joined_property(&it, ex, extra.len, KEYS_NAME, 4, &keys_len);
+        keys += count_keys(uniq == NULL ? 0 : uniq_len, kw, keys_len);
+        Py_ssize_t props = it.props_len + extra.len, record = fixed + it.body_len + props;
+        max_body = it.body_len > max_body ? it.body_len : max_body;
+        max_props = props > max_props ? props : max_props;
+        max_record = record > max_record ? record : max_record;
+        total += record;
+        count++;
+        pos += it.total;
+    }
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&extra);
+    return Py_BuildValue("(nnnnnn)", count, keys, max_body, max_props, max_record, total);
+}
+
+PyDoc_STRVAR(append_batch_doc,
+"append_batch(buf, wrote_position, file_from_offset, body, topic, queue_id, first_queue_offset, sys_flag,\n"
+"             born_timestamp_ms, born_host, store_timestamp_ms, store_host, batch_properties, msg_id_prefix)\n"
+"    -> (wrote_position, cq_units, msg_ids)\n"
+"\n"
+"MessageExtEncoder#encodeBatch + DefaultAppendMessageCallback#doAppend(MessageExtBatch): every item of a\n"
+"MessageBatch body as a v1 record into the writable ``buf`` (one mapped file starting at CommitLog offset\n"
+"``file_from_offset``) from ``wrote_position``, with queue offsets from ``first_queue_offset`` on, BODYCRC, the\n"
+"batch's properties appended to each item's, STORETIMESTAMP and STOREHOST. The caller has checked with\n"
+"scan_batch that the body is well formed, within the limits, and fits before the file's 8-byte END_OF_FILE\n"
+"room. Returns the new wrote position, the ConsumeQueue units of the records (20 bytes each: commit log\n"
+"offset i64, size i32, tags code i64, big-endian) and the offset msg ids (``msg_id_prefix`` + 16 hex digits)\n"
+"joined with commas. Raises ValueError when the records would pass the buffer.");
+
+static PyObject *append_batch(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *buf_obj, *topic_obj;
+    Py_buffer body, born_host, store_host, extra;
+    Py_ssize_t pos, queue_id;
+    long long file_from, queue_offset, sys_flag_in, born_ts, store_ts;
+    const char *prefix;
+    Py_ssize_t prefix_len;
+    if (!PyArg_ParseTuple(args, "OnLy*UnLLLy*Ly*y*s#", &buf_obj, &pos, &file_from, &body, &topic_obj, &queue_id,
+                          &queue_offset, &sys_flag_in, &born_ts, &born_host, &store_ts, &store_host, &extra,
+                          &prefix, &prefix_len))
+        return NULL;
+    Py_buffer view = {0};
+    PyObject *units = NULL, *ids = NULL, *result = NULL;
+    Py_ssize_t topic_len;
+    const char *topic = PyUnicode_AsUTF8AndSize(topic_obj, &topic_len);
+    if (topic == NULL || PyObject_GetBuffer(buf_obj, &view, PyBUF_WRITABLE) < 0) goto done;
+    if ((born_host.len != 8 && born_host.len != 20) || (store_host.len != 8 && store_host.len != 20) ||
+        topic_len > MAX_TOPIC_BYTES || pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad hosts, topic or position");
+        goto done;
+    }
+    Py_ssize_t count = 0, at = 0;
+    for (BatchItem it; at < body.len; at += it.total, count++)
+        if (batch_item(body.buf, body.len, at, &it) < 0) goto done;
+    if ((units = PyBytes_FromStringAndSize(NULL, count * 20)) == NULL) goto done;
+    if ((ids = PyBytes_FromStringAndSize(NULL, count * (prefix_len + 17))) == NULL) goto done;
+    int32_t sys_flag = (int32_t)(sys_flag_in & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG));
+    if (born_host.len == 20) sys_flag |= BORNHOST_V6_FLAG;
+    if (store_host.len == 20) sys_flag |= STOREHOST_V6_FLAG;
+    unsigned char *u = (unsigned char *)PyBytes_AS_STRING(units);
+    char *id = PyBytes_AS_STRING(ids);
+    Fields f = {0};
+    f.topic = topic;
+    f.topic_len = topic_len;
+    f.queue_id = queue_id;
+    f.sys_flag = sys_flag;
+    f.born_ts = born_ts;
+    f.born_host = born_host.buf;
+    f.born_host_len = born_host.len;
+    at = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        BatchItem it;
+        batch_item(body.buf, body.len, at, &it); /* checked above */
+        at += it.total;
+        Py_ssize_t props_len = it.props_len + extra.len;
+        long long total = FIXED_BYTES + born_host.len + store_host.len + 4 + it.body_len + 1 + topic_len + 2 + props_len;
+        if (props_len > MAX_PROPERTIES_BYTES || pos + total > view.len) {
+            PyErr_SetString(PyExc_ValueError, "a record passes the properties limit or the buffer");
+            goto done;
+        }
+        PyObject *mv = PyMemoryView_FromMemory((char *)it.body, it.body_len, PyBUF_READ);
+        PyObject *crc_obj = mv == NULL ? NULL : PyObject_CallOneArg(crc32_func, mv);
+        Py_XDECREF(mv);
+        if (crc_obj == NULL) goto done;
+        uint32_t crc = (uint32_t)(PyLong_AsUnsignedLong(crc_obj) & 0x7FFFFFFFu);
+        Py_DECREF(crc_obj);
+        unsigned char *rec = (unsigned char *)view.buf + pos;
+        int64_t phys = file_from + pos;
+        f.body = (const char *)it.body;
+        f.body_len = it.body_len;
+        f.flag = it.flag;
+        f.props = (const char *)it.props; /* written below: item properties, then the batch's */
+        f.props_len = it.props_len;
+        write_record(rec, &f, (uint32_t)total, crc, queue_offset + i, phys, sys_flag, store_ts, store_host.buf,
+                     store_host.len);
+        unsigned char *tail = rec + total - props_len;
+        tail[-2] = (unsigned char)(props_len >> 8);
+        tail[-1] = (unsigned char)props_len;
+        memcpy(tail + it.props_len, extra.buf, (size_t)extra.len);
+        Py_ssize_t tags_len = 0;
+        /* the last TAGS of the stored text wins (string2messageProperties fills a map): the batch's first */
+        const unsigned char *tags = property_value(extra.buf, extra.len, "TAGS", 4, &tags_len);
+        if (tags == NULL) tags = property_value(it.props, it.props_len, "TAGS", 4, &tags_len);
+        int64_t tags_code = tags == NULL || tags_len == 0 ? 0 : (int64_t)(int32_t)hash_utf8(0, tags, tags_len);
+        put_u64(u + i * 20, (uint64_t)phys);
+        put_u32(u + i * 20 + 8, (uint32_t)total);
+        put_u64(u + i * 20 + 12, (uint64_t)tags_code);
+        memcpy(id, prefix, (size_t)prefix_len);
+        snprintf(id + prefix_len, 18, "%016llX", (unsigned long long)phys);
+        id += prefix_len + 16;
+        *id++ = ',';
+        pos += (Py_ssize_t)total;
+    }
+    PyObject *joined = PyUnicode_DecodeASCII(PyBytes_AS_STRING(ids), count > 0 ? id - PyBytes_AS_STRING(ids) - 1 : 0,
+                                             "strict");
+    if (joined != NULL) result = Py_BuildValue("(nON)", pos, units, joined);
+done:
+    if (view.obj != NULL) PyBuffer_Release(&view);
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&born_host);
+    PyBuffer_Release(&store_host);
+    PyBuffer_Release(&extra);
+    Py_XDECREF(units);
+    Py_XDECREF(ids);
+    return result;
+}
+
+PyDoc_STRVAR(index_records_doc,
+"index_records(buf, hash_slot_num, index_count, max_index_count, begin_timestamp_ms, log_buf, start, end,\n"
+"              file_from_offset, last_indexed_phy_offset)\n"
+"    -> (stop, index_count, new_hash_slots, last_entry_phy_offset, last_entry_timestamp_ms, last_indexed_phy_offset)\n"
+"\n"
+"index_messages for the v1 records of ``log_buf`` (one CommitLog file starting at ``file_from_offset``) in\n"
+"[start, end): each record's topic, properties, SYSFLAG and STORETIMESTAMP are read from the record. ``stop`` is\n"
+"the position of the first record left to the Python path (a fresh or full index file).");
+
+static PyObject *index_records(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *buf_obj;
+    Py_buffer log;
+    Py_ssize_t hash_slot_num, pos, end;
+    long long count, max_count, begin_ts, file_from, last_indexed;
+    if (!PyArg_ParseTuple(args, "OnLLLy*nnLL", &buf_obj, &hash_slot_num, &count, &max_count, &begin_ts, &log, &pos,
+                          &end, &file_from, &last_indexed))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buf_obj, &view, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&log);
+        return NULL;
+    }
+    IndexCursor c = {(unsigned char *)view.buf, hash_slot_num, INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE,
+                     count, 0, begin_ts};
+    long long last_phys = -1, last_ts = 0;
+    PyObject *result = NULL;
+    if (hash_slot_num <= 0 || c.entries_base + max_count * INDEX_ENTRY_SIZE > view.len || end > log.len || pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "the index file is too small or the range passes the log");
+        goto done;
+    }
+    const unsigned char *lp = log.buf;
+    while (pos < end) {
+        const unsigned char *r = lp + pos;
+        Py_ssize_t total = (Py_ssize_t)get_u32(r);
+        if (get_u32(r + 4) != MESSAGE_MAGIC_CODE || total <= 0 || pos + total > end) {
+            PyErr_Format(PyExc_ValueError, "no v1 record at %zd", pos);
+            goto done;
+        }
+        long long phys = file_from + pos;
+        if (phys <= last_indexed) {
+            pos += total;
+            continue;
+        }
+        int32_t sys_flag = (int32_t)get_u32(r + 36);
+        Py_ssize_t born_len = (sys_flag & BORNHOST_V6_FLAG) ? 20 : 8;
+        Py_ssize_t store_len = (sys_flag & STOREHOST_V6_FLAG) ? 20 : 8;
+        const unsigned char *q = r + 48 + born_len;
+        long long ts = (long long)(((uint64_t)get_u32(q) << 32) | get_u32(q + 4));
+        q += 8 + store_len + 4 + 8;
+        Py_ssize_t body_len = (Py_ssize_t)get_u32(q);
+        q += 4 + body_len;
+        Py_ssize_t topic_len = *q;
+        const unsigned char *topic = q + 1;
+        q += 1 + topic_len;
+        Py_ssize_t props_len = ((Py_ssize_t)q[0] << 8) | q[1];
+        const unsigned char *props = q + 2;
+        if ((sys_flag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK) {
+            last_indexed = phys;
+            pos += total;
+            continue;
+        }
+        Py_ssize_t uniq_len = 0, keys_len = 0;
+        const unsigned char *uniq = property_value(props, props_len, UNIQ_KEY_NAME, 8, &uniq_len);
+        const unsigned char *keys = property_value(props, props_len, KEYS_NAME, 4, &keys_len);
+        if (uniq == NULL) uniq_len = 0;
+        Py_ssize_t needed = count_keys(uniq_len, keys, keys_len);
+        if (c.count <= 1 || c.count + needed > max_count) break; /* the Python path starts or rolls the file */
+        long long diff = 0;
+        if (c.begin_ts > 0) {
+            diff = (ts - c.begin_ts) / TIME_DIFF_UNIT_MS;
+            diff = diff < 0 ? 0 : (diff > INT32_MAX ? INT32_MAX : diff);
+        }
+        uint32_t topic_hash = 31 * hash_utf8(0, topic, topic_len) + '#';
+        if (uniq_len > 0) put_key(&c, topic_hash, uniq, uniq_len, phys, (int32_t)diff);
+        Py_ssize_t kpos = 0, word_len;
+        const unsigned char *word;
+        while ((word = next_key_word(keys, keys_len, &kpos, &word_len)) != NULL)
+            put_key(&c, topic_hash, word, word_len, phys, (int32_t)diff);
+        if (needed > 0) {
+            last_phys = phys;
+            last_ts = ts;
+        }
+        last_indexed = phys;
+        pos += total;
+    }
+    result = Py_BuildValue("(nLLLLL)", pos, c.count, c.new_slots, last_phys, last_ts, last_indexed);
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&log);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"append_records", append_records, METH_VARARGS, append_records_doc},
     {"index_messages", index_messages, METH_VARARGS, index_messages_doc},
+    {"scan_batch", scan_batch, METH_VARARGS, scan_batch_doc},
+    {"append_batch", append_batch, METH_VARARGS, append_batch_doc},
+    {"index_records", index_records, METH_VARARGS, index_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

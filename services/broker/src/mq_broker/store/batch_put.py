@@ -9,11 +9,13 @@ refused whole. Pure functions; run on the event loop inside DefaultMessageStore#
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from mq_common.batch_codec import decode_batch
-from mq_common.codec import MessageDecodeError, decode_properties
-from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst
+from mq_common.codec import MessageDecodeError, calc_msg_length, decode_properties
+from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst, MessageSysFlag
 
+from mq_broker.store import native_append
 from mq_broker.store.message import (
     MessageExtBatch,
     MessageExtBrokerInner,
@@ -24,6 +26,53 @@ from mq_broker.store.message import (
 
 MAX_TOPIC_BYTES = 127
 BATCH_DECODE_REMARK = "the batch body is malformed: "
+BATCH_TOO_LARGE_REMARK = "the batch's records take %d bytes, more than one CommitLog file holds (%d)"
+END_FILE_MIN_BLANK_BYTES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class BatchScan:
+    """A checked MessageBatch: its messages, their index keys (UNIQ_KEY + KEYS words) and record bytes."""
+
+    count: int
+    index_keys: int
+    total_record_bytes: int
+
+
+def scan_batch(
+    batch: MessageExtBatch,
+    store_host_len: int,
+    *,
+    max_message_size_bytes: int,
+    max_record_size_bytes: int,
+    file_size_bytes: int,
+    illegal_remark: str,
+) -> BatchScan | PutMessageResult:
+    """Check ``batch`` with the C scan (native_append.AVAILABLE): the refusal of the whole batch, as
+    :func:`expand_batch`, plus MESSAGE_ILLEGAL when its records do not fit in one CommitLog file (a batch is never
+    split across files); else its BatchScan."""
+    topic = batch.topic.encode("utf-8")
+    if len(topic) > MAX_TOPIC_BYTES:
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=illegal_remark)
+    flags = batch.sys_flag | (MessageSysFlag.BORNHOST_V6_FLAG if len(batch.born_host) == 20 else 0)
+    flags |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG if store_host_len == 20 else 0
+    fixed = calc_msg_length(flags, 0, len(topic), 0)
+    try:
+        count, keys, max_body, max_props, max_record, total = native_append.scan_batch(
+            batch.body, batch.properties_string.encode("utf-8"), fixed
+        )
+    except ValueError as exc:
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=BATCH_DECODE_REMARK + str(exc))
+    if count == 0:
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=BATCH_DECODE_REMARK + "no message")
+    if max_body > max_message_size_bytes or max_record > max_record_size_bytes:
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=illegal_remark)
+    if max_props > MAX_PROPERTIES_SIZE_BYTES:
+        return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, remark=illegal_remark)
+    if total + END_FILE_MIN_BLANK_BYTES > file_size_bytes:
+        remark = BATCH_TOO_LARGE_REMARK % (total, file_size_bytes - END_FILE_MIN_BLANK_BYTES)
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=remark)
+    return BatchScan(count, keys, total)
 
 
 def expand_batch(

@@ -37,6 +37,7 @@ from mq_broker.store.config import MessageStoreConfig
 from mq_broker.store.mapped_file import MappedFile
 from mq_broker.store.mapped_file_queue import MappedFileQueue
 from mq_broker.store.message import (
+    MessageExtBatch,
     MessageExtBrokerInner,
     PutMessageResult,
     PutMessageStatus,
@@ -74,6 +75,18 @@ class DispatchRequest:
     store_timestamp_ms: int
     queue_offset: int
     sys_flag: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAppend:
+    """Where a MessageExtBatch landed: its result, the file and the byte range [start, end) of its records in
+    it, and their ConsumeQueue units (20 bytes each, CQ layout, record order)."""
+
+    result: PutMessageResult
+    mapped: MappedFile
+    start: int
+    end: int
+    cq_units: bytes
 
 
 class CommitLog:
@@ -166,6 +179,56 @@ class CommitLog:
                     DispatchRequest(msg.topic, msg.queue_id, phys, size, tags_code, now_ms, queue_offset, sys_flag)
                 )
         return stop
+
+    def put_message_batch(
+        self, batch: MessageExtBatch, total_record_bytes: int, count: int, now_ms: int
+    ) -> BatchAppend:
+        """Append every message of ``batch`` (already scanned: well formed, within the limits, ``count`` records
+        of ``total_record_bytes``) in one file with the C loop, with consecutive queue offsets; the batch goes
+        whole to the next file when it does not fit in the current one. Mirrors CommitLog#asyncPutMessages.
+        Raises OSError when a new file cannot be created (nothing written). Event loop only; never awaits.
+        """
+        assert not self._putting, "CommitLog.put_message_batch is not re-entrant"
+        assert native_append.AVAILABLE
+        assert total_record_bytes + END_FILE_MIN_BLANK_LENGTH <= self.config.mapped_file_size_commit_log_bytes
+        self._putting = True
+        try:
+            mapped = self._file_with_room(total_record_bytes)
+            key = f"{batch.topic}-{batch.queue_id}"
+            first = self.topic_queue_table.get(key, 0)
+            start = mapped.wrote_position
+            end, units, msg_ids = native_append.append_batch(
+                mapped.buffer,
+                start,
+                mapped.file_from_offset,
+                batch.body,
+                batch.topic,
+                batch.queue_id,
+                first,
+                batch.sys_flag,
+                batch.born_timestamp_ms,
+                batch.born_host,
+                now_ms,
+                self.store_host,
+                batch.properties_string.encode("utf-8"),
+                self._msg_id_prefix,
+            )
+            assert end - start == total_record_bytes, (end, start, total_record_bytes)
+            mapped.wrote_position = end
+            self.topic_queue_table[key] = first + count
+            self.last_store_timestamp_ms = now_ms
+            result = PutMessageResult(
+                PutMessageStatus.PUT_OK,
+                wrote_offset=mapped.file_from_offset + start,
+                wrote_bytes=end - start,
+                msg_id=msg_ids,
+                queue_offset=first,
+                store_timestamp_ms=now_ms,
+                msg_num=count,
+            )
+            return BatchAppend(result, mapped, start, end, units)
+        finally:
+            self._putting = False
 
     def _check_limits(self, msg: MessageExtBrokerInner, topic: bytes, properties: bytes) -> PutMessageStatus | None:
         if len(msg.body) > self.config.max_message_size_bytes or len(topic) > MAX_TOPIC_BYTES:

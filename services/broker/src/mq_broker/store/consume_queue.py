@@ -208,6 +208,28 @@ class ConsumeQueue:
         for i, (phys, size, tags) in enumerate(units):
             self.put_message_position_info(phys, size, tags, first_queue_offset + i)
 
+    def put_units_raw(self, first_queue_offset: int, units: bytes) -> None:
+        """Append packed units (20 bytes each, CQ layout, consecutive queue offsets from ``first_queue_offset``):
+        one write when they directly follow the queue's end inside its last file, else unit by unit through
+        :meth:`put_units`. Event loop. Raises OSError (new file)."""
+        mfq = self.mapped_file_queue
+        last = mfq.last_mapped_file()
+        size = len(units)
+        assert size % CQ_UNIT.size == 0
+        if size == 0:
+            return
+        phys, msg_size, _tags = CQ_UNIT.unpack_from(units, size - CQ_UNIT.size)
+        if (
+            last is not None
+            and last.file_from_offset + last.wrote_position == first_queue_offset * CQ_UNIT.size
+            and last.wrote_position + size <= last.file_size_bytes
+            and CQ_UNIT.unpack_from(units, 0)[0] >= self.max_physic_offset
+        ):
+            last.append(units)
+            self.max_physic_offset = phys + msg_size
+            return
+        self.put_units(first_queue_offset, list(CQ_UNIT.iter_unpack(units)))
+
     # --- read path ------------------------------------------------------------------------------------------------
 
     @property

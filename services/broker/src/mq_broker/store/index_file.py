@@ -228,24 +228,52 @@ class IndexFile:
         (native_append.index_messages) while they fit in the preallocated room; returns ``(stop, last indexed
         offset)``: ``stop`` is the first message left to :meth:`put_keys` (a fresh file, a full one).
         The header is updated in memory only. Event loop."""
-        room = min(self.index_num, (self._allocated_bytes - self._entries_base) // INDEX_ENTRY_SIZE_BYTES)
         stop, count, new_slots, last_phys, last_ts, last_indexed = native_append.index_messages(
             self._mm,
             self.hash_slot_num,
             self.index_count,
-            room,
+            self._native_room(),
             self.begin_timestamp_ms,
             messages,
             results,
             start,
             last_indexed_phy_offset,
         )
+        self._after_native(count, new_slots, last_phys, last_ts)
+        return stop, last_indexed
+
+    def put_records_native(
+        self, log_buf: mmap.mmap, start: int, end: int, file_from_offset: int, last_indexed_phy_offset: int
+    ) -> tuple[int, int]:
+        """The entries of the v1 records of ``log_buf`` in [start, end) (native_append.index_records) while they fit
+        in the preallocated room; returns ``(position of the first record left to the Python path, last indexed
+        offset)``. The header is updated in memory only. Event loop."""
+        stop, count, new_slots, last_phys, last_ts, last_indexed = native_append.index_records(
+            self._mm,
+            self.hash_slot_num,
+            self.index_count,
+            self._native_room(),
+            self.begin_timestamp_ms,
+            log_buf,
+            start,
+            end,
+            file_from_offset,
+            last_indexed_phy_offset,
+        )
+        self._after_native(count, new_slots, last_phys, last_ts)
+        return stop, last_indexed
+
+    def _native_room(self) -> int:
+        """Entries the C loops may fill: the file's limit, or less when fewer are preallocated yet."""
+        return min(self.index_num, (self._allocated_bytes - self._entries_base) // INDEX_ENTRY_SIZE_BYTES)
+
+    def _after_native(self, count: int, new_slots: int, last_phys: int, last_ts: int) -> None:
+        """The in-memory header after a C loop (when it wrote an entry: ``last_phys`` >= 0)."""
         if last_phys >= 0:
             self.index_count = count
             self.hash_slot_count += new_slots
             self.end_phy_offset = last_phys
             self.end_timestamp_ms = last_ts
-        return stop, last_indexed
 
     def reserve_entries(self, entries: int) -> None:
         """Preallocate room for ``entries`` more entries (capped at the file's end), so that a later

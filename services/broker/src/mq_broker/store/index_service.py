@@ -13,6 +13,7 @@ one is msynced by the next flush).
 
 from __future__ import annotations
 
+import mmap
 import struct
 import threading
 import time
@@ -223,6 +224,31 @@ class IndexService:
                 if r.is_ok:
                     self._index_one(m.topic, r.wrote_offset, r.store_timestamp_ms, m.sys_flag, m.properties_string)
                 index = stop + 1
+        finally:
+            self._write_headers()
+
+    def build_indexes_for_records(self, log_buf: mmap.mmap, start: int, end: int, file_from_offset: int) -> None:
+        """:meth:`build_indexes` for the v1 records of one CommitLog file mapped at ``log_buf`` in [start, end)
+        (a stored MessageBatch), with the C loop; the Python path takes the record it stops at (a fresh or full
+        index file). Event loop. Raises OSError when a new file cannot be created."""
+        pos = start
+        try:
+            while pos < end:
+                f = self.index_files[-1] if self.index_files else None
+                stop = pos
+                if f is not None and not f.is_write_full:
+                    stop, self.last_indexed_phy_offset = f.put_records_native(
+                        log_buf, pos, end, file_from_offset, self.last_indexed_phy_offset
+                    )
+                    if stop > pos:
+                        self._dirty_headers.add(f)
+                if stop >= end:
+                    break
+                raw = log_buf[stop : stop + int.from_bytes(log_buf[stop : stop + 4], "big")]
+                msg = decode_message(raw, check_crc=False)
+                properties = record_properties(raw)
+                self._index_one(msg.topic, file_from_offset + stop, msg.store_timestamp_ms, msg.sys_flag, properties)
+                pos = stop + msg.store_size
         finally:
             self._write_headers()
 

@@ -22,12 +22,14 @@ from typing import Final
 from mq_common.codec import MessageExt
 from mq_common.logging import get_logger
 
-from mq_broker.store.batch_put import expand_batch, merge_results
+from mq_broker.store import native_append
+from mq_broker.store.batch_put import BatchScan, expand_batch, merge_results, scan_batch
 from mq_broker.store.checkpoint import StoreCheckpoint
 from mq_broker.store.clean_service import DISK_FULL_REMARK, CleanService
 from mq_broker.store.commit_log import (
     CREATE_MAPPED_FILE_FAILED_REMARK,
     MESSAGE_ILLEGAL_REMARK,
+    BatchAppend,
     CommitLog,
     DispatchRequest,
 )
@@ -48,6 +50,7 @@ from mq_broker.store.message import (
     MessageExtBrokerInner,
     PutMessageResult,
     PutMessageStatus,
+    is_dispatchable,
 )
 from mq_broker.store.message_filter import MessageFilter
 
@@ -340,14 +343,75 @@ class DefaultMessageStore:
     async def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult:
         """Store every message of ``batch`` (one topic-queue, consecutive queue offsets) or none; one result.
 
-        The statuses of :meth:`put_messages`, for the whole batch; MESSAGE_ILLEGAL also for a malformed body.
-        The result's ``msg_num`` is the number of messages. Mirrors DefaultMessageStore#putMessages
-        (MessageExtBatch). Event loop.
+        The statuses of :meth:`put_messages`, for the whole batch; MESSAGE_ILLEGAL also for a malformed body or a
+        batch larger than a CommitLog file. The result's ``msg_num`` is the number of messages, ``msg_id`` their
+        offset ids joined with commas. With the C loops (native_append) the records are appended straight from
+        the body, in one file, and their ConsumeQueue units and index entries follow from the written bytes;
+        else the batch goes through :meth:`put_messages`. Mirrors DefaultMessageStore#putMessages
+        (MessageExtBatch) + CommitLog#asyncPutMessages. Event loop.
         """
-        expanded = expand_batch(batch, self.config.max_message_size_bytes, self._illegal_remark())
-        if isinstance(expanded, PutMessageResult):
-            return expanded
-        return merge_results(await self.put_messages(expanded))
+        if not (self.config.native_append_enable and native_append.AVAILABLE and is_dispatchable(batch.sys_flag)):
+            expanded = expand_batch(batch, self.config.max_message_size_bytes, self._illegal_remark())
+            if isinstance(expanded, PutMessageResult):
+                return expanded
+            return merge_results(await self.put_messages(expanded))
+        if not self.is_writeable:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())
+        if self.clean_service.disk_full:
+            remark = DISK_FULL_REMARK % self.clean_service.disk_util()
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark)
+        cfg = self.config
+        scanned = scan_batch(
+            batch,
+            len(self.commit_log.store_host),
+            max_message_size_bytes=cfg.max_message_size_bytes,
+            max_record_size_bytes=cfg.max_record_size_bytes,
+            file_size_bytes=cfg.mapped_file_size_commit_log_bytes,
+            illegal_remark=self._illegal_remark(),
+        )
+        if isinstance(scanned, PutMessageResult):
+            return scanned
+        try:
+            appended, cq = self._append_batch(batch, scanned)
+        except OSError as exc:
+            disk_full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            status = PutMessageStatus.SERVICE_NOT_AVAILABLE if disk_full else PutMessageStatus.CREATE_MAPPED_FILE_FAILED
+            return PutMessageResult(status, remark=f"{CREATE_MAPPED_FILE_FAILED_REMARK} {exc}")
+        self._dispatch_appended_batch(appended, cq)
+        result = appended.result
+        service = self.flush_service
+        if isinstance(service, GroupCommitService) and batch.wait_store_msg_ok:
+            status = await service.put_request(result.wrote_offset + result.wrote_bytes)
+            if status is not PutMessageStatus.PUT_OK:
+                result = _with_status(result, status, self._unavailable_remark())
+        return result
+
+    def _append_batch(self, batch: MessageExtBatch, scanned: BatchScan) -> tuple[BatchAppend, ConsumeQueue]:
+        """Make room first (ConsumeQueue file, index entries), then append: ENOSPC refuses before any write."""
+        key = (batch.topic, batch.queue_id)
+        cq = self.consume_queue_table.get(key) or self._new_consume_queue(*key)
+        cq.ensure_room(self.commit_log.topic_queue_table.get(f"{batch.topic}-{batch.queue_id}", 0), scanned.count)
+        if self.config.message_index_enable:
+            self.index_service.reserve(scanned.index_keys)
+        now_ms = int(time.time() * 1000)
+        appended = self.commit_log.put_message_batch(batch, scanned.total_record_bytes, scanned.count, now_ms)
+        return appended, cq
+
+    def _dispatch_appended_batch(self, appended: BatchAppend, cq: ConsumeQueue) -> None:
+        """CommitLogDispatcherBuildConsumeQueue + BuildIndex for the records of one batch (from the written bytes)."""
+        try:
+            cq.put_units_raw(appended.result.queue_offset, appended.cq_units)
+        except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
+            self._fail(f"consume queue dispatch failed: {exc}")
+        if self.config.message_index_enable:
+            mapped = appended.mapped
+            try:
+                self.index_service.build_indexes_for_records(
+                    mapped.buffer, appended.start, appended.end, mapped.file_from_offset
+                )
+            except OSError as exc:
+                self._fail(f"index file error: {exc}")
+        self.dispatched_offset = self.commit_log.max_offset
 
     def _illegal_remark(self) -> str:
         return MESSAGE_ILLEGAL_REMARK % self.config.max_message_size_bytes
@@ -563,4 +627,5 @@ def _with_status(result: PutMessageResult, status: PutMessageStatus, unavailable
         queue_offset=result.queue_offset,
         store_timestamp_ms=result.store_timestamp_ms,
         remark=remark,
+        msg_num=result.msg_num,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Sequence
-from typing import Final, NoReturn, Protocol
+from typing import Final, NamedTuple, NoReturn, Protocol
 
 
 class AppendRecords(Protocol):
@@ -67,20 +67,90 @@ class IndexMessages(Protocol):
     ) -> tuple[int, int, int, int, int, int]: ...
 
 
+class ScanBatch(Protocol):
+    """Walks a MessageBatch body (mq_common.batch_codec) whose messages get ``batch_properties`` appended and
+    whose v1 records have ``record_fixed_bytes`` besides body and properties. Returns ``(count, index keys,
+    largest body, largest stored properties, largest record, bytes of all records)``. Raises ValueError for a
+    malformed body."""
+
+    def __call__(
+        self, body: bytes, batch_properties: bytes, record_fixed_bytes: int, /
+    ) -> tuple[int, int, int, int, int, int]: ...
+
+
+class AppendBatch(Protocol):
+    """Mirrors MessageExtEncoder#encodeBatch + doAppend(MessageExtBatch): every message of ``body`` as a v1
+    record into ``buf`` from ``wrote_position`` (the caller checked the body with ScanBatch and the room), queue
+    offsets from ``first_queue_offset``. Returns ``(new wrote_position, ConsumeQueue units (20 bytes each),
+    offset msg ids joined with commas)``."""
+
+    def __call__(
+        self,
+        buf: mmap.mmap,
+        wrote_position: int,
+        file_from_offset: int,
+        body: bytes,
+        topic: str,
+        queue_id: int,
+        first_queue_offset: int,
+        sys_flag: int,
+        born_timestamp_ms: int,
+        born_host: bytes,
+        store_timestamp_ms: int,
+        store_host: bytes,
+        batch_properties: bytes,
+        msg_id_prefix: str,
+        /,
+    ) -> tuple[int, bytes, str]: ...
+
+
+class IndexRecords(Protocol):
+    """IndexMessages for the v1 records of ``log_buf`` (a CommitLog file at ``file_from_offset``) in [start,
+    end). Returns ``(position of the first record left, index count, new hash slots, offset of the last record
+    given entries or -1, its store timestamp ms, last indexed offset)``."""
+
+    def __call__(
+        self,
+        buf: mmap.mmap,
+        hash_slot_num: int,
+        index_count: int,
+        max_index_count: int,
+        begin_timestamp_ms: int,
+        log_buf: mmap.mmap,
+        start: int,
+        end: int,
+        file_from_offset: int,
+        last_indexed_phy_offset: int,
+        /,
+    ) -> tuple[int, int, int, int, int, int]: ...
+
+
+class _Functions(NamedTuple):
+    append_records: AppendRecords
+    index_messages: IndexMessages
+    scan_batch: ScanBatch
+    append_batch: AppendBatch
+    index_records: IndexRecords
+
+
 def _not_built(*_args: object) -> NoReturn:
     raise RuntimeError("mq_broker.store._native is not built")
 
 
-def _load() -> tuple[AppendRecords, IndexMessages] | None:
+def _load() -> _Functions | None:
     try:
         from mq_broker.store import _native  # type: ignore[attr-defined]  # optional C extension
     except ImportError:
         return None
-    functions: tuple[AppendRecords, IndexMessages] = (_native.append_records, _native.index_messages)
-    return functions
+    return _Functions(
+        _native.append_records, _native.index_messages, _native.scan_batch, _native.append_batch, _native.index_records
+    )
 
 
 _NATIVE: Final = _load()
 AVAILABLE: Final = _NATIVE is not None
-append_records: Final[AppendRecords] = _NATIVE[0] if _NATIVE is not None else _not_built
-index_messages: Final[IndexMessages] = _NATIVE[1] if _NATIVE is not None else _not_built
+append_records: Final[AppendRecords] = _NATIVE.append_records if _NATIVE is not None else _not_built
+index_messages: Final[IndexMessages] = _NATIVE.index_messages if _NATIVE is not None else _not_built
+scan_batch: Final[ScanBatch] = _NATIVE.scan_batch if _NATIVE is not None else _not_built
+append_batch: Final[AppendBatch] = _NATIVE.append_batch if _NATIVE is not None else _not_built
+index_records: Final[IndexRecords] = _NATIVE.index_records if _NATIVE is not None else _not_built
