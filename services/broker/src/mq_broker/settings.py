@@ -164,6 +164,17 @@ class BrokerSettings(ServiceSettings):
     warm_mapped_file_enable: bool = Field(
         default=False, description="MessageStoreConfig.warmMapedFileEnable: prefault new CommitLog files (off loop)."
     )
+    prefault_ahead_commit_log_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=0,
+        description=(
+            "Bytes past the CommitLog write position kept prefaulted by the PrefaultService thread (0: off), so"
+            " first-touch page faults leave the event loop (the warm-up of RocketMQ's AllocateMappedFileService)."
+        ),
+    )
+    prefault_ahead_consume_queue_bytes: int = Field(
+        default=64 * 1024, ge=0, description="Likewise for each ConsumeQueue's last file, bytes (0: off)."
+    )
     message_index_enable: bool = Field(
         default=True, description="MessageStoreConfig.messageIndexEnable: index KEYS and UNIQ_KEY for queries."
     )
@@ -237,4 +248,6 @@ class BrokerSettings(ServiceSettings):
             delete_file_batch_max=self.delete_file_batch_max,
             destroy_mapped_file_interval_forcibly_ms=self.destroy_mapped_file_interval_forcibly_ms,
             warm_mapped_file_enable=self.warm_mapped_file_enable,
+            prefault_ahead_commit_log_bytes=self.prefault_ahead_commit_log_bytes,
+            prefault_ahead_consume_queue_bytes=self.prefault_ahead_consume_queue_bytes,
         )

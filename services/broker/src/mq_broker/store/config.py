@@ -97,6 +97,9 @@ class MessageStoreConfig:
     destroy_mapped_file_interval_forcibly_ms: int = 120_000
     # warmMapedFileEnable: prefault every page of a new CommitLog file (off the loop).
     warm_mapped_file_enable: bool = False
+    # PrefaultService: keep this many bytes past the write position prefaulted, on its own thread (0: off).
+    prefault_ahead_commit_log_bytes: int = 8 * 1024 * 1024
+    prefault_ahead_consume_queue_bytes: int = 64 * 1024
     # Append batches with the C loop of mq_broker.store._native when it is built (same bytes as the Python path).
     native_append_enable: bool = True
 

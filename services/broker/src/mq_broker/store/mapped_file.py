@@ -17,10 +17,11 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import threading
 from pathlib import Path
 from typing import ClassVar, Final
 
-from mq_broker.store.msync import mapping_address, msync
+from mq_broker.store.msync import mapping_address, msync, populate_write
 
 OS_PAGE_SIZE_BYTES: Final = mmap.PAGESIZE
 FILE_NAME_DIGITS: Final = 20
@@ -50,12 +51,14 @@ class MappedFile:
 
     __slots__ = (
         "_address",
+        "_close_lock",
         "_fd",
         "_mm",
         "file_from_offset",
         "file_path",
         "file_size_bytes",
         "flushed_position",
+        "populated_until",
         "wrote_position",
     )
     # msync calls made by every MappedFile of the process (benchmark instrumentation; flusher thread only).
@@ -86,6 +89,9 @@ class MappedFile:
             raise
         self._fd = fd
         self._address = mapping_address(self._mm)
+        # PrefaultService: bytes from the start known to be prefaulted; the lock keeps close() out of a populate.
+        self.populated_until = 0
+        self._close_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"MappedFile({self.file_path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
@@ -217,12 +223,30 @@ class MappedFile:
         self._msync(start, pos - start)
 
     def close(self) -> None:
-        """Unmap and close; the flusher must be stopped first. Idempotent."""
-        if self._fd < 0:
-            return
-        self._mm.close()
-        os.close(self._fd)
-        self._fd = -1
+        """Unmap and close; the flusher must be stopped first. Idempotent. Waits for a populate in progress."""
+        with self._close_lock:
+            if self._fd < 0:
+                return
+            self._mm.close()
+            os.close(self._fd)
+            self._fd = -1
+
+    def populate(self, until_position: int) -> bool:
+        """Prefault the pages from ``populated_until`` up to ``until_position`` writable, bytes unchanged
+        (msync.populate_write, GIL released). False when the file is closed or the call is not available.
+        PrefaultService thread only.
+        """
+        with self._close_lock:
+            if self._fd < 0:
+                return False
+            start = self.populated_until - self.populated_until % OS_PAGE_SIZE_BYTES
+            end = min(until_position, self.file_size_bytes)
+            if end <= start:
+                return True
+            if not populate_write(self._address, start, end - start):
+                return False
+            self.populated_until = end
+            return True
 
     def destroy(self) -> None:
         """Close and delete the file. Raises BufferError while a buffer export pins the mapping (the caller

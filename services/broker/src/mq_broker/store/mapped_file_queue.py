@@ -17,10 +17,14 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mq_common.logging import get_logger
 
 from mq_broker.store.mapped_file import MappedFile, is_store_file_name, offset_to_file_name
+
+if TYPE_CHECKING:
+    from mq_broker.store.prefault import PrefaultService
 
 log = get_logger("mq_broker.store")
 
@@ -58,6 +62,10 @@ class MappedFileQueue:
         self.flushed_where = 0
         # MessageStoreConfig.warmMapedFileEnable (CommitLog only): prefault each new file on a worker thread.
         self.warm_mapped_file_enable = False
+        # PrefaultService keeping prefault_ahead_bytes past the write position mapped (None: off).
+        self.prefault: PrefaultService | None = None
+        self.prefault_ahead_bytes = 0
+        self._prefault_at = 0
         self._lock = threading.Lock()
         # Files created ahead by prepare_files_until (on disk, not yet in the queue); create_next hands them out.
         self._prepared: list[MappedFile] = []
@@ -85,6 +93,20 @@ class MappedFileQueue:
     @property
     def is_empty(self) -> bool:
         return not self.mapped_files
+
+    def after_write(self) -> None:
+        """Event loop, after appends: past the watermark, ask the PrefaultService to map the last file up to
+        ``prefault_ahead_bytes`` beyond the write position (the next ask comes a quarter of that later)."""
+        service = self.prefault
+        files = self.mapped_files
+        if service is None or not files:
+            return
+        last = files[-1]
+        position = last.file_from_offset + last.wrote_position
+        if position < self._prefault_at:
+            return
+        self._prefault_at = position + self.prefault_ahead_bytes // 4
+        service.request(last, last.wrote_position + self.prefault_ahead_bytes)
 
     def last_mapped_file(self) -> MappedFile | None:
         files = self.mapped_files

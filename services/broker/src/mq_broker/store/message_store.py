@@ -43,6 +43,7 @@ from mq_broker.store.index_service import (
     read_record,
     record_properties,
 )
+from mq_broker.store.mapped_file_queue import MappedFileQueue
 from mq_broker.store.message import (
     GetMessageResult,
     GetMessageStatus,
@@ -53,6 +54,7 @@ from mq_broker.store.message import (
     is_dispatchable,
 )
 from mq_broker.store.message_filter import MessageFilter
+from mq_broker.store.prefault import PrefaultService
 
 log = get_logger("mq_broker.store")
 
@@ -80,6 +82,10 @@ class DefaultMessageStore:
             lambda: list(self.consume_queue_table.values()),
             index_cleaner=self._delete_expired_index,
         )
+        self.prefault_service: PrefaultService | None = None
+        if config.prefault_ahead_commit_log_bytes > 0 or config.prefault_ahead_consume_queue_bytes > 0:
+            self.prefault_service = PrefaultService()
+        self._watch(self.commit_log.mapped_file_queue, config.prefault_ahead_commit_log_bytes)
         self.dispatched_offset = 0
         self.last_exit_ok = True
         self.failure: str | None = None
@@ -112,6 +118,8 @@ class DefaultMessageStore:
         self.flush_service = self._make_flush_service()
         self.flush_service.start()
         self.clean_service.start()
+        if self.prefault_service is not None:
+            self.prefault_service.start()
         self._writeable = True
         self._started = True
         log.info(
@@ -139,6 +147,8 @@ class DefaultMessageStore:
         self._started = False
         self._writeable = False
         self.clean_service.shutdown()  # before any file is closed under it
+        if self.prefault_service is not None:
+            self.prefault_service.shutdown()
         service = self.flush_service
         if service is not None:
             service.shutdown()
@@ -211,7 +221,14 @@ class DefaultMessageStore:
             topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue_units
         )
         self.consume_queue_table[(topic, queue_id)] = cq
+        self._watch(cq.mapped_file_queue, self.config.prefault_ahead_consume_queue_bytes)
         return cq
+
+    def _watch(self, queue: MappedFileQueue, ahead_bytes: int) -> None:
+        """Let the PrefaultService keep ``ahead_bytes`` past ``queue``'s write position prefaulted."""
+        if self.prefault_service is not None and ahead_bytes > 0:
+            queue.prefault = self.prefault_service
+            queue.prefault_ahead_bytes = ahead_bytes
 
     def _recover(self) -> None:
         """ConsumeQueues keep their valid units; the CommitLog is re-read from the checkpoint's dispatch offset
@@ -270,6 +287,7 @@ class DefaultMessageStore:
             cq = self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
             assert group[-1].queue_offset - group[0].queue_offset == len(group) - 1, "one writer: dense offsets"
             cq.put_units(group[0].queue_offset, [(r.commit_log_offset, r.msg_size, r.tags_code) for r in group])
+            cq.mapped_file_queue.after_write()
 
     def _dispatch_recovered(self, request: DispatchRequest) -> None:
         """Recovery: the ConsumeQueue unit, then the index entries of a record the index does not hold yet."""
@@ -320,6 +338,7 @@ class DefaultMessageStore:
         if refused is not None:
             return refused
         results, dispatches = self.commit_log.put_messages(batch, int(time.time() * 1000))
+        self.commit_log.mapped_file_queue.after_write()
         try:
             self._dispatch_batch(dispatches)
         except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
@@ -399,10 +418,12 @@ class DefaultMessageStore:
 
     def _dispatch_appended_batch(self, appended: BatchAppend, cq: ConsumeQueue) -> None:
         """CommitLogDispatcherBuildConsumeQueue + BuildIndex for the records of one batch (from the written bytes)."""
+        self.commit_log.mapped_file_queue.after_write()
         try:
             cq.put_units_raw(appended.result.queue_offset, appended.cq_units)
         except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
             self._fail(f"consume queue dispatch failed: {exc}")
+        cq.mapped_file_queue.after_write()
         if self.config.message_index_enable:
             mapped = appended.mapped
             try:

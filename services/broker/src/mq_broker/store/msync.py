@@ -1,4 +1,4 @@
-"""msync of a shared mapping with the GIL released.
+"""msync (and madvise) of a shared mapping with the GIL released.
 
 ``mmap.mmap.flush`` holds the GIL for the whole msync (a 256 MiB flush stalled the event loop 0.33 s), so the
 store calls libc ``msync`` through ctypes, which releases it. Falls back to ``mmap.flush`` where libc or
@@ -18,21 +18,35 @@ from typing import Final
 _MS_SYNC: Final = {"linux": 4, "darwin": 0x10}.get(sys.platform, 0)
 
 
-def _load_libc_msync() -> Callable[[int, int, int], int] | None:
-    if not _MS_SYNC:
+def _load_libc_call(name: str, wanted: bool) -> Callable[[int, int, int], int] | None:
+    """libc ``name(void *addr, size_t length, int flags) -> int`` through ctypes (GIL released), or None."""
+    if not wanted:
         return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     except OSError:
         return None
-    fn = libc.msync
+    fn = getattr(libc, name)
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     fn.restype = ctypes.c_int
-    msync_fn: Callable[[int, int, int], int] = fn
-    return msync_fn
+    call: Callable[[int, int, int], int] = fn
+    return call
 
 
-_LIBC_MSYNC: Final = _load_libc_msync()
+_LIBC_MSYNC: Final = _load_libc_call("msync", bool(_MS_SYNC))
+# madvise(MADV_POPULATE_WRITE) (Linux 5.14+): map pages writable ahead of the writes, without changing a byte.
+_MADV_POPULATE_WRITE: Final = 23
+_LIBC_MADVISE: Final = _load_libc_call("madvise", sys.platform == "linux")
+
+
+def populate_write(address: int, start: int, length: int) -> bool:
+    """Prefault bytes [start, start + length) of the mapping at ``address`` writable (MADV_POPULATE_WRITE) with
+    the GIL released. ``start`` must be page aligned. False when the call is unknown or fails (older kernel:
+    EINVAL; the writes then fault as usual). Blocking: a worker thread only.
+    """
+    if _LIBC_MADVISE is None or not address:
+        return False
+    return _LIBC_MADVISE(address + start, length, _MADV_POPULATE_WRITE) == 0
 
 
 def mapping_address(mm: mmap.mmap) -> int:
