@@ -8,9 +8,10 @@ after the controller's stop finished. Runs the service's one asyncio loop on the
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from collections.abc import Callable, Mapping
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -28,6 +29,21 @@ class Controller(Protocol):
     async def stop(self) -> None: ...
 
 
+# Young-generation threshold while serving (CPython's default is 700): a request path allocates many short-lived
+# objects, and fewer, slightly larger young collections cost less in total and in tail latency.
+GC_GEN0_THRESHOLD: Final = 10_000
+
+
+def freeze_startup_heap() -> None:
+    """After start-up: collect once, move every surviving object to the permanent generation (gc.freeze), so
+    later full collections do not walk the loaded modules, settings and stores again; raise the young threshold.
+    Full collections were the longest event-loop stalls under a steady send load. Event loop, once."""
+    gc.collect()
+    gc.freeze()
+    _gen0, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+
+
 S = TypeVar("S", bound=ServiceSettings)
 C = TypeVar("C", bound=Controller)
 
@@ -38,6 +54,7 @@ async def _serve(
     log = get_logger(f"{script}.main")
     controller = make_controller(settings)
     port = await controller.start()
+    freeze_startup_heap()
     done = install_signal_handlers(controller.stop)
     log.info("started", port=port, host=settings.listen_host, **describe(settings, controller))
     await done.wait()

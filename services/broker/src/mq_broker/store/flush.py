@@ -1,8 +1,9 @@
-"""Flush services: the ONE flusher thread that makes the CommitLog (and the ConsumeQueues) durable.
+"""Flush services: the flusher threads that make the CommitLog (and the ConsumeQueues) durable.
 
 Mirrors org.apache.rocketmq.store.CommitLog.{GroupCommitService, FlushRealTimeService} and
-DefaultMessageStore.FlushConsumeQueueService (run by the same thread here, CommitLog first, so the
-checkpoint's dispatch offset never runs ahead of the flushed CommitLog).
+DefaultMessageStore.FlushConsumeQueueService, each on its own thread as in RocketMQ, so a group commit never
+waits behind the ConsumeQueue/index/checkpoint msyncs. The checkpoint's dispatch offset still never runs ahead
+of the flushed CommitLog: it is capped by the CommitLog's flushed position as read when the round starts.
 
 SYNC_FLUSH (:class:`GroupCommitService`): a put that must wait registers ``(next offset, deadline, future)``
 from the event loop; the flusher swaps the write/read request lists, msyncs once past the highest requested
@@ -74,8 +75,10 @@ class FlushObserver(Protocol):
 
 
 class FlushService(ABC):
-    """The flusher thread. ``flush_logics(least_pages)`` flushes ConsumeQueues + checkpoint (store-provided);
-    ``on_failure(exc)`` is called once, on the flusher thread, when an msync fails.
+    """The CommitLog flusher thread, plus a FlushConsumeQueueService thread that calls ``flush_logics(least_pages)``
+    (ConsumeQueues + index + checkpoint, store-provided) every flush_interval_consume_queue_ms, so a group commit
+    never waits behind those msyncs (RocketMQ runs them on their own thread too). ``on_failure(exc)`` is called
+    when an msync fails, on the thread that met it.
     """
 
     def __init__(
@@ -93,6 +96,10 @@ class FlushService(ABC):
         self._wake = threading.Event()
         self.failed: BaseException | None = None
         self._thread = threading.Thread(target=self._run_guarded, name=type(self).__name__, daemon=True)
+        self._logics_stopped = threading.Event()
+        self._logics_thread = threading.Thread(
+            target=self._run_logics_guarded, name="FlushConsumeQueueService", daemon=True
+        )
         now = time.monotonic()
         self._last_logics_flush_s = now
         self._last_logics_thorough_s = now
@@ -100,20 +107,35 @@ class FlushService(ABC):
 
     def start(self) -> None:
         self._thread.start()
+        self._logics_thread.start()
 
     def wakeup(self) -> None:
         self._wake.set()
 
     def shutdown(self) -> None:
-        """Stop the thread after a final flush of everything (blocking; call off the event loop if waiters exist)."""
+        """Stop both threads after a final flush of everything: the CommitLog first, then the logic queues and the
+        checkpoint (blocking; call off the event loop if waiters exist)."""
         self._stopped.set()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(SHUTDOWN_JOIN_TIMEOUT_S)
+        self._logics_stopped.set()
+        if self._logics_thread.is_alive():
+            self._logics_thread.join(SHUTDOWN_JOIN_TIMEOUT_S)
 
     @property
     def is_alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._thread.is_alive() or self._logics_thread.is_alive()
+
+    def _run_logics_guarded(self) -> None:
+        """FlushConsumeQueueService#run: a round every flush_interval_consume_queue_ms, a forced one at the end."""
+        interval_s = self.config.flush_interval_consume_queue_ms / 1000
+        try:
+            while not self._logics_stopped.wait(interval_s):
+                self._maybe_flush_logics()
+            self._maybe_flush_logics(force=True)
+        except BaseException as exc:  # the thread must never die silently
+            self._fail(exc)
 
     def _run_guarded(self) -> None:
         try:
@@ -149,7 +171,7 @@ class FlushService(ABC):
             self.observer.on_flush((time.perf_counter() - begin) * 1000.0)
 
     def _maybe_flush_logics(self, force: bool = False) -> None:
-        """FlushConsumeQueueService#doFlush on this thread: every flush_interval_consume_queue_ms."""
+        """FlushConsumeQueueService#doFlush (its thread): every flush_interval_consume_queue_ms."""
         if self.failed is not None:
             return
         now = time.monotonic()
@@ -250,9 +272,7 @@ class GroupCommitService(FlushService):
             self._wake.wait(interval_s)
             self._wake.clear()
             self._do_commit()
-            self._maybe_flush_logics()
         self._do_commit()
-        self._maybe_flush_logics(force=True)
 
 
 class FlushRealTimeService(FlushService):
@@ -272,6 +292,4 @@ class FlushRealTimeService(FlushService):
                 last_thorough_s = now
                 least_pages = 0
             self._flush_commit_log(least_pages)
-            self._maybe_flush_logics()
         self._flush_commit_log(0)
-        self._maybe_flush_logics(force=True)
