@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 from broker_testkit import message, open_store, store_config
-from mq_broker.store.commit_log import MESSAGE_ILLEGAL_REMARK
+from hypothesis import given
+from hypothesis import strategies as st
+from mq_broker.store.commit_log import MESSAGE_ILLEGAL_REMARK, last_property_value
 from mq_broker.store.config import FlushDiskType
 from mq_broker.store.mapped_file import offset_to_file_name
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageStatus
-from mq_common.codec import BLANK_MAGIC_CODE, CrcMismatchError, decode_message, host_to_bytes
+from mq_common.codec import BLANK_MAGIC_CODE, CrcMismatchError, decode_message, decode_properties, host_to_bytes
 from mq_common.hashing import java_string_hash
 
 
@@ -138,3 +140,14 @@ async def test_lookup_detects_a_flipped_bit(tmp_path: Path) -> None:
         assert decode_message(mapped.read(result.wrote_offset, result.wrote_bytes), check_crc=False).queue_id == 1
     finally:
         store.shutdown()
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["TAGS", "KEYS", "xTAGS", "TAG", "a"]), st.text(alphabet="ab\x03 é", max_size=5))
+    )
+)
+def test_last_property_value_is_what_a_decoded_map_keeps(pairs: list[tuple[str, str]]) -> None:
+    text = "".join(f"{k}\x01{v}\x02" for k, v in pairs)
+    for name in ("TAGS", "KEYS", "TAG"):
+        assert last_property_value(text, name) == decode_properties(text).get(name)

@@ -22,11 +22,12 @@ from typing import Final
 from mq_common.codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
     MessageDecodeError,
     MessageExt,
     calc_msg_length,
     decode_message,
-    decode_properties,
     encode_message,
     host_sysflag_bits,
 )
@@ -65,7 +66,9 @@ _MIN_RECORD_BYTES: Final = calc_msg_length(0, 0, 0, 0)
 
 @dataclass(frozen=True, slots=True)
 class DispatchRequest:
-    """What the ConsumeQueue needs from one stored record. Mirrors org.apache.rocketmq.store.DispatchRequest."""
+    """What the ConsumeQueue (and the index) need from one stored record. Mirrors
+    org.apache.rocketmq.store.DispatchRequest; ``properties`` (the record's property string, for the index keys)
+    is filled when the record is read back (recovery), empty on the put path."""
 
     topic: str
     queue_id: int
@@ -75,6 +78,7 @@ class DispatchRequest:
     store_timestamp_ms: int
     queue_offset: int
     sys_flag: int
+    properties: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,7 +409,7 @@ class CommitLog:
             return 0, None
         if remaining < END_FILE_MIN_BLANK_LENGTH:
             return -1, None
-        total, magic = _TOTAL_AND_MAGIC.unpack(mapped.read(pos, 8))
+        total, magic = _TOTAL_AND_MAGIC.unpack_from(mapped.buffer, pos)
         if magic == BLANK_MAGIC_CODE and total == remaining:
             return 0, None
         if magic != MESSAGE_MAGIC_CODE or total < _MIN_RECORD_BYTES or total > remaining:
@@ -440,9 +444,24 @@ def _parse_dispatch(raw: bytes, expected_phys: int, check_crc: bool) -> Dispatch
         p += 2
         if p + props_len != total:
             return None
-        tags = decode_properties(raw[p : p + props_len].decode("utf-8")).get(MessageConst.TAGS)
+        properties = raw[p : p + props_len].decode("utf-8")
     except (struct.error, IndexError, UnicodeDecodeError):
         return None
+    tags = last_property_value(properties, MessageConst.TAGS)
     return DispatchRequest(
-        topic, queue_id, phys, total, tags_string_to_tags_code(tags), store_ts, queue_offset, sys_flag
+        topic, queue_id, phys, total, tags_string_to_tags_code(tags), store_ts, queue_offset, sys_flag, properties
     )
+
+
+def last_property_value(properties: str, name: str) -> str | None:
+    """The value of the last ``name`` in a ``k\\x01v\\x02`` property string (the one a decoded map keeps),
+    without decoding the rest."""
+    needle = name + NAME_VALUE_SEPARATOR
+    i = properties.rfind(needle)
+    while i > 0 and properties[i - 1] != PROPERTY_SEPARATOR:
+        i = properties.rfind(needle, 0, i)
+    if i < 0:
+        return None
+    start = i + len(needle)
+    end = properties.find(PROPERTY_SEPARATOR, start)
+    return properties[start:] if end < 0 else properties[start:end]

@@ -170,14 +170,27 @@ class IndexService:
     # --- build (event loop) ----------------------------------------------------------------------------------
 
     def build_index(
-        self, topic: str, commit_log_offset: int, store_timestamp_ms: int, sys_flag: int, properties: str
+        self,
+        topic: str,
+        commit_log_offset: int,
+        store_timestamp_ms: int,
+        sys_flag: int,
+        properties: str,
+        *,
+        write_header: bool = True,
     ) -> int:
         """Index the UNIQ_KEY and KEYS of one stored message; returns the number of entries written.
-        Like :meth:`build_indexes` with one message.
+        Like :meth:`build_indexes` with one message; ``write_header`` False leaves the headers to a later
+        :meth:`write_headers` (recovery writes them once after the scan).
         """
         written = self._index_one(topic, commit_log_offset, store_timestamp_ms, sys_flag, properties)
-        self._write_headers()
+        if write_header:
+            self._write_headers()
         return written
+
+    def write_headers(self) -> None:
+        """Write the headers of the files changed since the last write (event loop / start-up)."""
+        self._write_headers()
 
     def build_indexes(self, messages: Iterable[tuple[str, int, int, int, str]]) -> int:
         """Index each ``(topic, commit log offset, store timestamp ms, sys flag, properties string)``, in

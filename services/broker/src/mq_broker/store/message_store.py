@@ -41,7 +41,6 @@ from mq_broker.store.index_service import (
     IndexService,
     QueryMessageResult,
     read_record,
-    record_properties,
 )
 from mq_broker.store.mapped_file_queue import MappedFileQueue
 from mq_broker.store.message import (
@@ -246,6 +245,7 @@ class DefaultMessageStore:
             log.warning("store_abnormal_recovery", dispatch_from=dispatch_from)
         self.index_service.truncate(dispatch_from)  # entries past it are rebuilt by the re-dispatch
         end = self.commit_log.recover(dispatch_from, self._dispatch_recovered, zero_tail=zero_tail)
+        self.index_service.write_headers()
         self.index_service.truncate(end)
         for cq in self.consume_queue_table.values():
             cq.truncate_dirty_logic_files(end, zero_tail=zero_tail)
@@ -295,15 +295,14 @@ class DefaultMessageStore:
         index = self.index_service
         if not self.config.message_index_enable or request.commit_log_offset <= index.last_indexed_phy_offset:
             return
-        raw = self.commit_log.get_message(request.commit_log_offset, request.msg_size)
-        if raw is not None:
-            index.build_index(
-                request.topic,
-                request.commit_log_offset,
-                request.store_timestamp_ms,
-                request.sys_flag,
-                record_properties(raw),
-            )
+        index.build_index(
+            request.topic,
+            request.commit_log_offset,
+            request.store_timestamp_ms,
+            request.sys_flag,
+            request.properties,
+            write_header=False,  # once, after the scan (_recover)
+        )
 
     def _build_indexes(self, batch: Sequence[MessageExtBrokerInner], results: Sequence[PutMessageResult]) -> None:
         """Event loop: index entries of the stored messages (IndexService#buildIndex, CommitLogDispatcherBuildIndex).
