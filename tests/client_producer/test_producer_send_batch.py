@@ -1,4 +1,5 @@
-"""DefaultMQProducer#send_batch: per-message queues, one RPC per broker, retries of the failed messages only,
+"""DefaultMQProducer#send_batch, message by message (``message_batch_enable`` off; the MessageBatch path has
+test_producer_message_batch.py): per-message queues, one RPC per broker, retries of the failed messages only,
 sharding keys pinned to their queue, per-message errors, chunking, one budget."""
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ async def make_producer(
         }
     )
     producer = DefaultMQProducer(
-        ProducerConfig("batch_group", **config),  # type: ignore[arg-type]
+        ProducerConfig("batch_group", message_batch_enable=False, **config),  # type: ignore[arg-type]
         ns,
         transport,
         rng=FixedStartRandom(start_index),

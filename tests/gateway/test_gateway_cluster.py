@@ -145,3 +145,40 @@ async def test_gateway_refuses_a_malformed_batch(cluster: LocalCluster) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await stub.SendBatch(too_many, timeout=10)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_one_topic_batches_are_stored_as_message_batches(cluster: LocalCluster, pool: ChannelPool) -> None:
+    """SendBatch of one topic goes as MessageBatches (one queue per call): 1,000 messages in 10 calls come back
+    exactly once, in send order per queue, with their properties; each call's results share one queue."""
+    stub = gateway_stub(cluster, pool)
+    sent: list[tuple[gateway_pb2.Message, gateway_pb2.SendResult]] = []
+    for call in range(10):
+        messages = [
+            gateway_pb2.Message(
+                topic="GwMessageBatch", body=f"b{call * 100 + i}".encode(), tag="TagB", keys=[f"k{call * 100 + i}"]
+            )
+            for i in range(100)
+        ]
+        results = (await stub.SendBatch(gateway_pb2.SendBatchRequest(messages=messages), timeout=15)).results
+        assert [r.code for r in results] == [ResponseCode.SUCCESS] * 100, results[0].remark
+        assert len({(r.broker_name, r.queue_id) for r in results}) == 1
+        assert [r.queue_offset for r in results] == list(range(results[0].queue_offset, results[0].queue_offset + 100))
+        sent.extend(zip(messages, results, strict=True))
+    broker = BrokerClient(pool)
+    by_queue: dict[tuple[str, int], list[tuple[gateway_pb2.Message, gateway_pb2.SendResult]]] = {}
+    for msg, res in sent:
+        by_queue.setdefault((res.broker_name, res.queue_id), []).append((msg, res))
+    assert len(by_queue) > 1  # the calls went round the queues
+    stored = 0
+    for (broker_name, queue_id), items in by_queue.items():
+        pulled = await broker.pull_message(cluster.broker_addrs[broker_name], "GwMessageBatch", queue_id, 0, 1000)
+        assert [m.body for m in pulled.messages] == [msg.body for msg, _ in items]  # once each, in send order
+        for m, (msg, res) in zip(pulled.messages, items, strict=True):
+            assert (m.tags, m.keys, m.uniq_key, m.offset_msg_id) == (
+                "TagB",
+                list(msg.keys),
+                res.msg_id,
+                res.offset_msg_id,
+            )
+        stored += len(pulled.messages)
+    assert stored == 1000

@@ -389,6 +389,39 @@ class BrokerSendResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerBatchRequest:
+    """One MessageBatch for one queue. Mirrors SEND_BATCH_MESSAGE's SendMessageRequestHeader + body.
+
+    ``body`` holds every message, encoded by mq_common.batch_codec (MessageDecoder#encodeMessages);
+    ``properties`` are the batch's own, appended by the broker to each message's.
+    """
+
+    producer_group: str
+    topic: str
+    queue_id: int
+    born_timestamp_ms: int
+    body: bytes
+    properties: str = ""
+    sys_flag: int = 0
+    default_topic: str = "TBW102"
+    default_topic_queue_nums: int = 4
+    born_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerBatchResponse:
+    """A broker's answer to one BrokerBatchRequest: the code for the whole batch; when stored, the offset msg
+    ids joined with commas, the queue, the first queue offset and the number of messages."""
+
+    code: int
+    remark: str
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True)
 class PullResult:
     """Mirrors org.apache.rocketmq.client.consumer.PullResult.
 
@@ -502,6 +535,26 @@ class BrokerClient:
         if len(resp.responses) != len(requests):
             raise RemotingError(f"{addr}: {len(resp.responses)} responses for {len(requests)} sends")
         return [_send_response_from_proto(r) for r in resp.responses]
+
+    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+        """SEND_BATCH_MESSAGE: one MessageBatch, one queue, one RPC; the business code is returned, not raised."""
+        proto = broker_pb2.SendMessageBatchRequest(
+            producer_group=request.producer_group,
+            topic=request.topic,
+            default_topic=request.default_topic,
+            default_topic_queue_nums=request.default_topic_queue_nums,
+            queue_id=request.queue_id,
+            sys_flag=request.sys_flag,
+            born_timestamp_ms=request.born_timestamp_ms,
+            properties=request.properties,
+            born_host=request.born_host,
+            body=request.body,
+        )
+        call = self._stub(addr).SendMessageBatch(proto, timeout=_seconds(timeout_ms), metadata=outgoing_metadata())
+        resp = await _invoke(call, addr)
+        return BrokerBatchResponse(
+            resp.code, resp.remark, resp.msg_id, resp.queue_id, resp.queue_offset, resp.message_count
+        )
 
     async def pull_message(
         self,

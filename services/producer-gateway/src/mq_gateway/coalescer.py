@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mq_client.producer import BrokerTransport
-from mq_client.remoting import BrokerSendRequest, BrokerSendResponse
+from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_common.errors import RemotingError, RemotingTimeoutError
 
 MAX_LINGER_MS: Final = 2.0
@@ -106,6 +106,12 @@ class CoalescingBrokerTransport:
             self._messages += len(requests)
             return await self.inner.send_batch(addr, requests, timeout_ms)
         return await self._submit(addr, requests, size, timeout_ms)
+
+    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+        """A MessageBatch is one queue's call already: it goes straight out, never merged."""
+        self._broker_calls += 1
+        self._messages += 1
+        return await self.inner.send_message_batch(addr, request, timeout_ms)
 
     def _submit(
         self, addr: str, requests: Sequence[BrokerSendRequest], size: int, timeout_ms: int

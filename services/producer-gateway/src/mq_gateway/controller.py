@@ -46,6 +46,7 @@ def producer_config(settings: GatewaySettings) -> ProducerConfig:
         latency_fault_tables=settings.latency_fault_tables,
         max_in_flight_messages=settings.max_in_flight_messages,
         max_in_flight_bytes=settings.max_in_flight_bytes,
+        message_batch_enable=settings.message_batch_enable,
     )
 
 

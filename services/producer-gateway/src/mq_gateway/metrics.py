@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mq_client.producer import BrokerTransport, NameServerLookup
-from mq_client.remoting import BrokerSendRequest, BrokerSendResponse
+from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.route import TopicRouteData
 from mq_common.errors import MQError
 from mq_common.metrics import BATCH_SIZE_BUCKETS, LATENCY_BUCKETS_MS, NodeIdentity, ServiceMetrics
@@ -166,6 +166,24 @@ class ObservedTransport:
             self._observe(len(requests), result, begin)
         self._count_retries(responses)
         return responses
+
+    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+        """One MessageBatch call: timed and counted like a coalesced call of its messages."""
+        begin = time.perf_counter()
+        result = "error"
+        messages = 1
+        try:
+            response = await self.inner.send_message_batch(addr, request, timeout_ms)
+            result = "ok"
+            messages = max(response.message_count, 1)
+        except Exception as exc:
+            self._count_error(exc, 1)
+            raise
+        finally:
+            self._observe(messages, result, begin)
+        if response.code in self._retry_codes:
+            self._metrics.retries.child(ResponseCode.name_of(response.code)).inc()
+        return response
 
     def _observe(self, messages: int, result: str, begin: float) -> None:
         self._metrics.coalesced_batch.observe(messages)

@@ -108,6 +108,13 @@ class GatewaySettings(ServiceSettings):
         ge=0,
         description="DefaultMQProducer.backPressureForAsyncSendSize, every mode: body bytes in flight; 0 = no limit.",
     )
+    message_batch_enable: bool = Field(
+        default=True,
+        description=(
+            "SendBatch of one topic (no delay, one sharding key or none, no body to compress) goes to the broker"
+            " as RocketMQ's MessageBatch: one SEND_BATCH_MESSAGE to one queue per chunk; false: message by message."
+        ),
+    )
     stream_max_unacked_messages: int = Field(
         default=4096, gt=0, description="Most messages of one SendStream sent and not yet acked (then reading waits)."
     )

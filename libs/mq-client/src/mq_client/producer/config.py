@@ -42,6 +42,9 @@ class ProducerConfig:
     - ``max_in_flight_messages`` / ``max_in_flight_bytes``: backPressureForAsyncSendNum / ...Size, applied to
       every mode: sends (messages, body bytes) admitted and not yet finished; 0 = no limit. A send over the
       limit waits inside its budget, then fails with FlowControlError (FLOW_CONTROL, 215).
+    - ``message_batch_enable``: send_batch of one topic (no delay, no transaction, one sharding key or none,
+      no body to compress) goes as RocketMQ's MessageBatch, one queue per chunk (DefaultMQProducer#send of a
+      collection); False sends every batch message by message, each on its own queue.
     """
 
     producer_group: str
@@ -63,6 +66,7 @@ class ProducerConfig:
     latency_fault_tables: str = "4.x"
     max_in_flight_messages: int = 0
     max_in_flight_bytes: int = 0
+    message_batch_enable: bool = True
 
     def __post_init__(self) -> None:
         _at_least("send_msg_timeout_ms", self.send_msg_timeout_ms, 1)

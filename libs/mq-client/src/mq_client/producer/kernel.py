@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from mq_common.batch_codec import encode_batch
 from mq_common.codec import encode_properties
 from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst, MessageSysFlag
 from mq_common.errors import MessageIllegalError, MQBrokerError, MQError, RemotingError, RemotingTimeoutError
@@ -27,7 +28,7 @@ from mq_client.producer.hooks import ProducerHooks, SendMessageContext
 from mq_client.producer.message import Message
 from mq_client.producer.route_manager import TopicRouteManager
 from mq_client.producer.send_result import SEND_STATUS_BY_CODE, CommunicationMode, SendResult
-from mq_client.remoting import BrokerSendRequest, BrokerSendResponse
+from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.route import MessageQueue
 
 
@@ -43,6 +44,10 @@ class BrokerTransport(Protocol):
     async def send_batch(
         self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
     ) -> list[BrokerSendResponse]: ...
+
+    async def send_message_batch(
+        self, addr: str, request: BrokerBatchRequest, timeout_ms: int
+    ) -> BrokerBatchResponse: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +132,26 @@ def response_outcome(resp: BrokerSendResponse, out: OutgoingMessage, broker_name
         message_queue=MessageQueue(out.topic, broker_name, resp.queue_id),
         queue_offset=resp.queue_offset,
     )
+
+
+def _batch_results(
+    resp: BrokerBatchResponse, outs: Sequence[OutgoingMessage], broker_name: str, addr: str
+) -> list[SendResult]:
+    """The SendResults of a stored MessageBatch, or the typed error of its code (MQClientAPIImpl#processSendResponse
+    for a batch: the msgId header lists every offset msg id)."""
+    status = SEND_STATUS_BY_CODE.get(resp.code)
+    if status is None:
+        raise _error_for_code(resp.code, resp.remark, broker_name)
+    offset_ids = resp.msg_id.split(",")
+    if resp.message_count != len(outs) or len(offset_ids) != len(outs):
+        raise RemotingError(f"{addr}: a batch of {len(outs)} answered for {resp.message_count} ({len(offset_ids)} ids)")
+    topic = outs[0].topic
+    mq = MessageQueue(topic, broker_name, resp.queue_id)
+    first = resp.queue_offset
+    return [
+        SendResult(send_status=status, msg_id=out.msg_id, offset_msg_id=oid, message_queue=mq, queue_offset=first + i)
+        for i, (out, oid) in enumerate(zip(outs, offset_ids, strict=True))
+    ]
 
 
 def is_retriable(err: MQError, retry_response_codes: frozenset[int]) -> bool:
@@ -218,6 +243,43 @@ class SendKernel:
         if isinstance(outcome, MQError):
             raise outcome
         return outcome
+
+    async def send_message_batch(
+        self, outs: Sequence[OutgoingMessage], mq: MessageQueue, timeout_ms: int, mode: CommunicationMode
+    ) -> list[SendResult]:
+        """One attempt of a MessageBatch (``outs``: one topic, encoded with mq_common.batch_codec) to ``mq``: one
+        SEND_BATCH_MESSAGE RPC. Returns one SendResult per message (its UNIQ_KEY, its offset msg id, the queue
+        offset of the first + its index). Hooks see the batch as one send, by its first message (RocketMQ's
+        MessageBatch is one message to them). Raises the attempt's MQError (transport, timeout, or the broker's
+        code for the whole batch; RemotingError when the answer does not cover every message).
+        """
+        addr = await self.broker_addr(mq, timeout_ms)
+        first = outs[0]
+        ctx = self._before(first, mq, addr, mode) if self.hooks else None
+        request = BrokerBatchRequest(
+            producer_group=self.config.producer_group,
+            topic=first.topic,
+            queue_id=mq.queue_id,
+            born_timestamp_ms=time.time_ns() // 1_000_000,
+            body=encode_batch((out.body, out.properties, out.message.flag) for out in outs),
+            default_topic=self.config.create_topic_key,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
+        )
+        try:
+            async with asyncio.timeout(max(timeout_ms, 1) / 1000.0):
+                resp = await self.transport.send_message_batch(addr, request, timeout_ms)
+            results = _batch_results(resp, outs, mq.broker_name, addr)
+        except TimeoutError:
+            error: MQError = RemotingTimeoutError(f"wait response on the channel <{addr}> timeout, {timeout_ms}(ms)")
+        except MQError as exc:
+            error = exc
+        else:
+            if ctx is not None:
+                self._after(ctx, results[0])
+            return results
+        if ctx is not None:
+            self._after(ctx, error)
+        raise error
 
     async def send_group(
         self,

@@ -48,6 +48,7 @@ from mq_client.producer.kernel import (
     prepare_message,
 )
 from mq_client.producer.message import Message
+from mq_client.producer.message_batch import MessageBatchSender, qualifies
 from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
 from mq_client.producer.selectors import select_by_sharding_key
 from mq_client.producer.send_result import CommunicationMode, SendResult, SendStatus
@@ -109,6 +110,7 @@ class DefaultMQProducer:
             self.fault_strategy = MQFaultStrategy.with_tables(tables, config.send_latency_fault_enable, lft)
         self._kernel = SendKernel(config, self.routes, transport, hooks or ProducerHooks())
         self._batch = BatchSender(self._kernel, self.fault_strategy, clock_ms)
+        self._message_batch = MessageBatchSender(self._kernel, self.fault_strategy, clock_ms)
         self.limiter = InFlightLimiter(config.max_in_flight_messages, config.max_in_flight_bytes)
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -260,14 +262,19 @@ class DefaultMQProducer:
         """SYNC send of many messages (any topics) within one ``timeout_ms`` budget; one outcome per message,
         in order (a SendResult, or the MQError that would have been raised by :meth:`send`).
 
-        Each message gets its queue (sharding key hash, else round robin); messages are grouped per broker
-        and each broker gets batch RPCs (concurrently across brokers, in order within one); failed messages
-        are retried per :meth:`send`'s rule. Raises ProducerStateError (14) when not RUNNING.
+        Messages of one topic (no delay, no transaction, one sharding key or none, no body to compress) go as
+        RocketMQ's MessageBatch: chunks of at most max_message_size_bytes, each one SEND_BATCH_MESSAGE to one
+        queue, retried whole (message_batch.py). Any other mix: each message gets its queue (sharding key hash,
+        else round robin); messages are grouped per broker and each broker gets batch RPCs (concurrently
+        across brokers, in order within one); failed messages are retried per :meth:`send`'s rule (batch.py).
+        Raises ProducerStateError (14) when not RUNNING.
         """
         self._make_sure_state_ok()
         budget = self._budget(timeout_ms)
         size = sum(_body_bytes(m) for m in msgs if m is not None)
         async with self.limiter.admit(len(msgs), size, budget.remaining_ms()):
+            if qualifies(msgs, self.config):
+                return await self._message_batch.send(msgs, budget, self._find_publish_info)
             return await self._batch.send(msgs, budget, self._find_publish_info)
 
     async def _find_publish_info(self, topic: str, budget: SendBudget) -> TopicPublishInfo:

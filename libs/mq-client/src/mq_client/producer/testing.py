@@ -12,13 +12,14 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from mq_common.batch_codec import decode_batch
 from mq_common.codec import split_host_port
 from mq_common.constants import MixAll, PermName
 from mq_common.errors import MQError, TopicNotExistError
 from mq_common.message_id import create_offset_msg_id
 from mq_common.response_code import ResponseCode
 
-from mq_client.remoting import BrokerSendRequest, BrokerSendResponse
+from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.route import BrokerData, QueueData, TopicRouteData
 
 
@@ -104,6 +105,7 @@ class Call:
     requests: tuple[BrokerSendRequest, ...]
     timeout_ms: int
     batch: bool
+    message_batch: bool = False  # a SendMessageBatch: ``requests`` are its decoded messages
 
 
 @dataclass
@@ -134,10 +136,39 @@ class ScriptedBrokerTransport:
     ) -> list[BrokerSendResponse]:
         return await self._call(addr, requests, timeout_ms, batch=True)
 
+    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+        """A MessageBatch: its messages are decoded and stored together (one Step for the whole batch)."""
+        requests = [
+            BrokerSendRequest(
+                request.producer_group,
+                request.topic,
+                request.queue_id,
+                request.sys_flag,
+                request.born_timestamp_ms,
+                item.flag,
+                item.properties + request.properties,
+                item.body,
+            )
+            for item in decode_batch(request.body)
+        ]
+        answers = await self._call(addr, requests, timeout_ms, batch=True, message_batch=True)
+        first = answers[0]
+        if any(a.code != first.code for a in answers) or first.code not in (ResponseCode.SUCCESS, 10, 11, 12):
+            bad = next(a for a in answers if a.code not in (ResponseCode.SUCCESS, 10, 11, 12))
+            return BrokerBatchResponse(bad.code, bad.remark, "", 0, 0, 0)
+        msg_ids = ",".join(a.msg_id for a in answers)
+        return BrokerBatchResponse(first.code, "", msg_ids, request.queue_id, first.queue_offset, len(answers))
+
     async def _call(
-        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int, *, batch: bool
+        self,
+        addr: str,
+        requests: Sequence[BrokerSendRequest],
+        timeout_ms: int,
+        *,
+        batch: bool,
+        message_batch: bool = False,
     ) -> list[BrokerSendResponse]:
-        self.calls.append(Call(addr, tuple(requests), timeout_ms, batch))
+        self.calls.append(Call(addr, tuple(requests), timeout_ms, batch, message_batch))
         queue = self.scripts.get(addr)
         step = queue.pop(0) if queue else self.default_steps.get(addr, Step())
         if self.clock is not None:
