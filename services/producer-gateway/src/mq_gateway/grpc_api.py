@@ -56,16 +56,11 @@ class Producer(Protocol):
 
 def message_from_proto(msg: gateway_pb2.Message) -> Message:
     """mq.gateway.v1.Message -> Message. Raises MessageIllegalError (13) for a reserved property name."""
-    check_user_properties(msg.properties)
-    return Message(
-        topic=msg.topic,
-        body=msg.body,
-        tags=msg.tag,
-        keys=tuple(msg.keys),
-        properties=dict(msg.properties),
-        flag=msg.flag,
-        sharding_key=msg.sharding_key,
-    )
+    properties: dict[str, str] = {}
+    if msg.properties:
+        check_user_properties(msg.properties)
+        properties = dict(msg.properties)
+    return Message(msg.topic, msg.body, msg.tag, tuple(msg.keys), properties, msg.flag, msg.sharding_key)
 
 
 def result_to_proto(result: SendResult) -> gateway_pb2.SendResult:

@@ -79,7 +79,7 @@ def prepare_message(msg: Message, config: ProducerConfig) -> OutgoingMessage:
     encoded properties exceed 32767 bytes (the broker's PROPERTIES_SIZE_EXCEEDED limit).
     """
     assert msg.body is not None, "check_message refuses a null body"
-    props: dict[str, str] = dict(msg.properties)
+    props: dict[str, str] = dict(msg.properties) if msg.properties else {}
     if msg.tags:
         props[MessageConst.TAGS] = msg.tags
     if msg.keys:
@@ -87,9 +87,11 @@ def prepare_message(msg: Message, config: ProducerConfig) -> OutgoingMessage:
     if msg.sharding_key:
         props[MessageConst.SHARDING_KEY] = msg.sharding_key
     props.setdefault(MessageConst.WAIT_STORE_MSG_OK, "true")
-    msg_id = props.setdefault(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, create_uniq_id())
+    msg_id = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if msg_id is None:
+        msg_id = props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
     properties = encode_properties(props)
-    properties_len = len(properties.encode("utf-8"))
+    properties_len = len(properties) if properties.isascii() else len(properties.encode("utf-8"))
     if properties_len > MAX_PROPERTIES_SIZE_BYTES:
         raise MessageIllegalError(f"the message properties length over max value, MAX: {MAX_PROPERTIES_SIZE_BYTES}")
     body = msg.body
@@ -99,7 +101,8 @@ def prepare_message(msg: Message, config: ProducerConfig) -> OutgoingMessage:
         sys_flag |= MessageSysFlag.COMPRESSED_FLAG
     if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
         sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
-    size = len(body) + properties_len + len(msg.topic.encode("utf-8"))
+    topic = msg.topic
+    size = len(body) + properties_len + (len(topic) if topic.isascii() else len(topic.encode("utf-8")))
     return OutgoingMessage(msg, body, sys_flag, properties, msg_id, size)
 
 

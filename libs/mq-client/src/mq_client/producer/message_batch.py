@@ -173,7 +173,9 @@ def _chunks(
     size = 0
     for item in ready:
         out = item[1]
-        item_bytes = BATCH_ITEM_OVERHEAD_BYTES + len(out.body) + len(out.properties.encode("utf-8"))
+        props = out.properties
+        props_bytes = len(props) if props.isascii() else len(props.encode("utf-8"))
+        item_bytes = BATCH_ITEM_OVERHEAD_BYTES + len(out.body) + props_bytes
         if current and (size + item_bytes > max_body_bytes or len(current) >= max_messages):
             chunks.append(current)
             current, size = [], 0

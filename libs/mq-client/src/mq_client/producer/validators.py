@@ -7,6 +7,7 @@ producer group check, which raises :class:`mq_common.errors.MQClientError` (a co
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -20,7 +21,8 @@ CHARACTER_MAX_LENGTH: Final = 255
 _VALID_NAME: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 # The property string codec's separators (name \x01 value \x02): a name or value holding one would be
 # decoded into other properties by the broker and every consumer.
-_SEPARATORS: Final = ("\x01", "\x02")
+_NAME_VALUE_SEPARATOR: Final = "\x01"
+_PROPERTY_SEPARATOR: Final = "\x02"
 
 
 def check_group(group: str) -> None:
@@ -42,11 +44,18 @@ def check_group(group: str) -> None:
 
 def check_topic(topic: str) -> None:
     """Validators#checkTopic + #isNotAllowedSendTopic. Raises MessageIllegalError (13)."""
-    remark = validate_topic(topic)
+    remark = _topic_refusal(topic)
     if remark is not None:
         raise MessageIllegalError(remark)
-    if is_not_allowed_send_topic(topic):
-        raise MessageIllegalError(f"Sending message to topic[{topic}] is forbidden.")
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_refusal(topic: str) -> str | None:
+    """The refusal remark of ``topic`` or None; cached: a producer sends to the same few topics over and over."""
+    remark = validate_topic(topic)
+    if remark is None and is_not_allowed_send_topic(topic):
+        remark = f"Sending message to topic[{topic}] is forbidden."
+    return remark
 
 
 def check_message(msg: Message | None, max_message_size_bytes: int) -> None:
@@ -64,13 +73,16 @@ def check_message(msg: Message | None, max_message_size_bytes: int) -> None:
         raise MessageIllegalError("the message body length is zero")
     if len(msg.body) > max_message_size_bytes:
         raise MessageIllegalError(f"the message body size over max value, MAX: {max_message_size_bytes}")
-    _check_separators("tags", msg.tags)
-    _check_separators("sharding key", msg.sharding_key)
+    if msg.tags:
+        _check_separators("tags", msg.tags)
+    if msg.sharding_key:
+        _check_separators("sharding key", msg.sharding_key)
     for key in msg.keys:
         _check_separators("key", key)
-    for name, value in msg.properties.items():
-        _check_separators("property name", name)
-        _check_separators(f"value of property {name}", value)
+    if msg.properties:
+        for name, value in msg.properties.items():
+            _check_separators("property name", name)
+            _check_separators(f"value of property {name}", value)
 
 
 def check_user_properties(properties: Mapping[str, str]) -> None:
@@ -87,5 +99,5 @@ def check_user_properties(properties: Mapping[str, str]) -> None:
 
 
 def _check_separators(what: str, text: str) -> None:
-    if any(sep in text for sep in _SEPARATORS):
+    if _NAME_VALUE_SEPARATOR in text or _PROPERTY_SEPARATOR in text:
         raise MessageIllegalError(f"the message {what} contains a control character \\x01 or \\x02")
