@@ -32,7 +32,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -59,6 +59,7 @@ NATS_START_WAIT_S: Final = 10.0
 # Targets of issue 4.
 SYNC_BATCH_VS_JETSTREAM_MIN: Final = 2.0
 PACED_SEND_P99_MAX_MS: Final = 10.0
+ROW_KINDS: Final = frozenset({"paced", "send", "batch", "stream", "nats"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,8 @@ class Row:
     msgs_per_s: float
     p50_ms: float
     p99_ms: float
+    gateway_cpu_us_per_msg: float = float("nan")
+    brokers_cpu_us_per_msg: float = float("nan")
 
 
 def percentile_ms(latencies_s: Sequence[float], pct: float) -> float:
@@ -96,7 +99,42 @@ def make_row(
 
 def summary(row: Row) -> str:
     """One line for the progress log."""
-    return f"{row.system} {row.flush} {row.api} x{row.clients}: {row.msgs_per_s:,.0f} msgs/s, p99 {row.p99_ms:.2f} ms"
+    return (
+        f"{row.system} {row.flush} {row.api} x{row.clients}: {row.msgs_per_s:,.0f} msgs/s, p99 {row.p99_ms:.2f} ms, "
+        f"CPU us/msg gateway {row.gateway_cpu_us_per_msg:.1f} brokers {row.brokers_cpu_us_per_msg:.1f}"
+    )
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU seconds of ``pids`` so far (/proc/<pid>/stat utime + stime; 0 where unreadable)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU per message of the gateway and of the brokers over one row."""
+
+    def __init__(self, gateway_pid: int, broker_pids: Sequence[int]) -> None:
+        self.gateway_pid = gateway_pid
+        self.broker_pids = tuple(broker_pids)
+        self._begin = (0.0, 0.0)
+
+    def start(self) -> None:
+        self._begin = (cpu_seconds([self.gateway_pid]), cpu_seconds(self.broker_pids))
+
+    def finish(self, row: Row) -> Row:
+        """``row`` with the CPU us per stored message since :meth:`start`."""
+        if not row.messages:
+            return row
+        gateway = (cpu_seconds([self.gateway_pid]) - self._begin[0]) * 1e6 / row.messages
+        brokers = (cpu_seconds(self.broker_pids) - self._begin[1]) * 1e6 / row.messages
+        return replace(row, gateway_cpu_us_per_msg=round(gateway, 1), brokers_cpu_us_per_msg=round(brokers, 1))
 
 
 # -- gateway -----------------------------------------------------------------------------------------------------
@@ -112,8 +150,9 @@ def cluster_spec(data_dir: Path, flush: FlushDiskType) -> ClusterSpec:
 class GatewayBench:
     """Rows against one running cluster; ``stubs`` are spread over a few channels."""
 
-    def __init__(self, stubs: Sequence[Any], topic: str, flush: str, row_seconds: float) -> None:
+    def __init__(self, stubs: Sequence[Any], topic: str, flush: str, row_seconds: float, meter: CpuMeter) -> None:
         self.stubs = stubs
+        self.meter = meter
         self.flush = flush
         self.row_seconds = row_seconds
         message = gateway_pb2.Message(topic=topic, body=BODY)
@@ -144,12 +183,14 @@ class GatewayBench:
                 counts[0] += per_call - failed
                 counts[1] += failed
 
+        self.meter.start()
         began = time.perf_counter()
         await asyncio.gather(*(client(self.stubs[i % len(self.stubs)]) for i in range(clients)))
         api = f"SendBatch({BATCH})" if batch else "Send"
-        return make_row(
+        row = make_row(
             "gateway", self.flush, api, clients, (counts[0], counts[1]), time.perf_counter() - began, latencies
         )
+        return self.meter.finish(row)
 
     async def stream_loop(self, clients: int) -> Row:
         """``clients`` SendStream calls, each keeping up to STREAM_WINDOW messages unacked (closed loop) for
@@ -180,17 +221,20 @@ class GatewayBench:
             await call.done_writing()
             await reading
 
+        self.meter.start()
         began = time.perf_counter()
         await asyncio.gather(*(client(self.stubs[i % len(self.stubs)], i) for i in range(clients)))
         secs = time.perf_counter() - began
-        return make_row(
-            "gateway",
-            self.flush,
-            f"SendStream (window {STREAM_WINDOW})",
-            clients,
-            (counts[0], counts[1]),
-            secs,
-            latencies,
+        return self.meter.finish(
+            make_row(
+                "gateway",
+                self.flush,
+                f"SendStream (window {STREAM_WINDOW})",
+                clients,
+                (counts[0], counts[1]),
+                secs,
+                latencies,
+            )
         )
 
     async def paced(self, rate: int) -> Row:
@@ -200,9 +244,10 @@ class GatewayBench:
         await self._pace(rate, PACED_WARM_UP_S, [], [0])
         latencies: list[float] = []
         failures = [0]
+        self.meter.start()
         total, secs = await self._pace(rate, self.row_seconds, latencies, failures)
         counts = (total - failures[0], failures[0])
-        return make_row("gateway", self.flush, f"Send paced {rate}/s", 1, counts, secs, latencies)
+        return self.meter.finish(make_row("gateway", self.flush, f"Send paced {rate}/s", 1, counts, secs, latencies))
 
     async def _pace(self, rate: int, seconds: float, latencies: list[float], failures: list[int]) -> tuple[int, float]:
         """Start a Send every 1/rate s for ``seconds``; returns (sends, seconds taken)."""
@@ -224,7 +269,9 @@ class GatewayBench:
         return total, time.perf_counter() - began
 
 
-async def bench_flush(flush: FlushDiskType, row_seconds: float, console: Console) -> list[Row]:
+async def bench_flush(
+    flush: FlushDiskType, row_seconds: float, console: Console, only: frozenset[str] = ROW_KINDS
+) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix=f"bench-gw-{flush.lower()}-") as tmp:
         cluster = await asyncio.to_thread(LocalCluster(cluster_spec(Path(tmp) / "data", flush)).start)
@@ -232,17 +279,20 @@ async def bench_flush(flush: FlushDiskType, row_seconds: float, console: Console
             topic = await make_topic(cluster, f"bench_{flush.lower()}", queues=QUEUES)
             channels = [grpc.aio.insecure_channel(cluster.gateway_addr, options=CHANNEL_OPTIONS) for _ in range(4)]
             try:
-                bench = GatewayBench(
-                    [gateway_pb2_grpc.ProducerGatewayStub(c) for c in channels], topic, flush, row_seconds
-                )
+                meter = CpuMeter(cluster.gateway.pid, [p.pid for p in cluster.brokers.values()])
+                stubs = [gateway_pb2_grpc.ProducerGatewayStub(c) for c in channels]
+                bench = GatewayBench(stubs, topic, flush, row_seconds, meter)
                 # The paced row first: an offered 500 msgs/s on a fresh cluster, not right after an overload row.
-                rows.append(await bench.paced(PACED_RATE))
-                console.log(summary(rows[-1]))
+                if "paced" in only:
+                    rows.append(await bench.paced(PACED_RATE))
+                    console.log(summary(rows[-1]))
                 for batch in (False, True):
+                    if ("batch" if batch else "send") not in only:
+                        continue
                     for clients in CLIENTS:
                         rows.append(await bench.closed_loop(clients, batch))
                         console.log(summary(rows[-1]))
-                for clients in CLIENTS:
+                for clients in CLIENTS if "stream" in only else ():
                     rows.append(await bench.stream_loop(clients))
                     console.log(summary(rows[-1]))
             finally:
@@ -393,12 +443,13 @@ def targets(rows: Sequence[Row]) -> list[dict[str, object]]:
 
 def print_report(rows: Sequence[Row], checks: Sequence[dict[str, object]]) -> None:
     table = Table(title="Gateway benchmark: 1 KiB messages, end to end (client -> gateway -> broker -> ack)")
-    for column in ("system", "flush", "api", "clients", "messages", "failed", "msgs/s", "p50 ms", "p99 ms"):
+    columns = ("system", "flush", "api", "clients", "messages", "failed", "msgs/s", "p50 ms", "p99 ms")
+    for column in (*columns, "gw CPU us/msg", "brokers CPU us/msg"):
         table.add_column(column, justify="right" if column not in ("system", "flush", "api") else "left")
     for r in rows:
         table.add_row(
             r.system, r.flush, r.api, str(r.clients), f"{r.messages:,}", str(r.failed), f"{r.msgs_per_s:,.0f}",
-            f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}",
+            f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.gateway_cpu_us_per_msg:.1f}", f"{r.brokers_cpu_us_per_msg:.1f}",
         )  # fmt: skip
     goals = Table(title="Issue-4 targets")
     for column in ("target", "measured", "result"):
@@ -414,9 +465,13 @@ def print_report(rows: Sequence[Row], checks: Sequence[dict[str, object]]) -> No
 async def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
     rows: list[Row] = []
     flushes: tuple[FlushDiskType, ...] = ("SYNC_FLUSH", "ASYNC_FLUSH")
+    only = frozenset(args.only.split(","))
+    if not only <= ROW_KINDS:
+        raise SystemExit(f"--only takes {','.join(sorted(ROW_KINDS))}, got {args.only}")
     for flush in flushes:
-        rows.extend(await bench_flush(flush, args.row_seconds, console))
-    rows.extend(await bench_nats(args.row_seconds, console))
+        rows.extend(await bench_flush(flush, args.row_seconds, console, only))
+    if "nats" in only:
+        rows.extend(await bench_nats(args.row_seconds, console))
     checks = targets(rows)
     print_report(rows, checks)
     return {
@@ -433,6 +488,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", default="bench-results/gateway.json", help="JSON report path")
     parser.add_argument("--row-seconds", type=float, default=4.0, help="seconds per measured row")
+    parser.add_argument(
+        "--only", default=",".join(sorted(ROW_KINDS)), help="comma-separated rows to run: batch,nats,paced,send,stream"
+    )
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     report = asyncio.run(run(args, console))
