@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Final, Protocol
 import grpc
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_client.producer import FlowControlError, Message, SendResult, SendStatus
+from mq_client.producer import (
+    ChunkOutcome,
+    FlowControlError,
+    Message,
+    MessageBatch,
+    MessageBatchResult,
+    SendResult,
+    SendStatus,
+)
 from mq_client.producer.validators import check_user_properties
 from mq_common.errors import InvalidParameterError, MessageIllegalError, MQError
 from mq_common.logging import get_logger
@@ -49,6 +57,10 @@ class Producer(Protocol):
         self, msgs: Sequence[Message], timeout_ms: int | None = None
     ) -> list[SendResult | MQError]: ...
 
+    async def send_message_batch(
+        self, batch: MessageBatch, timeout_ms: int | None = None
+    ) -> list[ChunkOutcome] | None: ...
+
     async def send_oneway(self, msg: Message, timeout_ms: int | None = None) -> str: ...
 
     async def send_async(self, msg: Message, timeout_ms: int | None = None) -> asyncio.Task[SendResult]: ...
@@ -61,6 +73,63 @@ def message_from_proto(msg: gateway_pb2.Message) -> Message:
         check_user_properties(msg.properties)
         properties = dict(msg.properties)
     return Message(msg.topic, msg.body, msg.tag, tuple(msg.keys), properties, msg.flag, msg.sharding_key)
+
+
+def batch_from_protos(msgs: Sequence[gateway_pb2.Message]) -> MessageBatch | None:
+    """The messages of a SendBatch as one MessageBatch (columns, no object per message), or None when they are
+    not one topic and one sharding key or a message uses a reserved property name (those take the message by
+    message path, which gives each message its own outcome)."""
+    if not msgs:
+        return None
+    rows = [(m.topic, m.sharding_key, m.body, m.tag, m.keys, m.properties, m.flag) for m in msgs]
+    topics, sharding_keys, bodies, tags, keys, properties, flags = zip(*rows, strict=True)
+    if len(set(topics)) != 1 or len(set(sharding_keys)) != 1:
+        return None
+    for props in properties:
+        if props:
+            try:
+                check_user_properties(props)
+            except MQError:
+                return None
+    return MessageBatch(
+        topics[0],
+        bodies,
+        tags if any(tags) else (),
+        keys if any(keys) else (),
+        properties if any(properties) else (),
+        flags if any(flags) else (),
+        sharding_keys[0],
+    )
+
+
+def chunks_to_proto(chunks: Sequence[ChunkOutcome]) -> tuple[gateway_pb2.SendBatchResponse, int]:
+    """The SendBatchResponse of a MessageBatch's chunk outcomes (one SendResult per message, in order) and how
+    many messages were stored."""
+    response = gateway_pb2.SendBatchResponse()
+    results = response.results
+    add = results.add
+    stored = 0
+    for chunk in chunks:
+        result = chunk.result
+        if isinstance(result, MessageBatchResult):
+            status = _STATUS_TO_PROTO[result.send_status]
+            broker_name, queue_id = result.message_queue.broker_name, result.message_queue.queue_id
+            first = result.queue_offset
+            for i, (msg_id, offset_msg_id) in enumerate(zip(result.msg_ids, result.offset_msg_ids, strict=True)):
+                # code 0 (SUCCESS) is the field's default
+                add(
+                    send_status=status,
+                    msg_id=msg_id,
+                    offset_msg_id=offset_msg_id,
+                    broker_name=broker_name,
+                    queue_id=queue_id,
+                    queue_offset=first + i,
+                )
+            stored += len(chunk)
+        else:
+            failed = error_to_proto(result)
+            results.extend([failed] * len(chunk))
+    return response, stored
 
 
 def result_to_proto(result: SendResult) -> gateway_pb2.SendResult:
@@ -164,6 +233,23 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
             )
         timeout_ms = await self._timeout_ms(request.send_timeout_ms, context)
         begin = time.perf_counter()
+        batch = batch_from_protos(request.messages)
+        if batch is not None:
+            try:
+                chunks = await self._producer.send_message_batch(batch, timeout_ms)
+            except FlowControlError as exc:
+                self._rejected("batch", begin, count)
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)
+            except MQError as exc:
+                self._done("batch", begin, 0, count)
+                return gateway_pb2.SendBatchResponse(results=[error_to_proto(exc)] * count)
+            except Exception as exc:
+                self._done("batch", begin, 0, count)
+                return gateway_pb2.SendBatchResponse(results=[_unexpected("SendBatch", exc)] * count)
+            if chunks is not None:
+                response, stored = chunks_to_proto(chunks)
+                self._done("batch", begin, stored, count - stored)
+                return response
         outcomes: list[SendResult | MQError | None] = [None] * count
         valid: list[int] = []
         msgs: list[Message] = []

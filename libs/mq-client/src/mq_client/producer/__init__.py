@@ -20,11 +20,12 @@ from mq_client.producer.hooks import (
     load_hook,
 )
 from mq_client.producer.kernel import BrokerTransport
-from mq_client.producer.message import Message
+from mq_client.producer.message import Message, MessageBatch
+from mq_client.producer.message_batch import ChunkOutcome
 from mq_client.producer.producer import DefaultMQProducer, ServiceState
 from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
 from mq_client.producer.selectors import SelectMessageQueueByHash, select_by_sharding_key
-from mq_client.producer.send_result import CommunicationMode, SendResult, SendStatus
+from mq_client.producer.send_result import CommunicationMode, MessageBatchResult, SendResult, SendStatus
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "BrokerNotFoundError",
     "BrokerTransport",
     "CheckForbiddenHook",
+    "ChunkOutcome",
     "CommunicationMode",
     "DefaultMQProducer",
     "FlowControlError",
@@ -40,6 +42,8 @@ __all__ = [
     "LatencyTables",
     "MQFaultStrategy",
     "Message",
+    "MessageBatch",
+    "MessageBatchResult",
     "NameServerLookup",
     "ProducerConfig",
     "ProducerHooks",

@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from mq_common.batch_codec import encode_batch
 from mq_common.codec import encode_properties
 from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst, MessageSysFlag
 from mq_common.errors import MessageIllegalError, MQBrokerError, MQError, RemotingError, RemotingTimeoutError
@@ -27,7 +26,7 @@ from mq_client.producer.fault_strategy import ClockMs
 from mq_client.producer.hooks import ProducerHooks, SendMessageContext
 from mq_client.producer.message import Message
 from mq_client.producer.route_manager import TopicRouteManager
-from mq_client.producer.send_result import SEND_STATUS_BY_CODE, CommunicationMode, SendResult
+from mq_client.producer.send_result import SEND_STATUS_BY_CODE, CommunicationMode, MessageBatchResult, SendResult
 from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.route import MessageQueue
 
@@ -137,24 +136,22 @@ def response_outcome(resp: BrokerSendResponse, out: OutgoingMessage, broker_name
     )
 
 
-def _batch_results(
-    resp: BrokerBatchResponse, outs: Sequence[OutgoingMessage], broker_name: str, addr: str
-) -> list[SendResult]:
-    """The SendResults of a stored MessageBatch, or the typed error of its code (MQClientAPIImpl#processSendResponse
+def _batch_result(
+    resp: BrokerBatchResponse, topic: str, msg_ids: Sequence[str], broker_name: str, addr: str
+) -> MessageBatchResult:
+    """The result of a stored MessageBatch, or the typed error of its code (MQClientAPIImpl#processSendResponse
     for a batch: the msgId header lists every offset msg id)."""
     status = SEND_STATUS_BY_CODE.get(resp.code)
     if status is None:
         raise _error_for_code(resp.code, resp.remark, broker_name)
     offset_ids = resp.msg_id.split(",")
-    if resp.message_count != len(outs) or len(offset_ids) != len(outs):
-        raise RemotingError(f"{addr}: a batch of {len(outs)} answered for {resp.message_count} ({len(offset_ids)} ids)")
-    topic = outs[0].topic
-    mq = MessageQueue(topic, broker_name, resp.queue_id)
-    first = resp.queue_offset
-    return [
-        SendResult(send_status=status, msg_id=out.msg_id, offset_msg_id=oid, message_queue=mq, queue_offset=first + i)
-        for i, (out, oid) in enumerate(zip(outs, offset_ids, strict=True))
-    ]
+    if resp.message_count != len(msg_ids) or len(offset_ids) != len(msg_ids):
+        raise RemotingError(
+            f"{addr}: a batch of {len(msg_ids)} answered for {resp.message_count} ({len(offset_ids)} ids)"
+        )
+    return MessageBatchResult(
+        status, msg_ids, offset_ids, MessageQueue(topic, broker_name, resp.queue_id), resp.queue_offset
+    )
 
 
 def is_retriable(err: MQError, retry_response_codes: frozenset[int]) -> bool:
@@ -212,8 +209,13 @@ class SendKernel:
         return addr
 
     def _before(self, out: OutgoingMessage, mq: MessageQueue, addr: str, mode: CommunicationMode) -> SendMessageContext:
+        return self._before_send(out.message, out.msg_id, mq, addr, mode)
+
+    def _before_send(
+        self, message: Message, msg_id: str, mq: MessageQueue, addr: str, mode: CommunicationMode
+    ) -> SendMessageContext:
         """Run the check-forbidden hooks (their MQError refuses the attempt) then the before-send hooks."""
-        ctx = SendMessageContext(self.config.producer_group, out.message, out.msg_id, mq, addr, mode)
+        ctx = SendMessageContext(self.config.producer_group, message, msg_id, mq, addr, mode)
         self.hooks.run_check_forbidden(ctx)
         self.hooks.run_before(ctx)
         return ctx
@@ -248,40 +250,48 @@ class SendKernel:
         return outcome
 
     async def send_message_batch(
-        self, outs: Sequence[OutgoingMessage], mq: MessageQueue, timeout_ms: int, mode: CommunicationMode
-    ) -> list[SendResult]:
-        """One attempt of a MessageBatch (``outs``: one topic, encoded with mq_common.batch_codec) to ``mq``: one
-        SEND_BATCH_MESSAGE RPC. Returns one SendResult per message (its UNIQ_KEY, its offset msg id, the queue
-        offset of the first + its index). Hooks see the batch as one send, by its first message (RocketMQ's
-        MessageBatch is one message to them). Raises the attempt's MQError (transport, timeout, or the broker's
-        code for the whole batch; RemotingError when the answer does not cover every message).
+        self,
+        body: bytes,
+        msg_ids: Sequence[str],
+        hook_message: Callable[[], Message],
+        mq: MessageQueue,
+        timeout_ms: int,
+        mode: CommunicationMode,
+    ) -> MessageBatchResult:
+        """One attempt of a MessageBatch to ``mq``: one SEND_BATCH_MESSAGE RPC. ``body`` holds the messages encoded
+        as mq_common.batch_codec's items, ``msg_ids`` their UNIQ_KEYs. Hooks see the batch as one send, by its first
+        message (``hook_message()``, called only when there are hooks; RocketMQ's MessageBatch is one message to
+        them). Raises the attempt's MQError (transport, timeout, or the broker's code for the whole batch;
+        RemotingError when the answer does not cover every message).
         """
         addr = await self.broker_addr(mq, timeout_ms)
-        first = outs[0]
-        ctx = self._before(first, mq, addr, mode) if self.hooks else None
+        ctx = self._before_send(hook_message(), msg_ids[0], mq, addr, mode) if self.hooks else None
         request = BrokerBatchRequest(
             producer_group=self.config.producer_group,
-            topic=first.topic,
+            topic=mq.topic,
             queue_id=mq.queue_id,
             born_timestamp_ms=time.time_ns() // 1_000_000,
-            body=encode_batch((out.body, out.properties, out.message.flag) for out in outs),
+            body=body,
             default_topic=self.config.create_topic_key,
             default_topic_queue_nums=self.config.default_topic_queue_nums,
         )
         try:
             async with asyncio.timeout(max(timeout_ms, 1) / 1000.0):
                 resp = await self.transport.send_message_batch(addr, request, timeout_ms)
-            results = _batch_results(resp, outs, mq.broker_name, addr)
+            result = _batch_result(resp, mq.topic, msg_ids, mq.broker_name, addr)
         except TimeoutError:
             error: MQError = RemotingTimeoutError(f"wait response on the channel <{addr}> timeout, {timeout_ms}(ms)")
         except MQError as exc:
             error = exc
         else:
             if ctx is not None:
-                self._after(ctx, results[0])
-            return results
+                first = SendResult(
+                    result.send_status, msg_ids[0], result.offset_msg_ids[0], result.message_queue, result.queue_offset
+                )
+                self.hooks.run_after(ctx, first, None)
+            return result
         if ctx is not None:
-            self._after(ctx, error)
+            self.hooks.run_after(ctx, None, error)
         raise error
 
     async def send_group(

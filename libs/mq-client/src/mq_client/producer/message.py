@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -26,3 +26,58 @@ class Message:
     properties: Mapping[str, str] = field(default_factory=dict)
     flag: int = 0
     sharding_key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageBatch:
+    """Messages of ONE topic, kept by column (no object per message): RocketMQ's MessageBatch before it is encoded.
+
+    Message ``i`` is ``bodies[i]`` with ``tags[i]``, ``keys[i]``, ``properties[i]`` and ``flags[i]``; each of those
+    columns is either empty (no tags / keys / properties, flag 0 for every message) or as long as ``bodies``.
+    ``sharding_key`` is every message's (one key per batch: a batch goes to one queue). Raises ValueError when a
+    column's length is neither 0 nor ``len(bodies)``. Mirrors org.apache.rocketmq.common.message.MessageBatch.
+    """
+
+    topic: str
+    bodies: Sequence[bytes]
+    tags: Sequence[str] = ()
+    keys: Sequence[Sequence[str]] = ()
+    properties: Sequence[Mapping[str, str]] = ()
+    flags: Sequence[int] = ()
+    sharding_key: str = ""
+
+    def __post_init__(self) -> None:
+        count = len(self.bodies)
+        for name in ("tags", "keys", "properties", "flags"):
+            if len(getattr(self, name)) not in (0, count):
+                raise ValueError(f"MessageBatch.{name} has {len(getattr(self, name))} entries for {count} bodies")
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    def message(self, i: int) -> Message:
+        """Message ``i`` as a :class:`Message` (for hooks and for the message-by-message path)."""
+        return Message(
+            self.topic,
+            self.bodies[i],
+            self.tags[i] if self.tags else "",
+            tuple(self.keys[i]) if self.keys else (),
+            self.properties[i] if self.properties else {},
+            self.flags[i] if self.flags else 0,
+            self.sharding_key,
+        )
+
+    @classmethod
+    def from_messages(cls, msgs: Sequence[Message]) -> MessageBatch:
+        """The columns of ``msgs`` (at least one; all of the first one's topic and sharding key, bodies not None)."""
+        first = msgs[0]
+        assert all(m.topic == first.topic and m.sharding_key == first.sharding_key for m in msgs)
+        return cls(
+            first.topic,
+            [m.body for m in msgs if m.body is not None],
+            [m.tags for m in msgs] if any(m.tags for m in msgs) else (),
+            [m.keys for m in msgs] if any(m.keys for m in msgs) else (),
+            [m.properties for m in msgs] if any(m.properties for m in msgs) else (),
+            [m.flag for m in msgs] if any(m.flag for m in msgs) else (),
+            first.sharding_key,
+        )

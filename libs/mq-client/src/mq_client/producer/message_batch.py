@@ -8,39 +8,63 @@ fault item updated with the attempt's latency, the whole batch retried on a retr
 max_message_size_bytes (4 MiB, as RocketMQ's limit on a batch) or holds more than max_broker_batch_messages is
 split into chunks, sent concurrently (in order, one after another, when they share a sharding key).
 
-:func:`qualifies` says when a batch can go this way: one topic, no delay level (RocketMQ refuses delayed
-batches), no transaction, one sharding key or none, and no body large enough to be compressed (compression is
-per message, on the mixed path of batch.py). Runs on the producer's asyncio loop.
+The hot path works on :class:`MessageBatch` columns: no object per message, the properties text and the batch
+item bytes built in a few list passes. :func:`refusal` says when a batch cannot go this way: one topic (by
+construction), no delay level (RocketMQ refuses delayed batches), no transaction, no body large enough to be
+compressed (compression is per message, on the mixed path of batch.py), and every message valid (Validators).
+Runs on the producer's asyncio loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import struct
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
 
 from mq_common.batch_codec import BATCH_ITEM_OVERHEAD_BYTES
-from mq_common.constants import MessageConst
+from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst
 from mq_common.errors import MQError
 
 from mq_client.producer.config import ProducerConfig
 from mq_client.producer.errors import SendFailedError
 from mq_client.producer.fault_strategy import ClockMs, MQFaultStrategy
-from mq_client.producer.kernel import OutgoingMessage, SendBudget, SendKernel, is_retriable, prepare_message
-from mq_client.producer.message import Message
+from mq_client.producer.kernel import SendBudget, SendKernel, is_retriable
+from mq_client.producer.message import Message, MessageBatch
 from mq_client.producer.selectors import select_by_sharding_key
-from mq_client.producer.send_result import CommunicationMode, SendResult, SendStatus
+from mq_client.producer.send_result import CommunicationMode, MessageBatchResult, SendResult, SendStatus
 from mq_client.producer.topic_publish_info import TopicPublishInfo
-from mq_client.producer.validators import check_message
+from mq_client.producer.uniq_ids import create_uniq_ids
+from mq_client.producer.validators import check_message, check_topic
 from mq_client.route import MessageQueue
 
 Outcome = SendResult | MQError
 FindPublishInfo = Callable[[str, SendBudget], Awaitable[TopicPublishInfo]]
-_NOT_IN_BATCH = (MessageConst.DELAY_TIME_LEVEL, MessageConst.TRANSACTION_PREPARED)
+_NOT_IN_BATCH: Final = (MessageConst.DELAY_TIME_LEVEL, MessageConst.TRANSACTION_PREPARED)
+_SEPARATORS: Final = ("\x01", "\x02")
+_HEAD: Final = struct.Struct(">iiiii")  # batch_codec's item head: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
+_PROPS_LEN: Final = struct.Struct(">H")
+_WAIT: Final = f"{MessageConst.WAIT_STORE_MSG_OK}\x01true\x02"
+_UNIQ: Final = f"{MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX}\x01"
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkOutcome:
+    """Messages ``start`` .. ``stop - 1`` of a MessageBatch: stored as one MessageBatch, or refused by ``result``."""
+
+    start: int
+    stop: int
+    result: MessageBatchResult | MQError
+
+    def __len__(self) -> int:
+        return self.stop - self.start
 
 
 def qualifies(msgs: Sequence[Message], config: ProducerConfig) -> bool:
-    """True when ``msgs`` can be sent as MessageBatches (see the module docstring) and
-    ``config.message_batch_enable``."""
+    """True when ``msgs`` share one topic and one sharding key (or none), carry no delay level or transaction
+    property, no body large enough to compress, and ``config.message_batch_enable``: then
+    :meth:`MessageBatchSender.send` takes them."""
     if not msgs or not config.message_batch_enable:
         return False
     first = msgs[0]
@@ -55,8 +79,130 @@ def qualifies(msgs: Sequence[Message], config: ProducerConfig) -> bool:
     return True
 
 
+def refusal(batch: MessageBatch, config: ProducerConfig) -> str | None:
+    """Why ``batch`` cannot be sent as MessageBatches (then send its messages with send_batch, which gives each
+    its own error), or None. Checks, on whole columns: message batches enabled, at least one message, the topic
+    (Validators#checkTopic), every body 1 .. max_message_size_bytes and below the compression threshold, no
+    \\x01 / \\x02 in tags, keys, sharding key or properties, no DELAY or TRAN_MSG property."""
+    if not config.message_batch_enable:
+        return "message batches are disabled"
+    if not batch.bodies:
+        return "no message"
+    try:
+        check_topic(batch.topic)
+    except MQError as exc:
+        return exc.remark
+    sizes = list(map(len, batch.bodies))
+    if min(sizes) == 0:
+        return "a body is empty"
+    if max(sizes) > config.max_message_size_bytes or max(sizes) >= config.compress_msg_body_over_howmuch_bytes:
+        return "a body is too large (or would be compressed)"
+    texts = [batch.sharding_key, *batch.tags]
+    if batch.keys:
+        texts.extend(key for keys in batch.keys for key in keys)
+    for props in batch.properties:
+        if props:
+            if any(name in props for name in _NOT_IN_BATCH):
+                return "a message has a delay level or is transactional"
+            texts.extend(props)
+            texts.extend(props.values())
+    text = "".join(texts)
+    if _SEPARATORS[0] in text or _SEPARATORS[1] in text:
+        return "a tag, key, sharding key or property holds \\x01 or \\x02"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A MessageBatch ready for the wire: per message its UNIQ_KEY, batch item head (22 bytes but the properties
+    length), properties tail (PROPERTIESLENGTH + PROPERTIES) and encoded item size."""
+
+    msg_ids: list[str]
+    heads: list[bytes]
+    tails: list[bytes]
+    sizes: list[int]
+
+    def encode(self, bodies: Sequence[bytes], start: int, stop: int) -> bytes:
+        """The batch_codec body of messages ``start`` .. ``stop - 1`` (one join)."""
+        parts: list[bytes] = [b""] * (3 * (stop - start))
+        parts[0::3] = self.heads[start:stop]
+        parts[1::3] = bodies[start:stop]
+        parts[2::3] = self.tails[start:stop]
+        return b"".join(parts)
+
+
+def _properties(batch: MessageBatch) -> tuple[list[str], list[str]]:
+    """Each message's properties text (its user properties, TAGS, KEYS, __SHARDINGKEY, WAIT, UNIQ_KEY: the order of
+    kernel.prepare_message) and UNIQ_KEY (a user UNIQ_KEY is kept)."""
+    count = len(batch.bodies)
+    ids = create_uniq_ids(count)
+    key = f"{MessageConst.SHARDING_KEY}\x01{batch.sharding_key}\x02" if batch.sharding_key else ""
+    if not (batch.tags or batch.keys or batch.properties):
+        head = f"{key}{_WAIT}{_UNIQ}"
+        return [f"{head}{uid}\x02" for uid in ids], ids
+    tags = batch.tags or [""] * count
+    keys: Sequence[Sequence[str]] = batch.keys or [()] * count
+    texts: list[str] = []
+    for i, (tag, msg_keys) in enumerate(zip(tags, keys, strict=True)):
+        props = batch.properties[i] if batch.properties else None
+        if props:
+            text, ids[i] = _with_user_properties(props, tag, msg_keys, batch.sharding_key, ids[i])
+            texts.append(text)
+            continue
+        tag_text = f"{MessageConst.TAGS}\x01{tag}\x02" if tag else ""
+        keys_text = f"{MessageConst.KEYS}\x01{MessageConst.KEY_SEPARATOR.join(msg_keys)}\x02" if msg_keys else ""
+        texts.append(f"{tag_text}{keys_text}{key}{_WAIT}{_UNIQ}{ids[i]}\x02")
+    return texts, ids
+
+
+def _with_user_properties(
+    user: Mapping[str, str], tag: str, keys: Sequence[str], sharding_key: str, new_id: str
+) -> tuple[str, str]:
+    props = dict(user)
+    if tag:
+        props[MessageConst.TAGS] = tag
+    if keys:
+        props[MessageConst.KEYS] = MessageConst.KEY_SEPARATOR.join(keys)
+    if sharding_key:
+        props[MessageConst.SHARDING_KEY] = sharding_key
+    props.setdefault(MessageConst.WAIT_STORE_MSG_OK, "true")
+    msg_id = props.setdefault(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, new_id)
+    return "".join(f"{k}\x01{v}\x02" for k, v in props.items()), msg_id
+
+
+def prepare(batch: MessageBatch) -> _Prepared | str:
+    """UNIQ_KEYs, properties and item bytes of every message; a refusal text when a message's properties pass
+    32,767 bytes."""
+    texts, ids = _properties(batch)
+    encoded = [text.encode("utf-8") for text in texts]
+    if max(map(len, encoded)) > MAX_PROPERTIES_SIZE_BYTES:
+        return f"a message's properties pass {MAX_PROPERTIES_SIZE_BYTES} bytes"
+    head, props_len, overhead = _HEAD.pack, _PROPS_LEN.pack, BATCH_ITEM_OVERHEAD_BYTES
+    sizes = [overhead + len(body) + len(props) for body, props in zip(batch.bodies, encoded, strict=True)]
+    flags = batch.flags or [0] * len(sizes)
+    heads = [head(size, 0, 0, flag, len(body)) for size, flag, body in zip(sizes, flags, batch.bodies, strict=True)]
+    tails = [props_len(len(props)) + props for props in encoded]
+    return _Prepared(ids, heads, tails, sizes)
+
+
+def chunk_ranges(sizes: Sequence[int], max_body_bytes: int, max_messages: int) -> list[tuple[int, int]]:
+    """Consecutive (start, stop) runs whose encoded batch body stays within ``max_body_bytes`` and whose length
+    stays within ``max_messages``; a single message always fits."""
+    if len(sizes) <= max_messages and sum(sizes) <= max_body_bytes:
+        return [(0, len(sizes))]
+    ranges: list[tuple[int, int]] = []
+    start, total = 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and (total + size > max_body_bytes or i - start >= max_messages):
+            ranges.append((start, i))
+            start, total = i, 0
+        total += size
+    ranges.append((start, len(sizes)))
+    return ranges
+
+
 class MessageBatchSender:
-    """Runs :meth:`send` for DefaultMQProducer#send_batch when :func:`qualifies` holds."""
+    """Sends MessageBatches for DefaultMQProducer#send_message_batch and #send_batch."""
 
     def __init__(self, kernel: SendKernel, fault_strategy: MQFaultStrategy, clock_ms: ClockMs) -> None:
         self._kernel = kernel
@@ -65,51 +211,84 @@ class MessageBatchSender:
 
     async def send(
         self, msgs: Sequence[Message], budget: SendBudget, find_publish_info: FindPublishInfo
-    ) -> list[Outcome]:
-        """One outcome per message, in order: a message refused by the validators gets its error, the others
-        the route lookup's error, or their chunk's SendResults or final error. Never raises for a message."""
-        config = self._kernel.config
+    ) -> list[Outcome] | None:
+        """``msgs`` (:func:`qualifies`) as MessageBatches: one outcome per message, in order — a message refused by
+        the validators gets its error, the others their chunk's SendResult or final error. None when the valid
+        messages cannot go as MessageBatches after all (see :func:`refusal`); nothing was sent then."""
         outcomes: list[Outcome | None] = [None] * len(msgs)
-        ready: list[tuple[int, OutgoingMessage]] = []
+        valid: list[int] = []
+        max_size = self._kernel.config.max_message_size_bytes
         for i, msg in enumerate(msgs):
             try:
-                check_message(msg, config.max_message_size_bytes)
-                ready.append((i, prepare_message(msg, config)))
+                check_message(msg, max_size)
             except MQError as exc:
                 outcomes[i] = exc
-        if not ready:
-            return [o for o in outcomes if o is not None]
-        try:
-            tp_info = await find_publish_info(msgs[0].topic, budget)
-        except MQError as exc:
-            _fill(ready, exc, outcomes)
-            return [o for o in outcomes if o is not None]
-        chunks = _chunks(ready, config.max_message_size_bytes, config.max_broker_batch_messages)
-        key = msgs[0].sharding_key
-        fixed = select_by_sharding_key(tp_info.message_queues, key) if key else None
-        if key:
+            else:
+                valid.append(i)
+        if valid:
+            chunks = await self.send_batch(
+                MessageBatch.from_messages([msgs[i] for i in valid]), budget, find_publish_info
+            )
+            if chunks is None:
+                return None
             for chunk in chunks:
-                await self._send_chunk(chunk, tp_info, fixed, budget, outcomes)
-        else:
-            await asyncio.gather(*(self._send_chunk(c, tp_info, None, budget, outcomes) for c in chunks))
+                result = chunk.result
+                per_message: Sequence[Outcome] = (
+                    result.results() if isinstance(result, MessageBatchResult) else [result] * len(chunk)
+                )
+                for j, outcome in zip(valid[chunk.start : chunk.stop], per_message, strict=True):
+                    outcomes[j] = outcome
         assert all(o is not None for o in outcomes)
         return [o for o in outcomes if o is not None]
 
+    async def send_batch(
+        self, batch: MessageBatch, budget: SendBudget, find_publish_info: FindPublishInfo
+    ) -> list[ChunkOutcome] | None:
+        """``batch`` as MessageBatches: the outcome of each chunk, in message order (a route lookup failure is one
+        outcome for every message). None when :func:`refusal` refuses it; nothing was sent then."""
+        config = self._kernel.config
+        if refusal(batch, config) is not None:
+            return None
+        prepared = prepare(batch)
+        if isinstance(prepared, str):
+            return None
+        try:
+            tp_info = await find_publish_info(batch.topic, budget)
+        except MQError as exc:
+            return [ChunkOutcome(0, len(batch), exc)]
+        ranges = chunk_ranges(prepared.sizes, config.max_message_size_bytes, config.max_broker_batch_messages)
+        key = batch.sharding_key
+        if key:
+            fixed = select_by_sharding_key(tp_info.message_queues, key)
+            return [await self._send_chunk(batch, prepared, r, tp_info, fixed, budget) for r in ranges]
+        if len(ranges) == 1:
+            return [await self._send_chunk(batch, prepared, ranges[0], tp_info, None, budget)]
+        return list(
+            await asyncio.gather(*(self._send_chunk(batch, prepared, r, tp_info, None, budget) for r in ranges))
+        )
+
     async def _send_chunk(
         self,
-        chunk: list[tuple[int, OutgoingMessage]],
+        batch: MessageBatch,
+        prepared: _Prepared,
+        span: tuple[int, int],
         tp_info: TopicPublishInfo,
         fixed_mq: MessageQueue | None,
         budget: SendBudget,
-        outcomes: list[Outcome | None],
-    ) -> None:
-        """sendDefaultImpl for one MessageBatch; fills the chunk's outcomes."""
+    ) -> ChunkOutcome:
+        """sendDefaultImpl for one MessageBatch (messages ``span``)."""
         kernel = self._kernel
-        outs = [out for _, out in chunk]
+        start, stop = span
+        body = prepared.encode(batch.bodies, start, stop)
+        msg_ids = prepared.msg_ids[start:stop]
+
+        def hook_message() -> Message:
+            return batch.message(start)
+
         brokers_sent: list[str] = []
         mq: MessageQueue | None = None
         last_error: MQError | None = None
-        stored: list[SendResult] | None = None
+        stored: MessageBatchResult | None = None
         budget_spent = False
         for _ in range(kernel.config.times_total_sync):
             mq = fixed_mq or self._fault.select_one_message_queue(tp_info, None if mq is None else mq.broker_name)
@@ -120,67 +299,29 @@ class MessageBatchSender:
             brokers_sent.append(mq.broker_name)
             begin_ms = self._clock_ms()
             try:
-                results = await kernel.send_message_batch(outs, mq, remaining, CommunicationMode.SYNC)
+                result = await kernel.send_message_batch(
+                    body, msg_ids, hook_message, mq, remaining, CommunicationMode.SYNC
+                )
             except MQError as exc:
                 retriable = is_retriable(exc, kernel.config.retry_response_codes)
                 self._fault.update_fault_item(mq.broker_name, self._clock_ms() - begin_ms, retriable)
                 last_error = exc
                 if retriable:
                     continue
-                _fill(chunk, stored or exc, outcomes)
-                return
+                return ChunkOutcome(start, stop, stored or exc)
             self._fault.update_fault_item(mq.broker_name, self._clock_ms() - begin_ms, False)
-            if (
-                results[0].send_status is not SendStatus.SEND_OK
-                and kernel.config.retry_another_broker_when_not_store_ok
-            ):
-                stored = results
+            if result.send_status is not SendStatus.SEND_OK and kernel.config.retry_another_broker_when_not_store_ok:
+                stored = result
                 continue
-            _fill(chunk, results, outcomes)
-            return
+            return ChunkOutcome(start, stop, result)
         if stored is not None:
-            _fill(chunk, stored, outcomes)
-            return
+            return ChunkOutcome(start, stop, stored)
         error = SendFailedError(
             times=len(brokers_sent),
             cost_ms=budget.elapsed_ms(),
-            topic=outs[0].topic,
+            topic=batch.topic,
             brokers_sent=brokers_sent,
             cause=last_error,
             budget_spent=budget_spent or budget.remaining_ms() <= 0,
         )
-        _fill(chunk, error, outcomes)
-
-
-def _fill(
-    chunk: list[tuple[int, OutgoingMessage]], outcome: list[SendResult] | MQError, outcomes: list[Outcome | None]
-) -> None:
-    if isinstance(outcome, MQError):
-        for i, _ in chunk:
-            outcomes[i] = outcome
-        return
-    for (i, _), result in zip(chunk, outcome, strict=True):
-        outcomes[i] = result
-
-
-def _chunks(
-    ready: list[tuple[int, OutgoingMessage]], max_body_bytes: int, max_messages: int
-) -> list[list[tuple[int, OutgoingMessage]]]:
-    """Consecutive runs whose encoded batch body (items of 22 bytes + body + properties) stays within
-    ``max_body_bytes`` and whose length stays within ``max_messages``; a single message always fits."""
-    chunks: list[list[tuple[int, OutgoingMessage]]] = []
-    current: list[tuple[int, OutgoingMessage]] = []
-    size = 0
-    for item in ready:
-        out = item[1]
-        props = out.properties
-        props_bytes = len(props) if props.isascii() else len(props.encode("utf-8"))
-        item_bytes = BATCH_ITEM_OVERHEAD_BYTES + len(out.body) + props_bytes
-        if current and (size + item_bytes > max_body_bytes or len(current) >= max_messages):
-            chunks.append(current)
-            current, size = [], 0
-        current.append(item)
-        size += item_bytes
-    if current:
-        chunks.append(current)
-    return chunks
+        return ChunkOutcome(start, stop, error)

@@ -47,8 +47,8 @@ from mq_client.producer.kernel import (
     is_retriable,
     prepare_message,
 )
-from mq_client.producer.message import Message
-from mq_client.producer.message_batch import MessageBatchSender, qualifies
+from mq_client.producer.message import Message, MessageBatch
+from mq_client.producer.message_batch import ChunkOutcome, MessageBatchSender, qualifies
 from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
 from mq_client.producer.selectors import select_by_sharding_key
 from mq_client.producer.send_result import CommunicationMode, SendResult, SendStatus
@@ -274,8 +274,24 @@ class DefaultMQProducer:
         size = sum(_body_bytes(m) for m in msgs if m is not None)
         async with self.limiter.admit(len(msgs), size, budget.remaining_ms()):
             if qualifies(msgs, self.config):
-                return await self._message_batch.send(msgs, budget, self._find_publish_info)
+                outcomes = await self._message_batch.send(msgs, budget, self._find_publish_info)
+                if outcomes is not None:
+                    return outcomes
             return await self._batch.send(msgs, budget, self._find_publish_info)
+
+    async def send_message_batch(self, batch: MessageBatch, timeout_ms: int | None = None) -> list[ChunkOutcome] | None:
+        """SYNC send of ``batch`` (one topic, by column) as RocketMQ MessageBatches within one ``timeout_ms`` budget:
+        chunks of at most max_message_size_bytes / max_broker_batch_messages, each one SEND_BATCH_MESSAGE to one
+        queue, retried whole. Returns each chunk's outcome (its MessageBatchResult or final MQError) in message
+        order. Returns None, sending nothing, when :func:`message_batch.refusal` refuses the batch (a delay level,
+        a body to compress, an invalid message...): send its messages with :meth:`send_batch` instead.
+        Raises ProducerStateError (14) when not RUNNING, FlowControlError when the in-flight limits keep it out.
+        """
+        self._make_sure_state_ok()
+        budget = self._budget(timeout_ms)
+        size = sum(map(len, batch.bodies)) or 1
+        async with self.limiter.admit(len(batch.bodies), size, budget.remaining_ms()):
+            return await self._message_batch.send_batch(batch, budget, self._find_publish_info)
 
     async def _find_publish_info(self, topic: str, budget: SendBudget) -> TopicPublishInfo:
         remaining = budget.remaining_ms()

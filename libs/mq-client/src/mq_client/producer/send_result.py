@@ -3,6 +3,7 @@ org.apache.rocketmq.client.impl.CommunicationMode."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Final
@@ -57,3 +58,29 @@ class SendResult:
     offset_msg_id: str
     message_queue: MessageQueue
     queue_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessageBatchResult:
+    """A stored MessageBatch (one SEND_BATCH_MESSAGE): the SendResults of its messages, by column.
+
+    Message ``i`` of the batch has UNIQ_KEY ``msg_ids[i]``, offset msg id ``offset_msg_ids[i]`` and queue offset
+    ``queue_offset + i`` in ``message_queue``; ``send_status`` is the whole batch's.
+    """
+
+    send_status: SendStatus
+    msg_ids: Sequence[str]
+    offset_msg_ids: Sequence[str]
+    message_queue: MessageQueue
+    queue_offset: int
+
+    def __len__(self) -> int:
+        return len(self.msg_ids)
+
+    def results(self) -> list[SendResult]:
+        """One SendResult per message, in order."""
+        status, mq, first = self.send_status, self.message_queue, self.queue_offset
+        return [
+            SendResult(status, msg_id, offset_id, mq, first + i)
+            for i, (msg_id, offset_id) in enumerate(zip(self.msg_ids, self.offset_msg_ids, strict=True))
+        ]
