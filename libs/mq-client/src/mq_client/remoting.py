@@ -393,7 +393,10 @@ class BrokerBatchRequest:
     """One MessageBatch for one queue. Mirrors SEND_BATCH_MESSAGE's SendMessageRequestHeader + body.
 
     ``body`` holds every message, encoded by mq_common.batch_codec (MessageDecoder#encodeMessages);
-    ``properties`` are the batch's own, appended by the broker to each message's.
+    ``properties`` are the batch's own, appended by the broker to each message's. ``message_count``: how many
+    messages ``body`` holds (0: not said); ``queue_free``: no sharding key pins ``queue_id``, any queue of this
+    broker will do. Neither goes to the broker: with both, a coalescing transport may merge this batch with others
+    for the same broker and topic (mq_gateway.batch_merger).
     """
 
     producer_group: str
@@ -406,6 +409,8 @@ class BrokerBatchRequest:
     default_topic: str = "TBW102"
     default_topic_queue_nums: int = 4
     born_host: str = ""
+    message_count: int = 0
+    queue_free: bool = False
 
 
 @dataclass(frozen=True, slots=True)

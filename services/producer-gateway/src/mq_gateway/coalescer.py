@@ -17,6 +17,8 @@ message) does not change. Per broker address it keeps one open batch:
 - The broker call's timeout is the latest deadline of its units (enforced here too, RPC_TIME_OUT to every
   unit); each caller keeps its own deadline.
 
+MessageBatches (send_message_batch) are merged by their own rules: :mod:`mq_gateway.batch_merger`.
+
 Bytes of a request = body + properties + topic. Runs on the gateway's one asyncio loop (no locking).
 """
 
@@ -28,8 +30,12 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mq_client.producer import BrokerTransport
+from mq_client.producer.config import MAX_BROKER_BATCH_MESSAGES
 from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
+from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
 from mq_common.errors import RemotingError, RemotingTimeoutError
+
+from mq_gateway.batch_merger import MessageBatchMerger
 
 MAX_LINGER_MS: Final = 2.0
 
@@ -71,7 +77,15 @@ class CoalescingBrokerTransport:
     """
 
     def __init__(
-        self, inner: BrokerTransport, *, linger_ms: float, max_batch_bytes: int, max_batch_messages: int
+        self,
+        inner: BrokerTransport,
+        *,
+        linger_ms: float,
+        max_batch_bytes: int,
+        max_batch_messages: int,
+        merge_message_batches: bool = True,
+        max_message_batch_bytes: int = MAX_MESSAGE_SIZE_BYTES,
+        max_message_batch_messages: int = MAX_BROKER_BATCH_MESSAGES,
     ) -> None:
         if not 0 <= linger_ms <= MAX_LINGER_MS:
             raise ValueError(f"linger_ms must be in [0, {MAX_LINGER_MS}], got {linger_ms}")
@@ -87,6 +101,14 @@ class CoalescingBrokerTransport:
         self._units = 0
         self._broker_calls = 0
         self._messages = 0
+        self.merger: MessageBatchMerger | None = None
+        if merge_message_batches:
+            self.merger = MessageBatchMerger(
+                inner.send_message_batch,
+                linger_s=self.linger_s,
+                max_bytes=max_message_batch_bytes,
+                max_messages=max_message_batch_messages,
+            )
 
     @property
     def stats(self) -> CoalescerStats:
@@ -108,9 +130,10 @@ class CoalescingBrokerTransport:
         return await self._submit(addr, requests, size, timeout_ms)
 
     async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
-        """A MessageBatch is one queue's call already: it goes straight out, never merged."""
-        self._broker_calls += 1
-        self._messages += 1
+        """A MessageBatch: merged with concurrent ones for the same broker and topic (mq_gateway.batch_merger) when
+        ``merge_message_batches``, else straight out. Not counted in :attr:`stats` (see ``merger.stats``)."""
+        if self.merger is not None:
+            return await self.merger.send_message_batch(addr, request, timeout_ms)
         return await self.inner.send_message_batch(addr, request, timeout_ms)
 
     def _submit(
@@ -202,5 +225,7 @@ class CoalescingBrokerTransport:
         """Send every open batch now and wait for all broker calls to finish."""
         for addr in list(self._open):
             self._flush(addr)
+        if self.merger is not None:
+            await self.merger.close()
         if self._calls:
             await asyncio.gather(*self._calls, return_exceptions=True)

@@ -111,6 +111,8 @@ class GatewayController:
                 linger_ms=settings.coalesce_linger_ms,
                 max_batch_bytes=settings.coalesce_max_batch_bytes,
                 max_batch_messages=settings.coalesce_max_batch_messages,
+                merge_message_batches=settings.coalesce_message_batch_enable,
+                max_message_batch_bytes=settings.max_message_size_bytes,
             )
         coalescer = self.coalescer
 

@@ -98,6 +98,13 @@ class GatewaySettings(ServiceSettings):
     coalesce_max_batch_messages: int = Field(
         default=256, gt=0, le=MAX_BROKER_BATCH_MESSAGES, description="Most messages in one coalesced broker call."
     )
+    coalesce_message_batch_enable: bool = Field(
+        default=True,
+        description=(
+            "With coalesce_enable: merge concurrent MessageBatches (SendBatch of one topic, no sharding key) bound for"
+            " one broker into one SEND_BATCH_MESSAGE call, up to max_message_size_bytes and 1,024 messages."
+        ),
+    )
     max_in_flight_messages: int = Field(
         default=10_000,
         ge=0,

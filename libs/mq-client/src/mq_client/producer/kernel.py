@@ -257,12 +257,15 @@ class SendKernel:
         mq: MessageQueue,
         timeout_ms: int,
         mode: CommunicationMode,
+        *,
+        queue_free: bool = False,
     ) -> MessageBatchResult:
         """One attempt of a MessageBatch to ``mq``: one SEND_BATCH_MESSAGE RPC. ``body`` holds the messages encoded
-        as mq_common.batch_codec's items, ``msg_ids`` their UNIQ_KEYs. Hooks see the batch as one send, by its first
-        message (``hook_message()``, called only when there are hooks; RocketMQ's MessageBatch is one message to
-        them). Raises the attempt's MQError (transport, timeout, or the broker's code for the whole batch;
-        RemotingError when the answer does not cover every message).
+        as mq_common.batch_codec's items, ``msg_ids`` their UNIQ_KEYs; ``queue_free``: no sharding key pins ``mq``
+        (the transport may then merge it with other batches for the broker; results carry the queue used). Hooks
+        see the batch as one send, by its first message (``hook_message()``, called only when there are hooks;
+        RocketMQ's MessageBatch is one message to them). Raises the attempt's MQError (transport, timeout, or the
+        broker's code for the whole batch; RemotingError when the answer does not cover every message).
         """
         addr = await self.broker_addr(mq, timeout_ms)
         ctx = self._before_send(hook_message(), msg_ids[0], mq, addr, mode) if self.hooks else None
@@ -274,6 +277,8 @@ class SendKernel:
             body=body,
             default_topic=self.config.create_topic_key,
             default_topic_queue_nums=self.config.default_topic_queue_nums,
+            message_count=len(msg_ids),
+            queue_free=queue_free,
         )
         try:
             async with asyncio.timeout(max(timeout_ms, 1) / 1000.0):

@@ -300,7 +300,7 @@ class MessageBatchSender:
             begin_ms = self._clock_ms()
             try:
                 result = await kernel.send_message_batch(
-                    body, msg_ids, hook_message, mq, remaining, CommunicationMode.SYNC
+                    body, msg_ids, hook_message, mq, remaining, CommunicationMode.SYNC, queue_free=fixed_mq is None
                 )
             except MQError as exc:
                 retriable = is_retriable(exc, kernel.config.retry_response_codes)
