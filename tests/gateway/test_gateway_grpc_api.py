@@ -12,7 +12,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_client.producer import DefaultMQProducer, Message, ProducerConfig, SendResult
+from mq_client.producer import ChunkOutcome, DefaultMQProducer, Message, MessageBatch, ProducerConfig, SendResult
 from mq_client.producer.testing import FakeClock, InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
 from mq_client.remoting import ChannelPool, GatewayMessage, gateway_send
 from mq_common.codec import decode_properties
@@ -160,6 +160,47 @@ async def test_send_batch_mixed(env: Env) -> None:
     assert sorted(r.body for _, r in env.transport.stored) == [b"1", b"3"]
 
 
+async def test_send_batch_of_one_topic_is_one_message_batch(env: Env) -> None:
+    messages = [
+        msg(body=b"1", tag="TagA", keys=["k1", "k2"], flag=7),
+        msg(body=b"2", properties={"color": "red"}),
+        msg(body=b"3"),
+    ]
+    results = (await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=messages))).results
+    assert [r.code for r in results] == [ResponseCode.SUCCESS] * 3
+    assert all(r.send_status == common_pb2.SEND_STATUS_SEND_OK for r in results)
+    (call,) = env.transport.calls
+    assert call.message_batch
+    assert len({(r.broker_name, r.queue_id) for r in results}) == 1
+    assert [r.queue_offset for r in results] == [0, 1, 2]
+    assert [r.body for r in call.requests] == [b"1", b"2", b"3"]
+    assert [r.flag for r in call.requests] == [7, 0, 0]
+    props = [decode_properties(r.properties) for r in call.requests]
+    assert [p["UNIQ_KEY"] for p in props] == [r.msg_id for r in results]
+    assert (props[0]["TAGS"], props[0]["KEYS"], props[1]["color"]) == ("TagA", "k1 k2", "red")
+    assert "TAGS" not in props[2]
+    assert len({r.offset_msg_id for r in results}) == 3
+
+
+async def test_send_batch_of_one_topic_with_an_invalid_message_gets_one_outcome_each(env: Env) -> None:
+    results = (
+        await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=[msg(body=b"1"), msg(body=b""), msg(body=b"3")]))
+    ).results
+    assert [r.code for r in results] == [ResponseCode.SUCCESS, ResponseCode.MESSAGE_ILLEGAL, ResponseCode.SUCCESS]
+    assert results[1].remark == "the message body length is zero"
+    assert sorted(r.body for _, r in env.transport.stored) == [b"1", b"3"]
+
+
+async def test_send_batch_of_one_topic_failing_gets_the_error_for_every_message(env: Env) -> None:
+    env.transport.always(A, Step(code=ResponseCode.MESSAGE_ILLEGAL))
+    env.transport.always(B, Step(code=ResponseCode.MESSAGE_ILLEGAL))
+    results = (
+        await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=[msg(body=b"1"), msg(body=b"2")]))
+    ).results
+    assert [(r.code, r.send_status) for r in results] == [(ResponseCode.MESSAGE_ILLEGAL, 0)] * 2
+    assert all(r.broker_name in ("broker-a", "broker-b") for r in results)
+
+
 async def test_send_batch_too_large_is_invalid_argument(env: Env) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=[msg()] * 6))
@@ -193,6 +234,9 @@ class ExplodingProducer:
         raise RuntimeError("boom")
 
     async def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None) -> list[SendResult | MQError]:
+        raise RuntimeError("boom")
+
+    async def send_message_batch(self, batch: MessageBatch, timeout_ms: int | None = None) -> list[ChunkOutcome] | None:
         raise RuntimeError("boom")
 
     async def send_oneway(self, msg: Message, timeout_ms: int | None = None) -> str:
