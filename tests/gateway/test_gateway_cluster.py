@@ -3,6 +3,7 @@ auto-created topics through TBW102, what the broker stored, batches with shardin
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -182,3 +183,38 @@ async def test_one_topic_batches_are_stored_as_message_batches(cluster: LocalClu
             )
         stored += len(pulled.messages)
     assert stored == 1000
+
+
+async def test_concurrent_batches_are_stored_once_each_in_order(cluster: LocalCluster, pool: ChannelPool) -> None:
+    """24 concurrent SendBatch calls of one topic (the gateway may merge their MessageBatches into one broker call):
+    every message is stored exactly once where its result says, each call's messages together and in order, with
+    their bodies and properties."""
+    stub = gateway_stub(cluster, pool)
+
+    def message(call: int, i: int) -> gateway_pb2.Message:
+        extra = {"properties": {"call": str(call)}} if i % 2 else {}
+        return gateway_pb2.Message(topic="GwMerged", body=f"c{call}-{i}".encode(), tag=f"T{call}", **extra)  # type: ignore[arg-type]
+
+    calls = [[message(call, i) for i in range(40)] for call in range(24)]
+    responses = await asyncio.gather(
+        *(stub.SendBatch(gateway_pb2.SendBatchRequest(messages=m), timeout=15) for m in calls)
+    )
+    sent: dict[tuple[str, int, int], tuple[gateway_pb2.Message, gateway_pb2.SendResult]] = {}
+    for messages, response in zip(calls, responses, strict=True):
+        results = response.results
+        assert [r.code for r in results] == [ResponseCode.SUCCESS] * 40, results[0].remark
+        assert len({(r.broker_name, r.queue_id) for r in results}) == 1
+        assert [r.queue_offset for r in results] == list(range(results[0].queue_offset, results[0].queue_offset + 40))
+        for msg, res in zip(messages, results, strict=True):
+            sent[(res.broker_name, res.queue_id, res.queue_offset)] = (msg, res)
+    assert len(sent) == 24 * 40
+    broker = BrokerClient(pool)
+    pulled_count = 0
+    for broker_name, queue_id in {(b, q) for b, q, _ in sent}:
+        pulled = await broker.pull_message(cluster.broker_addrs[broker_name], "GwMerged", queue_id, 0, 1000)
+        for m in pulled.messages:
+            msg, res = sent[(broker_name, queue_id, m.queue_offset)]
+            assert (m.body, m.tags, m.uniq_key, m.offset_msg_id) == (msg.body, msg.tag, res.msg_id, res.offset_msg_id)
+            assert m.properties.get("call") == msg.properties.get("call")
+        pulled_count += len(pulled.messages)
+    assert pulled_count == 24 * 40  # nothing stored twice or lost

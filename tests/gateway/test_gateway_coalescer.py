@@ -11,7 +11,7 @@ import grpc
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.producer.testing import InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
-from mq_client.remoting import BrokerSendRequest, BrokerSendResponse
+from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_common.errors import RemotingError
 from mq_common.response_code import ResponseCode
 from mq_gateway.coalescer import CoalescingBrokerTransport, request_size_bytes
@@ -201,6 +201,10 @@ class SlowTransport(ScriptedBrokerTransport):
         await asyncio.sleep(BROKER_CALL_S)
         return await super().send_batch(addr, requests, timeout_ms)
 
+    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+        await asyncio.sleep(BROKER_CALL_S)
+        return await super().send_message_batch(addr, request, timeout_ms)
+
 
 BROKER_CALL_S = 0.005
 
@@ -236,3 +240,34 @@ async def test_concurrent_gateway_sends_make_fewer_broker_calls(
     assert controller.coalescer is not None
     assert controller.coalescer.stats.units == n
     assert controller.coalescer.stats.broker_calls == len(transport.calls)
+
+
+async def test_concurrent_gateway_batches_make_fewer_broker_calls(
+    gateway: tuple[GatewayController, ScriptedBrokerTransport, grpc.aio.Channel],
+) -> None:
+    """Concurrent one-topic SendBatch calls: their MessageBatches are merged per broker; every message is stored
+    once, each call's messages together, in order, at the offsets its results give."""
+    controller, transport, channel = gateway
+    stub = gateway_pb2_grpc.ProducerGatewayStub(channel)
+    n = 32
+    batches = [[gateway_pb2.Message(topic="T", body=b"c%d-%d" % (c, i)) for i in range(10)] for c in range(n)]
+    responses = await asyncio.gather(
+        *(stub.SendBatch(gateway_pb2.SendBatchRequest(messages=b), timeout=10) for b in batches)
+    )
+    assert all(r.code == ResponseCode.SUCCESS for resp in responses for r in resp.results)
+    assert all(c.message_batch for c in transport.calls)
+    assert len(transport.calls) < n
+    assert controller.coalescer is not None
+    assert controller.coalescer.merger is not None
+    assert controller.coalescer.merger.stats.submitted == n
+    stored: dict[tuple[str, int, int], bytes] = {}
+    next_offset: dict[tuple[str, int], int] = {}
+    for addr, request in transport.stored:  # the in-memory broker's offsets: per queue, in storing order
+        offset = next_offset.get((addr, request.queue_id), 0)
+        next_offset[(addr, request.queue_id)] = offset + 1
+        stored[(addr, request.queue_id, offset)] = request.body
+    assert len(stored) == n * 10
+    addrs = {"broker-a": A, "broker-b": B}
+    for batch, response in zip(batches, responses, strict=True):
+        where = [(addrs[r.broker_name], r.queue_id, r.queue_offset) for r in response.results]
+        assert [stored[w] for w in where] == [m.body for m in batch]
