@@ -222,3 +222,20 @@ def test_message_batch_columns_must_match() -> None:
         MessageBatch("T", [b"a", b"b"], tags=["x"])
     batch = MessageBatch("T", [b"a", b"b"], tags=["x", ""], keys=[(), ("k",)], flags=[0, 7], sharding_key="s")
     assert batch.message(1) == Message("T", b"b", "", ("k",), {}, 7, "s")
+
+
+async def test_plain_messages_of_several_lengths_and_flags_encode_exactly() -> None:
+    """No tags, keys or properties (one properties length): items decode back (TOTALSIZE checked) with their flag."""
+    transport = ScriptedBrokerTransport()
+    producer = await make_producer(transport)
+    bodies = [b"x" * n for n in (1, 7, 7, 300, 1)]
+    for flags in ([], [3, 0, 9, 1, 2]):
+        transport.calls.clear()
+        chunks = await producer.send_message_batch(MessageBatch("T", bodies, flags=flags, sharding_key="k"))
+        assert chunks is not None
+        (call,) = transport.calls
+        assert [r.body for r in call.requests] == bodies
+        assert [r.flag for r in call.requests] == (flags or [0] * 5)
+        props = [decode_properties(r.properties) for r in call.requests]
+        assert [set(p) for p in props] == [{"__SHARDINGKEY", "WAIT", "UNIQ_KEY"}] * 5
+        assert [p["UNIQ_KEY"] for p in props] == list(stored(chunks[0]).msg_ids)

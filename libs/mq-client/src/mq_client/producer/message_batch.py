@@ -136,10 +136,7 @@ def _properties(batch: MessageBatch) -> tuple[list[str], list[str]]:
     kernel.prepare_message) and UNIQ_KEY (a user UNIQ_KEY is kept)."""
     count = len(batch.bodies)
     ids = create_uniq_ids(count)
-    key = f"{MessageConst.SHARDING_KEY}\x01{batch.sharding_key}\x02" if batch.sharding_key else ""
-    if not (batch.tags or batch.keys or batch.properties):
-        head = f"{key}{_WAIT}{_UNIQ}"
-        return [f"{head}{uid}\x02" for uid in ids], ids
+    key = _sharding_text(batch.sharding_key)
     tags = batch.tags or [""] * count
     keys: Sequence[Sequence[str]] = batch.keys or [()] * count
     texts: list[str] = []
@@ -170,9 +167,37 @@ def _with_user_properties(
     return "".join(f"{k}\x01{v}\x02" for k, v in props.items()), msg_id
 
 
+def _sharding_text(sharding_key: str) -> str:
+    return f"{MessageConst.SHARDING_KEY}\x01{sharding_key}\x02" if sharding_key else ""
+
+
+def _prepare_plain(batch: MessageBatch) -> _Prepared | str:
+    """:func:`prepare` for messages without tags, keys or user properties: their properties differ only by the
+    UNIQ_KEY (one length), so a head is packed once per body length (and flag)."""
+    ids = create_uniq_ids(len(batch.bodies))
+    text_head = f"{_sharding_text(batch.sharding_key)}{_WAIT}{_UNIQ}".encode()
+    props_len = len(text_head) + len(ids[0]) + 1
+    if props_len > MAX_PROPERTIES_SIZE_BYTES:
+        return f"a message's properties pass {MAX_PROPERTIES_SIZE_BYTES} bytes"
+    prefix = _PROPS_LEN.pack(props_len) + text_head
+    tails = [prefix + uid.encode() + b"\x02" for uid in ids]
+    fixed = BATCH_ITEM_OVERHEAD_BYTES + props_len
+    lengths = list(map(len, batch.bodies))
+    sizes = [fixed + n for n in lengths]
+    head = _HEAD.pack
+    if batch.flags:
+        heads = [head(fixed + n, 0, 0, flag, n) for n, flag in zip(lengths, batch.flags, strict=True)]
+    else:
+        packed = {n: head(fixed + n, 0, 0, 0, n) for n in set(lengths)}
+        heads = list(map(packed.__getitem__, lengths))
+    return _Prepared(ids, heads, tails, sizes)
+
+
 def prepare(batch: MessageBatch) -> _Prepared | str:
     """UNIQ_KEYs, properties and item bytes of every message; a refusal text when a message's properties pass
     32,767 bytes."""
+    if not (batch.tags or batch.keys or batch.properties):
+        return _prepare_plain(batch)
     texts, ids = _properties(batch)
     encoded = [text.encode("utf-8") for text in texts]
     if max(map(len, encoded)) > MAX_PROPERTIES_SIZE_BYTES:

@@ -7,9 +7,13 @@ apart from the process-wide generator's. Safe from any thread (the counter is an
 
 from __future__ import annotations
 
+import itertools
 import time
+from typing import Final
 
 from mq_common.message_id import UniqueIdGenerator
+
+_HEX4: Final = tuple(f"{i:04X}" for i in range(1 << 16))  # the counter's 2 bytes as hex
 
 
 class BulkUniqueIdGenerator(UniqueIdGenerator):
@@ -21,8 +25,7 @@ class BulkUniqueIdGenerator(UniqueIdGenerator):
         if now_ms >= self._next_month_start_ms:
             self._set_start(now_ms)
         head = f"{self._prefix}{max(0, now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
-        counter = self._counter
-        return [f"{head}{next(counter) & 0xFFFF:04X}" for _ in range(count)]
+        return [head + _HEX4[c & 0xFFFF] for c in itertools.islice(self._counter, count)]
 
 
 _BULK = BulkUniqueIdGenerator()
