@@ -3,6 +3,7 @@ beyond a file's end stops at the end."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -19,12 +20,13 @@ from mq_common.codec import iter_messages
 FILE_BYTES = 256 * 1024
 
 
-def wait_until(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+async def wait_until(check: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Poll ``check`` (the PrefaultService thread works meanwhile) without blocking the event loop."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():
             return True
-        time.sleep(0.01)
+        await asyncio.sleep(0.01)
     return False
 
 
@@ -46,12 +48,12 @@ async def test_store_writes_are_prefaulted_ahead_and_bytes_stay(tmp_path: Path) 
         assert all(r.is_ok for r in results)
         last = store.commit_log.mapped_file_queue.mapped_files[-1]
         ahead = last.wrote_position + 64 * 1024
-        assert wait_until(lambda: last.populated_until >= ahead), (last.populated_until, ahead)
+        assert await wait_until(lambda: last.populated_until >= ahead), (last.populated_until, ahead)
         assert service.populated_bytes >= 64 * 1024
         cq = store.find_consume_queue("TopicTest", 0)
         assert cq is not None
         cq_file = cq.mapped_file_queue.mapped_files[-1]
-        assert wait_until(lambda: cq_file.populated_until >= 4096)
+        assert await wait_until(lambda: cq_file.populated_until >= 4096)
         got = store.get_messages("TopicTest", 0, 0, 32)  # prefaulting changed no byte: the records read back
         bodies = [m.body for m in iter_messages(b"".join(got.messages))]
         assert bodies == [f"body-{i}".encode() * 3 for i in range(0, 20, 2)]
