@@ -26,6 +26,7 @@ from typing import Final
 from mq_common.batch_codec import BATCH_ITEM_OVERHEAD_BYTES
 from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst
 from mq_common.errors import MQError
+from mq_common.message_id import create_uniq_ids
 
 from mq_client.producer.config import ProducerConfig
 from mq_client.producer.errors import SendFailedError
@@ -35,7 +36,6 @@ from mq_client.producer.message import Message, MessageBatch
 from mq_client.producer.selectors import select_by_sharding_key
 from mq_client.producer.send_result import CommunicationMode, MessageBatchResult, SendResult, SendStatus
 from mq_client.producer.topic_publish_info import TopicPublishInfo
-from mq_client.producer.uniq_ids import create_uniq_ids
 from mq_client.producer.validators import check_message, check_topic
 from mq_client.route import MessageQueue
 
