@@ -54,7 +54,8 @@ async def gateway_stub(addr: str) -> AsyncIterator[GatewayStub]:
 
 @dataclass(frozen=True, slots=True)
 class SendRecord:
-    """One Send's outcome: message index, start/finish (time.monotonic seconds) and the gateway's SendResult."""
+    """One message's outcome: message index, start/finish of its call (time.monotonic seconds) and the gateway's
+    SendResult (``queue_offset`` -1 when unknown)."""
 
     index: int
     started_s: float
@@ -63,6 +64,7 @@ class SendRecord:
     remark: str
     broker_name: str
     queue_id: int
+    queue_offset: int = -1
 
     @property
     def ok(self) -> bool:
@@ -128,7 +130,6 @@ class Publisher:
         message = gateway_pb2.Message(topic=self.topic, body=body_of(index))
         request = gateway_pb2.SendRequest(message=message, send_timeout_ms=self.send_timeout_ms)
         started = time.monotonic()
-        result = (await self.stub.Send(request, timeout=RPC_TIMEOUT_S)).result
-        return SendRecord(
-            index, started, time.monotonic(), result.code, result.remark, result.broker_name, result.queue_id
-        )
+        r = (await self.stub.Send(request, timeout=RPC_TIMEOUT_S)).result
+        finished = time.monotonic()
+        return SendRecord(index, started, finished, r.code, r.remark, r.broker_name, r.queue_id, r.queue_offset)
