@@ -3,39 +3,16 @@ queue, retried whole on another broker, per-message results; and the batches tha
 
 from __future__ import annotations
 
-from mq_client.producer import DefaultMQProducer, Message, ProducerConfig, SendFailedError, SendResult
+from mq_client.producer import Message, SendFailedError, SendResult
 from mq_client.producer.testing import (
-    FakeClock,
-    FixedStartRandom,
-    InMemoryNameServer,
     ScriptedBrokerTransport,
     Step,
-    make_route,
 )
 from mq_common.codec import decode_properties
 from mq_common.errors import MessageIllegalError, MQBrokerError, RemotingError
 from mq_common.message_id import decode_offset_msg_id
 from mq_common.response_code import ResponseCode
-
-A, B = "127.0.0.1:10911", "127.0.0.1:10921"
-
-
-async def make_producer(transport: ScriptedBrokerTransport, **config: object) -> DefaultMQProducer:
-    ns = InMemoryNameServer(
-        {
-            "T": make_route({"broker-a": 4, "broker-b": 4}, addrs={"broker-a": A, "broker-b": B}),
-            "U": make_route({"broker-b": 2}, addrs={"broker-b": B}),
-        }
-    )
-    producer = DefaultMQProducer(
-        ProducerConfig("mb_group", **config),  # type: ignore[arg-type]
-        ns,
-        transport,
-        rng=FixedStartRandom(0),
-        clock_ms=FakeClock(),
-    )
-    await producer.start()
-    return producer
+from producer_testkit import A, B, make_producer
 
 
 def ok(outcome: object) -> SendResult:
@@ -130,7 +107,6 @@ async def test_batches_that_stay_message_by_message() -> None:
         "two topics": [Message("T", b"a"), Message("U", b"b")],
         "delay level": [Message("T", b"a"), Message("T", b"b", properties={"DELAY": "3"})],
         "a body to compress": [Message("T", b"a"), Message("T", bytes(5000))],
-        "two sharding keys": [Message("T", b"a", sharding_key="x"), Message("T", b"b", sharding_key="y")],
     }
     for name, msgs in cases.items():
         transport = ScriptedBrokerTransport()

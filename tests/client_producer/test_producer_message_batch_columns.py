@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 from mq_client.producer import (
     ChunkOutcome,
-    DefaultMQProducer,
     Message,
     MessageBatch,
     MessageBatchResult,
-    ProducerConfig,
     ProducerHooks,
     SendFailedError,
     SendMessageContext,
@@ -19,36 +17,15 @@ from mq_client.producer import (
 from mq_client.producer.kernel import prepare_message
 from mq_client.producer.message_batch import chunk_ranges
 from mq_client.producer.testing import (
-    FakeClock,
-    FixedStartRandom,
-    InMemoryNameServer,
     ScriptedBrokerTransport,
     Step,
-    make_route,
 )
 from mq_common.batch_codec import BATCH_ITEM_OVERHEAD_BYTES
 from mq_common.codec import decode_properties
 from mq_common.errors import MQError, RemotingError
 from mq_common.message_id import decode_offset_msg_id
 from mq_common.response_code import ResponseCode
-
-A, B = "127.0.0.1:10911", "127.0.0.1:10921"
-
-
-async def make_producer(
-    transport: ScriptedBrokerTransport, hooks: ProducerHooks | None = None, **config: object
-) -> DefaultMQProducer:
-    ns = InMemoryNameServer({"T": make_route({"broker-a": 4, "broker-b": 4}, addrs={"broker-a": A, "broker-b": B})})
-    producer = DefaultMQProducer(
-        ProducerConfig("mbc_group", **config),  # type: ignore[arg-type]
-        ns,
-        transport,
-        hooks=hooks,
-        rng=FixedStartRandom(0),
-        clock_ms=FakeClock(),
-    )
-    await producer.start()
-    return producer
+from producer_testkit import ADDRS, A, B, make_producer  # noqa: F401
 
 
 def stored(chunk: ChunkOutcome) -> MessageBatchResult:

@@ -182,6 +182,37 @@ async def test_send_batch_of_one_topic_is_one_message_batch(env: Env) -> None:
     assert len({r.offset_msg_id for r in results}) == 3
 
 
+async def test_send_batch_with_several_sharding_keys_is_one_message_batch_per_queue(env: Env) -> None:
+    keys = ["tail-1", "tail-2", "tail-1", "tail-3", "tail-2"]
+    messages = [msg(body=f"m{i}".encode(), tag="AA", sharding_key=k) for i, k in enumerate(keys)]
+    env.transport.always(B, Step(code=ResponseCode.SYSTEM_ERROR))  # a keyed message never leaves its queue
+    results = (await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=messages))).results
+    assert all(c.message_batch for c in env.transport.calls)
+    queue_of: dict[str, tuple[str, int]] = {}
+    for key, result in zip(keys, results, strict=True):
+        if result.code == ResponseCode.SUCCESS:
+            assert queue_of.setdefault(key, (result.broker_name, result.queue_id)) == (
+                result.broker_name,
+                result.queue_id,
+            )
+        else:
+            assert result.code == ResponseCode.SYSTEM_ERROR
+    stored = {r.body: (addr, r) for addr, r in env.transport.stored}
+    for i, (key, result) in enumerate(zip(keys, results, strict=True)):
+        if result.code != ResponseCode.SUCCESS:
+            assert f"m{i}".encode() not in stored
+            continue
+        addr, req = stored[f"m{i}".encode()]
+        props = decode_properties(req.properties)
+        assert (props["__SHARDINGKEY"], props["TAGS"], props["UNIQ_KEY"]) == (key, "AA", result.msg_id)
+        assert (addr, req.queue_id) == (A if result.broker_name == "broker-a" else B, result.queue_id)
+    # per queue, the stored order is the send order and the offsets are the ones answered
+    for queue in set(queue_of.values()):
+        offsets = [r.queue_offset for r in results if r.code == 0 and (r.broker_name, r.queue_id) == queue]
+        assert offsets == sorted(offsets)
+    assert {r.code for r in results} == {ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR}  # both brokers were keyed
+
+
 async def test_send_batch_of_one_topic_with_an_invalid_message_gets_one_outcome_each(env: Env) -> None:
     results = (
         await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=[msg(body=b"1"), msg(body=b""), msg(body=b"3")]))

@@ -77,14 +77,16 @@ def message_from_proto(msg: gateway_pb2.Message) -> Message:
 
 def batch_from_protos(msgs: Sequence[gateway_pb2.Message]) -> MessageBatch | None:
     """The messages of a SendBatch as one MessageBatch (columns, no object per message), or None when they are
-    not one topic and one sharding key or a message uses a reserved property name (those take the message by
-    message path, which gives each message its own outcome)."""
+    not one topic or a message uses a reserved property name (those take the message by message path, which gives
+    each message its own outcome). Several sharding keys become the batch's ``sharding_keys`` column (the producer
+    then sends one MessageBatch per queue)."""
     if not msgs:
         return None
     rows = [(m.topic, m.sharding_key, m.body, m.tag, m.keys, m.properties, m.flag) for m in msgs]
     topics, sharding_keys, bodies, tags, keys, properties, flags = zip(*rows, strict=True)
-    if len(set(topics)) != 1 or len(set(sharding_keys)) != 1:
+    if len(set(topics)) != 1:
         return None
+    one_key = len(set(sharding_keys)) == 1
     for props in properties:
         if props:
             try:
@@ -98,13 +100,16 @@ def batch_from_protos(msgs: Sequence[gateway_pb2.Message]) -> MessageBatch | Non
         keys if any(keys) else (),
         properties if any(properties) else (),
         flags if any(flags) else (),
-        sharding_keys[0],
+        sharding_keys[0] if one_key else "",
+        () if one_key else sharding_keys,
     )
 
 
 def chunks_to_proto(chunks: Sequence[ChunkOutcome]) -> tuple[gateway_pb2.SendBatchResponse, int]:
-    """The SendBatchResponse of a MessageBatch's chunk outcomes (one SendResult per message, in order) and how
-    many messages were stored."""
+    """The SendBatchResponse of a MessageBatch's chunk outcomes (one SendResult per message, in the batch's order)
+    and how many messages were stored."""
+    if any(chunk.positions is not None for chunk in chunks):
+        return _regrouped_chunks_to_proto(chunks)
     response = gateway_pb2.SendBatchResponse()
     results = response.results
     add = results.add
@@ -130,6 +135,25 @@ def chunks_to_proto(chunks: Sequence[ChunkOutcome]) -> tuple[gateway_pb2.SendBat
             failed = error_to_proto(result)
             results.extend([failed] * len(chunk))
     return response, stored
+
+
+def _regrouped_chunks_to_proto(chunks: Sequence[ChunkOutcome]) -> tuple[gateway_pb2.SendBatchResponse, int]:
+    """:func:`chunks_to_proto` for chunks that hold batch positions out of order (a batch sent per queue)."""
+    count = sum(map(len, chunks))
+    results: list[gateway_pb2.SendResult | None] = [None] * count
+    stored = 0
+    for chunk in chunks:
+        result = chunk.result
+        if isinstance(result, MessageBatchResult):
+            for position, one in zip(chunk.indices(), result.results(), strict=True):
+                results[position] = result_to_proto(one)
+            stored += len(chunk)
+        else:
+            failed = error_to_proto(result)
+            for position in chunk.indices():
+                results[position] = failed
+    assert all(r is not None for r in results), "every batch position has its result"
+    return gateway_pb2.SendBatchResponse(results=[r for r in results if r is not None]), stored
 
 
 def result_to_proto(result: SendResult) -> gateway_pb2.SendResult:

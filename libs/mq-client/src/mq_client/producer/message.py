@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +35,13 @@ class Message:
 class MessageBatch:
     """Messages of ONE topic, kept by column (no object per message): RocketMQ's MessageBatch before it is encoded.
 
-    Message ``i`` is ``bodies[i]`` with ``tags[i]``, ``keys[i]``, ``properties[i]`` and ``flags[i]``; each of those
-    columns is either empty (no tags / keys / properties, flag 0 for every message) or as long as ``bodies``.
-    ``sharding_key`` is every message's (one key per batch: a batch goes to one queue). Raises ValueError when a
-    column's length is neither 0 nor ``len(bodies)``. Mirrors org.apache.rocketmq.common.message.MessageBatch.
+    Message ``i`` is ``bodies[i]`` with ``tags[i]``, ``keys[i]``, ``properties[i]``, ``flags[i]`` and
+    ``sharding_keys[i]``; each of those columns is either empty (no tags / keys / properties / own sharding key,
+    flag 0 for every message) or as long as ``bodies``. ``sharding_key`` is every message's key when the batch has
+    one (it then goes to that key's queue); ``sharding_keys`` gives each message its own (the sender then cuts the
+    batch into one MessageBatch per queue: a RocketMQ MessageBatch always goes to one queue). Raises ValueError when
+    a column's length is neither 0 nor ``len(bodies)``, or when both ``sharding_key`` and ``sharding_keys`` are
+    given. Mirrors org.apache.rocketmq.common.message.MessageBatch.
     """
 
     topic: str
@@ -45,12 +51,15 @@ class MessageBatch:
     properties: Sequence[Mapping[str, str]] = ()
     flags: Sequence[int] = ()
     sharding_key: str = ""
+    sharding_keys: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         count = len(self.bodies)
-        for name in ("tags", "keys", "properties", "flags"):
+        for name in ("tags", "keys", "properties", "flags", "sharding_keys"):
             if len(getattr(self, name)) not in (0, count):
                 raise ValueError(f"MessageBatch.{name} has {len(getattr(self, name))} entries for {count} bodies")
+        if self.sharding_key and self.sharding_keys:
+            raise ValueError("MessageBatch takes sharding_key (one for all) or sharding_keys (one each), not both")
 
     def __len__(self) -> int:
         return len(self.bodies)
@@ -64,14 +73,33 @@ class MessageBatch:
             tuple(self.keys[i]) if self.keys else (),
             self.properties[i] if self.properties else {},
             self.flags[i] if self.flags else 0,
+            self.sharding_keys[i] if self.sharding_keys else self.sharding_key,
+        )
+
+    def select(self, positions: Sequence[int]) -> MessageBatch:
+        """The messages at ``positions`` (in that order) as a MessageBatch of the same topic."""
+
+        def take(column: Sequence[_T]) -> list[_T]:
+            return [column[i] for i in positions] if column else []
+
+        return MessageBatch(
+            self.topic,
+            take(self.bodies),
+            take(self.tags),
+            take(self.keys),
+            take(self.properties),
+            take(self.flags),
             self.sharding_key,
+            take(self.sharding_keys),
         )
 
     @classmethod
     def from_messages(cls, msgs: Sequence[Message]) -> MessageBatch:
-        """The columns of ``msgs`` (at least one; all of the first one's topic and sharding key, bodies not None)."""
+        """The columns of ``msgs`` (at least one, all of the first one's topic, bodies not None); one
+        ``sharding_key`` when they share it, else the ``sharding_keys`` column."""
         first = msgs[0]
-        assert all(m.topic == first.topic and m.sharding_key == first.sharding_key for m in msgs)
+        assert all(m.topic == first.topic for m in msgs)
+        one_key = all(m.sharding_key == first.sharding_key for m in msgs)
         return cls(
             first.topic,
             [m.body for m in msgs if m.body is not None],
@@ -79,5 +107,6 @@ class MessageBatch:
             [m.keys for m in msgs] if any(m.keys for m in msgs) else (),
             [m.properties for m in msgs] if any(m.properties for m in msgs) else (),
             [m.flag for m in msgs] if any(m.flag for m in msgs) else (),
-            first.sharding_key,
+            first.sharding_key if one_key else "",
+            () if one_key else [m.sharding_key for m in msgs],
         )

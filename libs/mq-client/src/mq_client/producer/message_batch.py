@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from mq_common.batch_codec import BATCH_ITEM_OVERHEAD_BYTES
@@ -51,26 +51,36 @@ _UNIQ: Final = f"{MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX}\x01"
 
 @dataclass(frozen=True, slots=True)
 class ChunkOutcome:
-    """Messages ``start`` .. ``stop - 1`` of a MessageBatch: stored as one MessageBatch, or refused by ``result``."""
+    """Messages ``start`` .. ``stop - 1`` of a MessageBatch: stored as one MessageBatch, or refused by ``result``.
+
+    ``positions``: when the sender regrouped the batch by queue (per-message sharding keys), the batch positions of
+    this chunk's messages, in the chunk's order (message ``j`` of the result is batch message ``positions[j]``);
+    None when the chunk is the batch's own messages ``start`` .. ``stop - 1``.
+    """
 
     start: int
     stop: int
     result: MessageBatchResult | MQError
+    positions: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return self.stop - self.start
 
+    def indices(self) -> Sequence[int]:
+        """The batch positions of this chunk's messages, in the chunk's (and its result's) order."""
+        return range(self.start, self.stop) if self.positions is None else self.positions
+
 
 def qualifies(msgs: Sequence[Message], config: ProducerConfig) -> bool:
-    """True when ``msgs`` share one topic and one sharding key (or none), carry no delay level or transaction
-    property, no body large enough to compress, and ``config.message_batch_enable``: then
-    :meth:`MessageBatchSender.send` takes them."""
+    """True when ``msgs`` share one topic, carry no delay level or transaction property, no body large enough to
+    compress, and ``config.message_batch_enable``: then :meth:`MessageBatchSender.send` takes them (messages with
+    different sharding keys go as one MessageBatch per queue)."""
     if not msgs or not config.message_batch_enable:
         return False
     first = msgs[0]
     threshold = config.compress_msg_body_over_howmuch_bytes
     for msg in msgs:
-        if msg is None or msg.topic != first.topic or msg.sharding_key != first.sharding_key:
+        if msg is None or msg.topic != first.topic:
             return False
         if msg.body is not None and len(msg.body) >= threshold:
             return False
@@ -97,7 +107,7 @@ def refusal(batch: MessageBatch, config: ProducerConfig) -> str | None:
         return "a body is empty"
     if max(sizes) > config.max_message_size_bytes or max(sizes) >= config.compress_msg_body_over_howmuch_bytes:
         return "a body is too large (or would be compressed)"
-    texts = [batch.sharding_key, *batch.tags]
+    texts = [batch.sharding_key, *batch.tags, *batch.sharding_keys]
     if batch.keys:
         texts.extend(key for keys in batch.keys for key in keys)
     for props in batch.properties:
@@ -136,16 +146,20 @@ def _properties(batch: MessageBatch) -> tuple[list[str], list[str]]:
     kernel.prepare_message) and UNIQ_KEY (a user UNIQ_KEY is kept)."""
     count = len(batch.bodies)
     ids = create_uniq_ids(count)
-    key = _sharding_text(batch.sharding_key)
     tags = batch.tags or [""] * count
     keys: Sequence[Sequence[str]] = batch.keys or [()] * count
+    sharding_keys = batch.sharding_keys or [batch.sharding_key] * count
+    key_texts: dict[str, str] = {}
     texts: list[str] = []
-    for i, (tag, msg_keys) in enumerate(zip(tags, keys, strict=True)):
+    for i, (tag, msg_keys, sharding_key) in enumerate(zip(tags, keys, sharding_keys, strict=True)):
         props = batch.properties[i] if batch.properties else None
         if props:
-            text, ids[i] = _with_user_properties(props, tag, msg_keys, batch.sharding_key, ids[i])
+            text, ids[i] = _with_user_properties(props, tag, msg_keys, sharding_key, ids[i])
             texts.append(text)
             continue
+        key = key_texts.get(sharding_key)
+        if key is None:
+            key = key_texts[sharding_key] = _sharding_text(sharding_key)
         tag_text = f"{MessageConst.TAGS}\x01{tag}\x02" if tag else ""
         keys_text = f"{MessageConst.KEYS}\x01{MessageConst.KEY_SEPARATOR.join(msg_keys)}\x02" if msg_keys else ""
         texts.append(f"{tag_text}{keys_text}{key}{_WAIT}{_UNIQ}{ids[i]}\x02")
@@ -196,7 +210,7 @@ def _prepare_plain(batch: MessageBatch) -> _Prepared | str:
 def prepare(batch: MessageBatch) -> _Prepared | str:
     """UNIQ_KEYs, properties and item bytes of every message; a refusal text when a message's properties pass
     32,767 bytes."""
-    if not (batch.tags or batch.keys or batch.properties):
+    if not (batch.tags or batch.keys or batch.properties or batch.sharding_keys):
         return _prepare_plain(batch)
     texts, ids = _properties(batch)
     encoded = [text.encode("utf-8") for text in texts]
@@ -224,6 +238,26 @@ def chunk_ranges(sizes: Sequence[int], max_body_bytes: int, max_messages: int) -
         total += size
     ranges.append((start, len(sizes)))
     return ranges
+
+
+def queue_groups(
+    sharding_keys: Sequence[str], queues: Sequence[MessageQueue]
+) -> list[tuple[MessageQueue | None, list[int]]]:
+    """Positions of ``sharding_keys`` grouped by their key's queue (selectors.select_by_sharding_key; None for the
+    messages without a key), groups in order of first appearance, positions ascending in each."""
+    by_key: dict[str, MessageQueue | None] = {}
+    groups: dict[MessageQueue | None, list[int]] = {}
+    for i, key in enumerate(sharding_keys):
+        if key in by_key:
+            mq = by_key[key]
+        else:
+            mq = by_key[key] = select_by_sharding_key(queues, key) if key else None
+        members = groups.get(mq)
+        if members is None:
+            groups[mq] = [i]
+        else:
+            members.append(i)
+    return list(groups.items())
 
 
 class MessageBatchSender:
@@ -261,33 +295,78 @@ class MessageBatchSender:
                 per_message: Sequence[Outcome] = (
                     result.results() if isinstance(result, MessageBatchResult) else [result] * len(chunk)
                 )
-                for j, outcome in zip(valid[chunk.start : chunk.stop], per_message, strict=True):
-                    outcomes[j] = outcome
+                for position, outcome in zip(chunk.indices(), per_message, strict=True):
+                    outcomes[valid[position]] = outcome
         assert all(o is not None for o in outcomes)
         return [o for o in outcomes if o is not None]
 
     async def send_batch(
         self, batch: MessageBatch, budget: SendBudget, find_publish_info: FindPublishInfo
     ) -> list[ChunkOutcome] | None:
-        """``batch`` as MessageBatches: the outcome of each chunk, in message order (a route lookup failure is one
-        outcome for every message). None when :func:`refusal` refuses it; nothing was sent then."""
+        """``batch`` as MessageBatches: the outcome of each chunk (a route lookup failure is one outcome for every
+        message). One sharding key (or none): chunks in message order. Per-message ``sharding_keys``: the messages
+        are grouped by their key's queue (a message without a key joins the queue-free group), each group keeps its
+        messages' order and goes as its own chunks to its queue, groups concurrently; each chunk's ``positions``
+        says which batch messages it holds. None when :func:`refusal` or :func:`prepare` refuses the batch; nothing
+        was sent then."""
         config = self._kernel.config
         if refusal(batch, config) is not None:
-            return None
-        prepared = prepare(batch)
-        if isinstance(prepared, str):
             return None
         try:
             tp_info = await find_publish_info(batch.topic, budget)
         except MQError as exc:
             return [ChunkOutcome(0, len(batch), exc)]
-        ranges = chunk_ranges(prepared.sizes, config.max_message_size_bytes, config.max_broker_batch_messages)
-        key = batch.sharding_key
-        if key:
-            fixed = select_by_sharding_key(tp_info.message_queues, key)
-            return [await self._send_chunk(batch, prepared, r, tp_info, fixed, budget) for r in ranges]
-        if len(ranges) == 1:
-            return [await self._send_chunk(batch, prepared, ranges[0], tp_info, None, budget)]
+        if batch.sharding_keys:
+            return await self._send_by_queue(batch, tp_info, budget)
+        prepared = prepare(batch)
+        if isinstance(prepared, str):
+            return None
+        fixed = select_by_sharding_key(tp_info.message_queues, batch.sharding_key) if batch.sharding_key else None
+        return await self._send_group(batch, prepared, (0, len(batch)), tp_info, fixed, budget)
+
+    async def _send_by_queue(
+        self, batch: MessageBatch, tp_info: TopicPublishInfo, budget: SendBudget
+    ) -> list[ChunkOutcome] | None:
+        groups = queue_groups(batch.sharding_keys, tp_info.message_queues)
+        positions = [i for _mq, members in groups for i in members]
+        regrouped = len(groups) > 1
+        work = batch.select(positions) if regrouped else batch
+        prepared = prepare(work)
+        if isinstance(prepared, str):
+            return None
+        spans: list[tuple[MessageQueue | None, tuple[int, int]]] = []
+        start = 0
+        for mq, members in groups:
+            spans.append((mq, (start, start + len(members))))
+            start += len(members)
+        sent = await asyncio.gather(
+            *(self._send_group(work, prepared, span, tp_info, mq, budget) for mq, span in spans)
+        )
+        chunks = [chunk for group in sent for chunk in group]
+        if not regrouped:
+            return chunks
+        return [replace(c, positions=tuple(positions[c.start : c.stop])) for c in chunks]
+
+    async def _send_group(
+        self,
+        batch: MessageBatch,
+        prepared: _Prepared,
+        span: tuple[int, int],
+        tp_info: TopicPublishInfo,
+        fixed_mq: MessageQueue | None,
+        budget: SendBudget,
+    ) -> list[ChunkOutcome]:
+        """Messages ``span`` of ``batch`` as chunks: to ``fixed_mq`` one after another (their order is the key's),
+        or queue-free (MQFaultStrategy per chunk) concurrently."""
+        config = self._kernel.config
+        start, stop = span
+        sizes = prepared.sizes[start:stop]
+        ranges = [
+            (start + a, start + b)
+            for a, b in chunk_ranges(sizes, config.max_message_size_bytes, config.max_broker_batch_messages)
+        ]
+        if fixed_mq is not None or len(ranges) == 1:
+            return [await self._send_chunk(batch, prepared, r, tp_info, fixed_mq, budget) for r in ranges]
         return list(
             await asyncio.gather(*(self._send_chunk(batch, prepared, r, tp_info, None, budget) for r in ranges))
         )
