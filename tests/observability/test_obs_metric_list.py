@@ -11,7 +11,7 @@ import structlog
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
-from mq_client.remoting import BrokerSendRequest, BrokerSendResponse
+from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_common.errors import RETRIABLE_BROKER_CODES, RemotingError
 from mq_common.grpc_server import CHANNEL_OPTIONS, ServiceServer
 from mq_common.metrics import OTHER_TOPIC, NodeIdentity, TopicLabels
@@ -152,6 +152,12 @@ class _FakeBroker:
             raise self.error
         return [BrokerSendResponse(c, "", "", 0, -1) for c in self.codes[: len(requests)]]
 
+    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+        if self.error is not None:
+            raise self.error
+        code = self.codes[0]
+        return BrokerBatchResponse(code, "", "", request.queue_id, 0, 0 if code else request.message_count)
+
 
 async def test_observed_transport_counts_batch_sizes_and_retriable_failures() -> None:
     metrics = GatewayMetrics(NodeIdentity("c1", "proxy", "gw"), max_topics=10)
@@ -170,3 +176,25 @@ async def test_observed_transport_counts_batch_sizes_and_retriable_failures() ->
     assert got[("mq_gateway_send_retries_total", ResponseCode.name_of(RemotingError("x").code))] == 3
     assert got[("mq_gateway_coalesced_batch_messages_sum", "")] == 7
     assert got[("mq_gateway_broker_call_latency_ms_count", "error")] == 1
+
+
+async def test_observed_transport_counts_every_message_of_a_failed_message_batch() -> None:
+    """A MessageBatch call that fails (transport error) or is refused with a retriable code is retried with all its
+    messages: each of them counts as a retry, and the call observes its message count."""
+    metrics = GatewayMetrics(NodeIdentity("c1", "proxy", "gw"), max_topics=10)
+    batch = BrokerBatchRequest("g", "t", 0, 0, b"...", message_count=50)
+    await ObservedTransport(_FakeBroker([0]), metrics, RETRIABLE_BROKER_CODES).send_message_batch("b", batch, 1000)
+    busy = ObservedTransport(_FakeBroker([ResponseCode.SYSTEM_BUSY]), metrics, RETRIABLE_BROKER_CODES)
+    await busy.send_message_batch("b", batch, 1000)
+    failing = ObservedTransport(_FakeBroker([], RemotingError("down")), metrics, RETRIABLE_BROKER_CODES)
+    with pytest.raises(RemotingError):
+        await failing.send_message_batch("b", batch, 1000)
+    got = {
+        (s.name, s.labels.get("reason", s.labels.get("result", ""))): s.value
+        for f in text_string_to_metric_families(metrics.exposition().decode())
+        for s in f.samples
+    }
+    assert got[("mq_gateway_send_retries_total", "SYSTEM_BUSY")] == 50
+    assert got[("mq_gateway_send_retries_total", ResponseCode.name_of(RemotingError("x").code))] == 50
+    assert got[("mq_gateway_coalesced_batch_messages_sum", "")] == 150
+    assert got[("mq_gateway_coalesced_batch_messages_count", "")] == 3

@@ -168,21 +168,22 @@ class ObservedTransport:
         return responses
 
     async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
-        """One MessageBatch call: timed and counted like a coalesced call of its messages."""
+        """One MessageBatch call: timed and counted like a coalesced call of its messages (``message_count`` of the
+        request; a failed or refused call counts every message it carried, as each of them is retried)."""
         begin = time.perf_counter()
         result = "error"
-        messages = 1
+        messages = max(request.message_count, 1)
         try:
             response = await self.inner.send_message_batch(addr, request, timeout_ms)
             result = "ok"
-            messages = max(response.message_count, 1)
+            messages = max(response.message_count, messages)
         except Exception as exc:
-            self._count_error(exc, 1)
+            self._count_error(exc, messages)
             raise
         finally:
             self._observe(messages, result, begin)
         if response.code in self._retry_codes:
-            self._metrics.retries.child(ResponseCode.name_of(response.code)).inc()
+            self._metrics.retries.child(ResponseCode.name_of(response.code)).inc(messages)
         return response
 
     def _observe(self, messages: int, result: str, begin: float) -> None:

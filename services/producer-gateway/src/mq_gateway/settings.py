@@ -118,8 +118,9 @@ class GatewaySettings(ServiceSettings):
     message_batch_enable: bool = Field(
         default=True,
         description=(
-            "SendBatch of one topic (no delay, one sharding key or none, no body to compress) goes to the broker"
-            " as RocketMQ's MessageBatch: one SEND_BATCH_MESSAGE to one queue per chunk; false: message by message."
+            "SendBatch of one topic (no delay, no body to compress) goes to the broker as RocketMQ's MessageBatch:"
+            " one SEND_BATCH_MESSAGE to one queue per chunk, messages with sharding keys grouped by their key's"
+            " queue first; false: message by message."
         ),
     )
     stream_max_unacked_messages: int = Field(

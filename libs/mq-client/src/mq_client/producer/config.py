@@ -42,9 +42,10 @@ class ProducerConfig:
     - ``max_in_flight_messages`` / ``max_in_flight_bytes``: backPressureForAsyncSendNum / ...Size, applied to
       every mode: sends (messages, body bytes) admitted and not yet finished; 0 = no limit. A send over the
       limit waits inside its budget, then fails with FlowControlError (FLOW_CONTROL, 215).
-    - ``message_batch_enable``: send_batch of one topic (no delay, no transaction, one sharding key or none,
-      no body to compress) goes as RocketMQ's MessageBatch, one queue per chunk (DefaultMQProducer#send of a
-      collection); False sends every batch message by message, each on its own queue.
+    - ``message_batch_enable``: send_batch of one topic (no delay, no transaction, no body to compress) goes as
+      RocketMQ's MessageBatch, one queue per chunk (DefaultMQProducer#send of a collection; messages with
+      different sharding keys grouped by their key's queue first); False sends every batch message by message,
+      each on its own queue.
     """
 
     producer_group: str

@@ -6,7 +6,12 @@ from MQFaultStrategy (avoiding the broker of the last failed attempt; a sharding
 fault item updated with the attempt's latency, the whole batch retried on a retriable failure within one budget
 (1 + retryTimesWhenSendFailed attempts), retryAnotherBrokerWhenNotStoreOK. A batch whose encoded body passes
 max_message_size_bytes (4 MiB, as RocketMQ's limit on a batch) or holds more than max_broker_batch_messages is
-split into chunks, sent concurrently (in order, one after another, when they share a sharding key).
+split into chunks, sent concurrently (in order, one after another, when they share a sharding key). A batch
+whose messages have different sharding keys (``MessageBatch.sharding_keys``) is first cut into one group per
+key's queue (:func:`queue_groups`): a group keeps its messages' send order, goes to its queue only (as an ordered
+message would), and gets its own chunks; the messages without a key form one queue-free group. RocketMQ's client
+leaves that grouping to the application (MessageBatch refuses mixed queues); doing it here gives a keyed batch
+from any gRPC client the batch path and per-key order at once.
 
 The hot path works on :class:`MessageBatch` columns: no object per message, the properties text and the batch
 item bytes built in a few list passes. :func:`refusal` says when a batch cannot go this way: one topic (by

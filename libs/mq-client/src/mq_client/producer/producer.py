@@ -262,11 +262,12 @@ class DefaultMQProducer:
         """SYNC send of many messages (any topics) within one ``timeout_ms`` budget; one outcome per message,
         in order (a SendResult, or the MQError that would have been raised by :meth:`send`).
 
-        Messages of one topic (no delay, no transaction, one sharding key or none, no body to compress) go as
-        RocketMQ's MessageBatch: chunks of at most max_message_size_bytes, each one SEND_BATCH_MESSAGE to one
-        queue, retried whole (message_batch.py). Any other mix: each message gets its queue (sharding key hash,
-        else round robin); messages are grouped per broker and each broker gets batch RPCs (concurrently
-        across brokers, in order within one); failed messages are retried per :meth:`send`'s rule (batch.py).
+        Messages of one topic (no delay, no transaction, no body to compress) go as RocketMQ's MessageBatch:
+        grouped by their sharding key's queue when they have different keys, chunks of at most
+        max_message_size_bytes, each one SEND_BATCH_MESSAGE to one queue, retried whole (message_batch.py).
+        Any other mix: each message gets its queue (sharding key hash, else round robin); messages are grouped
+        per broker and each broker gets batch RPCs (concurrently across brokers, in order within one); failed
+        messages are retried per :meth:`send`'s rule (batch.py).
         Raises ProducerStateError (14) when not RUNNING.
         """
         self._make_sure_state_ok()
