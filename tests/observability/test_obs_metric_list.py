@@ -159,6 +159,15 @@ class _FakeBroker:
         return BrokerBatchResponse(code, "", "", request.queue_id, 0, 0 if code else request.message_count)
 
 
+def gateway_samples(metrics: GatewayMetrics) -> dict[tuple[str, str], float]:
+    """Every sample of ``metrics`` by (name, its reason or result label, or "")."""
+    return {
+        (s.name, s.labels.get("reason", s.labels.get("result", ""))): s.value
+        for f in text_string_to_metric_families(metrics.exposition().decode())
+        for s in f.samples
+    }
+
+
 async def test_observed_transport_counts_batch_sizes_and_retriable_failures() -> None:
     metrics = GatewayMetrics(NodeIdentity("c1", "proxy", "gw"), max_topics=10)
     request = BrokerSendRequest("g", "t", 0, 0, 0, 0, "", b"x")
@@ -167,11 +176,7 @@ async def test_observed_transport_counts_batch_sizes_and_retriable_failures() ->
     failing = ObservedTransport(_FakeBroker([], RemotingError("down")), metrics, RETRIABLE_BROKER_CODES)
     with pytest.raises(RemotingError):
         await failing.send_batch("b", [request] * 3, 1000)
-    got = {
-        (s.name, s.labels.get("reason", s.labels.get("result", ""))): s.value
-        for f in text_string_to_metric_families(metrics.exposition().decode())
-        for s in f.samples
-    }
+    got = gateway_samples(metrics)
     assert got[("mq_gateway_send_retries_total", "SYSTEM_BUSY")] == 2
     assert got[("mq_gateway_send_retries_total", ResponseCode.name_of(RemotingError("x").code))] == 3
     assert got[("mq_gateway_coalesced_batch_messages_sum", "")] == 7
@@ -189,11 +194,7 @@ async def test_observed_transport_counts_every_message_of_a_failed_message_batch
     failing = ObservedTransport(_FakeBroker([], RemotingError("down")), metrics, RETRIABLE_BROKER_CODES)
     with pytest.raises(RemotingError):
         await failing.send_message_batch("b", batch, 1000)
-    got = {
-        (s.name, s.labels.get("reason", s.labels.get("result", ""))): s.value
-        for f in text_string_to_metric_families(metrics.exposition().decode())
-        for s in f.samples
-    }
+    got = gateway_samples(metrics)
     assert got[("mq_gateway_send_retries_total", "SYSTEM_BUSY")] == 50
     assert got[("mq_gateway_send_retries_total", ResponseCode.name_of(RemotingError("x").code))] == 50
     assert got[("mq_gateway_coalesced_batch_messages_sum", "")] == 150
