@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from mq.broker.v1 import broker_pb2_grpc
+from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_broker.controller import BrokerController
 from mq_broker.settings import BrokerSettings
 from mq_broker.store.config import FlushDiskType
+from mq_common.codec import encode_properties
 from mq_common.grpc_server import CHANNEL_OPTIONS
 
 
@@ -37,6 +38,20 @@ def broker_settings(root: Path, **overrides: Any) -> BrokerSettings:
     }
     values.update(overrides)
     return BrokerSettings(**values)
+
+
+def send_request(topic: str, body: bytes = b"hello", queue_id: int = 0, **props: str) -> broker_pb2.SendMessageRequest:
+    """A SendMessageRequest of producer group PG with TBW102 (4 queues) as the auto-create template."""
+    return broker_pb2.SendMessageRequest(
+        producer_group="PG",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=queue_id,
+        born_timestamp_ms=1_700_000_000_000,
+        properties=encode_properties(props),
+        body=body,
+    )
 
 
 class RunningBrokers:

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 import grpc
 import pytest
-from broker_grpc_testkit import RunningBrokers
+from broker_grpc_testkit import RunningBrokers, send_request
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq.common.v1 import common_pb2
 from mq_broker.controller import BrokerController
-from mq_common.codec import encode_properties, iter_messages
+from mq_common.codec import iter_messages
 from mq_common.message_id import decode_offset_msg_id
 from mq_common.response_code import ResponseCode
 
@@ -52,19 +52,6 @@ async def strict_broker(brokers: RunningBrokers, tmp_path: Path) -> tuple[Broker
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return controller, stub
-
-
-def send_request(topic: str, body: bytes = b"hello", queue_id: int = 0, **props: str) -> broker_pb2.SendMessageRequest:
-    return broker_pb2.SendMessageRequest(
-        producer_group="PG",
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=queue_id,
-        born_timestamp_ms=1_700_000_000_000,
-        properties=encode_properties(props),
-        body=body,
-    )
 
 
 async def pull_all(stub: Stub, topic: str, queue_id: int, subscription: str = "*") -> list[tuple[int, bytes]]:

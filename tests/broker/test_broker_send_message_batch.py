@@ -5,12 +5,9 @@ refused whole on bad input. Tiny CommitLog files (64 KiB) make batches meet file
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from broker_grpc_testkit import RunningBrokers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
@@ -24,15 +21,6 @@ if TYPE_CHECKING:
     Stub = broker_pb2_grpc.BrokerAsyncStub
 
 TOPIC = "BatchTopic"
-
-
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[tuple[BrokerController, Stub]]:
-    running = RunningBrokers()
-    try:
-        yield await running.start(tmp_path / "store")
-    finally:
-        await running.stop_all()
 
 
 def batch_request(

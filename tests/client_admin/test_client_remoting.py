@@ -38,15 +38,6 @@ async def start_namesrv() -> NamesrvController:
 
 
 @pytest.fixture
-async def pool() -> AsyncIterator[ChannelPool]:
-    p = ChannelPool()
-    try:
-        yield p
-    finally:
-        await p.close()
-
-
-@pytest.fixture
 async def two_namesrvs() -> AsyncIterator[list[NamesrvController]]:
     ctls = [await start_namesrv(), await start_namesrv()]
     try:

@@ -43,17 +43,29 @@ def new_request_id() -> str:
     return secrets.token_hex(8)
 
 
+def sanitize_request_id(value: str) -> str:
+    """Printable ASCII only (letters, digits, ``-_.:``), at most MAX_REQUEST_ID_CHARS: the id goes into logs."""
+    return "".join(c for c in value[:MAX_REQUEST_ID_CHARS] if c.isalnum() or c in "-_.:")
+
+
 def _incoming_id(details: grpc.HandlerCallDetails) -> str:
     for key, value in details.invocation_metadata or ():
         if key == REQUEST_ID_METADATA_KEY and isinstance(value, str) and value:
-            # printable ASCII only, bounded: the id goes into log lines
-            return "".join(c for c in value[:MAX_REQUEST_ID_CHARS] if c.isalnum() or c in "-_.:")
+            return sanitize_request_id(value)
     return ""
 
 
 def _bind(rid: str) -> None:
     _current.set(rid)
     structlog.contextvars.bind_contextvars(request_id=rid)
+
+
+def bind_request_id(raw: str) -> None:
+    """Bind a request id that arrived inside a message (a SendStream frame) to the current task, sanitized as a
+    header's; an empty id binds nothing. Call it in the task that serves that message."""
+    rid = sanitize_request_id(raw)
+    if rid:
+        _bind(rid)
 
 
 def response_code_name(response: object) -> str:

@@ -46,6 +46,7 @@ class BrokerController:
         self.store: DefaultMessageStore | None = None
         self.topics: TopicConfigManager | None = None
         self.send_processor: SendMessageProcessor | None = None
+        self.servicer: BrokerServicer | None = None
         self.registrar: BrokerRegistrar | None = None
         self.metrics: BrokerMetrics | None = None
         if settings.metrics_port:
@@ -116,7 +117,9 @@ class BrokerController:
         )
         pull = PullMessageProcessor(store, topics, broker_permission=s.broker_permission, broker_ip=s.broker_ip)
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
-        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerServicer(self.send_processor, pull, admin), server.server)
+        observe = self.metrics.observe_rpc if self.metrics is not None else None
+        self.servicer = BrokerServicer(self.send_processor, pull, admin, observe=observe)
+        broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
 
     def _start_metrics(self, store: DefaultMessageStore, topics: TopicConfigManager) -> None:
         """Hook the metrics into the store and the send path and serve /metrics (RuntimeError: port busy)."""
@@ -174,6 +177,8 @@ class BrokerController:
         self._stopped = True
         if self.send_processor is not None:
             self.send_processor.stop_accepting()
+        if self.servicer is not None:
+            self.servicer.close_send_streams()
         if self.registrar is not None:
             await self.registrar.stop()
         if self.server is not None:

@@ -4,13 +4,15 @@ Mirrors the request dispatch of org.apache.rocketmq.broker.processor.{SendMessag
 PullMessageProcessor, AdminBrokerProcessor} and, as a client, org.apache.rocketmq.broker.out.BrokerOuterAPI.
 Handlers run on the service's asyncio loop. Business outcomes travel as ``code`` + ``remark``; a handler never
 raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. A SendBatch of
-more than MAX_SEND_BATCH_COUNT requests is refused with gRPC INVALID_ARGUMENT. A TopicConfig with ``perm`` 0
+more than MAX_SEND_BATCH_COUNT requests is refused with gRPC INVALID_ARGUMENT (a SendStream frame with
+INVALID_PARAMETER, the stream goes on). A TopicConfig with ``perm`` 0
 (unset in proto3) means read + write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final, TypeVar
 
 import grpc
@@ -21,6 +23,7 @@ from mq_common.constants import PermName
 from mq_common.errors import MQError, RemotingError, RemotingTimeoutError, error_for_code
 from mq_common.grpc_server import CHANNEL_OPTIONS
 from mq_common.logging import get_logger
+from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
 
 from mq_broker.admin_processor import AdminBrokerProcessor
@@ -34,6 +37,7 @@ from mq_broker.send_processor import (
     SendMessageProcessor,
     SendMessageReply,
 )
+from mq_broker.stream_sessions import SendStreamSessions
 from mq_broker.topic_config import DataVersion, TopicConfig
 
 log = get_logger("mq_broker.grpc_api")
@@ -200,7 +204,11 @@ async def _guard(rpc: str, make_error: Callable[..., _Resp], handler: Callable[[
 
 
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):
-    """mq.broker.v1.Broker over the send, pull and admin processors. Runs on the service's asyncio loop."""
+    """mq.broker.v1.Broker over the send, pull and admin processors. Runs on the service's asyncio loop.
+
+    ``observe`` (method, response code name, ms) is told about every SendStream frame, as the request-context
+    interceptor does for unary calls (method ``SendBatch`` / ``SendMessageBatch``: what the frame carried).
+    """
 
     def __init__(
         self,
@@ -208,11 +216,20 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         pull: PullMessageProcessor,
         admin: AdminBrokerProcessor,
         query: QueryMessageProcessor | None = None,
+        observe: RpcObserver | None = None,
     ) -> None:
         self._send = send
         self._pull = pull
         self._admin = admin
         self._query = query if query is not None else QueryMessageProcessor(pull.store)
+        self._streams: SendStreamSessions[broker_pb2.SendStreamRequest, broker_pb2.SendStreamResponse] = (
+            SendStreamSessions(self._send_frame, _frame_failed, observe)
+        )
+
+    def close_send_streams(self) -> None:
+        """Broker shutdown, after the send processor stopped accepting: every SendStream stops reading, answers
+        the frames it has read and ends with OK; a SendStream opened later ends at once."""
+        self._streams.close()
 
     async def SendMessage(
         self, request: broker_pb2.SendMessageRequest, context: _Context
@@ -226,28 +243,65 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     async def SendBatch(self, request: broker_pb2.SendBatchRequest, context: _Context) -> broker_pb2.SendBatchResponse:
         count = len(request.requests)
         if count > MAX_SEND_BATCH_COUNT:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"SendBatch carries {count} requests, at most {MAX_SEND_BATCH_COUNT}"
-            )
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _too_many_remark(count))
+        return await self._send_batch(request, peer_to_host_port(context.peer()))
 
+    async def _send_batch(self, request: broker_pb2.SendBatchRequest, peer: str) -> broker_pb2.SendBatchResponse:
         async def handle() -> broker_pb2.SendBatchResponse:
             commands = [send_command_from_proto(r) for r in request.requests]
-            replies = await self._send.send_batch(commands, peer_to_host_port(context.peer()))
+            replies = await self._send.send_batch(commands, peer)
             return broker_pb2.SendBatchResponse(responses=[send_reply_to_proto(r) for r in replies])
 
         def batch_error(code: int, remark: str) -> broker_pb2.SendBatchResponse:
-            return broker_pb2.SendBatchResponse(responses=[_send_error(code, remark)] * count)
+            return broker_pb2.SendBatchResponse(responses=[_send_error(code, remark)] * len(request.requests))
 
         return await _guard("SendBatch", batch_error, handle)
 
     async def SendMessageBatch(
         self, request: broker_pb2.SendMessageBatchRequest, context: _Context
     ) -> broker_pb2.SendMessageBatchResponse:
+        return await self._send_message_batch(request, peer_to_host_port(context.peer()))
+
+    async def _send_message_batch(
+        self, request: broker_pb2.SendMessageBatchRequest, peer: str
+    ) -> broker_pb2.SendMessageBatchResponse:
         async def handle() -> broker_pb2.SendMessageBatchResponse:
-            command = batch_command_from_proto(request)
-            return batch_reply_to_proto(await self._send.send_message_batch(command, peer_to_host_port(context.peer())))
+            return batch_reply_to_proto(await self._send.send_message_batch(batch_command_from_proto(request), peer))
 
         return await _guard("SendMessageBatch", broker_pb2.SendMessageBatchResponse, handle)
+
+    async def SendStream(
+        self, request_iterator: AsyncIterator[broker_pb2.SendStreamRequest], context: _Context
+    ) -> AsyncIterator[broker_pb2.SendStreamResponse]:
+        async for answer in self._streams.serve(request_iterator, peer_to_host_port(context.peer())):
+            yield answer
+
+    async def _send_frame(
+        self, frame: broker_pb2.SendStreamRequest, peer: str
+    ) -> tuple[str, object, broker_pb2.SendStreamResponse]:
+        """One SendStream frame -> (method label, what carries its code, answer). Runs in the frame's own task.
+
+        Refused at frame level: no send or more than MAX_SEND_BATCH_COUNT requests (INVALID_PARAMETER), read
+        after its deadline (SYSTEM_BUSY, not stored)."""
+        bind_request_id(frame.request_id)
+        kind = frame.WhichOneof("send")
+        method = "SendMessageBatch" if kind == "message_batch" else "SendBatch"
+        refused: broker_pb2.SendStreamResponse | None = None
+        now_ms = time.time() * 1000.0
+        if kind is None:
+            refused = _frame_refused(frame, ResponseCode.INVALID_PARAMETER, "SendStream frame carries no send")
+        elif frame.deadline_unix_ms and now_ms > frame.deadline_unix_ms:
+            remark = _fast_failure_remark(int(now_ms - frame.deadline_unix_ms))
+            refused = _frame_refused(frame, ResponseCode.SYSTEM_BUSY, remark)
+        elif kind == "batch" and len(frame.batch.requests) > MAX_SEND_BATCH_COUNT:
+            refused = _frame_refused(frame, ResponseCode.INVALID_PARAMETER, _too_many_remark(len(frame.batch.requests)))
+        if refused is not None:
+            return method, refused, refused
+        if kind == "message_batch":
+            answer = await self._send_message_batch(frame.message_batch, peer)
+            return method, answer, broker_pb2.SendStreamResponse(frame_id=frame.frame_id, message_batch=answer)
+        batch = await self._send_batch(frame.batch, peer)
+        return method, batch, broker_pb2.SendStreamResponse(frame_id=frame.frame_id, batch=batch)
 
     async def PullMessage(
         self, request: broker_pb2.PullMessageRequest, context: _Context
@@ -344,6 +398,23 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             )
 
         return await _guard("ViewMessageById", broker_pb2.ViewMessageByIdResponse, handle)
+
+
+def _too_many_remark(count: int) -> str:
+    return f"SendBatch carries {count} requests, at most {MAX_SEND_BATCH_COUNT}"
+
+
+def _fast_failure_remark(late_ms: int) -> str:
+    """BrokerFastFailure#cleanExpiredRequestInQueue's words: the frame waited past its sender's deadline."""
+    return f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: {late_ms}ms"
+
+
+def _frame_refused(frame: broker_pb2.SendStreamRequest, code: int, remark: str) -> broker_pb2.SendStreamResponse:
+    return broker_pb2.SendStreamResponse(frame_id=frame.frame_id, code=code, remark=remark)
+
+
+def _frame_failed(frame: broker_pb2.SendStreamRequest, exc: Exception) -> broker_pb2.SendStreamResponse:
+    return _frame_refused(frame, ResponseCode.SYSTEM_ERROR, f"SendStream frame failed: {type(exc).__name__}: {exc}")
 
 
 def _send_error(code: int, remark: str) -> broker_pb2.SendMessageResponse:

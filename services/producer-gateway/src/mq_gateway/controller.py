@@ -100,7 +100,10 @@ class GatewayController:
     def _build_producer(self, namesrv: NameServerLookup | None, transport: BrokerTransport | None) -> DefaultMQProducer:
         settings = self.settings
         pool = ChannelPool()
-        inner: BrokerTransport = transport if transport is not None else BrokerClient(pool)
+        broker_client: BrokerClient | None = None
+        if transport is None:
+            broker_client = transport = BrokerClient(pool, send_stream=settings.broker_send_stream_enable)
+        inner: BrokerTransport = transport
         lookup: NameServerLookup = namesrv if namesrv is not None else NameServerClient(settings.namesrv_addrs(), pool)
         if self.metrics is not None:
             inner = ObservedTransport(inner, self.metrics, producer_config(settings).retry_response_codes)
@@ -119,6 +122,8 @@ class GatewayController:
         async def close() -> None:
             if coalescer is not None:
                 await coalescer.close()
+            if broker_client is not None:
+                await broker_client.close()
             await pool.close()
 
         return DefaultMQProducer(

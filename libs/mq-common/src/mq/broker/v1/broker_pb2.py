@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from mq.common.v1 import common_pb2 as mq_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19mq/broker/v1/broker.proto\x12\x0cmq.broker.v1\x1a\x19mq/common/v1/common.proto\"\x8f\x02\n\x12SendMessageRequest\x12\x16\n\x0eproducer_group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x15\n\rdefault_topic\x18\x03 \x01(\t\x12 \n\x18\x64\x65\x66\x61ult_topic_queue_nums\x18\x04 \x01(\x05\x12\x10\n\x08queue_id\x18\x05 \x01(\x05\x12\x10\n\x08sys_flag\x18\x06 \x01(\x05\x12\x19\n\x11\x62orn_timestamp_ms\x18\x07 \x01(\x03\x12\x0c\n\x04\x66lag\x18\x08 \x01(\x05\x12\x12\n\nproperties\x18\t \x01(\t\x12\x17\n\x0freconsume_times\x18\n \x01(\x05\x12\x0c\n\x04\x62ody\x18\x0b \x01(\x0c\x12\x11\n\tborn_host\x18\x0c \x01(\t\"\x83\x01\n\x13SendMessageResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\t\x12\x10\n\x08queue_id\x18\x04 \x01(\x05\x12\x14\n\x0cqueue_offset\x18\x05 \x01(\x03\x12\x16\n\x0etransaction_id\x18\x06 \x01(\t\"F\n\x10SendBatchRequest\x12\x32\n\x08requests\x18\x01 \x03(\x0b\x32 .mq.broker.v1.SendMessageRequest\"I\n\x11SendBatchResponse\x12\x34\n\tresponses\x18\x01 \x03(\x0b\x32!.mq.broker.v1.SendMessageResponse\"\xed\x01\n\x17SendMessageBatchRequest\x12\x16\n\x0eproducer_group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x15\n\rdefault_topic\x18\x03 \x01(\t\x12 \n\x18\x64\x65\x66\x61ult_topic_queue_nums\x18\x04 \x01(\x05\x12\x10\n\x08queue_id\x18\x05 \x01(\x05\x12\x10\n\x08sys_flag\x18\x06 \x01(\x05\x12\x19\n\x11\x62orn_timestamp_ms\x18\x07 \x01(\x03\x12\x12\n\nproperties\x18\x08 \x01(\t\x12\x11\n\tborn_host\x18\t \x01(\t\x12\x0c\n\x04\x62ody\x18\n \x01(\x0c\"\x87\x01\n\x18SendMessageBatchResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\t\x12\x10\n\x08queue_id\x18\x04 \x01(\x05\x12\x14\n\x0cqueue_offset\x18\x05 \x01(\x03\x12\x15\n\rmessage_count\x18\x06 \x01(\x05\"\x8f\x01\n\x12PullMessageRequest\x12\x16\n\x0e\x63onsumer_group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x10\n\x08queue_id\x18\x03 \x01(\x05\x12\x14\n\x0cqueue_offset\x18\x04 \x01(\x03\x12\x14\n\x0cmax_msg_nums\x18\x05 \x01(\x05\x12\x14\n\x0csubscription\x18\x06 \x01(\t\"\xce\x01\n\x13PullMessageResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12(\n\x06status\x18\x03 \x01(\x0e\x32\x18.mq.broker.v1.PullStatus\x12\x19\n\x11next_begin_offset\x18\x04 \x01(\x03\x12\x12\n\nmin_offset\x18\x05 \x01(\x03\x12\x12\n\nmax_offset\x18\x06 \x01(\x03\x12\x15\n\rmessage_bytes\x18\x07 \x01(\x0c\x12\x15\n\rmessage_count\x18\x08 \x01(\x05\"E\n\x12\x43reateTopicRequest\x12/\n\x0ctopic_config\x18\x01 \x01(\x0b\x32\x19.mq.common.v1.TopicConfig\"3\n\x13\x43reateTopicResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\"E\n\x12UpdateTopicRequest\x12/\n\x0ctopic_config\x18\x01 \x01(\x0b\x32\x19.mq.common.v1.TopicConfig\"3\n\x13UpdateTopicResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\"%\n\x14GetTopicStatsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\x83\x01\n\x10TopicQueueOffset\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x10\n\x08queue_id\x18\x02 \x01(\x05\x12\x12\n\nmin_offset\x18\x03 \x01(\x03\x12\x12\n\nmax_offset\x18\x04 \x01(\x03\x12 \n\x18last_update_timestamp_ms\x18\x05 \x01(\x03\"f\n\x15GetTopicStatsResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12/\n\x07offsets\x18\x03 \x03(\x0b\x32\x1e.mq.broker.v1.TopicQueueOffset\"x\n\x13QueryMessageRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0f\n\x07max_num\x18\x03 \x01(\x05\x12\x1a\n\x12\x62\x65gin_timestamp_ms\x18\x04 \x01(\x03\x12\x18\n\x10\x65nd_timestamp_ms\x18\x05 \x01(\x03\"\xb0\x01\n\x14QueryMessageResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x15\n\rmessage_bytes\x18\x03 \x01(\x0c\x12\x15\n\rmessage_count\x18\x04 \x01(\x05\x12&\n\x1eindex_last_update_timestamp_ms\x18\x05 \x01(\x03\x12$\n\x1cindex_last_update_phy_offset\x18\x06 \x01(\x03\"A\n\x1eQueryMessageByUniqueKeyRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x10\n\x08uniq_key\x18\x02 \x01(\t\"m\n\x1fQueryMessageByUniqueKeyResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x15\n\rmessage_bytes\x18\x03 \x01(\x0c\x12\x15\n\rmessage_count\x18\x04 \x01(\x05\"/\n\x16ViewMessageByIdRequest\x12\x15\n\roffset_msg_id\x18\x01 \x01(\t\"N\n\x17ViewMessageByIdResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x15\n\rmessage_bytes\x18\x03 \x01(\x0c*\x9c\x01\n\nPullStatus\x12\x1b\n\x17PULL_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11PULL_STATUS_FOUND\x10\x01\x12\x1a\n\x16PULL_STATUS_NO_NEW_MSG\x10\x02\x12\x1e\n\x1aPULL_STATUS_NO_MATCHED_MSG\x10\x03\x12\x1e\n\x1aPULL_STATUS_OFFSET_ILLEGAL\x10\x04\x32\x92\x07\n\x06\x42roker\x12R\n\x0bSendMessage\x12 .mq.broker.v1.SendMessageRequest\x1a!.mq.broker.v1.SendMessageResponse\x12L\n\tSendBatch\x12\x1e.mq.broker.v1.SendBatchRequest\x1a\x1f.mq.broker.v1.SendBatchResponse\x12\x61\n\x10SendMessageBatch\x12%.mq.broker.v1.SendMessageBatchRequest\x1a&.mq.broker.v1.SendMessageBatchResponse\x12R\n\x0bPullMessage\x12 .mq.broker.v1.PullMessageRequest\x1a!.mq.broker.v1.PullMessageResponse\x12R\n\x0b\x43reateTopic\x12 .mq.broker.v1.CreateTopicRequest\x1a!.mq.broker.v1.CreateTopicResponse\x12R\n\x0bUpdateTopic\x12 .mq.broker.v1.UpdateTopicRequest\x1a!.mq.broker.v1.UpdateTopicResponse\x12X\n\rGetTopicStats\x12\".mq.broker.v1.GetTopicStatsRequest\x1a#.mq.broker.v1.GetTopicStatsResponse\x12U\n\x0cQueryMessage\x12!.mq.broker.v1.QueryMessageRequest\x1a\".mq.broker.v1.QueryMessageResponse\x12v\n\x17QueryMessageByUniqueKey\x12,.mq.broker.v1.QueryMessageByUniqueKeyRequest\x1a-.mq.broker.v1.QueryMessageByUniqueKeyResponse\x12^\n\x0fViewMessageById\x12$.mq.broker.v1.ViewMessageByIdRequest\x1a%.mq.broker.v1.ViewMessageByIdResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19mq/broker/v1/broker.proto\x12\x0cmq.broker.v1\x1a\x19mq/common/v1/common.proto\"\x8f\x02\n\x12SendMessageRequest\x12\x16\n\x0eproducer_group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x15\n\rdefault_topic\x18\x03 \x01(\t\x12 \n\x18\x64\x65\x66\x61ult_topic_queue_nums\x18\x04 \x01(\x05\x12\x10\n\x08queue_id\x18\x05 \x01(\x05\x12\x10\n\x08sys_flag\x18\x06 \x01(\x05\x12\x19\n\x11\x62orn_timestamp_ms\x18\x07 \x01(\x03\x12\x0c\n\x04\x66lag\x18\x08 \x01(\x05\x12\x12\n\nproperties\x18\t \x01(\t\x12\x17\n\x0freconsume_times\x18\n \x01(\x05\x12\x0c\n\x04\x62ody\x18\x0b \x01(\x0c\x12\x11\n\tborn_host\x18\x0c \x01(\t\"\x83\x01\n\x13SendMessageResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\t\x12\x10\n\x08queue_id\x18\x04 \x01(\x05\x12\x14\n\x0cqueue_offset\x18\x05 \x01(\x03\x12\x16\n\x0etransaction_id\x18\x06 \x01(\t\"F\n\x10SendBatchRequest\x12\x32\n\x08requests\x18\x01 \x03(\x0b\x32 .mq.broker.v1.SendMessageRequest\"I\n\x11SendBatchResponse\x12\x34\n\tresponses\x18\x01 \x03(\x0b\x32!.mq.broker.v1.SendMessageResponse\"\xed\x01\n\x17SendMessageBatchRequest\x12\x16\n\x0eproducer_group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x15\n\rdefault_topic\x18\x03 \x01(\t\x12 \n\x18\x64\x65\x66\x61ult_topic_queue_nums\x18\x04 \x01(\x05\x12\x10\n\x08queue_id\x18\x05 \x01(\x05\x12\x10\n\x08sys_flag\x18\x06 \x01(\x05\x12\x19\n\x11\x62orn_timestamp_ms\x18\x07 \x01(\x03\x12\x12\n\nproperties\x18\x08 \x01(\t\x12\x11\n\tborn_host\x18\t \x01(\t\x12\x0c\n\x04\x62ody\x18\n \x01(\x0c\"\x87\x01\n\x18SendMessageBatchResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\t\x12\x10\n\x08queue_id\x18\x04 \x01(\x05\x12\x14\n\x0cqueue_offset\x18\x05 \x01(\x03\x12\x15\n\rmessage_count\x18\x06 \x01(\x05\"\xcc\x01\n\x11SendStreamRequest\x12\x10\n\x08\x66rame_id\x18\x01 \x01(\x04\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x18\n\x10\x64\x65\x61\x64line_unix_ms\x18\x03 \x01(\x03\x12/\n\x05\x62\x61tch\x18\x04 \x01(\x0b\x32\x1e.mq.broker.v1.SendBatchRequestH\x00\x12>\n\rmessage_batch\x18\x05 \x01(\x0b\x32%.mq.broker.v1.SendMessageBatchRequestH\x00\x42\x06\n\x04send\"\xc1\x01\n\x12SendStreamResponse\x12\x10\n\x08\x66rame_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0e\n\x06remark\x18\x03 \x01(\t\x12\x30\n\x05\x62\x61tch\x18\x04 \x01(\x0b\x32\x1f.mq.broker.v1.SendBatchResponseH\x00\x12?\n\rmessage_batch\x18\x05 \x01(\x0b\x32&.mq.broker.v1.SendMessageBatchResponseH\x00\x42\x08\n\x06result\"\x8f\x01\n\x12PullMessageRequest\x12\x16\n\x0e\x63onsumer_group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x10\n\x08queue_id\x18\x03 \x01(\x05\x12\x14\n\x0cqueue_offset\x18\x04 \x01(\x03\x12\x14\n\x0cmax_msg_nums\x18\x05 \x01(\x05\x12\x14\n\x0csubscription\x18\x06 \x01(\t\"\xce\x01\n\x13PullMessageResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12(\n\x06status\x18\x03 \x01(\x0e\x32\x18.mq.broker.v1.PullStatus\x12\x19\n\x11next_begin_offset\x18\x04 \x01(\x03\x12\x12\n\nmin_offset\x18\x05 \x01(\x03\x12\x12\n\nmax_offset\x18\x06 \x01(\x03\x12\x15\n\rmessage_bytes\x18\x07 \x01(\x0c\x12\x15\n\rmessage_count\x18\x08 \x01(\x05\"E\n\x12\x43reateTopicRequest\x12/\n\x0ctopic_config\x18\x01 \x01(\x0b\x32\x19.mq.common.v1.TopicConfig\"3\n\x13\x43reateTopicResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\"E\n\x12UpdateTopicRequest\x12/\n\x0ctopic_config\x18\x01 \x01(\x0b\x32\x19.mq.common.v1.TopicConfig\"3\n\x13UpdateTopicResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\"%\n\x14GetTopicStatsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\"\x83\x01\n\x10TopicQueueOffset\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x10\n\x08queue_id\x18\x02 \x01(\x05\x12\x12\n\nmin_offset\x18\x03 \x01(\x03\x12\x12\n\nmax_offset\x18\x04 \x01(\x03\x12 \n\x18last_update_timestamp_ms\x18\x05 \x01(\x03\"f\n\x15GetTopicStatsResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12/\n\x07offsets\x18\x03 \x03(\x0b\x32\x1e.mq.broker.v1.TopicQueueOffset\"x\n\x13QueryMessageRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0f\n\x07max_num\x18\x03 \x01(\x05\x12\x1a\n\x12\x62\x65gin_timestamp_ms\x18\x04 \x01(\x03\x12\x18\n\x10\x65nd_timestamp_ms\x18\x05 \x01(\x03\"\xb0\x01\n\x14QueryMessageResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x15\n\rmessage_bytes\x18\x03 \x01(\x0c\x12\x15\n\rmessage_count\x18\x04 \x01(\x05\x12&\n\x1eindex_last_update_timestamp_ms\x18\x05 \x01(\x03\x12$\n\x1cindex_last_update_phy_offset\x18\x06 \x01(\x03\"A\n\x1eQueryMessageByUniqueKeyRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x10\n\x08uniq_key\x18\x02 \x01(\t\"m\n\x1fQueryMessageByUniqueKeyResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x15\n\rmessage_bytes\x18\x03 \x01(\x0c\x12\x15\n\rmessage_count\x18\x04 \x01(\x05\"/\n\x16ViewMessageByIdRequest\x12\x15\n\roffset_msg_id\x18\x01 \x01(\t\"N\n\x17ViewMessageByIdResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x15\n\rmessage_bytes\x18\x03 \x01(\x0c*\x9c\x01\n\nPullStatus\x12\x1b\n\x17PULL_STATUS_UNSPECIFIED\x10\x00\x12\x15\n\x11PULL_STATUS_FOUND\x10\x01\x12\x1a\n\x16PULL_STATUS_NO_NEW_MSG\x10\x02\x12\x1e\n\x1aPULL_STATUS_NO_MATCHED_MSG\x10\x03\x12\x1e\n\x1aPULL_STATUS_OFFSET_ILLEGAL\x10\x04\x32\xe7\x07\n\x06\x42roker\x12R\n\x0bSendMessage\x12 .mq.broker.v1.SendMessageRequest\x1a!.mq.broker.v1.SendMessageResponse\x12L\n\tSendBatch\x12\x1e.mq.broker.v1.SendBatchRequest\x1a\x1f.mq.broker.v1.SendBatchResponse\x12\x61\n\x10SendMessageBatch\x12%.mq.broker.v1.SendMessageBatchRequest\x1a&.mq.broker.v1.SendMessageBatchResponse\x12S\n\nSendStream\x12\x1f.mq.broker.v1.SendStreamRequest\x1a .mq.broker.v1.SendStreamResponse(\x01\x30\x01\x12R\n\x0bPullMessage\x12 .mq.broker.v1.PullMessageRequest\x1a!.mq.broker.v1.PullMessageResponse\x12R\n\x0b\x43reateTopic\x12 .mq.broker.v1.CreateTopicRequest\x1a!.mq.broker.v1.CreateTopicResponse\x12R\n\x0bUpdateTopic\x12 .mq.broker.v1.UpdateTopicRequest\x1a!.mq.broker.v1.UpdateTopicResponse\x12X\n\rGetTopicStats\x12\".mq.broker.v1.GetTopicStatsRequest\x1a#.mq.broker.v1.GetTopicStatsResponse\x12U\n\x0cQueryMessage\x12!.mq.broker.v1.QueryMessageRequest\x1a\".mq.broker.v1.QueryMessageResponse\x12v\n\x17QueryMessageByUniqueKey\x12,.mq.broker.v1.QueryMessageByUniqueKeyRequest\x1a-.mq.broker.v1.QueryMessageByUniqueKeyResponse\x12^\n\x0fViewMessageById\x12$.mq.broker.v1.ViewMessageByIdRequest\x1a%.mq.broker.v1.ViewMessageByIdResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mq.broker.v1.broker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PULLSTATUS']._serialized_start=2492
-  _globals['_PULLSTATUS']._serialized_end=2648
+  _globals['_PULLSTATUS']._serialized_start=2895
+  _globals['_PULLSTATUS']._serialized_end=3051
   _globals['_SENDMESSAGEREQUEST']._serialized_start=71
   _globals['_SENDMESSAGEREQUEST']._serialized_end=342
   _globals['_SENDMESSAGERESPONSE']._serialized_start=345
@@ -46,36 +46,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SENDMESSAGEBATCHREQUEST']._serialized_end=863
   _globals['_SENDMESSAGEBATCHRESPONSE']._serialized_start=866
   _globals['_SENDMESSAGEBATCHRESPONSE']._serialized_end=1001
-  _globals['_PULLMESSAGEREQUEST']._serialized_start=1004
-  _globals['_PULLMESSAGEREQUEST']._serialized_end=1147
-  _globals['_PULLMESSAGERESPONSE']._serialized_start=1150
-  _globals['_PULLMESSAGERESPONSE']._serialized_end=1356
-  _globals['_CREATETOPICREQUEST']._serialized_start=1358
-  _globals['_CREATETOPICREQUEST']._serialized_end=1427
-  _globals['_CREATETOPICRESPONSE']._serialized_start=1429
-  _globals['_CREATETOPICRESPONSE']._serialized_end=1480
-  _globals['_UPDATETOPICREQUEST']._serialized_start=1482
-  _globals['_UPDATETOPICREQUEST']._serialized_end=1551
-  _globals['_UPDATETOPICRESPONSE']._serialized_start=1553
-  _globals['_UPDATETOPICRESPONSE']._serialized_end=1604
-  _globals['_GETTOPICSTATSREQUEST']._serialized_start=1606
-  _globals['_GETTOPICSTATSREQUEST']._serialized_end=1643
-  _globals['_TOPICQUEUEOFFSET']._serialized_start=1646
-  _globals['_TOPICQUEUEOFFSET']._serialized_end=1777
-  _globals['_GETTOPICSTATSRESPONSE']._serialized_start=1779
-  _globals['_GETTOPICSTATSRESPONSE']._serialized_end=1881
-  _globals['_QUERYMESSAGEREQUEST']._serialized_start=1883
-  _globals['_QUERYMESSAGEREQUEST']._serialized_end=2003
-  _globals['_QUERYMESSAGERESPONSE']._serialized_start=2006
-  _globals['_QUERYMESSAGERESPONSE']._serialized_end=2182
-  _globals['_QUERYMESSAGEBYUNIQUEKEYREQUEST']._serialized_start=2184
-  _globals['_QUERYMESSAGEBYUNIQUEKEYREQUEST']._serialized_end=2249
-  _globals['_QUERYMESSAGEBYUNIQUEKEYRESPONSE']._serialized_start=2251
-  _globals['_QUERYMESSAGEBYUNIQUEKEYRESPONSE']._serialized_end=2360
-  _globals['_VIEWMESSAGEBYIDREQUEST']._serialized_start=2362
-  _globals['_VIEWMESSAGEBYIDREQUEST']._serialized_end=2409
-  _globals['_VIEWMESSAGEBYIDRESPONSE']._serialized_start=2411
-  _globals['_VIEWMESSAGEBYIDRESPONSE']._serialized_end=2489
-  _globals['_BROKER']._serialized_start=2651
-  _globals['_BROKER']._serialized_end=3565
+  _globals['_SENDSTREAMREQUEST']._serialized_start=1004
+  _globals['_SENDSTREAMREQUEST']._serialized_end=1208
+  _globals['_SENDSTREAMRESPONSE']._serialized_start=1211
+  _globals['_SENDSTREAMRESPONSE']._serialized_end=1404
+  _globals['_PULLMESSAGEREQUEST']._serialized_start=1407
+  _globals['_PULLMESSAGEREQUEST']._serialized_end=1550
+  _globals['_PULLMESSAGERESPONSE']._serialized_start=1553
+  _globals['_PULLMESSAGERESPONSE']._serialized_end=1759
+  _globals['_CREATETOPICREQUEST']._serialized_start=1761
+  _globals['_CREATETOPICREQUEST']._serialized_end=1830
+  _globals['_CREATETOPICRESPONSE']._serialized_start=1832
+  _globals['_CREATETOPICRESPONSE']._serialized_end=1883
+  _globals['_UPDATETOPICREQUEST']._serialized_start=1885
+  _globals['_UPDATETOPICREQUEST']._serialized_end=1954
+  _globals['_UPDATETOPICRESPONSE']._serialized_start=1956
+  _globals['_UPDATETOPICRESPONSE']._serialized_end=2007
+  _globals['_GETTOPICSTATSREQUEST']._serialized_start=2009
+  _globals['_GETTOPICSTATSREQUEST']._serialized_end=2046
+  _globals['_TOPICQUEUEOFFSET']._serialized_start=2049
+  _globals['_TOPICQUEUEOFFSET']._serialized_end=2180
+  _globals['_GETTOPICSTATSRESPONSE']._serialized_start=2182
+  _globals['_GETTOPICSTATSRESPONSE']._serialized_end=2284
+  _globals['_QUERYMESSAGEREQUEST']._serialized_start=2286
+  _globals['_QUERYMESSAGEREQUEST']._serialized_end=2406
+  _globals['_QUERYMESSAGERESPONSE']._serialized_start=2409
+  _globals['_QUERYMESSAGERESPONSE']._serialized_end=2585
+  _globals['_QUERYMESSAGEBYUNIQUEKEYREQUEST']._serialized_start=2587
+  _globals['_QUERYMESSAGEBYUNIQUEKEYREQUEST']._serialized_end=2652
+  _globals['_QUERYMESSAGEBYUNIQUEKEYRESPONSE']._serialized_start=2654
+  _globals['_QUERYMESSAGEBYUNIQUEKEYRESPONSE']._serialized_end=2763
+  _globals['_VIEWMESSAGEBYIDREQUEST']._serialized_start=2765
+  _globals['_VIEWMESSAGEBYIDREQUEST']._serialized_end=2812
+  _globals['_VIEWMESSAGEBYIDRESPONSE']._serialized_start=2814
+  _globals['_VIEWMESSAGEBYIDRESPONSE']._serialized_end=2892
+  _globals['_BROKER']._serialized_start=3054
+  _globals['_BROKER']._serialized_end=4053
 # @@protoc_insertion_point(module_scope)

@@ -274,6 +274,87 @@ class SendMessageBatchResponse(_message.Message):
 Global___SendMessageBatchResponse: _TypeAlias = SendMessageBatchResponse  # noqa: Y015
 
 @_typing.final
+class SendStreamRequest(_message.Message):
+    """One frame of SendStream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FRAME_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    DEADLINE_UNIX_MS_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
+    MESSAGE_BATCH_FIELD_NUMBER: _builtins.int
+    frame_id: _builtins.int
+    """Chosen by the caller, unique among its unanswered frames; echoed in the answer."""
+    request_id: _builtins.str
+    """The caller's request id, for the broker's logs (what the x-request-id header carries on a unary call)."""
+    deadline_unix_ms: _builtins.int
+    """Wall clock (Unix ms) after which the caller no longer waits: a frame read later is answered SYSTEM_BUSY
+    and not stored (RocketMQ's BrokerFastFailure). 0: no deadline.
+    """
+    @_builtins.property
+    def batch(self) -> Global___SendBatchRequest: ...
+    @_builtins.property
+    def message_batch(self) -> Global___SendMessageBatchRequest: ...
+    def __init__(
+        self,
+        *,
+        frame_id: _builtins.int = ...,
+        request_id: _builtins.str = ...,
+        deadline_unix_ms: _builtins.int = ...,
+        batch: Global___SendBatchRequest | None = ...,
+        message_batch: Global___SendMessageBatchRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "message_batch", b"message_batch", "send", b"send"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "deadline_unix_ms", b"deadline_unix_ms", "frame_id", b"frame_id", "message_batch", b"message_batch", "request_id", b"request_id", "send", b"send"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_send: _TypeAlias = _typing.Literal["batch", "message_batch"]  # noqa: Y015
+    _WhichOneofArgType_send: _TypeAlias = _typing.Literal["send", b"send"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_send) -> _WhichOneofReturnType_send | None: ...
+
+Global___SendStreamRequest: _TypeAlias = SendStreamRequest  # noqa: Y015
+
+@_typing.final
+class SendStreamResponse(_message.Message):
+    """The answer to one SendStream frame: the result of what it carried, or a frame-level refusal (code, remark)
+    when the frame itself is malformed (no send, too many requests).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FRAME_ID_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
+    MESSAGE_BATCH_FIELD_NUMBER: _builtins.int
+    frame_id: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    @_builtins.property
+    def batch(self) -> Global___SendBatchResponse: ...
+    @_builtins.property
+    def message_batch(self) -> Global___SendMessageBatchResponse: ...
+    def __init__(
+        self,
+        *,
+        frame_id: _builtins.int = ...,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        batch: Global___SendBatchResponse | None = ...,
+        message_batch: Global___SendMessageBatchResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "message_batch", b"message_batch", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "code", b"code", "frame_id", b"frame_id", "message_batch", b"message_batch", "remark", b"remark", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["batch", "message_batch"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___SendStreamResponse: _TypeAlias = SendStreamResponse  # noqa: Y015
+
+@_typing.final
 class PullMessageRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -49,6 +49,11 @@ class BrokerStub:
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchRequest.SerializeToString,
                 response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchResponse.FromString,
                 _registered_method=True)
+        self.SendStream = channel.stream_stream(
+                '/mq.broker.v1.Broker/SendStream',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendStreamRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendStreamResponse.FromString,
+                _registered_method=True)
         self.PullMessage = channel.unary_unary(
                 '/mq.broker.v1.Broker/PullMessage',
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.PullMessageRequest.SerializeToString,
@@ -107,6 +112,16 @@ class BrokerServicer:
     def SendMessageBatch(self, request, context):
         """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
         All of them are appended together, in order, with consecutive queue offsets, or none is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendStream(self, request_iterator, context):
+        """The sends of SendBatch and SendMessageBatch over one long-lived stream (the gateway's transport: a frame
+        costs the broker about half of a unary call). Frames are stored in arrival order; each answer carries its
+        frame's id and comes when that frame's group commit completes, so answers may come out of order.
+        The broker ends the stream (OK) when it shuts down; frames it has not answered then were not stored.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -178,6 +193,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.SendMessageBatch,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchRequest.FromString,
                     response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchResponse.SerializeToString,
+            ),
+            'SendStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.SendStream,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendStreamRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendStreamResponse.SerializeToString,
             ),
             'PullMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.PullMessage,
@@ -296,6 +316,33 @@ class Broker:
             '/mq.broker.v1.Broker/SendMessageBatch',
             mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchRequest.SerializeToString,
             mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/mq.broker.v1.Broker/SendStream',
+            mq_dot_broker_dot_v1_dot_broker__pb2.SendStreamRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.SendStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

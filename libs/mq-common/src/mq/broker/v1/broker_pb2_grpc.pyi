@@ -43,6 +43,12 @@ class BrokerStub:
     """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
     All of them are appended together, in order, with consecutive queue offsets, or none is.
     """
+    SendStream: _grpc.StreamStreamMultiCallable[_broker_pb2.SendStreamRequest, _broker_pb2.SendStreamResponse]
+    """The sends of SendBatch and SendMessageBatch over one long-lived stream (the gateway's transport: a frame
+    costs the broker about half of a unary call). Frames are stored in arrival order; each answer carries its
+    frame's id and comes when that frame's group commit completes, so answers may come out of order.
+    The broker ends the stream (OK) when it shuts down; frames it has not answered then were not stored.
+    """
     PullMessage: _grpc.UnaryUnaryMultiCallable[_broker_pb2.PullMessageRequest, _broker_pb2.PullMessageResponse]
     """PULL_MESSAGE (11): messages of one queue from a queue offset."""
     CreateTopic: _grpc.UnaryUnaryMultiCallable[_broker_pb2.CreateTopicRequest, _broker_pb2.CreateTopicResponse]
@@ -70,6 +76,12 @@ class BrokerAsyncStub(BrokerStub):
     SendMessageBatch: _aio.UnaryUnaryMultiCallable[_broker_pb2.SendMessageBatchRequest, _broker_pb2.SendMessageBatchResponse]  # type: ignore[assignment]
     """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
     All of them are appended together, in order, with consecutive queue offsets, or none is.
+    """
+    SendStream: _aio.StreamStreamMultiCallable[_broker_pb2.SendStreamRequest, _broker_pb2.SendStreamResponse]  # type: ignore[assignment]
+    """The sends of SendBatch and SendMessageBatch over one long-lived stream (the gateway's transport: a frame
+    costs the broker about half of a unary call). Frames are stored in arrival order; each answer carries its
+    frame's id and comes when that frame's group commit completes, so answers may come out of order.
+    The broker ends the stream (OK) when it shuts down; frames it has not answered then were not stored.
     """
     PullMessage: _aio.UnaryUnaryMultiCallable[_broker_pb2.PullMessageRequest, _broker_pb2.PullMessageResponse]  # type: ignore[assignment]
     """PULL_MESSAGE (11): messages of one queue from a queue offset."""
@@ -113,6 +125,18 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_broker_pb2.SendMessageBatchResponse, _abc.Awaitable[_broker_pb2.SendMessageBatchResponse]]:
         """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
         All of them are appended together, in order, with consecutive queue offsets, or none is.
+        """
+
+    @_abc_1.abstractmethod
+    def SendStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_broker_pb2.SendStreamRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_broker_pb2.SendStreamResponse], _abc.AsyncIterator[_broker_pb2.SendStreamResponse]]:
+        """The sends of SendBatch and SendMessageBatch over one long-lived stream (the gateway's transport: a frame
+        costs the broker about half of a unary call). Frames are stored in arrival order; each answer carries its
+        frame's id and comes when that frame's group commit completes, so answers may come out of order.
+        The broker ends the stream (OK) when it shuts down; frames it has not answered then were not stored.
         """
 
     @_abc_1.abstractmethod
