@@ -82,12 +82,16 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
     """Binds the request id of each call and, with ``observe``, reports (method, response code, ms) when the
     handler returns. ``generate``: make an id when the caller sent none (the gateway); else calls without one
     get none (the broker, the name server). The method label is the RPC's short name (``SendBatch``).
-    Aborted or failing handlers report ``response_code="GRPC_ERROR"``.
+    Aborted or failing handlers report ``response_code="GRPC_ERROR"``. Methods in ``self_observed`` (short names)
+    are left alone: their servicer binds ids and reports per message (the broker's SendStream, per frame).
     """
 
-    def __init__(self, *, observe: RpcObserver | None = None, generate: bool = False) -> None:
+    def __init__(
+        self, *, observe: RpcObserver | None = None, generate: bool = False, self_observed: frozenset[str] = frozenset()
+    ) -> None:
         self._observe = observe
         self._generate = generate
+        self._self_observed = self_observed
 
     async def intercept_service(
         self,
@@ -97,12 +101,14 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
+        method = str(handler_call_details.method).rsplit("/", 1)[-1]
+        if method in self._self_observed:
+            return handler
         rid = _incoming_id(handler_call_details)
         if not rid and self._generate:
             rid = new_request_id()
         if not rid and self._observe is None:
             return handler
-        method = str(handler_call_details.method).rsplit("/", 1)[-1]
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(handler.unary_unary, rid, method),

@@ -66,7 +66,9 @@ class BrokerController:
         broker_ip, malformed topics.json).
         """
         observe = self.metrics.observe_rpc if self.metrics is not None else None
-        server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe)])
+        server = ServiceServer(
+            [SERVICE_NAME], [RequestContextInterceptor(observe=observe, self_observed=frozenset({"SendStream"}))]
+        )
         try:
             await self._start_on(server)
         except BaseException:
