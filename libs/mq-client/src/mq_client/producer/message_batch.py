@@ -34,12 +34,12 @@ from mq_common.errors import MQError
 from mq_common.message_id import create_uniq_ids
 
 from mq_client.producer.config import ProducerConfig
-from mq_client.producer.errors import SendFailedError
 from mq_client.producer.fault_strategy import ClockMs, MQFaultStrategy
-from mq_client.producer.kernel import SendBudget, SendKernel, is_retriable
+from mq_client.producer.kernel import SendBudget, SendKernel
 from mq_client.producer.message import Message, MessageBatch
 from mq_client.producer.selectors import select_by_sharding_key
-from mq_client.producer.send_result import CommunicationMode, MessageBatchResult, SendResult, SendStatus
+from mq_client.producer.send_loop import RetryPolicy, send_with_retries
+from mq_client.producer.send_result import CommunicationMode, MessageBatchResult, SendResult
 from mq_client.producer.topic_publish_info import TopicPublishInfo
 from mq_client.producer.validators import check_message, check_topic
 from mq_client.route import MessageQueue
@@ -394,43 +394,31 @@ class MessageBatchSender:
         def hook_message() -> Message:
             return batch.message(start)
 
-        brokers_sent: list[str] = []
-        mq: MessageQueue | None = None
-        last_error: MQError | None = None
-        stored: MessageBatchResult | None = None
-        budget_spent = False
-        for _ in range(kernel.config.times_total_sync):
-            mq = fixed_mq or self._fault.select_one_message_queue(tp_info, None if mq is None else mq.broker_name)
-            remaining = budget.remaining_ms()
-            if remaining <= 0:
-                budget_spent = True
-                break
-            brokers_sent.append(mq.broker_name)
-            begin_ms = self._clock_ms()
-            try:
-                result = await kernel.send_message_batch(
-                    body, msg_ids, hook_message, mq, remaining, CommunicationMode.SYNC, queue_free=fixed_mq is None
-                )
-            except MQError as exc:
-                retriable = is_retriable(exc, kernel.config.retry_response_codes)
-                self._fault.update_fault_item(mq.broker_name, self._clock_ms() - begin_ms, retriable)
-                last_error = exc
-                if retriable:
-                    continue
-                return ChunkOutcome(start, stop, stored or exc)
-            self._fault.update_fault_item(mq.broker_name, self._clock_ms() - begin_ms, False)
-            if result.send_status is not SendStatus.SEND_OK and kernel.config.retry_another_broker_when_not_store_ok:
-                stored = result
-                continue
-            return ChunkOutcome(start, stop, result)
-        if stored is not None:
-            return ChunkOutcome(start, stop, stored)
-        error = SendFailedError(
-            times=len(brokers_sent),
-            cost_ms=budget.elapsed_ms(),
-            topic=batch.topic,
-            brokers_sent=brokers_sent,
-            cause=last_error,
-            budget_spent=budget_spent or budget.remaining_ms() <= 0,
+        config = kernel.config
+        policy = RetryPolicy(
+            times_total=config.times_total_sync,
+            retry_response_codes=config.retry_response_codes,
+            retry_not_store_ok=config.retry_another_broker_when_not_store_ok,
         )
-        return ChunkOutcome(start, stop, error)
+
+        def choose_queue(last_broker_name: str | None) -> MessageQueue:
+            return fixed_mq or self._fault.select_one_message_queue(tp_info, last_broker_name)
+
+        async def attempt(mq: MessageQueue, remaining_ms: int) -> MessageBatchResult:
+            return await kernel.send_message_batch(
+                body, msg_ids, hook_message, mq, remaining_ms, CommunicationMode.SYNC, queue_free=fixed_mq is None
+            )
+
+        try:
+            result = await send_with_retries(
+                topic=batch.topic,
+                policy=policy,
+                budget=budget,
+                clock_ms=self._clock_ms,
+                choose_queue=choose_queue,
+                update_fault_item=self._fault.update_fault_item,
+                attempt=attempt,
+            )
+        except MQError as exc:
+            return ChunkOutcome(start, stop, exc)
+        return ChunkOutcome(start, stop, result)

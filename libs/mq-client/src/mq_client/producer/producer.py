@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from enum import Enum
 from typing import Any
 
-from mq_common.errors import MQBrokerError, MQError, TopicNotExistError
+from mq_common.errors import MQError, TopicNotExistError
 from mq_common.logging import get_logger
 
 from mq_client.producer.backpressure import InFlightLimiter, Permit
@@ -44,14 +44,14 @@ from mq_client.producer.kernel import (
     OutgoingMessage,
     SendBudget,
     SendKernel,
-    is_retriable,
     prepare_message,
 )
 from mq_client.producer.message import Message, MessageBatch
 from mq_client.producer.message_batch import ChunkOutcome, MessageBatchSender, qualifies
 from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
 from mq_client.producer.selectors import select_by_sharding_key
-from mq_client.producer.send_result import CommunicationMode, SendResult, SendStatus
+from mq_client.producer.send_loop import RetryPolicy, send_with_retries
+from mq_client.producer.send_result import CommunicationMode, SendResult
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 from mq_client.producer.validators import check_group, check_message
 from mq_client.route import MessageQueue
@@ -322,51 +322,29 @@ class DefaultMQProducer:
             CommunicationMode.ASYNC: config.times_total_async,
             CommunicationMode.ONEWAY: 1,
         }[mode]
-        brokers_sent: list[str] = []
+        policy = RetryPolicy(
+            times_total=times_total,
+            retry_response_codes=config.retry_response_codes,
+            retry_not_store_ok=mode is CommunicationMode.SYNC and config.retry_another_broker_when_not_store_ok,
+            retry_broker_errors=mode is not CommunicationMode.ASYNC,
+        )
         key = out.message.sharding_key
         fixed_mq = select_by_sharding_key(tp_info.message_queues, key) if key else None
-        mq: MessageQueue | None = None
-        last_error: MQError | None = None
-        stored: SendResult | None = None
-        budget_spent = False
-        for _ in range(times_total):
-            last_broker = None if mq is None else mq.broker_name
-            mq = fixed_mq or self.select_one_message_queue(tp_info, last_broker)
-            remaining = budget.remaining_ms()
-            if remaining <= 0:
-                budget_spent = True
-                break
-            brokers_sent.append(mq.broker_name)
-            begin_ms = self._clock_ms()
-            try:
-                result = await self._kernel.send_one(out, mq, remaining, mode)
-            except MQError as exc:
-                retriable = is_retriable(exc, config.retry_response_codes)
-                self.update_fault_item(mq.broker_name, self._clock_ms() - begin_ms, retriable)
-                last_error = exc
-                if retriable and not (mode is CommunicationMode.ASYNC and isinstance(exc, MQBrokerError)):
-                    continue
-                if stored is not None:
-                    return stored
-                raise
-            self.update_fault_item(mq.broker_name, self._clock_ms() - begin_ms, False)
-            if (
-                mode is CommunicationMode.SYNC
-                and result.send_status is not SendStatus.SEND_OK
-                and config.retry_another_broker_when_not_store_ok
-            ):
-                stored = result
-                continue
-            return result
-        if stored is not None:
-            return stored
-        raise SendFailedError(
-            times=len(brokers_sent),
-            cost_ms=budget.elapsed_ms(),
+
+        def choose_queue(last_broker_name: str | None) -> MessageQueue:
+            return fixed_mq or self.select_one_message_queue(tp_info, last_broker_name)
+
+        async def attempt(mq: MessageQueue, remaining_ms: int) -> SendResult:
+            return await self._kernel.send_one(out, mq, remaining_ms, mode)
+
+        return await send_with_retries(
             topic=out.topic,
-            brokers_sent=brokers_sent,
-            cause=last_error,
-            budget_spent=budget_spent or budget.remaining_ms() <= 0,
+            policy=policy,
+            budget=budget,
+            clock_ms=self._clock_ms,
+            choose_queue=choose_queue,
+            update_fault_item=self.update_fault_item,
+            attempt=attempt,
         )
 
 
