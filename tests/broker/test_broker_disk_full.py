@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from broker_testkit import STORE_HOST
+from mq_broker.store.checkpoint import StoreCheckpoint
 from mq_broker.store.config import FlushDiskType, MessageStoreConfig
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 from mq_broker.store.message_store import DefaultMessageStore
@@ -78,6 +79,13 @@ def fill(path: Path, size: int) -> None:
     """A filler file of ``size`` real bytes (allocated, not sparse)."""
     with path.open("wb") as f:
         os.posix_fallocate(f.fileno(), 0, size)
+
+
+def fill_up(path: Path) -> None:
+    """A filler file taking every block still free (allocated, not sparse)."""
+    st = os.statvfs(path.parent)
+    with path.open("wb") as f:
+        os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize)
 
 
 def msg(i: int, queue_id: int, keys: int = 1) -> MessageExtBrokerInner:
@@ -247,3 +255,23 @@ async def test_no_space_for_a_new_file_refuses_puts_without_damage(index_max_num
             writer.assert_intact(reopened)
         finally:
             reopened.shutdown()
+
+
+def test_a_new_checkpoint_owns_its_blocks_before_the_disk_fills() -> None:
+    """A store that filled the disk before its flusher first wrote the checkpoint went read-only (the write of the
+    checkpoint's first page met ENOSPC); the checkpoint's 4 KiB are now allocated when the file is created."""
+    with small_file_system() as mount:
+        checkpoint = StoreCheckpoint(mount / "store" / "checkpoint")
+        try:
+            fill_up(mount / "filler")
+            checkpoint.confirm_phy_offset = 65_536
+            checkpoint.dispatch_flushed_offset = 4_096
+            checkpoint.flush()
+        finally:
+            checkpoint.close()
+        reopened = StoreCheckpoint(mount / "store" / "checkpoint")
+        try:
+            assert reopened.existed
+            assert (reopened.confirm_phy_offset, reopened.dispatch_flushed_offset) == (65_536, 4_096)
+        finally:
+            reopened.close()

@@ -27,7 +27,8 @@ _LAYOUT: Final = struct.Struct(">6q")
 
 
 class StoreCheckpoint:
-    """The checkpoint file at ``path`` (created when missing). Raises OSError on I/O failure."""
+    """The checkpoint file at ``path`` (created when missing, its 4 KiB allocated at once). Raises OSError on I/O
+    failure (ENOSPC here, at start-up, when the disk has no 4 KiB left)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -53,6 +54,14 @@ class StoreCheckpoint:
                 ) = _LAYOUT.unpack(raw)
             else:
                 self.existed = False
+        if os.fstat(self._fd).st_size < CHECKPOINT_FILE_SIZE_BYTES:
+            # Reserve the blocks now: the flusher rewrites them in place later, so a disk that fills before the first
+            # flush cannot make that flush fail with ENOSPC (which would leave the store read-only).
+            try:
+                os.posix_fallocate(self._fd, 0, CHECKPOINT_FILE_SIZE_BYTES)
+            except OSError:
+                self.close()
+                raise
 
     def flush(self) -> None:
         """Write all fields and fdatasync. Raises OSError."""
