@@ -38,7 +38,7 @@ from mq_client.producer.fault_strategy import ClockMs, MQFaultStrategy
 from mq_client.producer.kernel import SendBudget, SendKernel
 from mq_client.producer.message import Message, MessageBatch
 from mq_client.producer.selectors import select_by_sharding_key
-from mq_client.producer.send_loop import RetryPolicy, send_with_retries
+from mq_client.producer.send_loop import retry_policy, send_with_retries
 from mq_client.producer.send_result import CommunicationMode, MessageBatchResult, SendResult
 from mq_client.producer.topic_publish_info import TopicPublishInfo
 from mq_client.producer.validators import check_message, check_topic
@@ -272,6 +272,7 @@ class MessageBatchSender:
         self._kernel = kernel
         self._fault = fault_strategy
         self._clock_ms = clock_ms
+        self._policy = retry_policy(kernel.config, CommunicationMode.SYNC)
 
     async def send(
         self, msgs: Sequence[Message], budget: SendBudget, find_publish_info: FindPublishInfo
@@ -394,13 +395,6 @@ class MessageBatchSender:
         def hook_message() -> Message:
             return batch.message(start)
 
-        config = kernel.config
-        policy = RetryPolicy(
-            times_total=config.times_total_sync,
-            retry_response_codes=config.retry_response_codes,
-            retry_not_store_ok=config.retry_another_broker_when_not_store_ok,
-        )
-
         def choose_queue(last_broker_name: str | None) -> MessageQueue:
             return fixed_mq or self._fault.select_one_message_queue(tp_info, last_broker_name)
 
@@ -412,7 +406,7 @@ class MessageBatchSender:
         try:
             result = await send_with_retries(
                 topic=batch.topic,
-                policy=policy,
+                policy=self._policy,
                 budget=budget,
                 clock_ms=self._clock_ms,
                 choose_queue=choose_queue,

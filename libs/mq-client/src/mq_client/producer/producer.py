@@ -50,7 +50,7 @@ from mq_client.producer.message import Message, MessageBatch
 from mq_client.producer.message_batch import ChunkOutcome, MessageBatchSender, qualifies
 from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
 from mq_client.producer.selectors import select_by_sharding_key
-from mq_client.producer.send_loop import RetryPolicy, send_with_retries
+from mq_client.producer.send_loop import retry_policy, send_with_retries
 from mq_client.producer.send_result import CommunicationMode, SendResult
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 from mq_client.producer.validators import check_group, check_message
@@ -90,6 +90,7 @@ class DefaultMQProducer:
         on_shutdown: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.config = config
+        self._retry_policies = {mode: retry_policy(config, mode) for mode in CommunicationMode}
         self._rng = rng or random.Random()
         self._clock_ms = clock_ms
         self._state = ServiceState.CREATE_JUST
@@ -316,18 +317,7 @@ class DefaultMQProducer:
     async def _send_default_impl(
         self, out: OutgoingMessage, tp_info: TopicPublishInfo, budget: SendBudget, mode: CommunicationMode
     ) -> SendResult:
-        config = self.config
-        times_total = {
-            CommunicationMode.SYNC: config.times_total_sync,
-            CommunicationMode.ASYNC: config.times_total_async,
-            CommunicationMode.ONEWAY: 1,
-        }[mode]
-        policy = RetryPolicy(
-            times_total=times_total,
-            retry_response_codes=config.retry_response_codes,
-            retry_not_store_ok=mode is CommunicationMode.SYNC and config.retry_another_broker_when_not_store_ok,
-            retry_broker_errors=mode is not CommunicationMode.ASYNC,
-        )
+        policy = self._retry_policies[mode]
         key = out.message.sharding_key
         fixed_mq = select_by_sharding_key(tp_info.message_queues, key) if key else None
 

@@ -16,10 +16,11 @@ from typing import Protocol, TypeVar
 
 from mq_common.errors import MQBrokerError, MQError
 
+from mq_client.producer.config import ProducerConfig
 from mq_client.producer.errors import SendFailedError
 from mq_client.producer.fault_strategy import ClockMs
 from mq_client.producer.kernel import SendBudget, is_retriable
-from mq_client.producer.send_result import SendStatus
+from mq_client.producer.send_result import CommunicationMode, SendStatus
 from mq_client.route import MessageQueue
 
 
@@ -39,6 +40,23 @@ class RetryPolicy:
     retry_response_codes: frozenset[int]
     retry_not_store_ok: bool
     retry_broker_errors: bool = True
+
+
+def retry_policy(config: ProducerConfig, mode: CommunicationMode) -> RetryPolicy:
+    """The policy of ``mode``: timesTotal 1 + retryTimesWhenSendFailed (SYNC), 1 + retryTimesWhenSendAsyncFailed
+    (ASYNC, a broker's answer final), 1 (ONEWAY); retryAnotherBrokerWhenNotStoreOK for SYNC only. Callers build it
+    once per mode (the config is frozen), not per send."""
+    times_total = {
+        CommunicationMode.SYNC: config.times_total_sync,
+        CommunicationMode.ASYNC: config.times_total_async,
+        CommunicationMode.ONEWAY: 1,
+    }[mode]
+    return RetryPolicy(
+        times_total=times_total,
+        retry_response_codes=config.retry_response_codes,
+        retry_not_store_ok=mode is CommunicationMode.SYNC and config.retry_another_broker_when_not_store_ok,
+        retry_broker_errors=mode is not CommunicationMode.ASYNC,
+    )
 
 
 async def send_with_retries(
