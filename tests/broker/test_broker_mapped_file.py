@@ -109,3 +109,28 @@ def test_zero_from_clears_the_torn_tail_and_stops_after_a_long_zero_run(
         assert mapped.read(far, 10) == (bytes(10) if zero_run_stop_bytes == 0 else b"F" * 10)
     finally:
         mapped.close()
+
+
+def test_a_record_gets_its_size_and_magic_code_last(tmp_path: Path) -> None:
+    """A broker killed while copying a CommitLog record must leave no magic code: recovery would otherwise accept a
+    record whose body CRC holds but whose properties were never written (seen in the SIGKILL chaos rounds)."""
+    mapped = MappedFile(tmp_path / offset_to_file_name(0), OS_PAGE_SIZE_BYTES)
+    real = mapped._mm
+    writes: list[tuple[int, int]] = []
+
+    class Recording:
+        def __setitem__(self, key: slice, value: bytes) -> None:
+            writes.append((key.start, key.stop))
+            real[key] = value
+
+    mapped._mm = Recording()  # type: ignore[assignment]
+    try:
+        record = bytes(range(40))
+        assert mapped.append_record(record) == 0
+        assert writes[-1] == (0, 8)
+        assert all(start >= 8 for start, _ in writes[:-1])
+    finally:
+        mapped._mm = real
+    assert mapped.read(0, 40) == record
+    assert mapped.wrote_position == 40
+    mapped.close()

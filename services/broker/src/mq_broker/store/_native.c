@@ -118,8 +118,7 @@ static int body_crc(const Fields *f, uint32_t *out) {
 static void write_record(unsigned char *p, const Fields *f, uint32_t total, uint32_t crc, int64_t queue_offset,
                          int64_t phys, int32_t sys_flag, int64_t store_ts, const char *store_host,
                          Py_ssize_t store_host_len) {
-    put_u32(p, total);
-    put_u32(p + 4, MESSAGE_MAGIC_CODE);
+    unsigned char *head = p;
     put_u32(p + 8, crc);
     put_u32(p + 12, (uint32_t)f->queue_id);
     put_u32(p + 16, (uint32_t)f->flag);
@@ -146,6 +145,12 @@ static void write_record(unsigned char *p, const Fields *f, uint32_t total, uint
     p[0] = (unsigned char)(f->props_len >> 8);
     p[1] = (unsigned char)f->props_len;
     memcpy(p + 2, f->props, (size_t)f->props_len);
+    /* TOTALSIZE and MAGICCODE last: a process killed in the middle of this record leaves zeros (the file's
+     * fresh or zeroed tail) where recovery looks for the magic code, so it never accepts a torn record whose
+     * body CRC holds but whose properties were cut. The fence keeps the compiler from moving the stores. */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    put_u32(head, total);
+    put_u32(head + 4, MESSAGE_MAGIC_CODE);
 }
 
 /* The next queue offset of topic-queueId from the topic-queue table; stores offset + 1. -1 on error. */

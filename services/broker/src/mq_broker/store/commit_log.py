@@ -283,7 +283,7 @@ class CommitLog:
             reconsume_times=msg.reconsume_times,
         )
         assert len(record) == msg_len
-        mapped.append(record)
+        mapped.append_record(record)
         result = PutMessageResult(
             PutMessageStatus.PUT_OK,
             wrote_offset=phys,

@@ -117,6 +117,18 @@ class MappedFile:
         self.wrote_position = end
         return pos
 
+    def append_record(self, record: bytes) -> int:
+        """:meth:`append` for a CommitLog record: its first 8 bytes (TOTALSIZE, MAGICCODE) are written last, so a
+        process killed during the copy leaves no magic code and recovery cuts the log there instead of reading
+        a record whose tail (properties) was never written. Returns the position written. Event loop only."""
+        pos = self.wrote_position
+        end = pos + len(record)
+        assert end <= self.file_size_bytes, (self.file_path, pos, len(record))
+        self._mm[pos + 8 : end] = record[8:]
+        self._mm[pos : pos + 8] = record[:8]
+        self.wrote_position = end
+        return pos
+
     @property
     def buffer(self) -> mmap.mmap:
         """The writable shared mapping (the CommitLog's native append writes into it, then sets
