@@ -12,7 +12,15 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_client.producer import ChunkOutcome, DefaultMQProducer, Message, MessageBatch, ProducerConfig, SendResult
+from mq_client.producer import (
+    ChunkOutcome,
+    DefaultMQProducer,
+    EncodedMessageBatch,
+    Message,
+    MessageBatch,
+    ProducerConfig,
+    SendResult,
+)
 from mq_client.producer.testing import FakeClock, InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
 from mq_client.remoting import ChannelPool, GatewayMessage, gateway_send
 from mq_common.codec import decode_properties
@@ -261,6 +269,8 @@ async def test_mq_client_gateway_send_round_trip(env: Env) -> None:
 
 
 class ExplodingProducer:
+    config = ProducerConfig("exploding")
+
     async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
         raise RuntimeError("boom")
 
@@ -268,6 +278,9 @@ class ExplodingProducer:
         raise RuntimeError("boom")
 
     async def send_message_batch(self, batch: MessageBatch, timeout_ms: int | None = None) -> list[ChunkOutcome] | None:
+        raise RuntimeError("boom")
+
+    async def send_encoded_batch(self, batch: EncodedMessageBatch, timeout_ms: int | None = None) -> list[ChunkOutcome]:
         raise RuntimeError("boom")
 
     async def send_oneway(self, msg: Message, timeout_ms: int | None = None) -> str:

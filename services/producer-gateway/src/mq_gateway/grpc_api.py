@@ -13,25 +13,34 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Final, Protocol
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import grpc
+from google.protobuf.message import DecodeError
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.producer import (
+    ENCODED_FIXED_PROPERTIES,
     ChunkOutcome,
+    EncodedMessageBatch,
     FlowControlError,
     Message,
     MessageBatch,
     MessageBatchResult,
+    ProducerConfig,
     SendResult,
     SendStatus,
+    encoded_refusal,
 )
 from mq_client.producer.validators import check_user_properties
 from mq_common.errors import InvalidParameterError, MessageIllegalError, MQError
 from mq_common.logging import get_logger
+from mq_common.message_id import create_uniq_ids
 from mq_common.response_code import ResponseCode
+
+from mq_gateway import wire
 
 if TYPE_CHECKING:
     from mq_gateway.metrics import GatewayMetrics
@@ -51,6 +60,9 @@ _STATUS_TO_PROTO: Final = {
 class Producer(Protocol):
     """The part of mq_client.producer.DefaultMQProducer the servicer uses."""
 
+    @property
+    def config(self) -> ProducerConfig: ...
+
     async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult: ...
 
     async def send_batch(
@@ -60,6 +72,10 @@ class Producer(Protocol):
     async def send_message_batch(
         self, batch: MessageBatch, timeout_ms: int | None = None
     ) -> list[ChunkOutcome] | None: ...
+
+    async def send_encoded_batch(
+        self, batch: EncodedMessageBatch, timeout_ms: int | None = None
+    ) -> list[ChunkOutcome]: ...
 
     async def send_oneway(self, msg: Message, timeout_ms: int | None = None) -> str: ...
 
@@ -190,6 +206,8 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
     """mq.gateway.v1.ProducerGateway over one producer core. Runs on the gateway's asyncio loop.
 
     ``producer_group`` of a request is accepted and ignored: the gateway sends as its own group.
+    ``native_send_batch``: SendBatch requests of the plain shape take the C path (:mod:`mq_gateway.wire`) when it
+    is built; the answers are the same.
     """
 
     def __init__(
@@ -200,8 +218,10 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         max_batch_messages: int,
         max_stream_in_flight: int = 10_000,
         metrics: GatewayMetrics | None = None,
+        native_send_batch: bool = True,
     ) -> None:
         self._producer = producer
+        self._native = native_send_batch and wire.AVAILABLE
         self._max_send_timeout_ms = max_send_timeout_ms
         self._max_batch_messages = max_batch_messages
         self._max_stream_in_flight = max_stream_in_flight
@@ -224,6 +244,17 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
                 f"send_timeout_ms must be in [0, {self._max_send_timeout_ms}], got {requested_ms}",
             )
         return requested_ms or None
+
+    async def _batch_timeout_ms(
+        self, count: int, requested_ms: int, context: grpc.aio.ServicerContext[object, object]
+    ) -> int | None:
+        """:meth:`_timeout_ms` of a SendBatch of ``count`` messages; more than max_batch_messages: INVALID_ARGUMENT."""
+        if count > self._max_batch_messages:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"too many messages in one SendBatch: {count}, max is {self._max_batch_messages}",
+            )
+        return await self._timeout_ms(requested_ms, context)
 
     async def Send(
         self, request: gateway_pb2.SendRequest, context: grpc.aio.ServicerContext[object, object]
@@ -250,26 +281,15 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         self, request: gateway_pb2.SendBatchRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> gateway_pb2.SendBatchResponse:
         count = len(request.messages)
-        if count > self._max_batch_messages:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"too many messages in one SendBatch: {count}, max is {self._max_batch_messages}",
-            )
-        timeout_ms = await self._timeout_ms(request.send_timeout_ms, context)
+        timeout_ms = await self._batch_timeout_ms(count, request.send_timeout_ms, context)
         begin = time.perf_counter()
         batch = batch_from_protos(request.messages)
         if batch is not None:
-            try:
-                chunks = await self._producer.send_message_batch(batch, timeout_ms)
-            except FlowControlError as exc:
-                self._rejected("batch", begin, count)
-                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)
-            except MQError as exc:
-                self._done("batch", begin, 0, count)
-                return gateway_pb2.SendBatchResponse(results=[error_to_proto(exc)] * count)
-            except Exception as exc:
-                self._done("batch", begin, 0, count)
-                return gateway_pb2.SendBatchResponse(results=[_unexpected("SendBatch", exc)] * count)
+            chunks = await self._message_batch_call(
+                self._producer.send_message_batch(batch, timeout_ms), count, begin, context
+            )
+            if isinstance(chunks, gateway_pb2.SendBatchResponse):
+                return chunks
             if chunks is not None:
                 response, stored = chunks_to_proto(chunks)
                 self._done("batch", begin, stored, count - stored)
@@ -303,6 +323,83 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
             ok = sum(1 for o in outcomes if isinstance(o, SendResult))
             self._done("batch", begin, ok, count - ok)
         return gateway_pb2.SendBatchResponse(results=[outcome_to_proto(o) for o in outcomes if o is not None])
+
+    async def send_batch_raw(
+        self, raw: bytes, context: grpc.aio.ServicerContext[object, object]
+    ) -> gateway_pb2.SendBatchResponse | bytes:
+        """SendBatch as :func:`add_to_server` registers it: the serialized request in, a SendBatchResponse or its
+        bytes out. The plain shape (see :mod:`mq_gateway.wire`) is encoded in C and sent as one MessageBatch when
+        the producer takes it whole; everything else is parsed and served by :meth:`SendBatch`. A request that
+        does not parse gets INVALID_ARGUMENT."""
+        scanned = wire.scan_send_batch(raw) if self._native else None
+        if scanned is not None:
+            answer = await self._send_scanned(raw, scanned, context)
+            if answer is not None:
+                return answer
+        try:
+            request = gateway_pb2.SendBatchRequest.FromString(raw)
+        except DecodeError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed SendBatchRequest: {exc}")
+        return await self.SendBatch(request, context)
+
+    async def _send_scanned(
+        self, raw: bytes, scanned: wire.ScannedBatch, context: grpc.aio.ServicerContext[object, object]
+    ) -> gateway_pb2.SendBatchResponse | bytes | None:
+        """The C path of :meth:`send_batch_raw`; None (nothing sent) when the producer would not take the batch
+        as one MessageBatch (encoded_refusal): the protobuf path then gives every message its outcome."""
+        count = scanned.message_count
+        timeout_ms = await self._batch_timeout_ms(count, scanned.send_timeout_ms, context)
+        begin = time.perf_counter()
+        config = self._producer.config
+        ids = create_uniq_ids(count)
+        total, longest = wire.encoded_size(scanned, ENCODED_FIXED_PROPERTIES, len(ids[0]))
+        if encoded_refusal(
+            config, scanned.topic, count, scanned.min_body_bytes, scanned.max_body_bytes, total, longest
+        ):
+            return None
+        body = wire.encode_send_batch(raw, ids, ENCODED_FIXED_PROPERTIES, total)
+        batch = EncodedMessageBatch(scanned.topic, body, ids, partial(_first_message, raw))
+        chunks = await self._message_batch_call(
+            self._producer.send_encoded_batch(batch, timeout_ms), count, begin, context
+        )
+        if chunks is None or isinstance(chunks, gateway_pb2.SendBatchResponse):
+            return chunks
+        result = chunks[0].result if len(chunks) == 1 else None
+        if isinstance(result, MessageBatchResult):
+            self._done("batch", begin, count, 0)
+            return wire.encode_batch_response(
+                _STATUS_TO_PROTO[result.send_status],
+                _as_list(result.msg_ids),
+                _as_list(result.offset_msg_ids),
+                result.message_queue.broker_name,
+                result.message_queue.queue_id,
+                result.queue_offset,
+            )
+        response, stored = chunks_to_proto(chunks)
+        self._done("batch", begin, stored, count - stored)
+        return response
+
+    async def _message_batch_call(
+        self,
+        send: Awaitable[list[ChunkOutcome] | None],
+        count: int,
+        begin: float,
+        context: grpc.aio.ServicerContext[object, object],
+    ) -> list[ChunkOutcome] | gateway_pb2.SendBatchResponse | None:
+        """Await a producer's MessageBatch send of ``count`` messages: its chunk outcomes (or its None), or the
+        response that gives each message the send's MQError (or SYSTEM_ERROR for anything else); a send the
+        in-flight limits kept out aborts the call with RESOURCE_EXHAUSTED."""
+        try:
+            return await send
+        except FlowControlError as exc:
+            self._rejected("batch", begin, count)
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)
+        except MQError as exc:
+            self._done("batch", begin, 0, count)
+            return gateway_pb2.SendBatchResponse(results=[error_to_proto(exc)] * count)
+        except Exception as exc:
+            self._done("batch", begin, 0, count)
+            return gateway_pb2.SendBatchResponse(results=[_unexpected("SendBatch", exc)] * count)
 
     async def SendOneway(
         self, request: gateway_pb2.SendOnewayRequest, context: grpc.aio.ServicerContext[object, object]
@@ -409,6 +506,42 @@ class _AckStream:
             return exc
 
 
+def _first_message(raw: bytes) -> Message:
+    """Message 0 of a serialized SendBatchRequest (for the send hooks of the C path)."""
+    return message_from_proto(gateway_pb2.SendBatchRequest.FromString(raw).messages[0])
+
+
+def _as_list(values: Sequence[str]) -> list[str]:
+    return values if isinstance(values, list) else list(values)
+
+
+def _serialize_send_batch(response: gateway_pb2.SendBatchResponse | bytes) -> bytes:
+    return response if isinstance(response, bytes) else response.SerializeToString()
+
+
 def add_to_server(servicer: ProducerGatewayServicer, server: grpc.aio.Server) -> None:
-    """Register ``servicer`` on ``server``."""
-    gateway_pb2_grpc.add_ProducerGatewayServicer_to_server(servicer, server)
+    """Register ``servicer`` on ``server``: the generated handlers, but SendBatch takes the serialized request
+    (:meth:`ProducerGatewayServicer.send_batch_raw`) and may answer with a serialized response."""
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        "Send": grpc.unary_unary_rpc_method_handler(
+            servicer.Send,
+            request_deserializer=gateway_pb2.SendRequest.FromString,
+            response_serializer=gateway_pb2.SendResponse.SerializeToString,
+        ),
+        "SendBatch": grpc.unary_unary_rpc_method_handler(
+            servicer.send_batch_raw, request_deserializer=None, response_serializer=_serialize_send_batch
+        ),
+        "SendOneway": grpc.unary_unary_rpc_method_handler(
+            servicer.SendOneway,
+            request_deserializer=gateway_pb2.SendOnewayRequest.FromString,
+            response_serializer=gateway_pb2.SendOnewayResponse.SerializeToString,
+        ),
+        "SendStream": grpc.stream_stream_rpc_method_handler(
+            servicer.SendStream,
+            request_deserializer=gateway_pb2.SendStreamRequest.FromString,
+            response_serializer=gateway_pb2.SendStreamResponse.SerializeToString,
+        ),
+    }
+    assert set(handlers) == set(gateway_pb2.DESCRIPTOR.services_by_name["ProducerGateway"].methods_by_name)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)

@@ -21,7 +21,12 @@ from mq_client.producer.hooks import (
 )
 from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.message import Message, MessageBatch
-from mq_client.producer.message_batch import ChunkOutcome
+from mq_client.producer.message_batch import (
+    ENCODED_FIXED_PROPERTIES,
+    ChunkOutcome,
+    EncodedMessageBatch,
+    encoded_refusal,
+)
 from mq_client.producer.producer import DefaultMQProducer, ServiceState
 from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
 from mq_client.producer.selectors import SelectMessageQueueByHash, select_by_sharding_key
@@ -29,6 +34,7 @@ from mq_client.producer.send_result import CommunicationMode, MessageBatchResult
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 
 __all__ = [
+    "ENCODED_FIXED_PROPERTIES",
     "LATENCY_TABLES",
     "BrokerNotFoundError",
     "BrokerTransport",
@@ -36,6 +42,7 @@ __all__ = [
     "ChunkOutcome",
     "CommunicationMode",
     "DefaultMQProducer",
+    "EncodedMessageBatch",
     "FlowControlError",
     "InFlightLimiter",
     "LatencyFaultTolerance",
@@ -59,6 +66,7 @@ __all__ = [
     "TopicAccessList",
     "TopicPublishInfo",
     "TopicRouteManager",
+    "encoded_refusal",
     "java_string_hash",
     "load_hook",
     "select_by_sharding_key",

@@ -76,6 +76,57 @@ class ChunkOutcome:
         return range(self.start, self.stop) if self.positions is None else self.positions
 
 
+ENCODED_FIXED_PROPERTIES: Final = f"{_WAIT}{_UNIQ}".encode()
+"""The properties text every message of an :class:`EncodedMessageBatch` ends with, before its UNIQ_KEY and \\x02
+(after its TAGS and KEYS, when it has them): the order of kernel.prepare_message."""
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedMessageBatch:
+    """Messages of one topic already encoded as one RocketMQ MessageBatch body (batch_codec items, each with its
+    TAGS, KEYS, WAIT and UNIQ_KEY properties: what :func:`prepare` and ``_Prepared.encode`` would write), built by a
+    caller that checked them with :func:`encoded_refusal` (the gateway's wire scanner). ``msg_ids``: the UNIQ_KEYs,
+    in message order; ``first_message`` builds message 0 for the send hooks (called only when hooks are set)."""
+
+    topic: str
+    body: bytes
+    msg_ids: list[str]
+    first_message: Callable[[], Message]
+
+
+def encoded_refusal(
+    config: ProducerConfig,
+    topic: str,
+    count: int,
+    min_body_bytes: int,
+    max_body_bytes: int,
+    total_bytes: int,
+    max_properties_bytes: int,
+) -> str | None:
+    """:func:`refusal` for a batch about to be encoded whole (:class:`EncodedMessageBatch`), or None when it can go
+    as one MessageBatch: message batches enabled, the topic (Validators#checkTopic), every body 1 ..
+    max_message_size_bytes and below the compression threshold, the longest properties text within 32,767 bytes,
+    the encoded body (``total_bytes``) within max_message_size_bytes and ``count`` within max_broker_batch_messages
+    (so it is one chunk). The caller has checked the texts (no \\x01 / \\x02, no user properties)."""
+    if not config.message_batch_enable:
+        return "message batches are disabled"
+    if count <= 0:
+        return "no message"
+    try:
+        check_topic(topic)
+    except MQError as exc:
+        return exc.remark
+    if min_body_bytes <= 0:
+        return "a body is empty"
+    if max_body_bytes > config.max_message_size_bytes or max_body_bytes >= config.compress_msg_body_over_howmuch_bytes:
+        return "a body is too large (or would be compressed)"
+    if max_properties_bytes > MAX_PROPERTIES_SIZE_BYTES:
+        return f"a message's properties pass {MAX_PROPERTIES_SIZE_BYTES} bytes"
+    if total_bytes > config.max_message_size_bytes or count > config.max_broker_batch_messages:
+        return "more than one chunk"
+    return None
+
+
 def qualifies(msgs: Sequence[Message], config: ProducerConfig) -> bool:
     """True when ``msgs`` share one topic, carry no delay level or transaction property, no body large enough to
     compress, and ``config.message_batch_enable``: then :meth:`MessageBatchSender.send` takes them (messages with
@@ -377,6 +428,20 @@ class MessageBatchSender:
             await asyncio.gather(*(self._send_chunk(batch, prepared, r, tp_info, None, budget) for r in ranges))
         )
 
+    async def send_encoded(
+        self, batch: EncodedMessageBatch, budget: SendBudget, find_publish_info: FindPublishInfo
+    ) -> list[ChunkOutcome]:
+        """``batch`` as one MessageBatch to one queue (MQFaultStrategy picks it; retried as :meth:`send_batch`'s
+        chunks are): one outcome for all its messages. A route lookup failure is that outcome."""
+        try:
+            tp_info = await find_publish_info(batch.topic, budget)
+        except MQError as exc:
+            return [ChunkOutcome(0, len(batch.msg_ids), exc)]
+        chunk = await self._send_body(
+            batch.topic, batch.body, batch.msg_ids, batch.first_message, (0, len(batch.msg_ids)), tp_info, None, budget
+        )
+        return [chunk]
+
     async def _send_chunk(
         self,
         batch: MessageBatch,
@@ -386,14 +451,30 @@ class MessageBatchSender:
         fixed_mq: MessageQueue | None,
         budget: SendBudget,
     ) -> ChunkOutcome:
-        """sendDefaultImpl for one MessageBatch (messages ``span``)."""
-        kernel = self._kernel
         start, stop = span
-        body = prepared.encode(batch.bodies, start, stop)
-        msg_ids = prepared.msg_ids[start:stop]
 
         def hook_message() -> Message:
             return batch.message(start)
+
+        body = prepared.encode(batch.bodies, start, stop)
+        return await self._send_body(
+            batch.topic, body, prepared.msg_ids[start:stop], hook_message, span, tp_info, fixed_mq, budget
+        )
+
+    async def _send_body(
+        self,
+        topic: str,
+        body: bytes,
+        msg_ids: list[str],
+        hook_message: Callable[[], Message],
+        span: tuple[int, int],
+        tp_info: TopicPublishInfo,
+        fixed_mq: MessageQueue | None,
+        budget: SendBudget,
+    ) -> ChunkOutcome:
+        """sendDefaultImpl for one MessageBatch (messages ``span`` of a batch, encoded as ``body``)."""
+        kernel = self._kernel
+        start, stop = span
 
         def choose_queue(last_broker_name: str | None) -> MessageQueue:
             return fixed_mq or self._fault.select_one_message_queue(tp_info, last_broker_name)
@@ -405,7 +486,7 @@ class MessageBatchSender:
 
         try:
             result = await send_with_retries(
-                topic=batch.topic,
+                topic=topic,
                 policy=self._policy,
                 budget=budget,
                 clock_ms=self._clock_ms,

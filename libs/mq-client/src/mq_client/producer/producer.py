@@ -47,7 +47,7 @@ from mq_client.producer.kernel import (
     prepare_message,
 )
 from mq_client.producer.message import Message, MessageBatch
-from mq_client.producer.message_batch import ChunkOutcome, MessageBatchSender, qualifies
+from mq_client.producer.message_batch import ChunkOutcome, EncodedMessageBatch, MessageBatchSender, qualifies
 from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
 from mq_client.producer.selectors import select_by_sharding_key
 from mq_client.producer.send_loop import retry_policy, send_with_retries
@@ -294,6 +294,17 @@ class DefaultMQProducer:
         size = sum(map(len, batch.bodies)) or 1
         async with self.limiter.admit(len(batch.bodies), size, budget.remaining_ms()):
             return await self._message_batch.send_batch(batch, budget, self._find_publish_info)
+
+    async def send_encoded_batch(self, batch: EncodedMessageBatch, timeout_ms: int | None = None) -> list[ChunkOutcome]:
+        """SYNC send of ``batch`` (encoded whole, one chunk; see message_batch.encoded_refusal) as one
+        SEND_BATCH_MESSAGE within one ``timeout_ms`` budget, retried as :meth:`send_message_batch`'s chunks are.
+        Returns its one outcome (MessageBatchResult or final MQError) for messages 0 .. n-1.
+        Raises ProducerStateError (14) when not RUNNING, FlowControlError when the in-flight limits keep it out.
+        """
+        self._make_sure_state_ok()
+        budget = self._budget(timeout_ms)
+        async with self.limiter.admit(len(batch.msg_ids), len(batch.body) or 1, budget.remaining_ms()):
+            return await self._message_batch.send_encoded(batch, budget, self._find_publish_info)
 
     async def _find_publish_info(self, topic: str, budget: SendBudget) -> TopicPublishInfo:
         remaining = budget.remaining_ms()

@@ -1,0 +1,477 @@
+/*
+ * The gateway's SendBatch hot path in C: a serialized mq.gateway.v1.SendBatchRequest straight to a RocketMQ
+ * MessageBatch body, and a stored MessageBatch's results straight to a serialized SendBatchResponse.
+ *
+ * What it replaces (and must equal, tests/gateway/test_gateway_wire.py): SendBatchRequest.FromString +
+ * grpc_api.batch_from_protos + mq_client message_batch.prepare/_Prepared.encode, and grpc_api.chunks_to_proto +
+ * SerializeToString for one stored chunk. It takes only the plain shape of a batch: every message of one topic,
+ * with a body, maybe a tag, keys and a flag, and no sharding key and no user properties. Anything else (another
+ * wire type for a known field, a group, a second topic, a sharding key, a property, a \x01 or \x02 in a tag or a
+ * key, text that is not UTF-8) makes scan_send_batch answer None and the caller parses the request with protobuf.
+ *
+ * Runs on the gateway's event loop thread, holding the GIL (the work is a few microseconds per batch).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* batch_codec's item: TOTALSIZE 4, MAGICCODE 4, BODYCRC 4, FLAG 4, BODYLEN 4, body, PROPERTIESLENGTH 2, properties */
+#define ITEM_OVERHEAD 22
+/* MessageConst.TAGS / KEYS with the \x01 that follows a name; KEY_SEPARATOR joins keys */
+static const char TAGS_NAME[] = "TAGS\x01";
+static const char KEYS_NAME[] = "KEYS\x01";
+#define NAME_LEN 5
+#define KEY_SEPARATOR ' '
+
+enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_LEN = 2, WT_FIXED32 = 5 };
+
+typedef struct {
+    const uint8_t *p;
+    const uint8_t *end;
+} cursor;
+
+static int read_varint(cursor *c, uint64_t *out) {
+    uint64_t value = 0;
+    for (int shift = 0; shift < 64 && c->p < c->end; shift += 7) {
+        uint8_t b = *c->p++;
+        value |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *out = value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* One field's key; for LEN fields also its payload (the cursor moves past it). */
+static int read_field(cursor *c, uint32_t *number, int *wire_type, const uint8_t **data, Py_ssize_t *len,
+                      uint64_t *varint) {
+    uint64_t key;
+    if (read_varint(c, &key) < 0 || (key >> 3) == 0 || (key >> 3) > 0x1FFFFFFF) {
+        return -1;
+    }
+    *number = (uint32_t)(key >> 3);
+    *wire_type = (int)(key & 7);
+    switch (*wire_type) {
+    case WT_VARINT:
+        return read_varint(c, varint);
+    case WT_FIXED64:
+        if (c->end - c->p < 8) return -1;
+        c->p += 8;
+        return 0;
+    case WT_FIXED32:
+        if (c->end - c->p < 4) return -1;
+        c->p += 4;
+        return 0;
+    case WT_LEN: {
+        uint64_t n;
+        if (read_varint(c, &n) < 0 || n > (uint64_t)(c->end - c->p)) return -1;
+        *data = c->p;
+        *len = (Py_ssize_t)n;
+        c->p += n;
+        return 0;
+    }
+    default: /* groups (3, 4) and invalid wire types: not the plain shape */
+        return -1;
+    }
+}
+
+/* Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF), as protobuf requires of a string field. */
+static int valid_utf8(const uint8_t *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        int extra;
+        uint32_t cp;
+        if (b >= 0xC2 && b <= 0xDF) {
+            extra = 1;
+            cp = b & 0x1F;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            extra = 2;
+            cp = b & 0x0F;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            extra = 3;
+            cp = b & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i <= extra) return 0;
+        for (int k = 1; k <= extra; k++) {
+            uint8_t cb = s[i + k];
+            if ((cb & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (cb & 0x3F);
+        }
+        if ((extra == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF))) {
+            return 0;
+        }
+        i += extra + 1;
+    }
+    return 1;
+}
+
+/* Property text may not hold RocketMQ's separators. */
+static int plain_text(const uint8_t *s, Py_ssize_t n) {
+    return memchr(s, 1, (size_t)n) == NULL && memchr(s, 2, (size_t)n) == NULL && valid_utf8(s, n);
+}
+
+/* One mq.gateway.v1.Message: topic 1, body 2, tag 3, keys 4 (repeated), sharding_key 5, properties 6, flag 7. */
+typedef struct {
+    const uint8_t *topic;
+    Py_ssize_t topic_len;
+    const uint8_t *body;
+    Py_ssize_t body_len;
+    const uint8_t *tag;
+    Py_ssize_t tag_len;
+    Py_ssize_t key_count;
+    Py_ssize_t key_bytes;
+    int32_t flag;
+} message_view;
+
+/* 1 for a plain message, 0 for another shape, -1 for bytes that are not a message. */
+static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
+    cursor c = {data, data + len};
+    memset(m, 0, sizeof *m);
+    m->topic = m->body = m->tag = data;
+    while (c.p < c.end) {
+        uint32_t number;
+        int wire_type;
+        const uint8_t *field = NULL;
+        Py_ssize_t field_len = 0;
+        uint64_t varint = 0;
+        if (read_field(&c, &number, &wire_type, &field, &field_len, &varint) < 0) return -1;
+        if (number >= 1 && number <= 6 && wire_type != WT_LEN) return 0;
+        if (number == 7 && wire_type != WT_VARINT) return 0;
+        switch (number) {
+        case 1:
+            m->topic = field;
+            m->topic_len = field_len;
+            break;
+        case 2:
+            m->body = field;
+            m->body_len = field_len;
+            break;
+        case 3:
+            m->tag = field;
+            m->tag_len = field_len;
+            break;
+        case 4:
+            if (!plain_text(field, field_len)) return 0;
+            m->key_count++;
+            m->key_bytes += field_len;
+            break;
+        case 5:
+            if (field_len) return 0;
+            break;
+        case 6:
+            return 0;
+        case 7:
+            m->flag = (int32_t)(uint32_t)varint;
+            break;
+        default: /* unknown field: protobuf keeps it aside; the message is the same */
+            break;
+        }
+    }
+    if (m->tag_len && !plain_text(m->tag, m->tag_len)) return 0;
+    return 1;
+}
+
+/* Bytes of TAGS / KEYS property text of a message (0 when it has none). */
+static Py_ssize_t extra_props_len(const message_view *m) {
+    Py_ssize_t n = 0;
+    if (m->tag_len) n += NAME_LEN + m->tag_len + 1;
+    if (m->key_count) n += NAME_LEN + m->key_bytes + (m->key_count - 1) + 1;
+    return n;
+}
+
+typedef int (*message_visitor)(const uint8_t *data, Py_ssize_t len, void *state);
+
+/* Walk a SendBatchRequest (messages 1, producer_group 2, send_timeout_ms 3). 1 plain, 0 other shape, -1 bad. */
+static int walk_request(const uint8_t *data, Py_ssize_t len, int64_t *timeout_ms, message_visitor visit,
+                        void *state) {
+    cursor c = {data, data + len};
+    *timeout_ms = 0;
+    while (c.p < c.end) {
+        uint32_t number;
+        int wire_type;
+        const uint8_t *field = NULL;
+        Py_ssize_t field_len = 0;
+        uint64_t varint = 0;
+        if (read_field(&c, &number, &wire_type, &field, &field_len, &varint) < 0) return -1;
+        if ((number == 1 || number == 2) && wire_type != WT_LEN) return 0;
+        if (number == 3 && wire_type != WT_VARINT) return 0;
+        if (number == 1) {
+            int r = visit(field, field_len, state);
+            if (r != 1) return r;
+        } else if (number == 2) {
+            if (!valid_utf8(field, field_len)) return 0;
+        } else if (number == 3) {
+            *timeout_ms = (int64_t)varint;
+        }
+    }
+    return 1;
+}
+
+typedef struct {
+    Py_ssize_t count;
+    const uint8_t *topic;
+    Py_ssize_t topic_len;
+    Py_ssize_t min_body;
+    Py_ssize_t max_body;
+    Py_ssize_t body_bytes;
+    Py_ssize_t extra_bytes;
+    Py_ssize_t max_extra;
+} scan_state;
+
+static int scan_visit(const uint8_t *data, Py_ssize_t len, void *state) {
+    scan_state *s = state;
+    message_view m;
+    int r = parse_message(data, len, &m);
+    if (r != 1) return r;
+    if (s->count == 0) {
+        if (!valid_utf8(m.topic, m.topic_len)) return 0;
+        s->topic = m.topic;
+        s->topic_len = m.topic_len;
+        s->min_body = m.body_len;
+    } else if (m.topic_len != s->topic_len || memcmp(m.topic, s->topic, (size_t)m.topic_len) != 0) {
+        return 0;
+    }
+    Py_ssize_t extra = extra_props_len(&m);
+    s->count++;
+    s->min_body = m.body_len < s->min_body ? m.body_len : s->min_body;
+    s->max_body = m.body_len > s->max_body ? m.body_len : s->max_body;
+    s->body_bytes += m.body_len;
+    s->extra_bytes += extra;
+    s->max_extra = extra > s->max_extra ? extra : s->max_extra;
+    return 1;
+}
+
+static PyObject *scan_send_batch(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer raw;
+    if (PyObject_GetBuffer(arg, &raw, PyBUF_SIMPLE) < 0) return NULL;
+    scan_state s = {0};
+    int64_t timeout_ms;
+    int r = walk_request(raw.buf, raw.len, &timeout_ms, scan_visit, &s);
+    PyObject *result;
+    if (r != 1 || s.count == 0) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = Py_BuildValue("(s#nLnnnnn)", (const char *)s.topic, s.topic_len, s.count, (long long)timeout_ms,
+                               s.min_body, s.max_body, s.body_bytes, s.extra_bytes, s.max_extra);
+    }
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+static uint8_t *put_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+    return p + 4;
+}
+
+static uint8_t *put(uint8_t *p, const void *src, Py_ssize_t n) {
+    memcpy(p, src, (size_t)n);
+    return p + n;
+}
+
+typedef struct {
+    uint8_t *out;
+    uint8_t *end;
+    PyObject *ids;
+    Py_ssize_t index;
+    const uint8_t *fixed;
+    Py_ssize_t fixed_len;
+} encode_state;
+
+static int encode_visit(const uint8_t *data, Py_ssize_t len, void *state) {
+    encode_state *s = state;
+    message_view m;
+    if (parse_message(data, len, &m) != 1 || s->index >= PyList_GET_SIZE(s->ids)) return -1;
+    Py_ssize_t id_len;
+    const char *id = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(s->ids, s->index), &id_len);
+    if (id == NULL) return -2;
+    s->index++;
+    Py_ssize_t props_len = extra_props_len(&m) + s->fixed_len + id_len + 1;
+    Py_ssize_t size = ITEM_OVERHEAD + m.body_len + props_len;
+    if (props_len > 0x7FFF || size > s->end - s->out) return -1;
+    uint8_t *p = s->out;
+    p = put_be32(p, (uint32_t)size);
+    p = put_be32(p, 0);
+    p = put_be32(p, 0);
+    p = put_be32(p, (uint32_t)m.flag);
+    p = put_be32(p, (uint32_t)m.body_len);
+    p = put(p, m.body, m.body_len);
+    *p++ = (uint8_t)(props_len >> 8);
+    *p++ = (uint8_t)props_len;
+    if (m.tag_len) {
+        p = put(p, TAGS_NAME, NAME_LEN);
+        p = put(p, m.tag, m.tag_len);
+        *p++ = 2;
+    }
+    if (m.key_count) {
+        p = put(p, KEYS_NAME, NAME_LEN);
+        cursor c = {data, data + len};
+        Py_ssize_t written = 0;
+        while (c.p < c.end) {
+            uint32_t number;
+            int wire_type;
+            const uint8_t *field = NULL;
+            Py_ssize_t field_len = 0;
+            uint64_t varint;
+            (void)read_field(&c, &number, &wire_type, &field, &field_len, &varint); /* parsed above */
+            if (number == 4) {
+                if (written++) *p++ = KEY_SEPARATOR;
+                p = put(p, field, field_len);
+            }
+        }
+        *p++ = 2;
+    }
+    p = put(p, s->fixed, s->fixed_len);
+    p = put(p, id, id_len);
+    *p++ = 2;
+    s->out = p;
+    return 1;
+}
+
+static PyObject *encode_send_batch(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer raw, fixed;
+    PyObject *ids;
+    Py_ssize_t total;
+    if (!PyArg_ParseTuple(args, "y*O!y*n", &raw, &PyList_Type, &ids, &fixed, &total)) return NULL;
+    PyObject *body = total >= 0 ? PyBytes_FromStringAndSize(NULL, total) : NULL;
+    if (body != NULL) {
+        uint8_t *out = (uint8_t *)PyBytes_AS_STRING(body);
+        encode_state s = {out, out + total, ids, 0, fixed.buf, fixed.len};
+        int64_t timeout_ms;
+        int r = walk_request(raw.buf, raw.len, &timeout_ms, encode_visit, &s);
+        if (r == -2) {
+            Py_CLEAR(body);
+        } else if (r != 1 || s.out != out + total || s.index != PyList_GET_SIZE(ids)) {
+            Py_CLEAR(body);
+            PyErr_SetString(PyExc_ValueError, "the request, the ids and total_bytes do not match a scanned batch");
+        }
+    } else if (total < 0) {
+        PyErr_SetString(PyExc_ValueError, "total_bytes must not be negative");
+    }
+    PyBuffer_Release(&raw);
+    PyBuffer_Release(&fixed);
+    return body;
+}
+
+static Py_ssize_t varint_len(uint64_t v) {
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* A string field's bytes on the wire (0 when empty: proto3 leaves defaults out). */
+static Py_ssize_t text_field_len(Py_ssize_t n) { return n ? 1 + varint_len((uint64_t)n) + n : 0; }
+
+static uint8_t *put_text_field(uint8_t *p, uint8_t key, const char *s, Py_ssize_t n) {
+    if (!n) return p;
+    *p++ = key;
+    p = put_varint(p, (uint64_t)n);
+    return put(p, s, n);
+}
+
+/* SendResult: send_status 3, msg_id 4, offset_msg_id 5, broker_name 6, queue_id 7, queue_offset 8 (code 0 left out) */
+static PyObject *encode_batch_response(PyObject *self, PyObject *args) {
+    (void)self;
+    int send_status, queue_id;
+    PyObject *msg_ids, *offset_ids;
+    const char *broker;
+    Py_ssize_t broker_len;
+    long long first_offset;
+    if (!PyArg_ParseTuple(args, "iO!O!s#iL", &send_status, &PyList_Type, &msg_ids, &PyList_Type, &offset_ids,
+                          &broker, &broker_len, &queue_id, &first_offset)) {
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(msg_ids);
+    if (PyList_GET_SIZE(offset_ids) != count) {
+        PyErr_SetString(PyExc_ValueError, "one offset msg id per msg id");
+        return NULL;
+    }
+    /* every result has the same fixed part; ids and queue offsets vary */
+    uint64_t status_wire = (uint64_t)(int64_t)send_status, queue_wire = (uint64_t)(int64_t)queue_id;
+    Py_ssize_t fixed = (send_status ? 1 + varint_len(status_wire) : 0) + text_field_len(broker_len) +
+                       (queue_id ? 1 + varint_len(queue_wire) : 0);
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *a = PyList_GET_ITEM(msg_ids, i), *b = PyList_GET_ITEM(offset_ids, i);
+        if (!PyUnicode_Check(a) || !PyUnicode_Check(b)) {
+            PyErr_SetString(PyExc_TypeError, "msg ids must be str");
+            return NULL;
+        }
+        Py_ssize_t a_len, b_len;
+        if (PyUnicode_AsUTF8AndSize(a, &a_len) == NULL || PyUnicode_AsUTF8AndSize(b, &b_len) == NULL) return NULL;
+        uint64_t offset = (uint64_t)(first_offset + i);
+        Py_ssize_t one = fixed + text_field_len(a_len) + text_field_len(b_len) + (offset ? 1 + varint_len(offset) : 0);
+        total += 1 + varint_len((uint64_t)one) + one;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) return NULL;
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t a_len, b_len;
+        const char *a = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(msg_ids, i), &a_len);
+        const char *b = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(offset_ids, i), &b_len);
+        uint64_t offset = (uint64_t)(first_offset + i);
+        Py_ssize_t one = fixed + text_field_len(a_len) + text_field_len(b_len) + (offset ? 1 + varint_len(offset) : 0);
+        *p++ = 0x0A; /* results = 1, LEN */
+        p = put_varint(p, (uint64_t)one);
+        if (send_status) {
+            *p++ = 0x18;
+            p = put_varint(p, status_wire);
+        }
+        p = put_text_field(p, 0x22, a, a_len);
+        p = put_text_field(p, 0x2A, b, b_len);
+        p = put_text_field(p, 0x32, broker, broker_len);
+        if (queue_id) {
+            *p++ = 0x38;
+            p = put_varint(p, queue_wire);
+        }
+        if (offset) {
+            *p++ = 0x40;
+            p = put_varint(p, offset);
+        }
+    }
+    assert(p == (uint8_t *)PyBytes_AS_STRING(out) + total);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_send_batch", scan_send_batch, METH_O,
+     "scan_send_batch(raw) -> (topic, count, send_timeout_ms, min_body, max_body, body_bytes, extra_bytes, "
+     "max_extra) | None"},
+    {"encode_send_batch", encode_send_batch, METH_VARARGS,
+     "encode_send_batch(raw, ids, fixed_properties, total_bytes) -> MessageBatch body"},
+    {"encode_batch_response", encode_batch_response, METH_VARARGS,
+     "encode_batch_response(send_status, msg_ids, offset_msg_ids, broker_name, queue_id, first_queue_offset) -> "
+     "serialized SendBatchResponse"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", NULL, 0, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__wire(void) { return PyModule_Create(&module); }
