@@ -26,6 +26,7 @@ from mq_client.remoting import ChannelPool, GatewayMessage, gateway_send
 from mq_common.codec import decode_properties
 from mq_common.errors import MQError, RemotingError
 from mq_common.response_code import ResponseCode
+from mq_gateway import wire
 from mq_gateway.controller import GatewayController
 from mq_gateway.settings import GatewaySettings
 
@@ -323,3 +324,42 @@ async def test_stopped_gateway_producer_reports_service_not_available(env: Env) 
     assert result.code == ResponseCode.SERVICE_NOT_AVAILABLE
     batch = (await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=[msg()]))).results
     assert [r.code for r in batch] == [ResponseCode.SERVICE_NOT_AVAILABLE]
+
+
+async def test_send_batch_that_does_not_parse_is_invalid_argument(env: Env) -> None:
+    send_batch = env.channel.unary_unary("/mq.gateway.v1.ProducerGateway/SendBatch")
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await send_batch(b"\x0a\x09\x0a\x01T")  # a message cut short
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "malformed SendBatchRequest" in (info.value.details() or "")
+    assert env.transport.calls == []
+
+
+async def test_plain_batches_take_the_encoded_path_and_others_the_protobuf_one(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the C path built, a plain SendBatch goes through send_encoded_batch; one with a user property does not,
+    and both are stored with their messages' properties."""
+    if not wire.AVAILABLE:
+        pytest.skip("mq_gateway._wire is not built")
+    producer = env.controller.producer
+    encoded: list[int] = []
+    real = producer.send_encoded_batch
+
+    async def counting(batch: EncodedMessageBatch, timeout_ms: int | None = None) -> list[ChunkOutcome]:
+        encoded.append(len(batch.msg_ids))
+        return await real(batch, timeout_ms)
+
+    monkeypatch.setattr(producer, "send_encoded_batch", counting)
+    plain = [msg(body=b"p1", tag="tg", keys=["k1", "k2"], flag=4), msg(body=b"p2")]
+    results = (await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=plain))).results
+    assert [r.code for r in results] == [ResponseCode.SUCCESS] * 2
+    assert encoded == [2]
+    with_property = [msg(body=b"q1", properties={"color": "red"}), msg(body=b"q2")]
+    results = (await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=with_property))).results
+    assert [r.code for r in results] == [ResponseCode.SUCCESS] * 2
+    assert encoded == [2]
+    stored = {r.body: decode_properties(r.properties) for _, r in env.transport.stored}
+    assert stored[b"p1"]["TAGS"] == "tg"
+    assert stored[b"p1"]["KEYS"] == "k1 k2"
+    assert stored[b"q1"]["color"] == "red"
