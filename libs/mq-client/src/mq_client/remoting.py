@@ -431,6 +431,21 @@ class PullResult:
     messages: tuple[MessageExt, ...]
 
 
+def _fill_batch_request(target: broker_pb2.SendMessageBatchRequest, request: BrokerBatchRequest) -> None:
+    """Set the fields of ``target`` (a new SendMessageBatchRequest, maybe inside a SendStreamRequest) from
+    ``request``."""
+    target.producer_group = request.producer_group
+    target.topic = request.topic
+    target.default_topic = request.default_topic
+    target.default_topic_queue_nums = request.default_topic_queue_nums
+    target.queue_id = request.queue_id
+    target.sys_flag = request.sys_flag
+    target.born_timestamp_ms = request.born_timestamp_ms
+    target.properties = request.properties
+    target.born_host = request.born_host
+    target.body = request.body
+
+
 def _send_request_to_proto(request: BrokerSendRequest) -> broker_pb2.SendMessageRequest:
     return broker_pb2.SendMessageRequest(
         producer_group=request.producer_group,
@@ -560,25 +575,18 @@ class BrokerClient:
 
     async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
         """SEND_BATCH_MESSAGE: one MessageBatch, one queue, one RPC (or frame); the business code is returned."""
-        proto = broker_pb2.SendMessageBatchRequest(
-            producer_group=request.producer_group,
-            topic=request.topic,
-            default_topic=request.default_topic,
-            default_topic_queue_nums=request.default_topic_queue_nums,
-            queue_id=request.queue_id,
-            sys_flag=request.sys_flag,
-            born_timestamp_ms=request.born_timestamp_ms,
-            properties=request.properties,
-            born_host=request.born_host,
-            body=request.body,
-        )
         stream = self._send_stream(addr)
         if stream is not None:
-            answer = await stream.send(broker_pb2.SendStreamRequest(message_batch=proto), timeout_ms)
+            # filled inside the frame: the body is copied once into it, not into a request and again into the frame
+            frame = broker_pb2.SendStreamRequest()
+            _fill_batch_request(frame.message_batch, request)
+            answer = await stream.send(frame, timeout_ms)
             if answer.code != ResponseCode.SUCCESS:
                 return BrokerBatchResponse(answer.code, answer.remark, "", 0, 0, 0)
             resp = answer.message_batch
         else:
+            proto = broker_pb2.SendMessageBatchRequest()
+            _fill_batch_request(proto, request)
             call = self._stub(addr).SendMessageBatch(proto, timeout=_seconds(timeout_ms), metadata=outgoing_metadata())
             resp = await _invoke(call, addr)
         return BrokerBatchResponse(
