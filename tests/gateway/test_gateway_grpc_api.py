@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import grpc
@@ -43,7 +44,18 @@ class Env:
 
 @pytest.fixture
 async def env() -> AsyncIterator[Env]:
-    settings = GatewaySettings(listen_port=0, max_batch_messages=5, max_send_msg_timeout_ms=10_000)
+    async with gateway_env() as made:
+        yield made
+
+
+@asynccontextmanager
+async def gateway_env(**settings_fields: object) -> AsyncIterator[Env]:
+    settings = GatewaySettings(
+        listen_port=0,
+        max_batch_messages=5,
+        max_send_msg_timeout_ms=10_000,
+        **settings_fields,  # type: ignore[arg-type]
+    )
     clock = FakeClock()
     transport = ScriptedBrokerTransport(clock=clock)
     ns = InMemoryNameServer({"T": make_route({"broker-a": 2, "broker-b": 2}, addrs={"broker-a": A, "broker-b": B})})
@@ -335,13 +347,19 @@ async def test_send_batch_that_does_not_parse_is_invalid_argument(env: Env) -> N
     assert env.transport.calls == []
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "protobuf-only"])
 async def test_plain_batches_take_the_encoded_path_and_others_the_protobuf_one(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    native: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the C path built, a plain SendBatch goes through send_encoded_batch; one with a user property does not,
-    and both are stored with their messages' properties."""
+    """With the C path built and on, a plain SendBatch goes through send_encoded_batch; one with a user property
+    does not (nor any with send_batch_native_enable off), and both are stored with their messages' properties."""
     if not wire.AVAILABLE:
         pytest.skip("mq_gateway._wire is not built")
+    async with gateway_env(send_batch_native_enable=native) as env:
+        await _check_paths(env, monkeypatch, native)
+
+
+async def _check_paths(env: Env, monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
     producer = env.controller.producer
     encoded: list[int] = []
     real = producer.send_encoded_batch
@@ -354,11 +372,11 @@ async def test_plain_batches_take_the_encoded_path_and_others_the_protobuf_one(
     plain = [msg(body=b"p1", tag="tg", keys=["k1", "k2"], flag=4), msg(body=b"p2")]
     results = (await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=plain))).results
     assert [r.code for r in results] == [ResponseCode.SUCCESS] * 2
-    assert encoded == [2]
+    assert encoded == ([2] if native else [])
     with_property = [msg(body=b"q1", properties={"color": "red"}), msg(body=b"q2")]
     results = (await env.stub.SendBatch(gateway_pb2.SendBatchRequest(messages=with_property))).results
     assert [r.code for r in results] == [ResponseCode.SUCCESS] * 2
-    assert encoded == [2]
+    assert encoded == ([2] if native else [])
     stored = {r.body: decode_properties(r.properties) for _, r in env.transport.stored}
     assert stored[b"p1"]["TAGS"] == "tg"
     assert stored[b"p1"]["KEYS"] == "k1 k2"

@@ -94,6 +94,7 @@ class GatewayController:
             max_batch_messages=settings.max_batch_messages,
             max_stream_in_flight=settings.stream_max_unacked_messages,
             metrics=self.metrics,
+            native_send_batch=settings.send_batch_native_enable,
         )
         add_to_server(servicer, self.server.server)
 

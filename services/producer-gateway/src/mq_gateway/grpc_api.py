@@ -3,10 +3,10 @@
 Mirrors the 5.x proxy's SendMessageActivity in spirit. Every send outcome travels as a SendResult:
 success = code 0 + send_status; a failure = its ResponseCode + remark (+ broker_name when known). Only a
 request as a whole gets a gRPC status: a malformed one (a negative or too large send_timeout_ms, too many
-messages in a batch) INVALID_ARGUMENT; a Send / SendBatch / SendOneway the in-flight limits kept out for its
-whole budget RESOURCE_EXHAUSTED (nothing of it was sent; back off and retry). On SendStream every message
-gets its ack instead, a flow-controlled one with code FLOW_CONTROL (215), and the stream stays open.
-Handlers run on the gateway's asyncio loop and never raise anything else into gRPC.
+messages in a batch, a SendBatch whose bytes do not parse) INVALID_ARGUMENT; a Send / SendBatch / SendOneway
+the in-flight limits kept out for its whole budget RESOURCE_EXHAUSTED (nothing of it was sent; back off and
+retry). On SendStream every message gets its ack instead, a flow-controlled one with code FLOW_CONTROL (215),
+and the stream stays open. Handlers run on the gateway's asyncio loop and never raise anything else into gRPC.
 """
 
 from __future__ import annotations
