@@ -101,7 +101,13 @@ class GatewaySettings(ServiceSettings):
         default=True, description="Merge concurrent sends bound for one broker into one broker SendBatch call."
     )
     coalesce_linger_ms: float = Field(
-        default=1.0, ge=0, le=2, description="How long an open per-broker batch waits for more sends, ms."
+        default=2.0,
+        ge=0,
+        le=2,
+        description=(
+            "How long an open per-broker batch waits for more sends while a call to that broker is in flight, ms"
+            " (none when the broker has nothing in flight)."
+        ),
     )
     coalesce_max_batch_bytes: int = Field(
         default=4 * 1024 * 1024,
