@@ -1,8 +1,9 @@
 """The console-script skeleton every service shares: settings, logging, serve until a signal, exit codes.
 
-Exit codes: 0 after a clean stop; 2 when the settings are invalid or the controller cannot start (port in
-use, store locked, ...). Logs ``{"event": "started", "port": <port>, ...}`` once serving and ``stopped``
-after the controller's stop finished. Runs the service's one asyncio loop on the main thread.
+glibc's malloc is tuned first (mq_common.malloc_tuning). Exit codes: 0 after a clean stop; 2 when the settings
+are invalid or the controller cannot start (port in use, store locked, ...). Logs ``{"event": "started",
+"port": <port>, "malloc_tuned": <bool>, ...}`` once serving and ``stopped`` after the controller's stop finished.
+Runs the service's one asyncio loop on the main thread.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 from mq_common.errors import MQError
 from mq_common.grpc_server import install_signal_handlers
 from mq_common.logging import configure_logging, get_logger
+from mq_common.malloc_tuning import tune_malloc
 from mq_common.settings import ServiceSettings
 
 
@@ -49,14 +51,20 @@ C = TypeVar("C", bound=Controller)
 
 
 async def _serve(
-    script: str, settings: S, make_controller: Callable[[S], C], describe: Callable[[S, C], Mapping[str, object]]
+    script: str,
+    settings: S,
+    make_controller: Callable[[S], C],
+    describe: Callable[[S, C], Mapping[str, object]],
+    malloc_tuned: bool,
 ) -> None:
     log = get_logger(f"{script}.main")
     controller = make_controller(settings)
     port = await controller.start()
     freeze_startup_heap()
     done = install_signal_handlers(controller.stop)
-    log.info("started", port=port, host=settings.listen_host, **describe(settings, controller))
+    log.info(
+        "started", port=port, host=settings.listen_host, malloc_tuned=malloc_tuned, **describe(settings, controller)
+    )
     await done.wait()
     log.info("stopped", port=port)
 
@@ -77,8 +85,9 @@ def run_service(
         print(f"{script}: invalid settings: {exc}", file=sys.stderr)
         sys.exit(2)
     configure_logging(settings.log_level, json=settings.log_json, service=script)
+    malloc_tuned = tune_malloc()
     try:
-        asyncio.run(_serve(script, settings, make_controller, describe))
+        asyncio.run(_serve(script, settings, make_controller, describe, malloc_tuned))
     except (RuntimeError, MQError, OSError) as exc:
         get_logger(f"{script}.main").error("start_failed", error=str(exc))
         sys.exit(2)
