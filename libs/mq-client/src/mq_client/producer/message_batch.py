@@ -17,7 +17,9 @@ The hot path works on :class:`MessageBatch` columns: no object per message, the 
 item bytes built in a few list passes. :func:`refusal` says when a batch cannot go this way: one topic (by
 construction), no delay level (RocketMQ refuses delayed batches), no transaction, no body large enough to be
 compressed (compression is per message, on the mixed path of batch.py), and every message valid (Validators).
-Runs on the producer's asyncio loop.
+A caller that already holds the encoded body (:class:`EncodedMessageBatch`: the gateway encodes plain SendBatch
+requests in C, checked by :func:`encoded_refusal`) skips prepare and goes through the same send loop as one
+chunk (:meth:`MessageBatchSender.send_encoded`). Runs on the producer's asyncio loop.
 """
 
 from __future__ import annotations
