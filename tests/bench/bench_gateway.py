@@ -82,6 +82,8 @@ class Row:
     p99_ms: float
     gateway_cpu_us_per_msg: float = float("nan")
     brokers_cpu_us_per_msg: float = float("nan")
+    # paced rows: the runs of sends slower than PACED_SEND_P99_MAX_MS as (seconds into the row, sends, worst ms)
+    late_runs: tuple[tuple[float, int, float], ...] = ()
 
 
 def percentile_ms(latencies_s: Sequence[float], pct: float) -> float:
@@ -101,11 +103,30 @@ def make_row(
     )  # fmt: skip
 
 
+def late_runs(
+    starts_s: Sequence[float], latencies_s: Sequence[float], over_s: float, gap_s: float = 0.05
+) -> tuple[tuple[float, int, float], ...]:
+    """The sends slower than ``over_s``, grouped into runs (a run ends at a gap of ``gap_s`` between starts):
+    (first start in s, sends, worst latency in ms) each, for telling one stall from a steady tail."""
+    late = sorted((start, lat) for start, lat in zip(starts_s, latencies_s, strict=True) if lat > over_s)
+    runs: list[list[float]] = []
+    for start, lat in late:
+        if runs and start - runs[-1][3] <= gap_s:
+            run = runs[-1]
+            run[1] += 1
+            run[2] = max(run[2], lat)
+            run[3] = start
+        else:
+            runs.append([start, 1, lat, start])
+    return tuple((round(first, 3), int(count), round(worst * 1000, 1)) for first, count, worst, _last in runs)
+
+
 def summary(row: Row) -> str:
     """One line for the progress log."""
+    late = f", late runs (s into the row, sends, worst ms) {list(row.late_runs)}" if row.late_runs else ""
     return (
         f"{row.system} {row.flush} {row.api} x{row.clients}: {row.msgs_per_s:,.0f} msgs/s, p99 {row.p99_ms:.2f} ms, "
-        f"CPU us/msg gateway {row.gateway_cpu_us_per_msg:.1f} brokers {row.brokers_cpu_us_per_msg:.1f}"
+        f"CPU us/msg gateway {row.gateway_cpu_us_per_msg:.1f} brokers {row.brokers_cpu_us_per_msg:.1f}{late}"
     )
 
 
@@ -246,22 +267,28 @@ class GatewayBench:
         least PACED_MIN_SENDS sends, after PACED_WARM_UP_S unmeasured at the same rate (the topic's first
         ConsumeQueue and index files, routes and channels exist by then: steady state, as a broker that has been
         taking this load)."""
-        await self._pace(rate, PACED_WARM_UP_S, [], [0])
+        await self._pace(rate, PACED_WARM_UP_S, [], [], [0])
         latencies: list[float] = []
+        starts: list[float] = []
         failures = [0]
         self.meter.start()
         seconds = max(self.row_seconds, PACED_MIN_SENDS / rate)
-        total, secs = await self._pace(rate, seconds, latencies, failures)
+        total, secs = await self._pace(rate, seconds, latencies, starts, failures)
         counts = (total - failures[0], failures[0])
-        return self.meter.finish(make_row("gateway", self.flush, f"Send paced {rate}/s", 1, counts, secs, latencies))
+        row = make_row("gateway", self.flush, f"Send paced {rate}/s", 1, counts, secs, latencies)
+        return self.meter.finish(replace(row, late_runs=late_runs(starts, latencies, PACED_SEND_P99_MAX_MS / 1000)))
 
-    async def _pace(self, rate: int, seconds: float, latencies: list[float], failures: list[int]) -> tuple[int, float]:
-        """Start a Send every 1/rate s for ``seconds``; returns (sends, seconds taken)."""
+    async def _pace(
+        self, rate: int, seconds: float, latencies: list[float], starts: list[float], failures: list[int]
+    ) -> tuple[int, float]:
+        """Start a Send every 1/rate s for ``seconds``; returns (sends, seconds taken). Each send's latency and
+        start (seconds into the row) are appended to ``latencies`` and ``starts`` as it completes."""
 
         async def one(stub: Any) -> None:
             started = time.perf_counter()
             failures[0] += await self._call(stub, False)
             latencies.append(time.perf_counter() - started)
+            starts.append(started - began)
 
         total = int(rate * seconds)
         began = time.perf_counter()
