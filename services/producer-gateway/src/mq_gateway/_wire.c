@@ -44,18 +44,29 @@ static int read_varint(cursor *c, uint64_t *out) {
     return -1;
 }
 
-/* One field's key; for LEN fields also its payload (the cursor moves past it). */
-static int read_field(cursor *c, uint32_t *number, int *wire_type, const uint8_t **data, Py_ssize_t *len,
-                      uint64_t *varint) {
+/* One field: its number and wire type, its value (VARINT) or payload (LEN). */
+typedef struct {
+    uint32_t number;
+    int wire_type;
+    const uint8_t *data;
+    Py_ssize_t len;
+    uint64_t varint;
+} field;
+
+/* Read one field (the cursor moves past it); -1 for bytes that are not a field, groups included. */
+static int read_field(cursor *c, field *f) {
     uint64_t key;
     if (read_varint(c, &key) < 0 || (key >> 3) == 0 || (key >> 3) > 0x1FFFFFFF) {
         return -1;
     }
-    *number = (uint32_t)(key >> 3);
-    *wire_type = (int)(key & 7);
-    switch (*wire_type) {
+    f->number = (uint32_t)(key >> 3);
+    f->wire_type = (int)(key & 7);
+    f->data = NULL;
+    f->len = 0;
+    f->varint = 0;
+    switch (f->wire_type) {
     case WT_VARINT:
-        return read_varint(c, varint);
+        return read_varint(c, &f->varint);
     case WT_FIXED64:
         if (c->end - c->p < 8) return -1;
         c->p += 8;
@@ -67,8 +78,8 @@ static int read_field(cursor *c, uint32_t *number, int *wire_type, const uint8_t
     case WT_LEN: {
         uint64_t n;
         if (read_varint(c, &n) < 0 || n > (uint64_t)(c->end - c->p)) return -1;
-        *data = c->p;
-        *len = (Py_ssize_t)n;
+        f->data = c->p;
+        f->len = (Py_ssize_t)n;
         c->p += n;
         return 0;
     }
@@ -138,40 +149,36 @@ static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
     cursor c = {data, data + len};
     memset(m, 0, sizeof *m);
     m->topic = m->body = m->tag = data;
+    field f;
     while (c.p < c.end) {
-        uint32_t number;
-        int wire_type;
-        const uint8_t *field = NULL;
-        Py_ssize_t field_len = 0;
-        uint64_t varint = 0;
-        if (read_field(&c, &number, &wire_type, &field, &field_len, &varint) < 0) return -1;
-        if (number >= 1 && number <= 6 && wire_type != WT_LEN) return 0;
-        if (number == 7 && wire_type != WT_VARINT) return 0;
-        switch (number) {
+        if (read_field(&c, &f) < 0) return -1;
+        if (f.number >= 1 && f.number <= 6 && f.wire_type != WT_LEN) return 0;
+        if (f.number == 7 && f.wire_type != WT_VARINT) return 0;
+        switch (f.number) {
         case 1:
-            m->topic = field;
-            m->topic_len = field_len;
+            m->topic = f.data;
+            m->topic_len = f.len;
             break;
         case 2:
-            m->body = field;
-            m->body_len = field_len;
+            m->body = f.data;
+            m->body_len = f.len;
             break;
         case 3:
-            m->tag = field;
-            m->tag_len = field_len;
+            m->tag = f.data;
+            m->tag_len = f.len;
             break;
         case 4:
-            if (!plain_text(field, field_len)) return 0;
+            if (!plain_text(f.data, f.len)) return 0;
             m->key_count++;
-            m->key_bytes += field_len;
+            m->key_bytes += f.len;
             break;
         case 5:
-            if (field_len) return 0;
+            if (f.len) return 0;
             break;
         case 6:
             return 0;
         case 7:
-            m->flag = (int32_t)(uint32_t)varint;
+            m->flag = (int32_t)(uint32_t)f.varint;
             break;
         default: /* unknown field: protobuf keeps it aside; the message is the same */
             break;
@@ -196,22 +203,18 @@ static int walk_request(const uint8_t *data, Py_ssize_t len, int64_t *timeout_ms
                         void *state) {
     cursor c = {data, data + len};
     *timeout_ms = 0;
+    field f;
     while (c.p < c.end) {
-        uint32_t number;
-        int wire_type;
-        const uint8_t *field = NULL;
-        Py_ssize_t field_len = 0;
-        uint64_t varint = 0;
-        if (read_field(&c, &number, &wire_type, &field, &field_len, &varint) < 0) return -1;
-        if ((number == 1 || number == 2) && wire_type != WT_LEN) return 0;
-        if (number == 3 && wire_type != WT_VARINT) return 0;
-        if (number == 1) {
-            int r = visit(field, field_len, state);
+        if (read_field(&c, &f) < 0) return -1;
+        if ((f.number == 1 || f.number == 2) && f.wire_type != WT_LEN) return 0;
+        if (f.number == 3 && f.wire_type != WT_VARINT) return 0;
+        if (f.number == 1) {
+            int r = visit(f.data, f.len, state);
             if (r != 1) return r;
-        } else if (number == 2) {
-            if (!valid_utf8(field, field_len)) return 0;
-        } else if (number == 3) {
-            *timeout_ms = (int64_t)varint;
+        } else if (f.number == 2) {
+            if (!valid_utf8(f.data, f.len)) return 0;
+        } else if (f.number == 3) {
+            *timeout_ms = (int64_t)f.varint;
         }
     }
     return 1;
@@ -320,16 +323,11 @@ static int encode_visit(const uint8_t *data, Py_ssize_t len, void *state) {
         p = put(p, KEYS_NAME, NAME_LEN);
         cursor c = {data, data + len};
         Py_ssize_t written = 0;
-        while (c.p < c.end) {
-            uint32_t number;
-            int wire_type;
-            const uint8_t *field = NULL;
-            Py_ssize_t field_len = 0;
-            uint64_t varint;
-            (void)read_field(&c, &number, &wire_type, &field, &field_len, &varint); /* parsed above */
-            if (number == 4) {
+        field f;
+        while (c.p < c.end && read_field(&c, &f) == 0) { /* parsed whole above */
+            if (f.number == 4) {
                 if (written++) *p++ = KEY_SEPARATOR;
-                p = put(p, field, field_len);
+                p = put(p, f.data, f.len);
             }
         }
         *p++ = 2;

@@ -110,6 +110,21 @@ def encoded_refusal(
     max_message_size_bytes and below the compression threshold, the longest properties text within 32,767 bytes,
     the encoded body (``total_bytes``) within max_message_size_bytes and ``count`` within max_broker_batch_messages
     (so it is one chunk). The caller has checked the texts (no \\x01 / \\x02, no user properties)."""
+    shape = _shape_refusal(config, topic, count, min_body_bytes, max_body_bytes)
+    if shape is not None:
+        return shape
+    if max_properties_bytes > MAX_PROPERTIES_SIZE_BYTES:
+        return f"a message's properties pass {MAX_PROPERTIES_SIZE_BYTES} bytes"
+    if total_bytes > config.max_message_size_bytes or count > config.max_broker_batch_messages:
+        return "more than one chunk"
+    return None
+
+
+def _shape_refusal(
+    config: ProducerConfig, topic: str, count: int, min_body_bytes: int, max_body_bytes: int
+) -> str | None:
+    """The checks :func:`refusal` and :func:`encoded_refusal` share: batches enabled, at least one message, the
+    topic (Validators#checkTopic), every body 1 .. max_message_size_bytes and below the compression threshold."""
     if not config.message_batch_enable:
         return "message batches are disabled"
     if count <= 0:
@@ -122,10 +137,6 @@ def encoded_refusal(
         return "a body is empty"
     if max_body_bytes > config.max_message_size_bytes or max_body_bytes >= config.compress_msg_body_over_howmuch_bytes:
         return "a body is too large (or would be compressed)"
-    if max_properties_bytes > MAX_PROPERTIES_SIZE_BYTES:
-        return f"a message's properties pass {MAX_PROPERTIES_SIZE_BYTES} bytes"
-    if total_bytes > config.max_message_size_bytes or count > config.max_broker_batch_messages:
-        return "more than one chunk"
     return None
 
 
@@ -152,19 +163,10 @@ def refusal(batch: MessageBatch, config: ProducerConfig) -> str | None:
     its own error), or None. Checks, on whole columns: message batches enabled, at least one message, the topic
     (Validators#checkTopic), every body 1 .. max_message_size_bytes and below the compression threshold, no
     \\x01 / \\x02 in tags, keys, sharding key or properties, no DELAY or TRAN_MSG property."""
-    if not config.message_batch_enable:
-        return "message batches are disabled"
-    if not batch.bodies:
-        return "no message"
-    try:
-        check_topic(batch.topic)
-    except MQError as exc:
-        return exc.remark
     sizes = list(map(len, batch.bodies))
-    if min(sizes) == 0:
-        return "a body is empty"
-    if max(sizes) > config.max_message_size_bytes or max(sizes) >= config.compress_msg_body_over_howmuch_bytes:
-        return "a body is too large (or would be compressed)"
+    shape = _shape_refusal(config, batch.topic, len(sizes), min(sizes, default=0), max(sizes, default=0))
+    if shape is not None:
+        return shape
     texts = [batch.sharding_key, *batch.tags, *batch.sharding_keys]
     if batch.keys:
         texts.extend(key for keys in batch.keys for key in keys)
