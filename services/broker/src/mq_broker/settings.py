@@ -175,6 +175,19 @@ class BrokerSettings(ServiceSettings):
     prefault_ahead_consume_queue_bytes: int = Field(
         default=64 * 1024, ge=0, description="Likewise for each ConsumeQueue's last file, bytes (0: off)."
     )
+    page_cache_recycle_enable: bool = Field(
+        default=True,
+        description=(
+            "Drop the CommitLog's flushed bytes more than page_cache_keep_bytes behind the flush point from the page"
+            " cache, so new writes reuse those pages instead of memory the VM handed back to its host (not in"
+            " RocketMQ; reads of older bytes come from the disk)."
+        ),
+    )
+    page_cache_keep_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description="Flushed CommitLog bytes behind the flush point kept in the page cache when recycling, bytes.",
+    )
     message_index_enable: bool = Field(
         default=True, description="MessageStoreConfig.messageIndexEnable: index KEYS and UNIQ_KEY for queries."
     )
@@ -250,4 +263,6 @@ class BrokerSettings(ServiceSettings):
             warm_mapped_file_enable=self.warm_mapped_file_enable,
             prefault_ahead_commit_log_bytes=self.prefault_ahead_commit_log_bytes,
             prefault_ahead_consume_queue_bytes=self.prefault_ahead_consume_queue_bytes,
+            page_cache_recycle_enable=self.page_cache_recycle_enable,
+            page_cache_keep_bytes=self.page_cache_keep_bytes,
         )

@@ -100,6 +100,10 @@ class MessageStoreConfig:
     # PrefaultService: keep this many bytes past the write position prefaulted, on its own thread (0: off).
     prefault_ahead_commit_log_bytes: int = 8 * 1024 * 1024
     prefault_ahead_consume_queue_bytes: int = 64 * 1024
+    # Drop the CommitLog's flushed bytes more than page_cache_keep_bytes behind the flush point from the page cache
+    # (flusher thread), so new writes reuse those pages (MappedFileQueue#drop_page_cache_behind). Not in RocketMQ.
+    page_cache_recycle_enable: bool = True
+    page_cache_keep_bytes: int = 256 * 1024 * 1024
     # Append batches with the C loop of mq_broker.store._native when it is built (same bytes as the Python path).
     native_append_enable: bool = True
 
@@ -114,6 +118,7 @@ class MessageStoreConfig:
         assert self.max_transfer_count_per_pull > 0
         assert self.max_transfer_bytes_per_pull > 0
         assert self.max_hash_slot_num > 0
+        assert self.page_cache_keep_bytes >= 0
         assert self.max_index_num > 1
         assert self.max_msgs_num_batch > 0
         assert self.default_query_max_num > 0

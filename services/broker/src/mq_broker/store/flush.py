@@ -132,6 +132,7 @@ class FlushService(ABC):
         self._last_logics_flush_s = now
         self._last_logics_thorough_s = now
         self.observer: FlushObserver | None = None
+        self._page_cache_recycle = config.page_cache_recycle_enable
 
     def start(self) -> None:
         self._thread.start()
@@ -197,6 +198,18 @@ class FlushService(ABC):
             return
         if self.observer is not None and mfq.flushed_where != before:
             self.observer.on_flush((time.perf_counter() - begin) * 1000.0)
+
+    def _recycle_page_cache(self) -> None:
+        """After a flush, once its waiters are answered: MappedFileQueue#drop_page_cache_behind with
+        page_cache_keep_bytes when page_cache_recycle_enable. A failure is logged once and turns it off (the
+        bytes are on disk either way)."""
+        if not self._page_cache_recycle or self.failed is not None:
+            return
+        try:
+            self.commit_log.mapped_file_queue.drop_page_cache_behind(self.config.page_cache_keep_bytes)
+        except OSError as exc:
+            self._page_cache_recycle = False
+            log.warning("page_cache_recycle_off", error=str(exc))
 
     def _maybe_flush_logics(self, force: bool = False) -> None:
         """FlushConsumeQueueService#doFlush (its thread): every flush_interval_consume_queue_ms."""
@@ -271,6 +284,7 @@ class GroupCommitService(FlushService):
         requests = self._swap_requests()
         self._flush_commit_log(0)
         if not requests:
+            self._recycle_page_cache()
             return
         flushed = self.commit_log.mapped_file_queue.flushed_where
         now = time.monotonic()
@@ -298,6 +312,7 @@ class GroupCommitService(FlushService):
         for loop, items in by_loop.items():
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(_complete_all, items)
+        self._recycle_page_cache()
 
     def run(self) -> None:
         interval_s = self.config.group_commit_wait_interval_ms / 1000
@@ -325,4 +340,5 @@ class FlushRealTimeService(FlushService):
                 last_thorough_s = now
                 least_pages = 0
             self._flush_commit_log(least_pages)
+            self._recycle_page_cache()
         self._flush_commit_log(0)

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import ClassVar, Final
 
-from mq_broker.store.msync import mapping_address, msync, populate_write
+from mq_broker.store.msync import mapping_address, msync, populate_write, set_readahead, unmap_pages
 
 OS_PAGE_SIZE_BYTES: Final = mmap.PAGESIZE
 FILE_NAME_DIGITS: Final = 20
@@ -58,6 +58,7 @@ class MappedFile:
         "file_path",
         "file_size_bytes",
         "flushed_position",
+        "page_cache_dropped_until",
         "populated_until",
         "wrote_position",
     )
@@ -89,8 +90,14 @@ class MappedFile:
             raise
         self._fd = fd
         self._address = mapping_address(self._mm)
+        if not exists:
+            # Written from the start: faults on its unwritten blocks (prefault, appends) map one page each, not a
+            # large folio read ahead (see set_readahead_after_writes). Readahead comes back once it is full.
+            set_readahead(self._address, file_size_bytes, enabled=False)
         # PrefaultService: bytes from the start known to be prefaulted; the lock keeps close() out of a populate.
         self.populated_until = 0
+        # drop_page_cache: bytes from the start no longer kept in the page cache (flusher thread).
+        self.page_cache_dropped_until = 0
         self._close_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -251,7 +258,10 @@ class MappedFile:
         with self._close_lock:
             if self._fd < 0:
                 return False
-            start = self.populated_until - self.populated_until % OS_PAGE_SIZE_BYTES
+            # Never behind the write position: the writer has mapped those pages already (and the flusher may
+            # have dropped them from the page cache since).
+            start = max(self.populated_until, self.wrote_position)
+            start -= start % OS_PAGE_SIZE_BYTES
             end = min(until_position, self.file_size_bytes)
             if end <= start:
                 return True
@@ -259,6 +269,37 @@ class MappedFile:
                 return False
             self.populated_until = end
             return True
+
+    def set_readahead_after_writes(self) -> None:
+        """Readahead on again (a new file starts without): the file is full and is only read from now on.
+
+        A fault on a page of a new file's unwritten blocks needs a zeroed page; with readahead, the kernel
+        allocates a large folio for it, and on a VM that gives its free memory back to the host such folios
+        are memory the host must supply again (~10 us per 4 KiB page here, 15 x a page the guest reuses;
+        see drop_page_cache). Any thread.
+        """
+        with self._close_lock:
+            if self._fd >= 0:
+                set_readahead(self._address, self.file_size_bytes, enabled=True)
+
+    def drop_page_cache(self, until_position: int) -> int:
+        """Drop the flushed bytes from ``page_cache_dropped_until`` up to ``until_position`` (rounded down to a
+        page, never past ``flushed_position``) from the page cache: unmap them here (unmap_pages), then
+        POSIX_FADV_DONTNEED. The bytes stay on disk; a later read maps them again. Returns the bytes dropped
+        (0 when closed or when madvise is not available). Flusher thread; holds the close lock, so a file
+        being closed or destroyed is never touched.
+        """
+        with self._close_lock:
+            if self._fd < 0:
+                return 0
+            start = self.page_cache_dropped_until
+            end = min(until_position, self.flushed_position)
+            end -= end % OS_PAGE_SIZE_BYTES
+            if end <= start or not unmap_pages(self._address, start, end - start):
+                return 0
+            os.posix_fadvise(self._fd, start, end - start, os.POSIX_FADV_DONTNEED)
+            self.page_cache_dropped_until = end
+            return end - start
 
     def destroy(self) -> None:
         """Close and delete the file. Raises BufferError while a buffer export pins the mapping (the caller

@@ -1,4 +1,4 @@
-"""msync (and madvise) of a shared mapping with the GIL released.
+"""msync (and madvise: populate, readahead, unmap) of a shared mapping with the GIL released.
 
 ``mmap.mmap.flush`` holds the GIL for the whole msync (a 256 MiB flush stalled the event loop 0.33 s), so the
 store calls libc ``msync`` through ctypes, which releases it. Falls back to ``mmap.flush`` where libc or
@@ -47,6 +47,33 @@ def populate_write(address: int, start: int, length: int) -> bool:
     if _LIBC_MADVISE is None or not address:
         return False
     return _LIBC_MADVISE(address + start, length, _MADV_POPULATE_WRITE) == 0
+
+
+# madvise advice values (Linux): readahead on (NORMAL) / off (RANDOM) for a mapping; DONTNEED unmaps pages.
+_MADV_NORMAL: Final = 0
+_MADV_RANDOM: Final = 1
+_MADV_DONTNEED: Final = 4
+
+
+def set_readahead(address: int, length: int, enabled: bool) -> bool:
+    """madvise(MADV_NORMAL / MADV_RANDOM) on the ``length`` bytes mapped at ``address``: with readahead off, a
+    fault on a file page not in the page cache maps that one page, not a large folio read ahead. False when
+    the call is unknown or fails. Any thread (the kernel only flags the mapping).
+    """
+    if _LIBC_MADVISE is None or not address:
+        return False
+    return _LIBC_MADVISE(address, length, _MADV_NORMAL if enabled else _MADV_RANDOM) == 0
+
+
+def unmap_pages(address: int, start: int, length: int) -> bool:
+    """madvise(MADV_DONTNEED) on bytes [start, start + length) of the shared file mapping at ``address``: the
+    pages leave this process's page tables (the file's bytes are unchanged; a later access maps them again from
+    the page cache or the disk), so ``posix_fadvise(POSIX_FADV_DONTNEED)`` can drop them from the page cache.
+    ``start`` must be page aligned. False when the call is unknown or fails. GIL released; a worker thread.
+    """
+    if _LIBC_MADVISE is None or not address:
+        return False
+    return _LIBC_MADVISE(address + start, length, _MADV_DONTNEED) == 0
 
 
 def mapping_address(mm: mmap.mmap) -> int:
