@@ -79,3 +79,27 @@ def test_a_request_past_the_file_end_stops_at_the_end(tmp_path: Path) -> None:
         assert mapped.populate(64 * 1024) is False  # a closed file is never touched
     finally:
         mapped.close()
+
+
+def test_populate_starts_at_the_write_position_and_ends(tmp_path: Path) -> None:
+    """Pages behind the write position are the writer's (and may have left the page cache since): a request
+    that starts behind it skips to it, and the service's loop still ends (it once spun when the writer was more
+    than a chunk ahead)."""
+    mib = 1024 * 1024
+    mapped = MappedFile(tmp_path / "00000000000000000000", 8 * mib)
+    mapped.append(b"\x02" * (3 * mib + 100))
+    service = PrefaultService()
+    worker = threading.Thread(target=service._populate, args=(mapped, 5 * mib))
+    try:
+        assert mapped.populate(mib) is True  # wholly behind the write position: nothing to map
+        assert mapped.populated_until == 3 * mib
+        worker.start()
+        worker.join(10.0)
+        assert not worker.is_alive(), "populate must end once the request is covered"
+        if populate_write(0, 0, 0) is False and mapped.populated_until == 3 * mib:
+            return  # no MADV_POPULATE_WRITE here (older kernel)
+        assert mapped.populated_until == 5 * mib
+        assert mapped.read(3 * mib, 101) == b"\x02" * 100 + b"\x00"
+    finally:
+        service.shutdown()
+        mapped.close()

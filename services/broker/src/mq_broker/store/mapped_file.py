@@ -259,8 +259,10 @@ class MappedFile:
             if self._fd < 0:
                 return False
             # Never behind the write position: the writer has mapped those pages already (and the flusher may
-            # have dropped them from the page cache since).
-            start = max(self.populated_until, self.wrote_position)
+            # have dropped them from the page cache since); they count as populated.
+            wrote = self.wrote_position
+            start = max(self.populated_until, wrote - wrote % OS_PAGE_SIZE_BYTES)
+            self.populated_until = start
             start -= start % OS_PAGE_SIZE_BYTES
             end = min(until_position, self.file_size_bytes)
             if end <= start:
