@@ -1,8 +1,7 @@
 """Page cache recycling: flushed CommitLog bytes far enough behind the flush point leave the page cache (and read
-back unchanged from the disk); nothing unflushed is dropped; a file being written has readahead off until full.
+back unchanged from the disk); nothing unflushed is dropped.
 
-Residency is read with mincore(2) (for a shared file mapping it reports the file's pages in the page cache), the
-readahead flag from /proc/self/smaps (``rr`` = VM_RAND_READ).
+Residency is read with mincore(2) (for a shared file mapping it reports the file's pages in the page cache).
 """
 
 from __future__ import annotations
@@ -38,20 +37,6 @@ def resident_pages(mm: mmap.mmap, start: int, end: int) -> list[bool]:
     vec = ctypes.create_string_buffer(pages)
     assert _LIBC.mincore(mapping_address(mm) + start, end - start, vec) == 0, ctypes.get_errno()
     return [bool(b & 1) for b in vec.raw]
-
-
-def readahead_off(mm: mmap.mmap) -> bool:
-    """The VmFlags of the mapping ``mm`` (in /proc/self/smaps) carry ``rr`` (madvise MADV_RANDOM)."""
-    start = mapping_address(mm)
-    inside = False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        head = line.split(maxsplit=1)[0]
-        if "-" in head and not head.endswith(":"):
-            low, high = (int(x, 16) for x in head.split("-"))
-            inside = low <= start < high
-        elif inside and head == "VmFlags:":
-            return "rr" in line.split()[1:]
-    raise AssertionError("mapping not found in /proc/self/smaps")
 
 
 def big_message(i: int, body_bytes: int = 16 * 1024) -> MessageExtBrokerInner:
@@ -107,26 +92,6 @@ def test_queue_drops_what_is_more_than_keep_bytes_behind_the_flush_point(tmp_pat
         assert b"".join(f.read(0, 4 * MIB) for f in files) == data
     finally:
         mfq.close()
-
-
-def test_a_new_file_has_readahead_off_until_the_queue_moves_past_it(tmp_path: Path) -> None:
-    mfq = MappedFileQueue(tmp_path, MIB)
-    try:
-        first = mfq.get_last_mapped_file()
-        assert readahead_off(first.buffer)
-        first.append(b"x" * MIB)
-        second = mfq.get_last_mapped_file()  # the first is full: a new file
-        assert second is not first
-        assert not readahead_off(first.buffer)
-        assert readahead_off(second.buffer)
-    finally:
-        mfq.close()
-    reopened = MappedFileQueue(tmp_path, MIB)
-    reopened.load()
-    try:
-        assert not any(readahead_off(f.buffer) for f in reopened.mapped_files)  # existing files: read as usual
-    finally:
-        reopened.close()
 
 
 async def _wait_until_dropped(first: MappedFile, limit_s: float = 10.0) -> bool:

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import ClassVar, Final
 
-from mq_broker.store.msync import mapping_address, msync, populate_write, set_readahead, unmap_pages
+from mq_broker.store.msync import mapping_address, msync, populate_write, unmap_pages
 
 OS_PAGE_SIZE_BYTES: Final = mmap.PAGESIZE
 FILE_NAME_DIGITS: Final = 20
@@ -90,10 +90,6 @@ class MappedFile:
             raise
         self._fd = fd
         self._address = mapping_address(self._mm)
-        if not exists:
-            # Written from the start: faults on its unwritten blocks (prefault, appends) map one page each, not a
-            # large folio read ahead (see set_readahead_after_writes). Readahead comes back once it is full.
-            set_readahead(self._address, file_size_bytes, enabled=False)
         # PrefaultService: bytes from the start known to be prefaulted; the lock keeps close() out of a populate.
         self.populated_until = 0
         # drop_page_cache: bytes from the start no longer kept in the page cache (flusher thread).
@@ -271,18 +267,6 @@ class MappedFile:
                 return False
             self.populated_until = end
             return True
-
-    def set_readahead_after_writes(self) -> None:
-        """Readahead on again (a new file starts without): the file is full and is only read from now on.
-
-        A fault on a page of a new file's unwritten blocks needs a zeroed page; with readahead, the kernel
-        allocates a large folio for it, and on a VM that gives its free memory back to the host such folios
-        are memory the host must supply again (~10 us per 4 KiB page here, 15 x a page the guest reuses;
-        see drop_page_cache). Any thread.
-        """
-        with self._close_lock:
-            if self._fd >= 0:
-                set_readahead(self._address, self.file_size_bytes, enabled=True)
 
     def drop_page_cache(self, until_position: int) -> int:
         """Drop the flushed bytes from ``page_cache_dropped_until`` up to ``until_position`` (rounded down to a

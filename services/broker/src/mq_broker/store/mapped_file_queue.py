@@ -136,8 +136,6 @@ class MappedFileQueue:
         if last is None:
             self.flushed_where = from_offset
             self._page_cache_dropped_where = from_offset
-        else:
-            last.set_readahead_after_writes()
         with self._lock:
             self.mapped_files = [*self.mapped_files, mapped]
         log.info("mapped_file_created", file=str(mapped.file_path), from_offset=from_offset)

@@ -1,4 +1,4 @@
-"""msync (and madvise: populate, readahead, unmap) of a shared mapping with the GIL released.
+"""msync (and madvise: populate, unmap) of a shared mapping with the GIL released.
 
 ``mmap.mmap.flush`` holds the GIL for the whole msync (a 256 MiB flush stalled the event loop 0.33 s), so the
 store calls libc ``msync`` through ctypes, which releases it. Falls back to ``mmap.flush`` where libc or
@@ -49,20 +49,8 @@ def populate_write(address: int, start: int, length: int) -> bool:
     return _LIBC_MADVISE(address + start, length, _MADV_POPULATE_WRITE) == 0
 
 
-# madvise advice values (Linux): readahead on (NORMAL) / off (RANDOM) for a mapping; DONTNEED unmaps pages.
-_MADV_NORMAL: Final = 0
-_MADV_RANDOM: Final = 1
+# madvise(MADV_DONTNEED) (Linux): unmap pages of a mapping.
 _MADV_DONTNEED: Final = 4
-
-
-def set_readahead(address: int, length: int, enabled: bool) -> bool:
-    """madvise(MADV_NORMAL / MADV_RANDOM) on the ``length`` bytes mapped at ``address``: with readahead off, a
-    fault on a file page not in the page cache maps that one page, not a large folio read ahead. False when
-    the call is unknown or fails. Any thread (the kernel only flags the mapping).
-    """
-    if _LIBC_MADVISE is None or not address:
-        return False
-    return _LIBC_MADVISE(address, length, _MADV_NORMAL if enabled else _MADV_RANDOM) == 0
 
 
 def unmap_pages(address: int, start: int, length: int) -> bool:
