@@ -272,8 +272,9 @@ class MappedFile:
         """Drop the flushed bytes from ``page_cache_dropped_until`` up to ``until_position`` (rounded down to a
         page, never past ``flushed_position``) from the page cache: unmap them here (unmap_pages), then
         POSIX_FADV_DONTNEED. The bytes stay on disk; a later read maps them again. Returns the bytes dropped
-        (0 when closed or when madvise is not available). Flusher thread; holds the close lock, so a file
-        being closed or destroyed is never touched.
+        (0 when closed or when madvise is not available); raises OSError when posix_fadvise fails. Flusher
+        thread; holds the close lock, so a file being closed or destroyed is never touched. No RocketMQ
+        counterpart (DefaultMappedFile leaves its pages to the kernel).
         """
         with self._close_lock:
             if self._fd < 0:

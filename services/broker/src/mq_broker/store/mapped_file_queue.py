@@ -231,7 +231,8 @@ class MappedFileQueue:
         dropped. New writes then get the freed pages: on a VM that hands free memory back to its host, a page
         it never used (or handed back) costs ~10 us per 4 KiB to fault in, 15 x a page it reuses, and the kernel
         keeps written pages cached until memory runs short, so without this every new CommitLog page is one the
-        host must supply. Reads of dropped bytes come from the disk. Flusher thread, after a flush.
+        host must supply. Reads of dropped bytes come from the disk. Flusher thread, after a flush. Raises
+        OSError when posix_fadvise fails (FlushService then turns recycling off). No RocketMQ counterpart.
         """
         target = self.flushed_where - keep_bytes
         if target - self._page_cache_dropped_where < least_bytes:
