@@ -53,8 +53,8 @@ QUEUES: Final = 8
 PACED_RATE: Final = 500
 PACED_WARM_UP_S: Final = 2.0
 # The paced row lasts at least this many sends (30 s at 500/s): its p99 is then the 150th-slowest send. This 2-core
-# VM stops now and then for 10-150 ms (every process late at once, no perf sample on either CPU meanwhile); at
-# 500/s one such stop delays up to 75 sends, which decided a 10 s row's p99 alone. late_runs lists every run of
+# VM stops now and then for 10-220 ms (every process late at once, no perf sample on either CPU meanwhile); at
+# 500/s one such stop delays up to 110 sends, which decided a 10 s row's p99 alone. late_runs lists every run of
 # sends over the target, so such stops stay visible.
 PACED_MIN_SENDS: Final = 15_000
 RPC_TIMEOUT_S: Final = 30.0

@@ -39,14 +39,20 @@ _MADV_POPULATE_WRITE: Final = 23
 _LIBC_MADVISE: Final = _load_libc_call("madvise", sys.platform == "linux")
 
 
+def _madvise(address: int, start: int, length: int, advice: int) -> bool:
+    """libc madvise on bytes [start, start + length) of the mapping at ``address`` (GIL released); False when
+    madvise is unknown, the address is 0 (no libc mapping address) or the call fails."""
+    if _LIBC_MADVISE is None or not address:
+        return False
+    return _LIBC_MADVISE(address + start, length, advice) == 0
+
+
 def populate_write(address: int, start: int, length: int) -> bool:
     """Prefault bytes [start, start + length) of the mapping at ``address`` writable (MADV_POPULATE_WRITE) with
     the GIL released. ``start`` must be page aligned. False when the call is unknown or fails (older kernel:
     EINVAL; the writes then fault as usual). Blocking: a worker thread only.
     """
-    if _LIBC_MADVISE is None or not address:
-        return False
-    return _LIBC_MADVISE(address + start, length, _MADV_POPULATE_WRITE) == 0
+    return _madvise(address, start, length, _MADV_POPULATE_WRITE)
 
 
 # madvise(MADV_DONTNEED) (Linux): unmap pages of a mapping.
@@ -59,9 +65,7 @@ def unmap_pages(address: int, start: int, length: int) -> bool:
     the page cache or the disk), so ``posix_fadvise(POSIX_FADV_DONTNEED)`` can drop them from the page cache.
     ``start`` must be page aligned. False when the call is unknown or fails. GIL released; a worker thread.
     """
-    if _LIBC_MADVISE is None or not address:
-        return False
-    return _LIBC_MADVISE(address + start, length, _MADV_DONTNEED) == 0
+    return _madvise(address, start, length, _MADV_DONTNEED)
 
 
 def mapping_address(mm: mmap.mmap) -> int:
