@@ -1,10 +1,11 @@
 # PyRocketMQ developer entry points. The README's two commands: `make run` and `make test`.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-UV ?= $(shell command -v uv 2>/dev/null)
-ifeq ($(UV),)
-UV := $(HOME)/.local/bin/uv
-endif
+# uv lives in a project-local virtual environment (scripts/bootstrap-uv.sh): a fresh machine has none, and
+# Debian's Python refuses `pip install --user`. Set UV=/path/to/uv to use another one.
+UV_VERSION := 0.9.30
+UV ?= $(CURDIR)/.tools/uv/bin/uv
+export UV
 RUN_DIR ?= .run/local
 
 .PHONY: help
@@ -12,8 +13,8 @@ help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 .PHONY: uv
-uv:
-	@command -v uv >/dev/null 2>&1 || [ -x "$(UV)" ] || python3 -m pip install --user --quiet uv
+uv: ## Install uv into .tools/uv (a virtual environment of its own; nothing system-wide)
+	@[ -x "$(UV)" ] && [ "$(UV)" != "$(CURDIR)/.tools/uv/bin/uv" ] || bash scripts/bootstrap-uv.sh .tools/uv $(UV_VERSION)
 
 .PHONY: java
 java:
