@@ -11,7 +11,7 @@ SendBatch's latency is every message's end-to-end latency). Plus single Sends pa
 file store in a temp dir (no monitor, cluster, leafnode or gateway listener), the same 1 KiB messages published
 with the nats-py async client (``js.publish_async``, up to 4,000 acks pending).
 
-Prints a rich table and the issue-4 targets (durable SYNC_FLUSH SendBatch >= 2 x JetStream nats-py async
+Prints a rich table and the gateway targets (durable SYNC_FLUSH SendBatch >= 2 x JetStream nats-py async
 rate; single Send p99 <= 10 ms at 500 msgs/s) and writes a JSON report (``--out``).
 Run: ``uv run --frozen --with nats-py python tests/bench/bench_gateway.py --out bench-results/gateway.json``
 (nats-py belongs in the dev dependency group; without it the JetStream row is reported as missing).
@@ -62,7 +62,7 @@ WARMUP_CALLS: Final = 20
 STREAM_WINDOW: Final = 256
 NATS_MAX_PENDING: Final = 4000
 NATS_START_WAIT_S: Final = 10.0
-# Targets of issue 4.
+# The gateway targets (docs/performance.md).
 SYNC_BATCH_VS_JETSTREAM_MIN: Final = 2.0
 PACED_SEND_P99_MAX_MS: Final = 10.0
 ROW_KINDS: Final = frozenset({"paced", "send", "batch", "stream", "nats"})
@@ -500,7 +500,7 @@ def print_report(rows: Sequence[Row], checks: Sequence[dict[str, object]]) -> No
             r.system, r.flush, r.api, str(r.clients), f"{r.messages:,}", str(r.failed), f"{r.msgs_per_s:,.0f}",
             f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.gateway_cpu_us_per_msg:.1f}", f"{r.brokers_cpu_us_per_msg:.1f}",
         )  # fmt: skip
-    goals = Table(title="Issue-4 targets")
+    goals = Table(title="gateway targets")
     for column in ("target", "measured", "result"):
         goals.add_column(column)
     for c in checks:

@@ -9,7 +9,7 @@ One LocalCluster (name server, broker-a, broker-b, gateway as real processes on 
 - Spark: ``df.write.format("rocketmq")`` from a local[2] session (session start and the parquet staging are not
   timed; the write is). Twice, each time to a new topic: the session's first write, which pays for a cold JVM
   (planning, JIT) and for starting the Python workers, and the same write again in the warm session.
-Each row reports rows/s over its publish time and the failed count. Target (issue 4): Spark >= 0.6 x the plain
+Each row reports rows/s over its publish time and the failed count. Target: Spark >= 0.6 x the plain
 sender, checked on the first (cold) write; the warm row shows what the fixed start-up costs. Prints a table
 and writes a JSON report (``--out``).
 Run: ``uv run --frozen python tests/bench/bench_spark.py --out bench-results/spark.json``.
@@ -50,7 +50,7 @@ from rich.table import Table
 
 QUEUES_PER_BROKER: Final = 8
 COMMIT_LOG_FILE_BYTES: Final = 256 * 1024 * 1024
-SPARK_VS_PLAIN_MIN: Final = 0.6  # issue 4
+SPARK_VS_PLAIN_MIN: Final = 0.6  # docs/performance.md
 
 
 def plain_sender(gateway: str, topic: str, limit: int | None) -> dict[str, object]:

@@ -9,7 +9,7 @@ message (MappedFile.msync_calls, every file of the process), p50/p99 put latency
 log after SIGKILL (a child builds it with ASYNC_FLUSH and big batches and is killed; a fresh child times
 DefaultMessageStore.start()).
 
-Prints a rich table with the issue-3 targets (pass/fail) and writes a JSON report (``--out``).
+Prints a rich table with the store targets (pass/fail) and writes a JSON report (``--out``).
 Run: ``uv run --frozen python tests/bench/bench_store.py [--messages N] [--out PATH]``.
 """
 
@@ -53,7 +53,7 @@ BATCH: Final = 100
 FSYNC_FLOOR_MAX_S: Final = 5.0
 RECOVERY_LOG_BYTES: Final = GIB - 4 * 1024 * 1024  # one 1 GiB file, killed just before it rolls
 RECOVERY_BUILD_TIMEOUT_S: Final = 300.0
-# Targets of issue 3.
+# The store targets (docs/performance.md).
 ASYNC_VS_MMAP_MIN: Final = 0.3
 SYNC64_VS_ASYNC_MIN: Final = 0.4
 MSYNCS_PER_MESSAGE_MAX: Final = 0.1
@@ -316,7 +316,7 @@ def recovery_row(work: Path, target_bytes: int) -> dict[str, object]:
 
 
 def targets(rows: list[Row], recovery: dict[str, object] | None) -> list[dict[str, object]]:
-    """The issue-3 targets. ASYNC_FLUSH >= 0.3 x raw mmap is judged on the MessageBatch rows (the store's write
+    """The store targets. ASYNC_FLUSH >= 0.3 x raw mmap is judged on the MessageBatch rows (the store's write
     path: one call, many messages, as RocketMQ's batch put); one message per put is reported next to it: there
     a CPython call per message (~20 us with its results) bounds the rate, not the store."""
     by_name = {r.name: r for r in rows}
@@ -390,7 +390,7 @@ def print_report(
             f"recovery after SIGKILL: {float(str(recovery['recovery_s'])):.2f} s for a "
             f"{int(str(recovery['log_bytes'])) / GIB:.2f} GiB log (built in {float(str(recovery['build_s'])):.1f} s)"
         )
-    checks_table = Table(title="issue-3 targets")
+    checks_table = Table(title="store targets")
     for column in ("target", "measured", "result"):
         checks_table.add_column(column)
     for c in checks:

@@ -1,4 +1,4 @@
-"""Issue 4 item 12(e): each bad input through the gateway gets its code and remark, and nothing is lost —
+"""Fault isolation (e): each bad input through the gateway gets its code and remark, and nothing is lost —
 a concurrent stream of good sends is stored exactly once, and no bad message is stored.
 
 Bad inputs go both as single Sends and mixed into SendBatch requests with good messages (the batch fails

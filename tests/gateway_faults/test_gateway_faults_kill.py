@@ -1,6 +1,6 @@
-"""Issue 4 item 12(a): broker-b SIGKILLed during a publish through the gateway, fault isolation on.
+"""Fault isolation (a): broker-b SIGKILLed during a publish through the gateway, fault isolation on.
 
-Timeline (by message index, ``MQ_FAULT_MESSAGES`` messages, default 20,000; the issue's long run is 100,000):
+Timeline (by message index, ``MQ_FAULT_MESSAGES`` messages, default 20,000; the long run is 100,000):
 the first quarter goes to both brokers; at a quarter, broker-b is SIGKILLed while 16 callers keep sending;
 then broker-b is restarted from its SYNC_FLUSH store and re-registers; the last quarter is only sent once it
 is back. Checks: the only failed sends are those whose whole budget ran out; after the kill every send lands

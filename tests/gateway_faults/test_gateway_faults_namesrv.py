@@ -1,4 +1,4 @@
-"""Issue 4 item 12(c): every name server down — the gateway keeps sending from its route cache.
+"""Fault isolation (c): every name server down — the gateway keeps sending from its route cache.
 
 The gateway refreshes routes every 300 ms here, so several refreshes fail while the name server is gone;
 the cached route (both brokers) must stay in use. What was acknowledged is read back from the brokers

@@ -1,7 +1,7 @@
-"""Issue 4 item 12(d): 1,000 sharding keys x N messages through SendBatch, read back with PullConsumer —
+"""Fault isolation (d): 1,000 sharding keys x N messages through SendBatch, read back with PullConsumer —
 each key's messages sit on one queue, in send order, each exactly once.
 
-N is ``MQ_FAULT_MESSAGES_PER_KEY`` (default 100, the issue's full size: 100,000 messages; lower it for a quick
+N is ``MQ_FAULT_MESSAGES_PER_KEY`` (default 100, the full size: 100,000 messages; lower it for a quick
 run). Each SendBatch carries the next sequence number of every key (1,000 messages), one request after another.
 """
 

@@ -1,4 +1,4 @@
-"""Issue 4 item 12(b): broker-b SIGSTOPped for 2 s during a steady publish, fault isolation on.
+"""Fault isolation (b): broker-b SIGSTOPped for 2 s during a steady publish, fault isolation on.
 
 Four callers send one message at a time with an 800 ms budget. While broker-b is stopped, the sends that
 picked it run out of budget (RPC_TIME_OUT); the failure isolates broker-b, so traffic moves to broker-a; once

@@ -112,7 +112,7 @@ class MixAll:
     DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 
 
-# Limits (DESIGN.md "Limits"; MessageStoreConfig.maxMessageSize, TopicValidator.TOPIC_MAX_LENGTH).
+# Limits (docs/architecture.md "Broker store"; MessageStoreConfig.maxMessageSize, TopicValidator.TOPIC_MAX_LENGTH).
 MAX_MESSAGE_SIZE_BYTES: Final = 4 * 1024 * 1024
 TOPIC_MAX_LENGTH: Final = 127
 RETRY_OR_DLQ_TOPIC_MAX_LENGTH: Final = 255

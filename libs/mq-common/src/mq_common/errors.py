@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mq_common.response_code import ResponseCode
 
-# Codes after which DefaultMQProducerImpl#sendDefaultImpl tries again (seed 001; MQBrokerException case),
+# Codes after which DefaultMQProducerImpl#sendDefaultImpl tries again (its MQBrokerException case),
 # plus SYSTEM_BUSY, which RocketMQ 5 also retries.
 RETRIABLE_BROKER_CODES: frozenset[int] = frozenset(
     {

@@ -1,7 +1,7 @@
 """Send path of the broker: msgCheck, build the stored message, put the batch, map the store result.
 
 Mirrors org.apache.rocketmq.broker.processor.{AbstractSendMessageProcessor#msgCheck,
-SendMessageProcessor#sendMessage/#handlePutMessageResult} (seed 002, step 9). Every item of a batch is checked
+SendMessageProcessor#sendMessage/#handlePutMessageResult}. Every item of a batch is checked
 on its own: a bad item fails only itself; the good ones are stored together under one store write lock and
 wait for one group commit.
 

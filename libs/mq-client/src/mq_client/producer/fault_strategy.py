@@ -1,5 +1,5 @@
 """Queue selection with broker fault isolation. Mirrors org.apache.rocketmq.client.latency.{MQFaultStrategy,
-LatencyFaultToleranceImpl} of RocketMQ 4.9.x (the tables and rules of seed 003).
+LatencyFaultToleranceImpl} of RocketMQ 4.9.x (its latencyMax and notAvailableDuration tables and rules).
 
 With ``send_latency_fault_enable`` off (the default) a send picks the next queue round robin and, on a retry,
 skips the broker that just failed. With it on, every send records its latency: a broker whose last send took

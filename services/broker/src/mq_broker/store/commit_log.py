@@ -3,7 +3,7 @@
 Mirrors org.apache.rocketmq.store.CommitLog (putMessage/putMessages, DefaultAppendMessageCallback#doAppend,
 getMessage, recoverNormally/recoverAbnormally) with the layout of mq_common.codec. When a record does not fit
 in the rest of the current file, an END_OF_FILE blank ``[remaining size i32][BLANK magic 0xCBD43194]`` fills
-the rest and the record goes to a new file (seed 002, steps 10-15).
+the rest and the record goes to a new file.
 
 Threads: :meth:`put_messages` runs on the event loop and never awaits, so one call is one critical section
 (the write lock of RocketMQ's putMessageLock); the flusher thread only reads positions and msyncs. Reads

@@ -1,4 +1,4 @@
-"""ConsumeQueue: the per topic/queueId index of CommitLog positions ("the table of contents", seed 002).
+"""ConsumeQueue: the per topic/queueId index of CommitLog positions (the table of contents of the CommitLog).
 
 Mirrors org.apache.rocketmq.store.ConsumeQueue. Each unit is 20 bytes, big-endian::
 

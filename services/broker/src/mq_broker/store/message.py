@@ -107,7 +107,10 @@ class MessageExtBatch:
 
 
 def is_dispatchable(sys_flag: int) -> bool:
-    """Prepared and rolled-back transaction messages get no ConsumeQueue unit (seed 002, steps 14 and 16)."""
+    """Prepared and rolled-back transaction messages get no ConsumeQueue unit.
+
+    Mirrors CommitLogDispatcherBuildConsumeQueue#dispatch.
+    """
     tran = sys_flag & MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
     return tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 
