@@ -172,7 +172,9 @@ def send_message(
     body: Annotated[str, typer.Option("-p", "--body", help="UTF-8 message body")],
     keys: Annotated[str, typer.Option("-k", "--key", help="message keys (space separated)")] = "",
     tags: Annotated[str, typer.Option("-c", "--tags", help="message tag")] = "",
-    gateway_addr: Annotated[str, typer.Option("-g", "--gatewayAddr", help="producer gateway")] = DEFAULT_GATEWAY_ADDR,
+    gateway_addr: Annotated[
+        str, typer.Option("-g", "--gatewayAddr", envvar="MQ_GATEWAY_ADDR", help="producer gateway")
+    ] = DEFAULT_GATEWAY_ADDR,
 ) -> None:
     """Send one message through the producer gateway."""
     data = body.encode("utf-8")
