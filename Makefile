@@ -22,6 +22,12 @@ java:
 	  echo "installing a Java runtime for Spark (openjdk-17-jre-headless)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
 
+.PHONY: node
+node:
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "installing Node.js and npm (Debian packages; buf and the README's Node.js example use them)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+
 .PHONY: prometheus
 prometheus:
 	@{ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || { \
@@ -45,7 +51,7 @@ proto-check: sync ## Fail if the committed stubs differ from what proto/ gives
 	@test -z "$$(git status --porcelain -- libs/mq-common/src/mq)" || { echo "untracked generated files"; exit 1; }
 
 BUF := .tools/node_modules/.bin/buf
-$(BUF):
+$(BUF): | node
 	npm install --silent --no-audit --no-fund --prefix .tools @bufbuild/buf@1.75.0
 
 .PHONY: proto-lint
@@ -61,7 +67,7 @@ lint: sync proto-lint ## buf lint, ruff, ruff format, mypy --strict, import rule
 	$(UV) run --frozen lint-imports
 
 .PHONY: test
-test: sync java prometheus lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
+test: sync java node prometheus lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
 	$(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
 
 .PHONY: run

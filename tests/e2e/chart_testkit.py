@@ -98,7 +98,8 @@ def kubernetes_validate(paths: list[Path], kube_version: str) -> subprocess.Comp
 
 def run_checkov(rendered: dict[str, Rendered], rendered_dir: Path) -> dict[str, dict[str, Any]]:
     """checkov's JSON report per rendered file (one checkov run; built-in checks, offline)."""
-    uv = shutil.which("uv")
+    # The Makefile exports UV (its project-local uv), as does `uv run` itself; uv need not be on PATH.
+    uv = os.environ.get("UV") or shutil.which("uv")
     assert uv is not None, "uv is needed to run checkov (uv tool run): checkov is not a project dependency"
     files = [r.path for r in rendered.values()]
     cmd = [
