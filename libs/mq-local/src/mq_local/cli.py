@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from mq_common.service_cli import script_version
 from rich.console import Console
 from rich.table import Table
 
@@ -29,6 +30,21 @@ console = Console(stderr=True)
 DataDirOption = Annotated[
     Path | None, typer.Option("--data-dir", help="Data folder (default: <repo>/.run/local).", show_default=False)
 ]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(script_version("mqlocal"))
+        raise typer.Exit
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Run a local PyRocketMQ cluster on 127.0.0.1."""
 
 
 def _data_dir(value: Path | None) -> Path:

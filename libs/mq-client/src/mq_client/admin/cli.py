@@ -21,6 +21,7 @@ from mq_common.codec import MessageExt
 from mq_common.constants import PermName
 from mq_common.errors import MQError
 from mq_common.response_code import ResponseCode
+from mq_common.service_cli import script_version
 from rich.console import Console
 from rich.table import Table
 
@@ -48,12 +49,21 @@ def split_addrs(value: str) -> tuple[str, ...]:
     return tuple(a.strip() for a in value.replace(",", ";").split(";") if a.strip())
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(script_version("mqadmin"))
+        raise typer.Exit
+
+
 @app.callback()
 def _global_options(
     namesrv_addr: Annotated[
         str | None,
         typer.Option("-n", "--namesrvAddr", help="Name server address list, e.g. '127.0.0.1:9876;127.0.0.2:9876'"),
     ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """PyRocketMQ admin tool."""
     value = namesrv_addr or os.environ.get("MQ_NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
