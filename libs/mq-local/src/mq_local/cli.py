@@ -3,6 +3,7 @@
     mqlocal up [--brokers 2] [--flush-disk-type SYNC_FLUSH] [--data-dir .run/local]
     mqlocal status [--data-dir .run/local]
     mqlocal down [--data-dir .run/local]
+    mqlocal --version
 
 ``up`` starts the processes, waits until they serve, writes ``<data>/cluster.json`` and returns, leaving
 them running; ``down`` stops the processes listed there by PID (SIGTERM, then SIGKILL after a bound).
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from mq_common.service_cli import script_version
+from mq_client.cli_version import version_option
 from rich.console import Console
 from rich.table import Table
 
@@ -32,17 +33,9 @@ DataDirOption = Annotated[
 ]
 
 
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(script_version("mqlocal"))
-        raise typer.Exit
-
-
 @app.callback()
 def _global_options(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
-    ] = False,
+    version: Annotated[bool, version_option("mqlocal")] = False,
 ) -> None:
     """Run a local PyRocketMQ cluster on 127.0.0.1."""
 

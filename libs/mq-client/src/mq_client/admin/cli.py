@@ -4,8 +4,9 @@ Mirrors org.apache.rocketmq.tools.command.MQAdminStartup and its sub commands (C
 TopicListSubCommand, TopicRouteSubCommand, TopicStatusSubCommand, UpdateTopicSubCommand,
 SendMessageCommand, ConsumeMessageCommand, QueryMsgByKeySubCommand, QueryMsgByUniqueKeySubCommand,
 QueryMsgByIdSubCommand). Global ``-n/--namesrvAddr`` ("host:port;host:port"), default
-from MQ_NAMESRV_ADDR or 127.0.0.1:9876. A failure prints ``<CODE_NAME> (<code>): <remark>`` on stderr and
-exits 1 (2 for usage errors), without a traceback. Each command runs its own asyncio loop.
+from MQ_NAMESRV_ADDR or 127.0.0.1:9876; ``--version`` prints ``mqadmin <version>``. A failure prints
+``<CODE_NAME> (<code>): <remark>`` on stderr and exits 1 (2 for usage errors), without a traceback. Each
+command runs its own asyncio loop.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from mq_common.codec import MessageExt
 from mq_common.constants import PermName
 from mq_common.errors import MQError
 from mq_common.response_code import ResponseCode
-from mq_common.service_cli import script_version
 from rich.console import Console
 from rich.table import Table
 
 from mq_client.admin.admin_client import DEFAULT_GATEWAY_ADDR, DEFAULT_QUERY_MAX_NUM, MQAdminClient
+from mq_client.cli_version import version_option
 from mq_client.route import TopicConfig
 
 DEFAULT_NAMESRV_ADDR: Final = "127.0.0.1:9876"
@@ -49,21 +50,13 @@ def split_addrs(value: str) -> tuple[str, ...]:
     return tuple(a.strip() for a in value.replace(",", ";").split(";") if a.strip())
 
 
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(script_version("mqadmin"))
-        raise typer.Exit
-
-
 @app.callback()
 def _global_options(
     namesrv_addr: Annotated[
         str | None,
         typer.Option("-n", "--namesrvAddr", help="Name server address list, e.g. '127.0.0.1:9876;127.0.0.2:9876'"),
     ] = None,
-    version: Annotated[
-        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
-    ] = False,
+    version: Annotated[bool, version_option("mqadmin")] = False,
 ) -> None:
     """PyRocketMQ admin tool."""
     value = namesrv_addr or os.environ.get("MQ_NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
