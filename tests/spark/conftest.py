@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from mq_local.cluster import LocalCluster
 from mq_local.testing import spec_for_tests
-from mq_spark.session import build_spark_session
+from mq_spark.session import build_spark_session, stop_spark_session
 from pyspark.sql import SparkSession
 
 
@@ -16,7 +16,7 @@ def spark() -> Iterator[SparkSession]:
     """local[2], loopback only, UI off, UTC; ``rocketmq`` registered."""
     session = build_spark_session("mq-spark-tests")
     yield session
-    session.stop()
+    stop_spark_session(session)
 
 
 @pytest.fixture(scope="session")

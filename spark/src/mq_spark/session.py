@@ -2,20 +2,30 @@
 
 Loopback only: ``SPARK_LOCAL_IP=127.0.0.1`` (else Spark binds the external interface and does a reverse
 DNS lookup), driver host/bind address 127.0.0.1, no UI. Python workers run this interpreter
-(``PYSPARK_PYTHON``). Create the session before the driver opens any gRPC channel.
+(``PYSPARK_PYTHON``). Create the session before the driver opens any gRPC channel. Stop it with
+:func:`stop_spark_session`, which returns once the Spark JVM and its Python workers have exited.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Final
 
+from mq_local.processes import ProcessRecord, process_start_ticks, stop_record
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from mq_spark.datasource import register
 
 DEFAULT_MASTER: Final = "local[2]"
+# How long the JVM gets to exit after its stdin closes (it runs its shutdown hooks: ~1 s here), then after SIGKILL.
+JVM_EXIT_WAIT_S: Final = 30.0
+JVM_KILL_WAIT_S: Final = 5.0
+_POLL_S: Final = 0.05
 
 
 def launched_by_spark_submit() -> bool:
@@ -52,3 +62,87 @@ def build_spark_session(app_name: str, master: str = DEFAULT_MASTER) -> SparkSes
     spark.sparkContext.setLogLevel("WARN")
     register(spark)
     return spark
+
+
+def stop_spark_session(
+    spark: SparkSession, exit_wait_s: float = JVM_EXIT_WAIT_S, kill_wait_s: float = JVM_KILL_WAIT_S
+) -> int | None:
+    """Stop ``spark`` and return only once the JVM that pyspark launched for it, and every process that JVM
+    started (pyspark.daemon and its workers), has exited; returns the JVM's exit status.
+
+    ``SparkSession.stop`` stops the SparkContext but leaves the gateway JVM (``spark-submit`` exec'd into java, the
+    Popen in ``SparkContext._gateway.proc``) running until it reads EOF on its stdin, which pyspark only gives at
+    interpreter exit; the JVM then runs its shutdown hooks for about a second. Here: note the JVM's descendants,
+    stop the session, close the py4j connections, close the JVM's stdin (PythonGatewayServer exits on EOF), wait up
+    to ``exit_wait_s``, then SIGKILL it by that PID and wait up to ``kill_wait_s``; descendants still alive after
+    ``exit_wait_s`` are stopped by PID and start time (mq_local.processes.stop_record). The gateway is forgotten,
+    so a later session launches a fresh JVM. Under ``spark-submit`` (the JVM is this process's parent, no Popen)
+    it only stops the session and returns None; None too when the JVM was still there after the kill wait.
+    Raises nothing of its own (what ``SparkSession.stop`` raises propagates, after the JVM was stopped).
+    Linux (/proc); caller's thread; blocks. Mirrors nothing in RocketMQ (pyspark's own exit path is atexit).
+    """
+    gateway = SparkContext._gateway
+    proc: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
+    jvm_children = _descendants(proc.pid) if proc is not None else []
+    try:
+        spark.stop()
+    finally:
+        if proc is not None:
+            _close_gateway(gateway, proc)
+    if proc is None:
+        return None
+    status = _wait_or_kill(proc, exit_wait_s, kill_wait_s)
+    _wait_gone(jvm_children, exit_wait_s, kill_wait_s)
+    return status
+
+
+def _close_gateway(gateway: object, proc: subprocess.Popen[bytes]) -> None:
+    """Close the py4j connections and the JVM's stdin; forget the gateway (SparkContext launches a new one)."""
+    shutdown = getattr(gateway, "shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    if proc.stdin is not None:
+        proc.stdin.close()
+    with SparkContext._lock:
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
+
+def _wait_or_kill(proc: subprocess.Popen[bytes], exit_wait_s: float, kill_wait_s: float) -> int | None:
+    try:
+        return proc.wait(timeout=exit_wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    try:
+        return proc.wait(timeout=kill_wait_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _descendants(pid: int) -> list[ProcessRecord]:
+    """Every live descendant of ``pid`` (one scan of ``/proc/*/stat``), with its start time."""
+    parent_of: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            raw = stat.read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue  # exited during the scan
+        parent_of[int(stat.parent.name)] = int(raw[raw.rfind(")") + 2 :].split()[1])
+    found: list[ProcessRecord] = []
+    parents = {pid}
+    while parents:
+        children = {child for child, parent in parent_of.items() if parent in parents}
+        for child in children:
+            ticks = process_start_ticks(child)
+            if ticks is not None:
+                found.append(ProcessRecord("jvm-child", child, ticks, 0, ""))
+        parents = children
+    return found
+
+
+def _wait_gone(records: list[ProcessRecord], wait_s: float, kill_wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    while any(r.alive() for r in records) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    for record in records:
+        stop_record(record, grace_s=kill_wait_s)

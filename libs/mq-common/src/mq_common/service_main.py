@@ -1,8 +1,10 @@
 """The console-script skeleton every service shares: settings, logging, serve until a signal, exit codes.
 
-glibc's malloc is tuned first (mq_common.malloc_tuning). Exit codes: 0 after a clean stop; 2 when the settings
-are invalid or the controller cannot start (port in use, store locked, ...). Logs ``{"event": "started",
-"port": <port>, "malloc_tuned": <bool>, ...}`` once serving and ``stopped`` after the controller's stop finished.
+The command line is read first (mq_common.service_cli): ``--help`` and ``--version`` print and exit 0 before
+anything starts. glibc's malloc is tuned next (mq_common.malloc_tuning). Exit codes: 0 after a clean stop; 2 for
+an unknown argument, invalid settings, or a controller that cannot start (port in use, store locked, ...). Logs
+``{"event": "started", "port": <port>, "malloc_tuned": <bool>, ...}`` once serving and ``stopped`` after the
+controller's stop finished.
 Runs the service's one asyncio loop on the main thread.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeVar
 
 from pydantic import ValidationError
@@ -20,6 +22,7 @@ from mq_common.errors import MQError
 from mq_common.grpc_server import install_signal_handlers
 from mq_common.logging import configure_logging, get_logger
 from mq_common.malloc_tuning import tune_malloc
+from mq_common.service_cli import parse_service_args
 from mq_common.settings import ServiceSettings
 
 
@@ -71,16 +74,22 @@ async def _serve(
 
 def run_service(
     script: str,
-    load_settings: Callable[[], S],
+    settings_cls: type[S],
     make_controller: Callable[[S], C],
     describe: Callable[[S, C], Mapping[str, object]],
+    *,
+    description: str,
+    argv: Sequence[str] | None = None,
 ) -> None:
     """Run ``script`` (``mqbroker``, ...) until SIGTERM/SIGINT; exits the process with 2 on a start failure.
 
-    ``describe`` gives the extra fields of the ``started`` log line.
+    ``argv`` (default ``sys.argv[1:]``) is parsed first (mq_common.service_cli): ``--help`` (``description``
+    and every field of ``settings_cls``) and ``--version`` print and raise SystemExit(0) before anything starts;
+    another argument raises SystemExit(2). ``describe`` gives the extra fields of the ``started`` log line.
     """
+    parse_service_args(script, settings_cls, description, argv)
     try:
-        settings = load_settings()
+        settings = settings_cls()
     except (ValidationError, ValueError, OSError) as exc:
         print(f"{script}: invalid settings: {exc}", file=sys.stderr)
         sys.exit(2)

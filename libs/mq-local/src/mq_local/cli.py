@@ -3,6 +3,7 @@
     mqlocal up [--brokers 2] [--flush-disk-type SYNC_FLUSH] [--data-dir .run/local]
     mqlocal status [--data-dir .run/local]
     mqlocal down [--data-dir .run/local]
+    mqlocal --version
 
 ``up`` starts the processes, waits until they serve, writes ``<data>/cluster.json`` and returns, leaving
 them running; ``down`` stops the processes listed there by PID (SIGTERM, then SIGKILL after a bound).
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from mq_client.cli_version import version_option
 from rich.console import Console
 from rich.table import Table
 
@@ -29,6 +31,13 @@ console = Console(stderr=True)
 DataDirOption = Annotated[
     Path | None, typer.Option("--data-dir", help="Data folder (default: <repo>/.run/local).", show_default=False)
 ]
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[bool, version_option("mqlocal")] = False,
+) -> None:
+    """Run a local PyRocketMQ cluster on 127.0.0.1."""
 
 
 def _data_dir(value: Path | None) -> Path:

@@ -30,7 +30,7 @@ def _describe(settings: BrokerSettings, controller: BrokerController) -> dict[st
 
 def main() -> None:
     """Console script entry point."""
-    run_service("mqbroker", BrokerSettings, BrokerController, _describe)
+    run_service("mqbroker", BrokerSettings, BrokerController, _describe, description=__doc__ or "")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def _describe(settings: NamesrvSettings, controller: NamesrvController) -> dict[
 
 def main() -> None:
     """Console script entry point."""
-    run_service("mqnamesrv", NamesrvSettings, NamesrvController, _describe)
+    run_service("mqnamesrv", NamesrvSettings, NamesrvController, _describe, description=__doc__ or "")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ def _describe(settings: GatewaySettings, controller: GatewayController) -> dict[
 
 def main() -> None:
     """Console script entry point."""
-    run_service("mqgateway", GatewaySettings, GatewayController, _describe)
+    run_service("mqgateway", GatewaySettings, GatewayController, _describe, description=__doc__ or "")
 
 
 if __name__ == "__main__":

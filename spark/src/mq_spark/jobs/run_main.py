@@ -43,7 +43,7 @@ from mq_spark.jobs.publish_flights import (
     load_flights,
     publish_with_progress,
 )
-from mq_spark.session import build_spark_session
+from mq_spark.session import build_spark_session, stop_spark_session
 from mq_spark.verify import RowIdCheck, read_back
 
 BROKER_GROUPS: Final = 2
@@ -92,7 +92,9 @@ def final_report(outcome: PublishOutcome, check: RowIdCheck) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Every phase; returns the report. The cluster and the session are stopped before it returns/raises."""
+    """Every phase; returns the report. Before it returns or raises, every cluster process has exited (SIGTERM,
+    SIGKILL after the grace period, each waited for) and so has the Spark JVM with its Python workers
+    (stop_spark_session)."""
     data_dir: Path = args.data_dir or default_data_dir("flights")
     spark = build_spark_session("publish-flights-main", master=args.master)
     cluster: LocalCluster | None = None
@@ -123,10 +125,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         check = asyncio.run(read_back(cluster.namesrv_addr, FLIGHTS_TOPIC, rows))
         return final_report(outcome, check)
     finally:
-        if cluster is not None:
-            cluster.stop()
-        spark.stop()
-        tmp.cleanup()
+        try:
+            if cluster is not None:
+                cluster.stop()
+        finally:
+            stop_spark_session(spark)
+            tmp.cleanup()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,8 +4,9 @@ Mirrors org.apache.rocketmq.tools.command.MQAdminStartup and its sub commands (C
 TopicListSubCommand, TopicRouteSubCommand, TopicStatusSubCommand, UpdateTopicSubCommand,
 SendMessageCommand, ConsumeMessageCommand, QueryMsgByKeySubCommand, QueryMsgByUniqueKeySubCommand,
 QueryMsgByIdSubCommand). Global ``-n/--namesrvAddr`` ("host:port;host:port"), default
-from MQ_NAMESRV_ADDR or 127.0.0.1:9876. A failure prints ``<CODE_NAME> (<code>): <remark>`` on stderr and
-exits 1 (2 for usage errors), without a traceback. Each command runs its own asyncio loop.
+from MQ_NAMESRV_ADDR or 127.0.0.1:9876; ``--version`` prints ``mqadmin <version>``. A failure prints
+``<CODE_NAME> (<code>): <remark>`` on stderr and exits 1 (2 for usage errors), without a traceback. Each
+command runs its own asyncio loop.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mq_client.admin.admin_client import DEFAULT_GATEWAY_ADDR, DEFAULT_QUERY_MAX_NUM, MQAdminClient
+from mq_client.cli_version import version_option
 from mq_client.route import TopicConfig
 
 DEFAULT_NAMESRV_ADDR: Final = "127.0.0.1:9876"
@@ -54,6 +56,7 @@ def _global_options(
         str | None,
         typer.Option("-n", "--namesrvAddr", help="Name server address list, e.g. '127.0.0.1:9876;127.0.0.2:9876'"),
     ] = None,
+    version: Annotated[bool, version_option("mqadmin")] = False,
 ) -> None:
     """PyRocketMQ admin tool."""
     value = namesrv_addr or os.environ.get("MQ_NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
