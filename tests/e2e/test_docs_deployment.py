@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import shlex
 import subprocess
@@ -163,8 +162,8 @@ def _broker_groups_block() -> CodeBlock:
 
 
 def _install_commands() -> list[HelmCommand]:
-    lines = [line for line in find(DOC, "helm install ").lines() if line.startswith("helm ")]
-    assert len(lines) == 2
+    lines = find(DOC, "helm install ").lines()
+    assert [line.split()[:2] for line in lines] == [["helm", "install"]] * 2, lines
     return [HelmCommand.parse(line, {}) for line in lines]
 
 
@@ -306,18 +305,27 @@ def test_mqadmin_lines_run_against_a_cluster(tmp_path: Path) -> None:
         assert send[send.index("-t") + 1] == topic
         assert "sendStatus=SEND_OK" in outputs["sendMessage"]
         msg_id = outputs["sendMessage"].split("msgId=")[1].split(",")[0]
-        assert msg_id
         stored = asyncio.run(read_all(cluster.namesrv_addr, topic))
         body = send[send.index("-p") + 1]
-        assert [m.body.decode() for _, m in stored] == [body]
+        assert [(m.body.decode(), m.uniq_key) for _, m in stored] == [(body, msg_id)]
 
 
 def _spark_block() -> CodeBlock:
     return find(DOC, "kubectl apply -f deploy/spark/")
 
 
+def _spark_line_kind(line: str) -> str:
+    if line.startswith("kubectl apply "):
+        return "apply"
+    if line.startswith("kubectl -n ") and " get " in line:
+        return "get"
+    return "submit" if "spark-submit.sh" in line else line
+
+
 def test_spark_manifests_apply(tmp_path: Path) -> None:
     lines = _spark_block().lines()
+    # Each line is one these two tests execute: apply and get (this test), spark-submit.sh (the next one).
+    assert sorted(map(_spark_line_kind, lines)) == ["apply", "apply", "get", "submit"], lines
     applied = [
         _path(argv[i + 1], {})
         for argv in map(shlex.split, lines)
@@ -343,11 +351,15 @@ def test_spark_manifests_apply(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def _split_submit(argv: list[str]) -> tuple[set[tuple[str, str]], str, list[str]]:
-    """spark-submit argv -> its (option, value) pairs, the application file, the job's arguments."""
+def _split_submit(argv: list[str]) -> tuple[list[tuple[str, str]], str, list[str]]:
+    """spark-submit argv -> its (option, value) pairs, the application file, the job's arguments.
+
+    Every spark-submit option the script uses takes a value: options come in pairs before the application file.
+    """
     (app_index,) = [i for i, a in enumerate(argv) if a.startswith("local://")]
     options = argv[:app_index]
-    pairs = set(itertools.pairwise(options))
+    pairs = list(zip(options[::2], options[1::2], strict=True))
+    assert all(flag.startswith("--") and not value.startswith("--") for flag, value in pairs), options
     return pairs, argv[app_index], argv[app_index + 1 :]
 
 
@@ -376,9 +388,8 @@ def test_spark_submit_runs_as_shown(tmp_path: Path) -> None:
     assert expected[0] == "spark-submit"
     got_pairs, got_app, got_args = _split_submit(got)
     want_pairs, want_app, want_args = _split_submit(expected[1:])
-    options = [(a, b) for a, b in want_pairs if a.startswith("--")]
-    assert len(options) >= 10
-    assert [o for o in options if o not in got_pairs] == []
+    assert want_pairs
+    assert [o for o in want_pairs if o not in got_pairs] == []
     assert got_app == want_app
     assert got_args == want_args
     # Without K8S_MASTER the script refuses to run (it has no default API server).
