@@ -32,6 +32,8 @@ VALUE_SETS: dict[str, Path | None] = {
 }
 # Kinds from CRDs: no upstream schema; checked field by field in the tests.
 CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "SparkApplication"}
+# The oldest Kubernetes the chart supports (native gRPC probes) and a recent one: strict schema checks run on both.
+KUBE_VERSIONS = ["1.27.0", "1.31.0"]
 CHECKOV_TIMEOUT_S = 600
 VALIDATE_TIMEOUT_S = 300
 
@@ -46,11 +48,20 @@ def load_values(name: str) -> dict[str, Any]:
 
 
 def render_files(
-    values: dict[str, Any] | None = None, chart: Path = CHART, name: str = RELEASE, namespace: str = NAMESPACE
+    values: dict[str, Any] | None = None,
+    chart: Path = CHART,
+    name: str = RELEASE,
+    namespace: str = NAMESPACE,
+    is_upgrade: bool = False,
 ) -> dict[str, str]:
-    """Template path -> rendered text (raises helm_python.HelmError on schema or template failures)."""
+    """Template path -> rendered text, as ``helm install`` (or ``helm upgrade``) renders it.
+
+    Raises helm_python.HelmError on schema or template failures.
+    """
     loaded = helm_python.Chart.load(str(chart))
-    rendered: dict[str, str] = loaded.render(values=values or {}, name=name, namespace=namespace, is_install=True)
+    rendered: dict[str, str] = loaded.render(
+        values=values or {}, name=name, namespace=namespace, is_install=not is_upgrade, is_upgrade=is_upgrade
+    )
     return rendered
 
 

@@ -8,11 +8,19 @@ from typing import Any
 
 import helm_python
 import pytest
-from chart_testkit import CHART, CRD_KINDS, VALUE_SETS, Rendered, kubernetes_validate, load_values, write_docs
+from chart_testkit import (
+    CHART,
+    CRD_KINDS,
+    KUBE_VERSIONS,
+    VALUE_SETS,
+    Rendered,
+    kubernetes_validate,
+    load_values,
+    write_docs,
+)
 
 pytestmark = pytest.mark.e2e
 
-KUBE_VERSIONS = ["1.27.0", "1.31.0"]
 SETS = [*VALUE_SETS, "spark"]
 
 

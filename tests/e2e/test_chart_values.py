@@ -114,7 +114,7 @@ def test_group_settings_override_the_shared_ones() -> None:
 
 def test_notes_show_a_first_message_with_real_mqadmin_commands() -> None:
     notes = render_files()["pyrocketmq/templates/NOTES.txt"]
-    used = set(re.findall(r"^\s+mqadmin (\w+) ", notes, flags=re.M))
+    used = set(re.findall(r"^\s+mqadmin (?:-n \S+ )?(\w+)(?: |$)", notes, flags=re.M))
     assert {"updateTopic", "sendMessage", "clusterList"} <= used
     mqadmin = Path(sys.executable).with_name("mqadmin")
     env = {"COLUMNS": "120", "PATH": str(mqadmin.parent)}
