@@ -20,9 +20,9 @@ from mq_client.producer.testing import (
     ScriptedBrokerTransport,
     Step,
 )
-from mq_client.route import MessageQueue
 from mq_common.codec import decode_properties
 from mq_common.errors import MQError
+from mq_common.protocol import MessageQueue
 from mq_common.response_code import ResponseCode
 from producer_testkit import ADDRS, A, B, make_producer  # noqa: F401
 

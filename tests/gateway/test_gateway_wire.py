@@ -13,8 +13,8 @@ from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2
 from mq_client.producer import ENCODED_FIXED_PROPERTIES, ChunkOutcome, MessageBatchResult, SendStatus
 from mq_client.producer import message_batch as message_batch_module
-from mq_client.route import MessageQueue
 from mq_common.batch_codec import decode_batch
+from mq_common.protocol import MessageQueue
 from mq_gateway import wire
 from mq_gateway.grpc_api import batch_from_protos, chunks_to_proto
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from mq_common.constants import PermName
 from mq_common.errors import InvalidParameterError, TopicNotExistError
+from mq_common.protocol import BrokerRegistration, DataVersion, QueueData, TopicConfig
 from mq_common.response_code import ResponseCode
-from mq_namesrv.model import BrokerRegistration, DataVersion, QueueData, TopicConfig
 from mq_namesrv.route_info_manager import RouteInfoManager
 
 V1 = DataVersion(0, 1, 1)

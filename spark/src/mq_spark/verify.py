@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mq_client.consumer import PullConsumer
-from mq_client.route import MessageQueue, PullStatus
 from mq_common.codec import MessageExt
 from mq_common.errors import MQClientError
+from mq_common.protocol import MessageQueue, PullStatus
 from mq_common.response_code import ResponseCode
 
 PULL_BATCH: Final = 1024

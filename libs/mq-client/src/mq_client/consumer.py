@@ -14,10 +14,10 @@ from typing import Final, Self
 
 from mq_common.codec import MessageExt
 from mq_common.errors import MQClientError, RemotingError
+from mq_common.protocol import MessageQueue, TopicRouteData
 from mq_common.response_code import ResponseCode
 
 from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient, PullResult
-from mq_client.route import MessageQueue, TopicRouteData
 
 DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
 SUB_ALL: Final = "*"

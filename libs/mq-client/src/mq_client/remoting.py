@@ -1,10 +1,11 @@
-"""The client adapter: gRPC channels, name server / broker / gateway calls, proto <-> domain translation.
+"""The client adapter: broker / gateway calls, proto <-> domain translation (channels and the name server
+client live in mq_common.channels and mq_common.namesrv_client).
 
 With mq_client.send_stream, the only mq_client modules that touch generated protobuf types. Everything here
 runs on the caller's asyncio loop (channels belong to the loop that created them).
 
 Error mapping (Mirrors NettyRemotingClient#invokeSync + MQClientAPIImpl's response handling):
-- a gRPC status -> mq_client.grpc_errors.transport_error (RemotingTimeoutError, InvalidParameterError,
+- a gRPC status -> mq_common.grpc_errors.transport_error (RemotingTimeoutError, InvalidParameterError,
   RemotingError);
 - a non-zero business ``code`` -> mq_common.errors.error_for_code(code, remark, broker_name), raised, except
   for sends, whose per-message codes are returned in BrokerSendResponse.
@@ -12,42 +13,30 @@ Error mapping (Mirrors NettyRemotingClient#invokeSync + MQClientAPIImpl's respon
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Final
 
 import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq.namesrv.v1 import namesrv_pb2, namesrv_pb2_grpc
+from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
+from mq_common.channels import seconds as _seconds
 from mq_common.codec import MessageDecodeError, MessageExt, iter_messages
-from mq_common.errors import (
-    InvalidParameterError,
-    MQClientError,
-    RemotingError,
-    TopicNotExistError,
-    error_for_code,
-)
-from mq_common.grpc_server import CHANNEL_OPTIONS
+from mq_common.errors import MQClientError, RemotingError, error_for_code
+from mq_common.grpc_errors import invoke as _invoke
+from mq_common.namesrv_client import NameServerClient
+from mq_common.namesrv_client import check_code as _check
+from mq_common.protocol import PullStatus, TopicConfig, TopicQueueOffset
+from mq_common.protocol.convert import pull_status_from_proto, topic_config_to_proto, topic_queue_offset_from_proto
 from mq_common.request_context import outgoing_metadata
 from mq_common.response_code import ResponseCode
 
-from mq_client.grpc_errors import transport_error
-from mq_client.route import (
-    BrokerData,
-    ClusterInfo,
-    PullStatus,
-    QueueData,
-    TopicConfig,
-    TopicQueueOffset,
-    TopicRouteData,
-)
 from mq_client.send_stream import BrokerSendStream
 
 __all__ = [
     "BrokerClient",
-    "BrokerRegistration",
     "BrokerSendRequest",
     "BrokerSendResponse",
     "ChannelPool",
@@ -56,27 +45,9 @@ __all__ = [
     "NameServerClient",
     "PullResult",
     "QueryResult",
-    "RegisterBrokerResult",
-    "TopicQueueOffset",
     "gateway_send",
 ]
 
-_R = TypeVar("_R")
-DEFAULT_RPC_TIMEOUT_MS: Final = 3000
-# gRPC's default reconnect backoff grows to 120 s, during which calls to a restarted peer fail fast with
-# UNAVAILABLE; RocketMQ's client reconnects on the next invoke, so cap the backoff low.
-MAX_RECONNECT_BACKOFF_MS: Final = 3000
-CLIENT_CHANNEL_OPTIONS: Final[list[tuple[str, int]]] = [
-    *CHANNEL_OPTIONS,
-    ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
-]
-
-_PULL_STATUS_FROM_PROTO: Final[Mapping[int, PullStatus]] = {
-    broker_pb2.PULL_STATUS_FOUND: PullStatus.FOUND,
-    broker_pb2.PULL_STATUS_NO_NEW_MSG: PullStatus.NO_NEW_MSG,
-    broker_pb2.PULL_STATUS_NO_MATCHED_MSG: PullStatus.NO_MATCHED_MSG,
-    broker_pb2.PULL_STATUS_OFFSET_ILLEGAL: PullStatus.OFFSET_ILLEGAL,
-}
 # PullAPIWrapper#processPullResult: response codes that carry a pull status instead of an error.
 _PULL_STATUS_FROM_CODE: Final[Mapping[int, PullStatus]] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
@@ -84,255 +55,6 @@ _PULL_STATUS_FROM_CODE: Final[Mapping[int, PullStatus]] = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
-
-
-class ChannelPool:
-    """One grpc.aio channel per ``"host:port"`` (CLIENT_CHANNEL_OPTIONS), created lazily on first use.
-
-    Mirrors NettyRemotingClient's channelTables. Use and close it on one asyncio loop.
-    """
-
-    def __init__(self) -> None:
-        self._channels: dict[str, grpc.aio.Channel] = {}
-
-    def get(self, addr: str) -> grpc.aio.Channel:
-        """The channel to ``addr`` (``"host:port"``), creating it if needed. Never blocks; never raises for a
-        dead peer (calls on it fail with UNAVAILABLE). Raises InvalidParameterError for an empty address."""
-        channel = self._channels.get(addr)
-        if channel is None:
-            if not addr:
-                raise InvalidParameterError("broker or name server address is empty")
-            channel = grpc.aio.insecure_channel(addr, options=CLIENT_CHANNEL_OPTIONS)
-            self._channels[addr] = channel
-        return channel
-
-    async def close_channel(self, addr: str) -> None:
-        """Close and forget the channel to ``addr`` (no-op when there is none)."""
-        channel = self._channels.pop(addr, None)
-        if channel is not None:
-            await channel.close()
-
-    async def close(self) -> None:
-        """Close every channel; in-flight calls are cancelled. The pool may be reused afterwards."""
-        channels = list(self._channels.values())
-        self._channels.clear()
-        for channel in channels:
-            await channel.close()
-
-
-async def _invoke(call: Awaitable[_R], addr: str) -> _R:
-    try:
-        return await call
-    except grpc.aio.AioRpcError as exc:
-        raise transport_error(exc, addr) from exc
-
-
-def _check(code: int, remark: str, broker_name: str = "") -> None:
-    if code != ResponseCode.SUCCESS:
-        raise error_for_code(code, remark, broker_name)
-
-
-def _seconds(timeout_ms: int) -> float:
-    return max(timeout_ms, 1) / 1000.0
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Name server
-# ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerRegistration:
-    """What a broker tells a name server. Mirrors RegisterBrokerRequestHeader + TopicConfigSerializeWrapper.
-
-    ``data_version`` is (state_version, timestamp_ms, counter); ``heartbeat_timeout_ms`` 0 means 120000.
-    """
-
-    cluster_name: str
-    broker_name: str
-    broker_id: int
-    broker_addr: str
-    topic_configs: Mapping[str, TopicConfig] = field(default_factory=dict)
-    data_version: tuple[int, int, int] = (0, 0, 0)
-    ha_server_addr: str = ""
-    heartbeat_timeout_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class RegisterBrokerResult:
-    """Mirrors org.apache.rocketmq.remoting.protocol.namesrv.RegisterBrokerResult."""
-
-    ha_server_addr: str
-    master_addr: str
-
-
-def topic_config_to_proto(config: TopicConfig) -> common_pb2.TopicConfig:
-    """Domain TopicConfig -> mq.common.v1.TopicConfig."""
-    return common_pb2.TopicConfig(
-        topic_name=config.topic_name,
-        read_queue_nums=config.read_queue_nums,
-        write_queue_nums=config.write_queue_nums,
-        perm=config.perm,
-        topic_sys_flag=config.topic_sys_flag,
-        order=config.order,
-    )
-
-
-def broker_data_from_proto(msg: namesrv_pb2.BrokerData) -> BrokerData:
-    """mq.namesrv.v1.BrokerData -> BrokerData (broker_addrs copied into a plain dict)."""
-    return BrokerData(cluster=msg.cluster, broker_name=msg.broker_name, broker_addrs=dict(msg.broker_addrs))
-
-
-def route_from_proto(msg: namesrv_pb2.TopicRouteData) -> TopicRouteData:
-    """mq.namesrv.v1.TopicRouteData -> TopicRouteData (order kept)."""
-    return TopicRouteData(
-        queue_datas=tuple(
-            QueueData(
-                broker_name=q.broker_name,
-                read_queue_nums=q.read_queue_nums,
-                write_queue_nums=q.write_queue_nums,
-                perm=q.perm,
-                topic_sys_flag=q.topic_sys_flag,
-            )
-            for q in msg.queue_datas
-        ),
-        broker_datas=tuple(broker_data_from_proto(b) for b in msg.broker_datas),
-        order_topic_conf=msg.order_topic_conf,
-    )
-
-
-def cluster_info_from_proto(msg: namesrv_pb2.GetBrokerClusterInfoResponse) -> ClusterInfo:
-    """GetBrokerClusterInfoResponse -> ClusterInfo (broker names of a cluster sorted)."""
-    return ClusterInfo(
-        broker_addr_table={name: broker_data_from_proto(b) for name, b in msg.broker_addr_table.items()},
-        cluster_addr_table={name: tuple(sorted(v.broker_names)) for name, v in msg.cluster_addr_table.items()},
-        broker_live_table={addr: live.last_update_timestamp_ms for addr, live in msg.broker_live_table.items()},
-    )
-
-
-class NameServerClient:
-    """Calls to a list of name servers with failover. Mirrors MQClientAPIImpl's name server calls.
-
-    Each query tries the name servers in turn, starting from the last one that answered; a transport
-    failure (RemotingError) moves on to the next, each attempt with its own ``timeout_ms``. A business
-    answer from any name server is final. Runs on the caller's asyncio loop.
-    """
-
-    def __init__(self, namesrv_addrs: Sequence[str], pool: ChannelPool) -> None:
-        addrs = [a.strip() for a in namesrv_addrs if a.strip()]
-        if not addrs:
-            raise MQClientError("No name server address, please set it", ResponseCode.RPC_ADDR_IS_NULL)
-        self._addrs: tuple[str, ...] = tuple(addrs)
-        self._pool = pool
-        self._index = 0
-
-    @property
-    def namesrv_addrs(self) -> tuple[str, ...]:
-        return self._addrs
-
-    @property
-    def current_addr(self) -> str:
-        """The name server tried first by the next query (the last one that answered)."""
-        return self._addrs[self._index]
-
-    def _stub(self, addr: str) -> namesrv_pb2_grpc.NameServerAsyncStub:
-        return namesrv_pb2_grpc.NameServerStub(self._pool.get(addr))
-
-    async def _failover(
-        self,
-        attempt: Callable[[namesrv_pb2_grpc.NameServerAsyncStub, str, float], Awaitable[_R]],
-        timeout_ms: int,
-    ) -> _R:
-        errors: list[str] = []
-        for step in range(len(self._addrs)):
-            index = (self._index + step) % len(self._addrs)
-            addr = self._addrs[index]
-            try:
-                result = await attempt(self._stub(addr), addr, _seconds(timeout_ms))
-            except RemotingError as exc:
-                errors.append(exc.remark)
-                continue
-            self._index = index
-            return result
-        raise RemotingError("no name server answered: " + "; ".join(errors))
-
-    async def get_route_info_by_topic(self, topic: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> TopicRouteData:
-        """GET_ROUTEINFO_BY_TOPIC. Raises TopicNotExistError (17) when the name server has no route,
-        RemotingError/RemotingTimeoutError when no name server answered."""
-
-        async def attempt(stub: namesrv_pb2_grpc.NameServerAsyncStub, addr: str, seconds: float) -> TopicRouteData:
-            request = namesrv_pb2.GetRouteInfoByTopicRequest(topic=topic)
-            resp = await _invoke(stub.GetRouteInfoByTopic(request, timeout=seconds), addr)
-            if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-                raise TopicNotExistError(resp.remark)
-            _check(resp.code, resp.remark)
-            return route_from_proto(resp.route)
-
-        return await self._failover(attempt, timeout_ms)
-
-    async def get_broker_cluster_info(self, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> ClusterInfo:
-        """GET_BROKER_CLUSTER_INFO. Raises RemotingError when no name server answered."""
-
-        async def attempt(stub: namesrv_pb2_grpc.NameServerAsyncStub, addr: str, seconds: float) -> ClusterInfo:
-            request = namesrv_pb2.GetBrokerClusterInfoRequest()
-            resp = await _invoke(stub.GetBrokerClusterInfo(request, timeout=seconds), addr)
-            _check(resp.code, resp.remark)
-            return cluster_info_from_proto(resp)
-
-        return await self._failover(attempt, timeout_ms)
-
-    async def get_all_topic_list(self, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> list[str]:
-        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic with a route, sorted. Raises RemotingError."""
-
-        async def attempt(stub: namesrv_pb2_grpc.NameServerAsyncStub, addr: str, seconds: float) -> list[str]:
-            request = namesrv_pb2.GetAllTopicListRequest()
-            resp = await _invoke(stub.GetAllTopicList(request, timeout=seconds), addr)
-            _check(resp.code, resp.remark)
-            return sorted(resp.topic_list)
-
-        return await self._failover(attempt, timeout_ms)
-
-    async def register_broker(
-        self, namesrv_addr: str, registration: BrokerRegistration, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
-    ) -> RegisterBrokerResult:
-        """REGISTER_BROKER to one name server (a broker registers to each of them; no failover).
-
-        Raises InvalidParameterError (29) for a refused request, RemotingError on transport failure."""
-        request = namesrv_pb2.RegisterBrokerRequest(
-            cluster_name=registration.cluster_name,
-            broker_name=registration.broker_name,
-            broker_id=registration.broker_id,
-            broker_addr=registration.broker_addr,
-            ha_server_addr=registration.ha_server_addr,
-            topic_config_table={k: topic_config_to_proto(v) for k, v in registration.topic_configs.items()},
-            data_version=common_pb2.DataVersion(
-                state_version=registration.data_version[0],
-                timestamp_ms=registration.data_version[1],
-                counter=registration.data_version[2],
-            ),
-            heartbeat_timeout_ms=registration.heartbeat_timeout_ms,
-        )
-        stub = self._stub(namesrv_addr)
-        resp = await _invoke(stub.RegisterBroker(request, timeout=_seconds(timeout_ms)), namesrv_addr)
-        _check(resp.code, resp.remark)
-        return RegisterBrokerResult(ha_server_addr=resp.ha_server_addr, master_addr=resp.master_addr)
-
-    async def unregister_broker(
-        self,
-        namesrv_addr: str,
-        cluster_name: str,
-        broker_name: str,
-        broker_id: int,
-        broker_addr: str,
-        timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS,
-    ) -> None:
-        """UNREGISTER_BROKER at one name server. Raises like :meth:`register_broker`."""
-        request = namesrv_pb2.UnregisterBrokerRequest(
-            cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
-        )
-        stub = self._stub(namesrv_addr)
-        resp = await _invoke(stub.UnregisterBroker(request, timeout=_seconds(timeout_ms)), namesrv_addr)
-        _check(resp.code, resp.remark)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -476,8 +198,9 @@ def pull_result_from_proto(resp: broker_pb2.PullMessageResponse, broker_name: st
     NO_MATCHED_MSG, PULL_OFFSET_MOVED -> OFFSET_ILLEGAL; other codes raise error_for_code(...). Raises
     MQClientError (SYSTEM_ERROR) when the message bytes do not decode (CRC checked).
     """
-    if resp.code == ResponseCode.SUCCESS and resp.status != broker_pb2.PULL_STATUS_UNSPECIFIED:
-        status = _PULL_STATUS_FROM_PROTO[resp.status]
+    proto_status = pull_status_from_proto(resp.status)
+    if resp.code == ResponseCode.SUCCESS and proto_status is not None:
+        status = proto_status
     elif resp.code in _PULL_STATUS_FROM_CODE:
         status = _PULL_STATUS_FROM_CODE[resp.code]
     else:
@@ -647,16 +370,7 @@ class BrokerClient:
         request = broker_pb2.GetTopicStatsRequest(topic=topic)
         resp = await _invoke(self._stub(addr).GetTopicStats(request, timeout=_seconds(timeout_ms)), addr)
         _check(resp.code, resp.remark)
-        return [
-            TopicQueueOffset(
-                broker_name=o.broker_name,
-                queue_id=o.queue_id,
-                min_offset=o.min_offset,
-                max_offset=o.max_offset,
-                last_update_timestamp_ms=o.last_update_timestamp_ms,
-            )
-            for o in resp.offsets
-        ]
+        return [topic_queue_offset_from_proto(o) for o in resp.offsets]
 
     async def query_message(
         self,

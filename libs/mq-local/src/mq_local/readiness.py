@@ -80,7 +80,7 @@ async def registered_brokers(namesrv_addr: str, call_ms: int = 2_000) -> dict[st
     for name, data in info.broker_addr_table.items():
         master = data.master_addr()
         if master is not None:
-            out[name] = (master, info.broker_live_table.get(master, 0))
+            out[name] = (master, info.last_update_timestamp_ms(master))
     return out
 
 

@@ -6,23 +6,11 @@ Mirrors org.apache.rocketmq.broker.processor.AdminBrokerProcessor (#updateAndCre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mq_common.errors import InvalidParameterError, TopicNotExistError
+from mq_common.protocol import TopicConfig, TopicQueueOffset
 
 from mq_broker.store.message_store import DefaultMessageStore
-from mq_broker.topic_config import TopicConfig, TopicConfigManager, check_topic_config
-
-
-@dataclass(frozen=True, slots=True)
-class TopicQueueOffset:
-    """Offsets of one queue. Mirrors org.apache.rocketmq.remoting.protocol.admin.TopicOffset."""
-
-    broker_name: str
-    queue_id: int
-    min_offset: int
-    max_offset: int
-    last_update_timestamp_ms: int
+from mq_broker.topic_config import TopicConfigManager, check_topic_config
 
 
 class AdminBrokerProcessor:

@@ -42,6 +42,7 @@ from mq_common.errors import (
     ServiceNotAvailableError,
     TopicNotExistError,
 )
+from mq_common.protocol import TopicConfig
 from mq_common.response_code import ResponseCode
 
 from mq_broker.store.commit_log import MESSAGE_ILLEGAL_REMARK
@@ -53,7 +54,7 @@ from mq_broker.store.message import (
     tags_string_to_tags_code,
 )
 from mq_broker.store.message_store import DefaultMessageStore
-from mq_broker.topic_config import TopicConfig, TopicConfigManager
+from mq_broker.topic_config import TopicConfigManager
 
 if TYPE_CHECKING:
     from mq_broker.metrics import BrokerMetrics

@@ -16,6 +16,7 @@ from mq_common.codec import MessageExt
 from mq_common.constants import validate_topic
 from mq_common.errors import MQClientError, MQError
 from mq_common.message_id import decode_offset_msg_id
+from mq_common.protocol import ClusterInfo, MessageQueue, PullStatus, TopicConfig, TopicQueueOffset, TopicRouteData
 from mq_common.response_code import ResponseCode
 
 from mq_client.consumer import DEFAULT_CONSUMER_GROUP, PullConsumer
@@ -27,7 +28,6 @@ from mq_client.remoting import (
     NameServerClient,
     gateway_send,
 )
-from mq_client.route import ClusterInfo, MessageQueue, PullStatus, TopicConfig, TopicQueueOffset, TopicRouteData
 
 DEFAULT_GATEWAY_ADDR: Final = "127.0.0.1:8081"
 DEFAULT_ADMIN_TIMEOUT_MS: Final = 5000

@@ -26,6 +26,7 @@ from typing import Any
 
 from mq_common.errors import MQError, TopicNotExistError
 from mq_common.logging import get_logger
+from mq_common.protocol import MessageQueue
 
 from mq_client.producer.backpressure import InFlightLimiter, Permit
 from mq_client.producer.batch import BatchSender
@@ -54,7 +55,6 @@ from mq_client.producer.send_loop import retry_policy, send_with_retries
 from mq_client.producer.send_result import CommunicationMode, SendResult
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 from mq_client.producer.validators import check_group, check_message
-from mq_client.route import MessageQueue
 
 log = get_logger("mq_client.producer")
 

@@ -18,6 +18,7 @@ from typing import Protocol
 from mq_common.constants import MixAll
 from mq_common.errors import MQError, RemotingError, RemotingTimeoutError, TopicNotExistError
 from mq_common.logging import get_logger
+from mq_common.protocol import TopicRouteData
 
 from mq_client.producer.topic_publish_info import (
     SendWhichQueue,
@@ -26,7 +27,6 @@ from mq_client.producer.topic_publish_info import (
     topic_route_data_changed,
     topic_route_data_to_publish_info,
 )
-from mq_client.route import TopicRouteData
 
 _log = get_logger("mq_client.producer.route_manager")
 

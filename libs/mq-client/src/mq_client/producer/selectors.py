@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from mq_common.hashing import java_string_hash
+from mq_common.protocol import MessageQueue
 
 from mq_client.producer.message import Message
-from mq_client.route import MessageQueue
 
 
 def queue_index_for_key(key: str, queue_count: int) -> int:
