@@ -9,14 +9,14 @@ from __future__ import annotations
 from mq_common.errors import InvalidParameterError, TopicNotExistError
 from mq_common.protocol import TopicConfig, TopicQueueOffset
 
-from mq_broker.store.message_store import DefaultMessageStore
+from mq_broker.store.api import MessageStore
 from mq_broker.topic_config import TopicConfigManager, check_topic_config
 
 
 class AdminBrokerProcessor:
     """Topic administration over the topic table and the store."""
 
-    def __init__(self, store: DefaultMessageStore, topic_config_manager: TopicConfigManager, broker_name: str) -> None:
+    def __init__(self, store: MessageStore, topic_config_manager: TopicConfigManager, broker_name: str) -> None:
         self.store = store
         self.topics = topic_config_manager
         self.broker_name = broker_name

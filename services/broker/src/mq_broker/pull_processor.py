@@ -14,9 +14,9 @@ from mq_common.protocol import PullStatus
 from mq_common.response_code import ResponseCode
 
 from mq_broker.send_processor import QUEUE_ID_ILLEGAL_CODE
+from mq_broker.store.api import MessageStore
 from mq_broker.store.message import GetMessageStatus
 from mq_broker.store.message_filter import SubscriptionData, SubscriptionParseError
-from mq_broker.store.message_store import DefaultMessageStore
 from mq_broker.topic_config import TopicConfigManager
 
 
@@ -71,7 +71,7 @@ class PullMessageProcessor:
 
     def __init__(
         self,
-        store: DefaultMessageStore,
+        store: MessageStore,
         topic_config_manager: TopicConfigManager,
         *,
         broker_permission: int,
