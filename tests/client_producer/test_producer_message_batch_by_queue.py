@@ -6,15 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from mq_client.producer import (
-    ChunkOutcome,
-    DefaultMQProducer,
-    Message,
-    MessageBatch,
-    MessageBatchResult,
-    SendResult,
-)
-from mq_client.producer.message_batch import queue_groups
+from mq_client.producer import DefaultMQProducer, Message, MessageBatch, MessageBatchResult, SendResult
+from mq_client.producer.message_batch import ChunkOutcome, queue_groups
 from mq_client.producer.selectors import select_by_sharding_key
 from mq_client.producer.testing import (
     ScriptedBrokerTransport,

@@ -7,15 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-from mq_client.producer import (
-    BrokerTransport,
-    DefaultMQProducer,
-    NameServerLookup,
-    ProducerConfig,
-    ProducerHooks,
-    TopicAccessList,
-    load_hook,
-)
+from mq_client.producer import DefaultMQProducer, ProducerConfig, ProducerHooks, TopicAccessList, load_hook
+from mq_client.producer.kernel import BrokerTransport
+from mq_client.producer.route_manager import NameServerLookup
 from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
