@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.config import MAX_BROKER_BATCH_MESSAGES
+from mq_client.producer.kernel import BrokerTransport
 from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
 from mq_common.errors import RemotingError, RemotingTimeoutError
