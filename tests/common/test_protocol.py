@@ -116,7 +116,8 @@ def test_cluster_info_last_update_of_an_unknown_broker_is_zero() -> None:
 def test_perm_default_is_read_write_as_rocketmq() -> None:
     config = TopicConfig("T")
     assert config.perm == 6 == PermName.PERM_READ | PermName.PERM_WRITE
-    assert (config.readable, config.writeable, config.inherited) == (True, True, False)
+    assert (PermName.is_readable(config.perm), PermName.is_writeable(config.perm)) == (True, True)
+    assert not PermName.is_inherited(config.perm)
     assert (config.read_queue_nums, config.write_queue_nums) == (16, 16)
 
 
@@ -127,13 +128,14 @@ def test_perm_default_is_read_write_as_rocketmq() -> None:
 def test_perm_is_a_bit_set_taken_as_is(perm: int, rwx: str) -> None:
     config = TopicConfig("T", perm=perm)
     assert PermName.to_string(config.perm) == rwx
-    assert (config.readable, config.writeable, config.inherited) == (rwx[0] == "R", rwx[1] == "W", rwx[2] == "X")
+    flags = (PermName.is_readable(perm), PermName.is_writeable(perm), PermName.is_inherited(perm))
+    assert flags == (rwx[0] == "R", rwx[1] == "W", rwx[2] == "X")
 
 
 def test_perm_zero_on_the_wire_stays_zero() -> None:
     """proto3 cannot tell 0 from unset; the one meaning is 0 = neither read nor write (never "default")."""
     assert convert.topic_config_from_proto(common_pb2.TopicConfig(topic_name="T")).perm == 0
-    assert not convert.topic_config_from_proto(common_pb2.TopicConfig(topic_name="T")).readable
+    assert not PermName.is_readable(convert.topic_config_from_proto(common_pb2.TopicConfig(topic_name="T")).perm)
 
 
 def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:

@@ -67,15 +67,6 @@ class RowIdCheck:
     def keys_on_many_queues(self) -> int:
         return sum(1 for queues in self.key_queues.values() if len(queues) > 1)
 
-    def missing_sample(self, limit: int = 10) -> list[int]:
-        out: list[int] = []
-        for row_id in range(self.expected_rows):
-            if row_id not in self.seen:
-                out.append(row_id)
-                if len(out) >= limit:
-                    break
-        return out
-
     def report(self) -> dict[str, Any]:
         return {
             "rows": self.expected_rows,

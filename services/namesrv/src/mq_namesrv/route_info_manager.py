@@ -297,13 +297,3 @@ class RouteInfoManager:
     def get_all_topic_list(self) -> list[str]:
         """Every topic with QueueData, sorted. Mirrors #getAllTopicList."""
         return sorted(self.topic_queue_table)
-
-    def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
-        """Topics with QueueData on a broker group of ``cluster_name``, sorted. Mirrors #getTopicsByCluster."""
-        names = self.cluster_addr_table.get(cluster_name, set())
-        return sorted(t for t, qm in self.topic_queue_table.items() if names.intersection(qm))
-
-    def delete_topic(self, topic: str) -> None:
-        """Forget ``topic``'s route (until a broker registers it again). Mirrors #deleteTopic."""
-        if self.topic_queue_table.pop(topic, None) is not None:
-            log.info("topic_deleted", topic=topic)

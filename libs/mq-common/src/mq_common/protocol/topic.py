@@ -41,21 +41,6 @@ class TopicConfig:
     order: bool = False
     attributes: Mapping[str, str] = field(default_factory=dict)
 
-    @property
-    def readable(self) -> bool:
-        """PermName#isReadable(perm)."""
-        return PermName.is_readable(self.perm)
-
-    @property
-    def writeable(self) -> bool:
-        """PermName#isWriteable(perm)."""
-        return PermName.is_writeable(self.perm)
-
-    @property
-    def inherited(self) -> bool:
-        """PermName#isInherited(perm): new topics may be created from this one (TBW102)."""
-        return PermName.is_inherited(self.perm)
-
     def __str__(self) -> str:
         """TopicConfig#toString (quoted in RocketMQ's remarks)."""
         return (

@@ -214,10 +214,6 @@ class MessageStoreConfig:
         return self.store_path_root_dir / "lock"
 
     @property
-    def mapped_file_size_consume_queue_bytes(self) -> int:
-        return self.mapped_file_size_consume_queue_units * CQ_UNIT_SIZE_BYTES
-
-    @property
     def max_record_size_bytes(self) -> int:
         """The largest whole record accepted (MessageExtEncoder: body limit + 64 KiB)."""
         return self.max_message_size_bytes + RECORD_OVERHEAD_LIMIT_BYTES

@@ -137,10 +137,6 @@ class DefaultMessageStore:
         )
         return cls(self.config, self.commit_log, self._flush_logics, self._on_flush_failure)
 
-    def stop_accepting_puts(self) -> None:
-        """Later puts get SERVICE_NOT_AVAILABLE (shutdown first step)."""
-        self._writeable = False
-
     def shutdown(self) -> None:
         """Flush everything, stop the flusher, close the files; a clean stop removes ``abort``. Blocking."""
         if not self._started:
