@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from mq_client.remoting import BrokerClient
+from mq_client.broker_client import BrokerClient
 from mq_common.codec import MessageExt
 from mq_common.protocol import PullStatus
 

@@ -1,4 +1,5 @@
-"""mq_client.remoting against real in-process name servers: failover, route/cluster translation, errors.
+"""mq_common.namesrv_client and mq_client.broker_client against real in-process name servers: failover,
+route/cluster translation, errors.
 
 Plus the pure proto -> PullResult translation (no broker needed for that).
 """
@@ -10,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from mq.broker.v1 import broker_pb2
-from mq_client.remoting import pull_result_from_proto
+from mq_client.broker_client import pull_result_from_proto
 from mq_common.channels import ChannelPool
 from mq_common.codec import encode_message, encode_properties, host_to_bytes
 from mq_common.constants import MessageSysFlag, PermName

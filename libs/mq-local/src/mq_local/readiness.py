@@ -15,8 +15,9 @@ from typing import Any, Final, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2
-from mq_client.remoting import ChannelPool, NameServerClient
+from mq_common.channels import ChannelPool
 from mq_common.errors import MQError
+from mq_common.namesrv_client import NameServerClient
 
 HEALTH_CALL_MS: Final = 1_000
 HEALTH_CHECK_METHOD: Final = "/grpc.health.v1.Health/Check"

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import asyncio
 
+from mq_client.broker_client import BrokerClient
 from mq_client.producer import DefaultMQProducer, ProducerConfig, ProducerHooks, TopicAccessList, load_hook
 from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.route_manager import NameServerLookup
-from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient
+from mq_common.channels import ChannelPool
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
+from mq_common.namesrv_client import NameServerClient
 from mq_common.request_context import RequestContextInterceptor
 from mq_common.settings import config_from_settings
 

@@ -28,9 +28,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.route_manager import NameServerLookup
-from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_common.errors import MQError
 from mq_common.metrics import BATCH_SIZE_BUCKETS, LATENCY_BUCKETS_MS, NodeIdentity, ServiceMetrics
 from mq_common.protocol import TopicRouteData

@@ -71,8 +71,8 @@ class ServiceState(Enum):
 class DefaultMQProducer:
     """An asyncio RocketMQ producer. Mirrors DefaultMQProducer + DefaultMQProducerImpl.
 
-    ``namesrv`` answers route queries (mq_client.remoting.NameServerClient); ``transport`` carries sends to
-    brokers (mq_client.remoting.BrokerClient, or a coalescing wrapper). ``rng`` seeds the round-robin starts,
+    ``namesrv`` answers route queries (mq_common.namesrv_client.NameServerClient); ``transport`` carries sends to
+    brokers (mq_client.broker_client.BrokerClient, or a coalescing wrapper). ``rng`` seeds the round-robin starts,
     ``clock_ms`` is the monotonic clock of budgets and fault items (both injectable for tests);
     ``on_shutdown`` runs last in :meth:`shutdown` (e.g. closing the channel pool). Use :meth:`connect` to
     build one over real gRPC channels.
@@ -127,7 +127,10 @@ class DefaultMQProducer:
         """A producer over gRPC: one ChannelPool, a NameServerClient (failover over ``namesrv_addrs``) and a
         BrokerClient; :meth:`shutdown` closes the pool. Raises MQClientError when ``namesrv_addrs`` is empty.
         Call on the loop that will use the producer."""
-        from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient
+        from mq_common.channels import ChannelPool
+        from mq_common.namesrv_client import NameServerClient
+
+        from mq_client.broker_client import BrokerClient
 
         pool = ChannelPool()
         return cls(

@@ -32,7 +32,7 @@ _log = get_logger("mq_client.producer.route_manager")
 
 
 class NameServerLookup(Protocol):
-    """The part of :class:`mq_client.remoting.NameServerClient` the producer uses."""
+    """The part of :class:`mq_common.namesrv_client.NameServerClient` the producer uses."""
 
     async def get_route_info_by_topic(self, topic: str, timeout_ms: int = 3000) -> TopicRouteData:
         """Route of ``topic``; raises TopicNotExistError (17) or RemotingError."""

@@ -20,7 +20,7 @@ from mq_common.message_id import create_offset_msg_id
 from mq_common.protocol import BrokerData, QueueData, TopicRouteData
 from mq_common.response_code import ResponseCode
 
-from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
+from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 
 
 class FakeClock:

@@ -1,8 +1,10 @@
-"""The client adapter: broker / gateway calls, proto <-> domain translation (channels and the name server
-client live in mq_common.channels and mq_common.namesrv_client).
+"""The broker client adapter: calls to brokers by address, proto <-> value translation.
 
-With mq_client.send_stream, the only mq_client modules that touch generated protobuf types. Everything here
-runs on the caller's asyncio loop (channels belong to the loop that created them).
+Its request/result values live in mq_client.broker_values (no protobuf); channels, the name server client and
+the gRPC error mapping in mq_common (channels, namesrv_client, grpc_errors); the gateway client in
+mq_client.gateway_client. With mq_client.send_stream and mq_client.gateway_client, the only mq_client modules
+that touch generated protobuf types. Everything here runs on the caller's asyncio loop (channels belong to the
+loop that created them).
 
 Error mapping (Mirrors NettyRemotingClient#invokeSync + MQClientAPIImpl's response handling):
 - a gRPC status -> mq_common.grpc_errors.transport_error (RemotingTimeoutError, InvalidParameterError,
@@ -14,39 +16,32 @@ Error mapping (Mirrors NettyRemotingClient#invokeSync + MQClientAPIImpl's respon
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Final
 
 import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
-from mq.common.v1 import common_pb2
-from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
 from mq_common.channels import seconds as _seconds
 from mq_common.codec import MessageDecodeError, MessageExt, iter_messages
 from mq_common.errors import MQClientError, RemotingError, error_for_code
 from mq_common.grpc_errors import invoke as _invoke
-from mq_common.namesrv_client import NameServerClient
 from mq_common.namesrv_client import check_code as _check
 from mq_common.protocol import PullStatus, TopicConfig, TopicQueueOffset
 from mq_common.protocol.convert import pull_status_from_proto, topic_config_to_proto, topic_queue_offset_from_proto
 from mq_common.request_context import outgoing_metadata
 from mq_common.response_code import ResponseCode
 
+from mq_client.broker_values import (
+    BrokerBatchRequest,
+    BrokerBatchResponse,
+    BrokerSendRequest,
+    BrokerSendResponse,
+    PullResult,
+    QueryResult,
+)
 from mq_client.send_stream import BrokerSendStream
 
-__all__ = [
-    "BrokerClient",
-    "BrokerSendRequest",
-    "BrokerSendResponse",
-    "ChannelPool",
-    "GatewayMessage",
-    "GatewaySendResult",
-    "NameServerClient",
-    "PullResult",
-    "QueryResult",
-    "gateway_send",
-]
+__all__ = ["BrokerClient", "pull_result_from_proto"]
 
 # PullAPIWrapper#processPullResult: response codes that carry a pull status instead of an error.
 _PULL_STATUS_FROM_CODE: Final[Mapping[int, PullStatus]] = {
@@ -55,102 +50,6 @@ _PULL_STATUS_FROM_CODE: Final[Mapping[int, PullStatus]] = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Broker
-# ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerSendRequest:
-    """One message to store. Mirrors SendMessageRequestHeader + body.
-
-    ``properties`` is RocketMQ's property string (mq_common.codec.encode_properties); ``born_host`` is
-    ``"ip:port"`` or empty (the broker then uses the peer address).
-    """
-
-    producer_group: str
-    topic: str
-    queue_id: int
-    sys_flag: int
-    born_timestamp_ms: int
-    flag: int
-    properties: str
-    body: bytes
-    default_topic: str = "TBW102"
-    default_topic_queue_nums: int = 4
-    reconsume_times: int = 0
-    born_host: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerSendResponse:
-    """A broker's answer to one BrokerSendRequest. Mirrors SendMessageResponseHeader.
-
-    ``code`` 0 = SUCCESS; FLUSH_DISK_TIMEOUT (10), FLUSH_SLAVE_TIMEOUT (12), SLAVE_NOT_AVAILABLE (11) are
-    stored-but-not-durable outcomes; any other non-zero code means the message was not stored.
-    """
-
-    code: int
-    remark: str
-    msg_id: str
-    queue_id: int
-    queue_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerBatchRequest:
-    """One MessageBatch for one queue. Mirrors SEND_BATCH_MESSAGE's SendMessageRequestHeader + body.
-
-    ``body`` holds every message, encoded by mq_common.batch_codec (MessageDecoder#encodeMessages);
-    ``properties`` are the batch's own, appended by the broker to each message's. ``message_count``: how many
-    messages ``body`` holds (0: not said); ``queue_free``: no sharding key pins ``queue_id``, any queue of this
-    broker will do. Neither goes to the broker: with both, a coalescing transport may merge this batch with others
-    for the same broker and topic (mq_gateway.batch_merger).
-    """
-
-    producer_group: str
-    topic: str
-    queue_id: int
-    born_timestamp_ms: int
-    body: bytes
-    properties: str = ""
-    sys_flag: int = 0
-    default_topic: str = "TBW102"
-    default_topic_queue_nums: int = 4
-    born_host: str = ""
-    message_count: int = 0
-    queue_free: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerBatchResponse:
-    """A broker's answer to one BrokerBatchRequest: the code for the whole batch; when stored, the offset msg
-    ids joined with commas, the queue, the first queue offset and the number of messages."""
-
-    code: int
-    remark: str
-    msg_id: str
-    queue_id: int
-    queue_offset: int
-    message_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class PullResult:
-    """Mirrors org.apache.rocketmq.client.consumer.PullResult.
-
-    ``messages`` are decoded v1 records (compressed bodies inflated); empty unless ``status`` is FOUND.
-    ``next_begin_offset`` is the queue offset to pull from next; ``min_offset``/``max_offset`` bound the
-    queue (max is one past the last message).
-    """
-
-    status: PullStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    messages: tuple[MessageExt, ...]
 
 
 def _fill_batch_request(target: broker_pb2.SendMessageBatchRequest, request: BrokerBatchRequest) -> None:
@@ -218,15 +117,6 @@ def pull_result_from_proto(resp: broker_pb2.PullMessageResponse, broker_name: st
         max_offset=resp.max_offset,
         messages=messages,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class QueryResult:
-    """Messages found by key. Mirrors org.apache.rocketmq.client.QueryResult (plus the broker's index end)."""
-
-    messages: tuple[MessageExt, ...]
-    index_last_update_timestamp_ms: int = 0
-    index_last_update_phy_offset: int = 0
 
 
 def _decode_query_messages(blob: bytes, addr: str) -> tuple[MessageExt, ...]:
@@ -428,73 +318,3 @@ class BrokerClient:
         if len(messages) != 1:
             raise MQClientError(f"{addr}: ViewMessageById answered {len(messages)} messages", ResponseCode.SYSTEM_ERROR)
         return messages[0]
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Producer gateway (used by mqadmin sendMessage)
-# ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class GatewayMessage:
-    """A message for ProducerGateway.Send. Mirrors org.apache.rocketmq.common.message.Message."""
-
-    topic: str
-    body: bytes
-    tag: str = ""
-    keys: tuple[str, ...] = ()
-    sharding_key: str = ""
-    properties: Mapping[str, str] = field(default_factory=dict)
-    flag: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class GatewaySendResult:
-    """Mirrors org.apache.rocketmq.client.producer.SendResult; ``send_status`` is SendStatus' name."""
-
-    send_status: str
-    msg_id: str
-    offset_msg_id: str
-    broker_name: str
-    queue_id: int
-    queue_offset: int
-
-
-async def gateway_send(
-    pool: ChannelPool,
-    addr: str,
-    message: GatewayMessage,
-    producer_group: str = "",
-    send_timeout_ms: int = 0,
-    timeout_ms: int = 10_000,
-) -> GatewaySendResult:
-    """ProducerGateway.Send at ``addr``; ``send_timeout_ms`` 0 means the gateway's default (3000 ms).
-
-    Raises error_for_code(code, remark, broker_name) when the gateway reports a failed send, and
-    RemotingError / RemotingTimeoutError / InvalidParameterError on transport failure."""
-    request = gateway_pb2.SendRequest(
-        message=gateway_pb2.Message(
-            topic=message.topic,
-            body=message.body,
-            tag=message.tag,
-            keys=list(message.keys),
-            sharding_key=message.sharding_key,
-            properties=dict(message.properties),
-            flag=message.flag,
-        ),
-        producer_group=producer_group,
-        send_timeout_ms=send_timeout_ms,
-    )
-    stub: gateway_pb2_grpc.ProducerGatewayAsyncStub = gateway_pb2_grpc.ProducerGatewayStub(pool.get(addr))
-    resp = await _invoke(stub.Send(request, timeout=_seconds(timeout_ms)), addr)
-    result = resp.result
-    _check(result.code, result.remark, result.broker_name)
-    status = common_pb2.SendStatus.Name(result.send_status).removeprefix("SEND_STATUS_")
-    return GatewaySendResult(
-        send_status=status,
-        msg_id=result.msg_id,
-        offset_msg_id=result.offset_msg_id,
-        broker_name=result.broker_name,
-        queue_id=result.queue_id,
-        queue_offset=result.queue_offset,
-    )
