@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from mq_client.route import TopicConfig
+from mq_common.protocol import TopicConfig
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.ports import PortLayout
 from mq_local.topics import create_topic_on_cluster

@@ -184,8 +184,8 @@ async def test_bad_inputs_get_a_code_and_a_remark(strict_broker: tuple[BrokerCon
 async def test_topic_admin(strict_broker: tuple[BrokerController, Stub]) -> None:
     _controller, stub = strict_broker
 
-    def config(name: str, queues: int) -> common_pb2.TopicConfig:
-        return common_pb2.TopicConfig(topic_name=name, read_queue_nums=queues, write_queue_nums=queues)
+    def config(name: str, queues: int, perm: int = 6) -> common_pb2.TopicConfig:
+        return common_pb2.TopicConfig(topic_name=name, read_queue_nums=queues, write_queue_nums=queues, perm=perm)
 
     missing = await stub.UpdateTopic(broker_pb2.UpdateTopicRequest(topic_config=config("Nope", 4)))
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
@@ -196,6 +196,10 @@ async def test_topic_admin(strict_broker: tuple[BrokerController, Stub]) -> None
     assert stats.code == ResponseCode.SUCCESS
     assert [(o.broker_name, o.queue_id, o.max_offset) for o in stats.offsets][-1] == ("broker-a", 7, 1)
     assert len(stats.offsets) == 8
+    # perm is taken as is: 0 is "neither read nor write", not "unset"
+    closed = await stub.UpdateTopic(broker_pb2.UpdateTopicRequest(topic_config=config("Known", 8, perm=0)))
+    assert closed.code == ResponseCode.SUCCESS
+    assert (await stub.SendMessage(send_request("Known", queue_id=7))).code == ResponseCode.NO_PERMISSION
     bad_name = await stub.CreateTopic(broker_pb2.CreateTopicRequest(topic_config=config("a b", 4)))
     assert bad_name.code == ResponseCode.INVALID_PARAMETER
     system = await stub.CreateTopic(broker_pb2.CreateTopicRequest(topic_config=config("SELF_TEST_TOPIC", 4)))

@@ -11,7 +11,8 @@ import pytest
 from broker_grpc_testkit import RunningBrokers
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_broker.controller import BrokerController
-from mq_client.remoting import BrokerClient, ChannelPool
+from mq_client.broker_client import BrokerClient
+from mq_common.channels import ChannelPool
 from mq_common.codec import encode_properties, iter_messages
 from mq_common.errors import MQBrokerError
 from mq_common.message_id import create_offset_msg_id, decode_offset_msg_id

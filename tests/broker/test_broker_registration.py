@@ -118,3 +118,11 @@ async def test_unreachable_name_servers_never_stop_the_broker(brokers: RunningBr
     assert registrar.last_results == {dead: False}
     sent = await stub.SendMessage(broker_pb2.SendMessageRequest(topic="Any", body=b"x", default_topic="TBW102"))
     assert sent.code == ResponseCode.SUCCESS
+
+
+async def test_a_broker_without_name_servers_registers_nowhere(brokers: RunningBrokers, tmp_path: Path) -> None:
+    controller, stub = await brokers.start(tmp_path / "store", namesrv_addr=" ; ")
+    assert (controller.namesrv_client, controller.registrar) == (None, None)
+    sent = await stub.SendMessage(broker_pb2.SendMessageRequest(topic="Any", body=b"x", default_topic="TBW102"))
+    assert sent.code == ResponseCode.SUCCESS
+    await brokers.stop_all()  # nothing to unregister from

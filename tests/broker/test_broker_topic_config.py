@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mq_broker.topic_config import TopicConfig, TopicConfigManager
+from mq_broker.topic_config import TopicConfigManager
 from mq_common.constants import MixAll, PermName
+from mq_common.protocol import TopicConfig
 
 
 def manager(path: Path, *, auto_create: bool = True, queue_nums: int = 4) -> TopicConfigManager:

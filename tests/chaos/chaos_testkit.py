@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Final
 
-from mq_client.remoting import BrokerClient
-from mq_client.route import PullStatus
+from mq_client.broker_client import BrokerClient
 from mq_common.codec import MessageExt
+from mq_common.protocol import PullStatus
 
 START_TIMEOUT_S: Final = 60.0
 EXIT_TIMEOUT_S: Final = 30.0

@@ -22,11 +22,13 @@ from typing import Final
 
 import pytest
 from chaos_testkit import BrokerProcess, BrokerProcesses, broker_env, pull_queue
-from mq_client.remoting import BrokerClient, BrokerSendRequest, BrokerSendResponse, ChannelPool
-from mq_client.route import TopicConfig
+from mq_client.broker_client import BrokerClient
+from mq_client.broker_values import BrokerSendRequest, BrokerSendResponse
+from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt, encode_properties
 from mq_common.constants import MessageConst
 from mq_common.errors import MQError
+from mq_common.protocol import TopicConfig
 from mq_common.response_code import ResponseCode
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.timeout(1800)]

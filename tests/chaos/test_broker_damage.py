@@ -24,12 +24,14 @@ from typing import Final
 import pytest
 from chaos_testkit import BrokerProcess, BrokerProcesses, broker_env, closed_port, pull_queue
 from mq_broker.store.mapped_file import offset_to_file_name
-from mq_client.remoting import BrokerClient, BrokerSendRequest, ChannelPool
-from mq_client.route import TopicConfig
+from mq_client.broker_client import BrokerClient
+from mq_client.broker_values import BrokerSendRequest
+from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt, encode_properties
 from mq_common.constants import MessageConst
 from mq_common.errors import MQClientError, MQError
 from mq_common.message_id import create_offset_msg_id
+from mq_common.protocol import TopicConfig
 from mq_common.response_code import ResponseCode
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from mq_client.remoting import ChannelPool
+from mq_common.channels import ChannelPool
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest
 from mq_client.admin.admin_client import MQAdminClient
 from mq_client.admin.cli import app
 from mq_client.consumer import PullConsumer
-from mq_client.route import MessageQueue, PullStatus, TopicConfig, TopicRouteData
 from mq_common.constants import MessageSysFlag
 from mq_common.errors import TopicNotExistError
+from mq_common.protocol import MessageQueue, PullStatus, TopicConfig, TopicRouteData
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.ports import PortLayout
 from typer.testing import CliRunner

@@ -7,11 +7,12 @@ from collections.abc import AsyncIterator
 import pytest
 from mq_client.admin.admin_client import MQAdminClient
 from mq_client.consumer import PullConsumer, filter_by_tags, parse_subscription
-from mq_client.remoting import BrokerRegistration, ChannelPool, NameServerClient
-from mq_client.route import MessageQueue, TopicConfig
+from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
 from mq_common.constants import PermName
 from mq_common.errors import MQClientError, RemotingError, TopicNotExistError
+from mq_common.namesrv_client import NameServerClient
+from mq_common.protocol import BrokerRegistration, MessageQueue, TopicConfig
 from mq_common.response_code import ResponseCode
 from mq_namesrv.controller import NamesrvController
 from mq_namesrv.settings import NamesrvSettings
@@ -132,7 +133,9 @@ async def test_pull_failure_refreshes_the_cached_route(namesrv: NamesrvControlle
         assert await consumer.find_broker_addr("broker-a", "TopicA") == DEAD_BROKER_ADDR  # cached now
         pool = ChannelPool()
         client = NameServerClient([namesrv.addr], pool)
-        await client.unregister_broker(namesrv.addr, "DefaultCluster", "broker-a", 0, DEAD_BROKER_ADDR)
+        await client.unregister_broker(
+            namesrv.addr, BrokerRegistration("DefaultCluster", "broker-a", 0, DEAD_BROKER_ADDR)
+        )
         moved = BrokerRegistration("DefaultCluster", "broker-a", 0, "127.0.0.1:4", {"TopicA": TopicConfig("TopicA")})
         await client.register_broker(namesrv.addr, moved)
         await pool.close()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 from mq_client.admin.admin_client import MQAdminClient
 from mq_client.admin.cli import app
-from mq_client.remoting import GatewaySendResult
+from mq_client.gateway_client import GatewaySendResult
 from mq_common.errors import MQError
 from mq_common.message_id import create_offset_msg_id, decode_offset_msg_id
 from mq_common.response_code import ResponseCode

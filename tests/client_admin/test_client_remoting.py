@@ -1,4 +1,5 @@
-"""mq_client.remoting against real in-process name servers: failover, route/cluster translation, errors.
+"""mq_common.namesrv_client and mq_client.broker_client against real in-process name servers: failover,
+route/cluster translation, errors.
 
 Plus the pure proto -> PullResult translation (no broker needed for that).
 """
@@ -10,13 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 from mq.broker.v1 import broker_pb2
-from mq_client.remoting import (
-    BrokerRegistration,
-    ChannelPool,
-    NameServerClient,
-    pull_result_from_proto,
-)
-from mq_client.route import BrokerData, MessageQueue, PullStatus, QueueData, TopicConfig
+from mq_client.broker_client import pull_result_from_proto
+from mq_common.channels import ChannelPool
 from mq_common.codec import encode_message, encode_properties, host_to_bytes
 from mq_common.constants import MessageSysFlag, PermName
 from mq_common.errors import (
@@ -25,6 +21,16 @@ from mq_common.errors import (
     MQClientError,
     RemotingError,
     TopicNotExistError,
+)
+from mq_common.namesrv_client import NameServerClient
+from mq_common.protocol import (
+    BrokerData,
+    BrokerRegistration,
+    DataVersion,
+    MessageQueue,
+    PullStatus,
+    QueueData,
+    TopicConfig,
 )
 from mq_common.response_code import ResponseCode
 from mq_namesrv.controller import NamesrvController
@@ -60,7 +66,7 @@ def registration(
             "ReadOnly": TopicConfig("ReadOnly", 2, 2, PermName.PERM_READ),
             "WriteOnly": TopicConfig("WriteOnly", 2, 2, PermName.PERM_WRITE),
         },
-        data_version=(0, 1, 1),
+        data_version=DataVersion(0, 1, 1),
         ha_server_addr=f"{addr.rsplit(':', 1)[0]}:10912",
     )
 
@@ -126,9 +132,9 @@ async def test_route_and_cluster_translation(two_namesrvs: list[NamesrvControlle
     assert info.cluster_addr_table == {"DefaultCluster": ("broker-a", "broker-b")}
     assert info.master_addrs_of_cluster("DefaultCluster") == ["127.0.0.1:10911", "127.0.0.1:10921"]
     assert set(info.broker_live_table) == {"127.0.0.1:10911", "127.0.0.1:10915", "127.0.0.1:10921"}
-    assert all(ts > 0 for ts in info.broker_live_table.values())
+    assert all(live.last_update_timestamp_ms > 0 for live in info.broker_live_table.values())
 
-    await client.unregister_broker(ctl.addr, "DefaultCluster", "broker-b", 0, "127.0.0.1:10921")
+    await client.unregister_broker(ctl.addr, registration("broker-b", "127.0.0.1:10921"))
     assert [b.broker_name for b in (await client.get_route_info_by_topic("TopicA")).broker_datas] == ["broker-a"]
 
 

@@ -16,8 +16,10 @@ import pytest
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_broker.controller import BrokerController
 from mq_broker.settings import BrokerSettings
-from mq_client.remoting import BrokerBatchRequest, BrokerClient, BrokerSendRequest, ChannelPool
+from mq_client.broker_client import BrokerClient
+from mq_client.broker_values import BrokerBatchRequest, BrokerSendRequest
 from mq_common.batch_codec import encode_batch
+from mq_common.channels import ChannelPool
 from mq_common.codec import encode_properties
 from mq_common.errors import RemotingError, RemotingTimeoutError
 from mq_common.request_context import bind_request_id

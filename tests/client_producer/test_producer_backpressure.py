@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from mq_client.producer import DefaultMQProducer, FlowControlError, InFlightLimiter, Message, ProducerConfig
+from mq_client.producer import DefaultMQProducer, FlowControlError, Message, ProducerConfig
+from mq_client.producer.backpressure import InFlightLimiter
 from mq_client.producer.testing import InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
 from mq_common.response_code import ResponseCode
 

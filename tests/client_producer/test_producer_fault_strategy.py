@@ -13,7 +13,7 @@ from mq_client.producer.fault_strategy import (
 )
 from mq_client.producer.testing import FakeClock, make_route
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo, topic_route_data_to_publish_info
-from mq_client.route import MessageQueue
+from mq_common.protocol import MessageQueue
 
 
 def test_tables_are_rocketmq_4x() -> None:

@@ -6,23 +6,16 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from mq_client.producer import (
-    ChunkOutcome,
-    DefaultMQProducer,
-    Message,
-    MessageBatch,
-    MessageBatchResult,
-    SendResult,
-)
-from mq_client.producer.message_batch import queue_groups
+from mq_client.producer import DefaultMQProducer, Message, MessageBatch, MessageBatchResult, SendResult
+from mq_client.producer.message_batch import ChunkOutcome, queue_groups
 from mq_client.producer.selectors import select_by_sharding_key
 from mq_client.producer.testing import (
     ScriptedBrokerTransport,
     Step,
 )
-from mq_client.route import MessageQueue
 from mq_common.codec import decode_properties
 from mq_common.errors import MQError
+from mq_common.protocol import MessageQueue
 from mq_common.response_code import ResponseCode
 from producer_testkit import ADDRS, A, B, make_producer  # noqa: F401
 

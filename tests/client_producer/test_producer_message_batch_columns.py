@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from mq_client.producer import (
-    ChunkOutcome,
     Message,
     MessageBatch,
     MessageBatchResult,
@@ -15,7 +14,7 @@ from mq_client.producer import (
     SendResult,
 )
 from mq_client.producer.kernel import prepare_message
-from mq_client.producer.message_batch import chunk_ranges
+from mq_client.producer.message_batch import ChunkOutcome, chunk_ranges
 from mq_client.producer.testing import (
     ScriptedBrokerTransport,
     Step,

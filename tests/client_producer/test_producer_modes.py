@@ -7,10 +7,8 @@ import asyncio
 
 import pytest
 from mq_client.producer import (
-    LATENCY_TABLES,
     DefaultMQProducer,
     Message,
-    MQFaultStrategy,
     ProducerConfig,
     ProducerHooks,
     SendMessageContext,
@@ -18,6 +16,7 @@ from mq_client.producer import (
     TopicAccessList,
     load_hook,
 )
+from mq_client.producer.fault_strategy import LATENCY_TABLES, MQFaultStrategy
 from mq_client.producer.testing import FakeClock, InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
 from mq_common.errors import InvalidParameterError, MessageIllegalError, MQBrokerError, MQError, RemotingError
 from mq_common.response_code import ResponseCode

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from mq_client.producer.route_manager import TopicRouteManager
 from mq_client.producer.testing import FixedStartRandom, InMemoryNameServer, make_route
-from mq_client.route import MessageQueue, TopicRouteData
 from mq_common.errors import RemotingError, RemotingTimeoutError, TopicNotExistError
+from mq_common.protocol import MessageQueue, TopicRouteData
 from mq_common.response_code import ResponseCode
 
 

@@ -12,7 +12,7 @@ from mq_client.producer.selectors import (
     queue_index_for_key,
     select_by_sharding_key,
 )
-from mq_client.route import MessageQueue
+from mq_common.protocol import MessageQueue
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,9 @@ from mq_client.producer.testing import (
     Step,
     make_route,
 )
-from mq_client.route import MessageQueue
 from mq_common.codec import decode_properties
 from mq_common.errors import MessageIllegalError, MQBrokerError, RemotingError, TopicNotExistError
+from mq_common.protocol import MessageQueue
 from mq_common.response_code import ResponseCode
 
 A, B = "127.0.0.1:10911", "127.0.0.1:10921"

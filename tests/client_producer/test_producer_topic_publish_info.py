@@ -13,8 +13,8 @@ from mq_client.producer.topic_publish_info import (
     topic_route_data_changed,
     topic_route_data_to_publish_info,
 )
-from mq_client.route import BrokerData, MessageQueue, QueueData, TopicRouteData
 from mq_common.constants import PermName
+from mq_common.protocol import BrokerData, MessageQueue, QueueData, TopicRouteData
 
 RW = PermName.PERM_READ | PermName.PERM_WRITE
 

@@ -39,8 +39,8 @@ from containers_kit import (
     wait_serving,
 )
 from mq_client.admin.admin_client import MQAdminClient
-from mq_client.route import TopicConfig
 from mq_common.errors import MQError
+from mq_common.protocol import TopicConfig
 from mq_spark.jobs.publish_flights import FLIGHTS_ROWS, FLIGHTS_TOPIC
 from mq_spark.verify import read_back
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_client.remoting import ChannelPool
+from mq_common.channels import ChannelPool
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.ports import PortLayout
 

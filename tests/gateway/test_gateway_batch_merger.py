@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse
 from mq_client.producer.testing import ScriptedBrokerTransport, Step
-from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse
 from mq_common.batch_codec import encode_batch
 from mq_common.errors import RemotingError
 from mq_common.response_code import ResponseCode

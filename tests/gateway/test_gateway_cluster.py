@@ -12,7 +12,8 @@ import grpc
 import pytest
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_client.remoting import BrokerClient, ChannelPool
+from mq_client.broker_client import BrokerClient
+from mq_common.channels import ChannelPool
 from mq_common.constants import MessageSysFlag
 from mq_common.response_code import ResponseCode
 from mq_local.cluster import ClusterSpec, LocalCluster

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_client.remoting import BrokerClient, ChannelPool
+from mq_client.broker_client import BrokerClient
+from mq_common.channels import ChannelPool
 from mq_common.response_code import ResponseCode
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.ports import PortLayout

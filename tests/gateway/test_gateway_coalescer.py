@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Sequence
 import grpc
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.producer.testing import InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
-from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_common.errors import RemotingError
 from mq_common.response_code import ResponseCode
 from mq_gateway.coalescer import CoalescingBrokerTransport, request_size_bytes

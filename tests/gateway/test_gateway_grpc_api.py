@@ -13,17 +13,11 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_client.producer import (
-    ChunkOutcome,
-    DefaultMQProducer,
-    EncodedMessageBatch,
-    Message,
-    MessageBatch,
-    ProducerConfig,
-    SendResult,
-)
+from mq_client.gateway_client import GatewayMessage, gateway_send
+from mq_client.producer import DefaultMQProducer, Message, MessageBatch, ProducerConfig, SendResult
+from mq_client.producer.message_batch import ChunkOutcome, EncodedMessageBatch
 from mq_client.producer.testing import FakeClock, InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
-from mq_client.remoting import ChannelPool, GatewayMessage, gateway_send
+from mq_common.channels import ChannelPool
 from mq_common.codec import decode_properties
 from mq_common.errors import MQError, RemotingError
 from mq_common.response_code import ResponseCode

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2
-from mq_client.producer import ENCODED_FIXED_PROPERTIES, ChunkOutcome, MessageBatchResult, SendStatus
+from mq_client.producer import MessageBatchResult, SendStatus
 from mq_client.producer import message_batch as message_batch_module
-from mq_client.route import MessageQueue
+from mq_client.producer.message_batch import ENCODED_FIXED_PROPERTIES, ChunkOutcome
 from mq_common.batch_codec import decode_batch
+from mq_common.protocol import MessageQueue
 from mq_gateway import wire
 from mq_gateway.grpc_api import batch_from_protos, chunks_to_proto
 

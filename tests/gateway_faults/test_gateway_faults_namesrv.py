@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 from gateway_faults_testkit import Publisher, body_of, brokers_of, fault_spec, gateway_stub
-from mq_client.remoting import BrokerClient, ChannelPool
-from mq_client.route import PullStatus
+from mq_client.broker_client import BrokerClient
+from mq_common.channels import ChannelPool
+from mq_common.protocol import PullStatus
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic
 

@@ -7,7 +7,9 @@ import time
 import grpc
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_client.remoting import BrokerClient, BrokerSendRequest, ChannelPool
+from mq_client.broker_client import BrokerClient
+from mq_client.broker_values import BrokerSendRequest
+from mq_common.channels import ChannelPool
 from mq_common.codec import encode_properties
 from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
 from mq_common.response_code import ResponseCode

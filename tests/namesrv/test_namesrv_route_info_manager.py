@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from mq_common.constants import PermName
 from mq_common.errors import InvalidParameterError, TopicNotExistError
+from mq_common.protocol import BrokerRegistration, DataVersion, QueueData, TopicConfig
 from mq_common.response_code import ResponseCode
-from mq_namesrv.model import BrokerRegistration, DataVersion, QueueData, TopicConfig
 from mq_namesrv.route_info_manager import RouteInfoManager
 
 V1 = DataVersion(0, 1, 1)
@@ -86,7 +86,6 @@ def test_cluster_info_and_topic_list(manager: RouteInfoManager, clock: FakeClock
     assert info.broker_live_table["127.0.0.1:10911"].last_update_timestamp_ms == clock.now_ms
     assert info.broker_live_table["127.0.0.1:10911"].heartbeat_timeout_ms == 120_000
     assert manager.get_all_topic_list() == ["T1", "T2", "T3"]
-    assert manager.get_topics_by_cluster("Other") == ["T3"]
 
 
 def test_slave_topics_are_ignored_and_slave_learns_master(manager: RouteInfoManager) -> None:

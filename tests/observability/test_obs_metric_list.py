@@ -11,7 +11,7 @@ import structlog
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
-from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
+from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_common.errors import RETRIABLE_BROKER_CODES, RemotingError
 from mq_common.grpc_server import CHANNEL_OPTIONS, ServiceServer
 from mq_common.metrics import OTHER_TOPIC, NodeIdentity, TopicLabels

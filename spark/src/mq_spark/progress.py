@@ -14,8 +14,10 @@ import time
 from types import TracebackType
 from typing import Final
 
-from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient
+from mq_client.broker_client import BrokerClient
+from mq_common.channels import ChannelPool
 from mq_common.errors import MQError
+from mq_common.namesrv_client import NameServerClient
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mq_client.consumer import PullConsumer
-from mq_client.route import MessageQueue, PullStatus
 from mq_common.codec import MessageExt
 from mq_common.errors import MQClientError
+from mq_common.protocol import MessageQueue, PullStatus
 from mq_common.response_code import ResponseCode
 
 PULL_BATCH: Final = 1024
@@ -66,15 +66,6 @@ class RowIdCheck:
     @property
     def keys_on_many_queues(self) -> int:
         return sum(1 for queues in self.key_queues.values() if len(queues) > 1)
-
-    def missing_sample(self, limit: int = 10) -> list[int]:
-        out: list[int] = []
-        for row_id in range(self.expected_rows):
-            if row_id not in self.seen:
-                out.append(row_id)
-                if len(out) >= limit:
-                    break
-        return out
 
     def report(self) -> dict[str, Any]:
         return {

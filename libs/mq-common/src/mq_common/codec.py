@@ -123,11 +123,6 @@ def calc_msg_length(sys_flag: int, body_len: int, topic_len: int, properties_len
     return _FIXED_BYTES + born + store + 4 + body_len + 1 + topic_len + 2 + properties_len
 
 
-def store_timestamp_pos(sys_flag: int) -> int:
-    """Byte position of STORETIMESTAMP in a record with this SYSFLAG."""
-    return BORN_HOST_POS + (20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8)
-
-
 def encode_message(
     *,
     topic: bytes,
@@ -225,13 +220,6 @@ class MessageExt:
         """hex(store host 8|20 bytes + commit log offset 8), upper case (MessageDecoder#createMessageId)."""
         host, port = self.store_host
         return (host_to_bytes(host, port) + _I64.pack(self.commit_log_offset)).hex().upper()
-
-
-def read_total_and_magic(buf: bytes | memoryview | bytearray, pos: int) -> tuple[int, int]:
-    """(TOTALSIZE, MAGICCODE) at ``pos``; raises MessageDecodeError past the end."""
-    if pos + 8 > len(buf):
-        raise MessageDecodeError(f"no record header at {pos}")
-    return _I32.unpack_from(buf, pos)[0], _U32.unpack_from(buf, pos + 4)[0]
 
 
 def decode_message(

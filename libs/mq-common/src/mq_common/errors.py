@@ -123,8 +123,3 @@ def error_for_code(code: int, remark: str, broker_name: str = "") -> MQError:
     if cls is not None and issubclass(cls, RemotingError):
         return cls(remark)
     return MQBrokerError(remark, code, broker_name)
-
-
-def exception_class_for_code(code: int) -> type[MQError]:
-    """The class raised locally for ``code`` (MQBrokerError for unknown codes)."""
-    return _ERROR_BY_CODE.get(code, MQBrokerError)

@@ -7,13 +7,21 @@ Each service subclasses :class:`ServiceSettings` with its own env prefix (``MQ_N
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import yaml
 from pydantic import Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from mq_common.config_fields import DESCRIPTION_KEY, field_of
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_C = TypeVar("_C", bound="DataclassInstance")
 
 
 class _YamlSource(PydanticBaseSettingsSource):
@@ -61,3 +69,18 @@ class ServiceSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, _YamlSource(settings_cls))
+
+
+def mirrored_field(config_cls: type[Any], name: str, **constraints: Any) -> Any:
+    """A settings Field for the field ``name`` of dataclass ``config_cls``: its default and description come from
+    there (declared once with mq_common.config_fields.described); ``constraints`` (ge, le, pattern, ...) are the
+    settings' validation, and ``default=`` may override the dataclass default for this service."""
+    source = field_of(config_cls, name)
+    constraints.setdefault("default", source.default)
+    return Field(description=source.metadata[DESCRIPTION_KEY], **constraints)
+
+
+def config_from_settings(config_cls: type[_C], settings: BaseSettings, **values: Any) -> _C:
+    """``config_cls(...)`` with every field the settings class also has, by name, plus ``values``."""
+    names = {f.name for f in dataclasses.fields(config_cls)} & set(type(settings).model_fields)
+    return config_cls(**{name: getattr(settings, name) for name in names}, **values)

@@ -15,8 +15,9 @@ from typing import Any, Final, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2
-from mq_client.remoting import ChannelPool, NameServerClient
+from mq_common.channels import ChannelPool
 from mq_common.errors import MQError
+from mq_common.namesrv_client import NameServerClient
 
 HEALTH_CALL_MS: Final = 1_000
 HEALTH_CHECK_METHOD: Final = "/grpc.health.v1.Health/Check"
@@ -80,7 +81,7 @@ async def registered_brokers(namesrv_addr: str, call_ms: int = 2_000) -> dict[st
     for name, data in info.broker_addr_table.items():
         master = data.master_addr()
         if master is not None:
-            out[name] = (master, info.broker_live_table.get(master, 0))
+            out[name] = (master, info.last_update_timestamp_ms(master))
     return out
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from mq_client.consumer import PullConsumer
-from mq_client.route import MessageQueue, PullStatus, TopicConfig
 from mq_common.codec import MessageExt
+from mq_common.protocol import MessageQueue, PullStatus, TopicConfig
 
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.ports import PortLayout

@@ -11,8 +11,8 @@ import time
 from typing import Final
 
 from mq_client.admin.admin_client import MQAdminClient
-from mq_client.route import TopicConfig, TopicRouteData
 from mq_common.errors import MQClientError, MQError
+from mq_common.protocol import TopicConfig, TopicRouteData
 from mq_common.response_code import ResponseCode
 
 ROUTE_WAIT_S: Final = 30.0

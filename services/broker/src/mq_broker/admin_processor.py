@@ -6,29 +6,17 @@ Mirrors org.apache.rocketmq.broker.processor.AdminBrokerProcessor (#updateAndCre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mq_common.errors import InvalidParameterError, TopicNotExistError
+from mq_common.protocol import TopicConfig, TopicQueueOffset
 
-from mq_broker.store.message_store import DefaultMessageStore
-from mq_broker.topic_config import TopicConfig, TopicConfigManager, check_topic_config
-
-
-@dataclass(frozen=True, slots=True)
-class TopicQueueOffset:
-    """Offsets of one queue. Mirrors org.apache.rocketmq.remoting.protocol.admin.TopicOffset."""
-
-    broker_name: str
-    queue_id: int
-    min_offset: int
-    max_offset: int
-    last_update_timestamp_ms: int
+from mq_broker.store.api import MessageStore
+from mq_broker.topic_config import TopicConfigManager, check_topic_config
 
 
 class AdminBrokerProcessor:
     """Topic administration over the topic table and the store."""
 
-    def __init__(self, store: DefaultMessageStore, topic_config_manager: TopicConfigManager, broker_name: str) -> None:
+    def __init__(self, store: MessageStore, topic_config_manager: TopicConfigManager, broker_name: str) -> None:
         self.store = store
         self.topics = topic_config_manager
         self.broker_name = broker_name

@@ -13,18 +13,21 @@ from dataclasses import replace
 from typing import Final
 
 from mq.broker.v1 import broker_pb2_grpc
+from mq_common.channels import ChannelPool
 from mq_common.codec import host_to_bytes
 from mq_common.constants import PermName
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
+from mq_common.namesrv_client import NameServerClient
+from mq_common.protocol import BrokerRegistration
 from mq_common.request_context import RequestContextInterceptor
 
 from mq_broker.admin_processor import AdminBrokerProcessor
-from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer, GrpcNamesrvClient
+from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
-from mq_broker.registration import BrokerRegistrar, BrokerRegistration, NamesrvClient
+from mq_broker.registration import BrokerRegistrar, NamesrvClient
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.settings import BrokerSettings
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
@@ -36,11 +39,16 @@ log = get_logger("mq_broker.controller")
 
 
 class BrokerController:
-    """One broker. ``namesrv_client`` defaults to gRPC (tests may pass their own)."""
+    """One broker. ``namesrv_client`` defaults to mq_common's gRPC NameServerClient over the settings' name
+    servers (none: the broker registers nowhere); tests may pass their own."""
 
     def __init__(self, settings: BrokerSettings, namesrv_client: NamesrvClient | None = None) -> None:
         self.settings = settings
-        self.namesrv_client: NamesrvClient = namesrv_client or GrpcNamesrvClient()
+        self._channels = ChannelPool()
+        addrs = settings.namesrv_addr_list
+        if namesrv_client is None and addrs:
+            namesrv_client = NameServerClient(addrs, self._channels)
+        self.namesrv_client: NamesrvClient | None = namesrv_client
         self.port = 0
         self.server: ServiceServer | None = None
         self.store: DefaultMessageStore | None = None
@@ -140,6 +148,8 @@ class BrokerController:
 
     def _start_registration(self, topics: TopicConfigManager) -> None:
         s = self.settings
+        if self.namesrv_client is None:
+            return
         self.registrar = BrokerRegistrar(
             self.namesrv_client,
             s.namesrv_addr_list,
@@ -190,7 +200,7 @@ class BrokerController:
             await asyncio.to_thread(self.topics.persist)
         if self.store is not None:
             await asyncio.to_thread(self.store.shutdown)
-        await self.namesrv_client.close()
+        await self._channels.close()
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop_server)
         log.info("broker_stopped", broker_name=self.settings.broker_name, port=self.port)

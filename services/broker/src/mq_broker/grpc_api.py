@@ -5,8 +5,8 @@ PullMessageProcessor, AdminBrokerProcessor} and, as a client, org.apache.rocketm
 Handlers run on the service's asyncio loop. Business outcomes travel as ``code`` + ``remark``; a handler never
 raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. A SendBatch of
 more than MAX_SEND_BATCH_COUNT requests is refused with gRPC INVALID_ARGUMENT (a SendStream frame with
-INVALID_PARAMETER, the stream goes on). A TopicConfig with ``perm`` 0
-(unset in proto3) means read + write.
+INVALID_PARAMETER, the stream goes on). A TopicConfig's ``perm`` is taken as is (0: neither read nor write;
+see mq_common.protocol.topic). As a client of the name servers the broker uses mq_common.namesrv_client.
 """
 
 from __future__ import annotations
@@ -17,19 +17,15 @@ from typing import Final, TypeVar
 
 import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
-from mq.common.v1 import common_pb2
-from mq.namesrv.v1 import namesrv_pb2, namesrv_pb2_grpc
-from mq_common.constants import PermName
-from mq_common.errors import MQError, RemotingError, RemotingTimeoutError, error_for_code
-from mq_common.grpc_server import CHANNEL_OPTIONS
+from mq_common.errors import MQError
 from mq_common.logging import get_logger
+from mq_common.protocol.convert import pull_status_to_proto, topic_config_from_proto, topic_queue_offset_to_proto
 from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
 
 from mq_broker.admin_processor import AdminBrokerProcessor
-from mq_broker.pull_processor import PullMessageCommand, PullMessageProcessor, PullMessageReply, PullStatus
+from mq_broker.pull_processor import PullMessageCommand, PullMessageProcessor, PullMessageReply
 from mq_broker.query_processor import QueryMessageCommand, QueryMessageProcessor
-from mq_broker.registration import BrokerRegistration
 from mq_broker.send_processor import (
     SendMessageBatchCommand,
     SendMessageBatchReply,
@@ -38,7 +34,6 @@ from mq_broker.send_processor import (
     SendMessageReply,
 )
 from mq_broker.stream_sessions import SendStreamSessions
-from mq_broker.topic_config import DataVersion, TopicConfig
 
 log = get_logger("mq_broker.grpc_api")
 
@@ -46,14 +41,6 @@ SERVICE_NAME: Final = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name
 MAX_SEND_BATCH_COUNT: Final = 10_000
 _Resp = TypeVar("_Resp")
 _Context = grpc.aio.ServicerContext[object, object]
-
-_PULL_STATUS_TO_PROTO: Final = {
-    PullStatus.FOUND: broker_pb2.PULL_STATUS_FOUND,
-    PullStatus.NO_NEW_MSG: broker_pb2.PULL_STATUS_NO_NEW_MSG,
-    PullStatus.NO_MATCHED_MSG: broker_pb2.PULL_STATUS_NO_MATCHED_MSG,
-    PullStatus.OFFSET_ILLEGAL: broker_pb2.PULL_STATUS_OFFSET_ILLEGAL,
-}
-
 
 # --- translation ----------------------------------------------------------------------------------------------------
 
@@ -135,55 +122,12 @@ def pull_reply_to_proto(reply: PullMessageReply) -> broker_pb2.PullMessageRespon
     return broker_pb2.PullMessageResponse(
         code=reply.code,
         remark=reply.remark,
-        status=_PULL_STATUS_TO_PROTO[reply.status] if reply.status is not None else broker_pb2.PULL_STATUS_UNSPECIFIED,
+        status=pull_status_to_proto(reply.status),
         next_begin_offset=reply.next_begin_offset,
         min_offset=reply.min_offset,
         max_offset=reply.max_offset,
         message_bytes=reply.message_bytes,
         message_count=reply.message_count,
-    )
-
-
-def topic_config_from_proto(msg: common_pb2.TopicConfig) -> TopicConfig:
-    return TopicConfig(
-        topic_name=msg.topic_name,
-        read_queue_nums=msg.read_queue_nums,
-        write_queue_nums=msg.write_queue_nums,
-        perm=msg.perm or (PermName.PERM_READ | PermName.PERM_WRITE),
-        topic_sys_flag=msg.topic_sys_flag,
-        order=msg.order,
-        attributes=dict(msg.attributes),
-    )
-
-
-def topic_config_to_proto(config: TopicConfig) -> common_pb2.TopicConfig:
-    return common_pb2.TopicConfig(
-        topic_name=config.topic_name,
-        read_queue_nums=config.read_queue_nums,
-        write_queue_nums=config.write_queue_nums,
-        perm=config.perm,
-        topic_sys_flag=config.topic_sys_flag,
-        order=config.order,
-        attributes=dict(config.attributes),
-    )
-
-
-def data_version_to_proto(version: DataVersion) -> common_pb2.DataVersion:
-    return common_pb2.DataVersion(
-        state_version=version.state_version, timestamp_ms=version.timestamp_ms, counter=version.counter
-    )
-
-
-def register_request_to_proto(registration: BrokerRegistration) -> namesrv_pb2.RegisterBrokerRequest:
-    return namesrv_pb2.RegisterBrokerRequest(
-        cluster_name=registration.cluster_name,
-        broker_name=registration.broker_name,
-        broker_id=registration.broker_id,
-        broker_addr=registration.broker_addr,
-        ha_server_addr=registration.ha_server_addr,
-        topic_config_table={name: topic_config_to_proto(tc) for name, tc in registration.topic_configs.items()},
-        data_version=data_version_to_proto(registration.data_version),
-        heartbeat_timeout_ms=registration.heartbeat_timeout_ms,
     )
 
 
@@ -337,16 +281,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             offsets = self._admin.get_topic_stats(request.topic)
             return broker_pb2.GetTopicStatsResponse(
                 code=ResponseCode.SUCCESS,
-                offsets=[
-                    broker_pb2.TopicQueueOffset(
-                        broker_name=o.broker_name,
-                        queue_id=o.queue_id,
-                        min_offset=o.min_offset,
-                        max_offset=o.max_offset,
-                        last_update_timestamp_ms=o.last_update_timestamp_ms,
-                    )
-                    for o in offsets
-                ],
+                offsets=[topic_queue_offset_to_proto(o) for o in offsets],
             )
 
         return await _guard("GetTopicStats", broker_pb2.GetTopicStatsResponse, handle)
@@ -419,58 +354,3 @@ def _frame_failed(frame: broker_pb2.SendStreamRequest, exc: Exception) -> broker
 
 def _send_error(code: int, remark: str) -> broker_pb2.SendMessageResponse:
     return broker_pb2.SendMessageResponse(code=code, remark=remark)
-
-
-# --- name server client -----------------------------------------------------------------------------------------------
-
-
-class GrpcNamesrvClient:
-    """:class:`mq_broker.registration.NamesrvClient` over gRPC; one channel per name server address.
-
-    Raises RemotingTimeoutError (deadline), RemotingError (transport) or the error for a non-zero code.
-    """
-
-    def __init__(self) -> None:
-        self._channels: dict[str, grpc.aio.Channel] = {}
-
-    def _stub(self, addr: str) -> namesrv_pb2_grpc.NameServerAsyncStub:
-        channel = self._channels.get(addr)
-        if channel is None:
-            channel = grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS)
-            self._channels[addr] = channel
-        return namesrv_pb2_grpc.NameServerStub(channel)
-
-    async def register_broker(self, namesrv_addr: str, registration: BrokerRegistration, timeout_ms: int) -> None:
-        request = register_request_to_proto(registration)
-        try:
-            response = await self._stub(namesrv_addr).RegisterBroker(request, timeout=timeout_ms / 1000)
-        except grpc.aio.AioRpcError as exc:
-            raise _remoting_error(namesrv_addr, exc) from exc
-        if response.code != ResponseCode.SUCCESS:
-            raise error_for_code(response.code, response.remark)
-
-    async def unregister_broker(self, namesrv_addr: str, registration: BrokerRegistration, timeout_ms: int) -> None:
-        request = namesrv_pb2.UnregisterBrokerRequest(
-            cluster_name=registration.cluster_name,
-            broker_name=registration.broker_name,
-            broker_id=registration.broker_id,
-            broker_addr=registration.broker_addr,
-        )
-        try:
-            response = await self._stub(namesrv_addr).UnregisterBroker(request, timeout=timeout_ms / 1000)
-        except grpc.aio.AioRpcError as exc:
-            raise _remoting_error(namesrv_addr, exc) from exc
-        if response.code != ResponseCode.SUCCESS:
-            raise error_for_code(response.code, response.remark)
-
-    async def close(self) -> None:
-        channels, self._channels = self._channels, {}
-        for channel in channels.values():
-            await channel.close()
-
-
-def _remoting_error(addr: str, exc: grpc.aio.AioRpcError) -> RemotingError:
-    remark = f"{addr}: {exc.code().name}: {exc.details()}"
-    if exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
-        return RemotingTimeoutError(remark)
-    return RemotingError(remark)

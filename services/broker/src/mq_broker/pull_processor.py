@@ -8,25 +8,16 @@ event loop; reads are page-cache copies.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from mq_common.constants import PermName
+from mq_common.protocol import PullStatus
 from mq_common.response_code import ResponseCode
 
 from mq_broker.send_processor import QUEUE_ID_ILLEGAL_CODE
+from mq_broker.store.api import MessageStore
 from mq_broker.store.message import GetMessageStatus
 from mq_broker.store.message_filter import SubscriptionData, SubscriptionParseError
-from mq_broker.store.message_store import DefaultMessageStore
 from mq_broker.topic_config import TopicConfigManager
-
-
-class PullStatus(Enum):
-    """Mirrors org.apache.rocketmq.client.consumer.PullStatus."""
-
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +71,7 @@ class PullMessageProcessor:
 
     def __init__(
         self,
-        store: DefaultMessageStore,
+        store: MessageStore,
         topic_config_manager: TopicConfigManager,
         *,
         broker_permission: int,

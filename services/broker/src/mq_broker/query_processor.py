@@ -20,8 +20,8 @@ from mq_common.constants import validate_topic
 from mq_common.message_id import decode_offset_msg_id
 from mq_common.response_code import ResponseCode
 
+from mq_broker.store.api import MessageStore
 from mq_broker.store.index_service import MAX_TIMESTAMP_MS
-from mq_broker.store.message_store import DefaultMessageStore
 
 QUERY_NOT_FOUND_REMARK: Final = "can not find message, maybe time range not correct"
 MAX_QUERY_KEY_LENGTH: Final = 32_767
@@ -57,11 +57,11 @@ def _invalid(remark: str) -> QueryMessageReply:
 
 
 class QueryMessageProcessor:
-    """Serves message queries from ``store``; ``store.commit_log.store_host`` tells which ids are ours."""
+    """Serves message queries from ``store``; ``store.store_host`` tells which ids are ours."""
 
-    def __init__(self, store: DefaultMessageStore) -> None:
+    def __init__(self, store: MessageStore) -> None:
         self.store = store
-        self.store_host, self.store_port = bytes_to_host(store.commit_log.store_host)
+        self.store_host, self.store_port = bytes_to_host(store.store_host)
 
     def query_message(self, command: QueryMessageCommand) -> QueryMessageReply:
         """QUERY_MESSAGE: see the module docstring for the codes."""

@@ -4,48 +4,33 @@ change; unregistration on shutdown.
 Mirrors org.apache.rocketmq.broker.BrokerController#registerBrokerAll / #unregisterBrokerAll and
 org.apache.rocketmq.broker.out.BrokerOuterAPI (one call per name server, in parallel). A failed call is logged
 and retried next round; it never stops the broker. Runs on the event loop; the transport is a
-:class:`NamesrvClient` (the gRPC one lives in grpc_api.py).
+:class:`NamesrvClient` (mq_common.namesrv_client.NameServerClient over gRPC).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from mq_common.logging import get_logger
-
-from mq_broker.topic_config import DataVersion, TopicConfig
+from mq_common.protocol import BrokerRegistration, RegisterBrokerResult
 
 log = get_logger("mq_broker.registration")
 
 UNREGISTER_TIMEOUT_MS: Final = 3_000
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerRegistration:
-    """One REGISTER_BROKER: identity, address and the whole topic config table with its data version."""
-
-    cluster_name: str
-    broker_name: str
-    broker_id: int
-    broker_addr: str
-    topic_configs: Mapping[str, TopicConfig] = field(default_factory=dict)
-    data_version: DataVersion = field(default_factory=DataVersion)
-    heartbeat_timeout_ms: int = 0
-    ha_server_addr: str = ""
-
-
 class NamesrvClient(Protocol):
-    """Transport to name servers. Methods raise mq_common.errors.MQError (or OSError) on failure."""
+    """Transport to name servers (mq_common.namesrv_client.NameServerClient). Methods raise
+    mq_common.errors.MQError (or OSError) on failure."""
 
-    async def register_broker(self, namesrv_addr: str, registration: BrokerRegistration, timeout_ms: int) -> None: ...
+    async def register_broker(
+        self, namesrv_addr: str, registration: BrokerRegistration, timeout_ms: int
+    ) -> RegisterBrokerResult: ...
 
     async def unregister_broker(self, namesrv_addr: str, registration: BrokerRegistration, timeout_ms: int) -> None: ...
-
-    async def close(self) -> None: ...
 
 
 class BrokerRegistrar:

@@ -1,7 +1,6 @@
 """Topic configs of one broker, persisted as JSON (``<store root>/config/topics.json``).
 
-Mirrors org.apache.rocketmq.common.TopicConfig, org.apache.rocketmq.remoting.protocol.DataVersion and
-org.apache.rocketmq.broker.topic.TopicConfigManager (system topics at init, createTopicInSendMessageMethod,
+Mirrors org.apache.rocketmq.broker.topic.TopicConfigManager (system topics at init, createTopicInSendMessageMethod,
 updateTopicConfig, persist). The JSON keeps RocketMQ's shape: ``{"dataVersion": {...}, "topicConfigTable":
 {name: {"topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order", "attributes"}}}``.
 
@@ -14,82 +13,22 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from mq_common.constants import MixAll, PermName, is_system_topic, validate_topic
 from mq_common.logging import get_logger
+from mq_common.protocol import DataVersion, TopicConfig
+from mq_common.protocol.topic import MAX_PERM
 
 log = get_logger("mq_broker.topic_config")
 
-DEFAULT_READ_QUEUE_NUMS: Final = 16
-DEFAULT_WRITE_QUEUE_NUMS: Final = 16
 MAX_QUEUE_NUMS: Final = 1024
 SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
 BENCHMARK_TOPIC: Final = "BenchmarkTest"
 OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """Queues and permission of one topic on this broker. Mirrors org.apache.rocketmq.common.TopicConfig."""
-
-    topic_name: str
-    read_queue_nums: int = DEFAULT_READ_QUEUE_NUMS
-    write_queue_nums: int = DEFAULT_WRITE_QUEUE_NUMS
-    perm: int = PermName.PERM_READ | PermName.PERM_WRITE
-    topic_sys_flag: int = 0
-    order: bool = False
-    attributes: Mapping[str, str] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        """TopicConfig#toString (quoted in RocketMQ's remarks)."""
-        return (
-            f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
-            f"writeQueueNums={self.write_queue_nums}, perm={PermName.to_string(self.perm)}, "
-            f"topicFilterType=SINGLE_TAG, topicSysFlag={self.topic_sys_flag}, order={str(self.order).lower()}, "
-            f"attributes={dict(self.attributes)}]"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topicName": self.topic_name,
-            "readQueueNums": self.read_queue_nums,
-            "writeQueueNums": self.write_queue_nums,
-            "perm": self.perm,
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": self.topic_sys_flag,
-            "order": self.order,
-            "attributes": dict(self.attributes),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TopicConfig:
-        return cls(
-            topic_name=str(data["topicName"]),
-            read_queue_nums=int(data.get("readQueueNums", DEFAULT_READ_QUEUE_NUMS)),
-            write_queue_nums=int(data.get("writeQueueNums", DEFAULT_WRITE_QUEUE_NUMS)),
-            perm=int(data.get("perm", PermName.PERM_READ | PermName.PERM_WRITE)),
-            topic_sys_flag=int(data.get("topicSysFlag", 0)),
-            order=bool(data.get("order", False)),
-            attributes={str(k): str(v) for k, v in dict(data.get("attributes") or {}).items()},
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class DataVersion:
-    """Version of the topic config table sent with every registration. Mirrors DataVersion."""
-
-    state_version: int = 0
-    timestamp_ms: int = 0
-    counter: int = 0
-
-    def next_version(self) -> DataVersion:
-        """DataVersion#nextVersion: counter + 1, timestamp now."""
-        return DataVersion(self.state_version, int(time.time() * 1000), self.counter + 1)
 
 
 def check_topic_config(config: TopicConfig) -> str | None:
@@ -100,7 +39,7 @@ def check_topic_config(config: TopicConfig) -> str | None:
     for name, value in (("readQueueNums", config.read_queue_nums), ("writeQueueNums", config.write_queue_nums)):
         if not 0 <= value <= MAX_QUEUE_NUMS:
             return f"{name} {value} is out of range [0, {MAX_QUEUE_NUMS}]"
-    if not 0 <= config.perm <= 0xF:
+    if not 0 <= config.perm <= MAX_PERM:
         return f"perm {config.perm} is not a PermName bit set"
     return None
 

@@ -22,8 +22,7 @@ from typing import Final
 from mq_common.constants import DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS
 from mq_common.errors import TopicNotExistError
 from mq_common.logging import get_logger
-
-from mq_namesrv.model import (
+from mq_common.protocol import (
     BrokerData,
     BrokerLiveInfo,
     BrokerRegistration,
@@ -32,11 +31,9 @@ from mq_namesrv.model import (
     QueueData,
     RegisterBrokerResult,
     TopicRouteData,
-    is_master,
-    require_broker_id,
-    require_name,
-    validate_addr,
 )
+
+from mq_namesrv.model import is_master, require_broker_id, require_name, validate_addr, validate_registration
 
 log = get_logger("mq_namesrv.route_info_manager")
 
@@ -92,7 +89,7 @@ class RouteInfoManager:
         rejected address is dropped). Raises InvalidParameterError (29) for a malformed registration.
         Returns the master's address and HA address for a slave whose master is live.
         """
-        reg.validate()
+        validate_registration(reg)
         self.cluster_addr_table.setdefault(reg.cluster_name, set()).add(reg.broker_name)
         group = self.broker_addr_table.get(reg.broker_name)
         register_first = group is None
@@ -300,13 +297,3 @@ class RouteInfoManager:
     def get_all_topic_list(self) -> list[str]:
         """Every topic with QueueData, sorted. Mirrors #getAllTopicList."""
         return sorted(self.topic_queue_table)
-
-    def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
-        """Topics with QueueData on a broker group of ``cluster_name``, sorted. Mirrors #getTopicsByCluster."""
-        names = self.cluster_addr_table.get(cluster_name, set())
-        return sorted(t for t, qm in self.topic_queue_table.items() if names.intersection(qm))
-
-    def delete_topic(self, topic: str) -> None:
-        """Forget ``topic``'s route (until a broker registers it again). Mirrors #deleteTopic."""
-        if self.topic_queue_table.pop(topic, None) is not None:
-            log.info("topic_deleted", topic=topic)

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse
+from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse
 from mq_common.errors import RemotingError, RemotingTimeoutError
 from mq_common.response_code import ResponseCode
 

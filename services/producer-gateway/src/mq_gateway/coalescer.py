@@ -1,6 +1,6 @@
 """Merges concurrent sends bound for one broker into one broker SendBatch call (request coalescing).
 
-A :class:`CoalescingBrokerTransport` wraps the gateway's real BrokerTransport (mq_client.remoting.BrokerClient)
+A :class:`CoalescingBrokerTransport` wraps the gateway's real BrokerTransport (mq_client.broker_client.BrokerClient)
 and satisfies the same protocol, so the producer core (selection, fault isolation, retries, hooks — all per
 message) does not change. Per broker address it keeps one open batch:
 
@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from mq_client.producer import BrokerTransport
+from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.producer.config import MAX_BROKER_BATCH_MESSAGES
-from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
+from mq_client.producer.kernel import BrokerTransport
 from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
 from mq_common.errors import RemotingError, RemotingTimeoutError
 

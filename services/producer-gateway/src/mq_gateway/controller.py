@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import asyncio
 
-from mq_client.producer import (
-    BrokerTransport,
-    DefaultMQProducer,
-    NameServerLookup,
-    ProducerConfig,
-    ProducerHooks,
-    TopicAccessList,
-    load_hook,
-)
-from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient
+from mq_client.broker_client import BrokerClient
+from mq_client.producer import DefaultMQProducer, ProducerConfig, ProducerHooks, TopicAccessList, load_hook
+from mq_client.producer.kernel import BrokerTransport
+from mq_client.producer.route_manager import NameServerLookup
+from mq_common.channels import ChannelPool
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
+from mq_common.namesrv_client import NameServerClient
 from mq_common.request_context import RequestContextInterceptor
+from mq_common.settings import config_from_settings
 
 from mq_gateway.coalescer import CoalescingBrokerTransport
 from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
@@ -31,23 +28,8 @@ log = get_logger("mq_gateway.controller")
 
 
 def producer_config(settings: GatewaySettings) -> ProducerConfig:
-    """The producer core's config from the gateway settings."""
-    return ProducerConfig(
-        producer_group=settings.producer_group,
-        send_msg_timeout_ms=settings.send_msg_timeout_ms,
-        retry_times_when_send_failed=settings.retry_times_when_send_failed,
-        retry_another_broker_when_not_store_ok=settings.retry_another_broker_when_not_store_ok,
-        send_latency_fault_enable=settings.send_latency_fault_enable,
-        compress_msg_body_over_howmuch_bytes=settings.compress_msg_body_over_howmuch_bytes,
-        max_message_size_bytes=settings.max_message_size_bytes,
-        poll_name_server_interval_ms=settings.poll_name_server_interval_ms,
-        default_topic_queue_nums=settings.default_topic_queue_nums,
-        retry_times_when_send_async_failed=settings.retry_times_when_send_async_failed,
-        latency_fault_tables=settings.latency_fault_tables,
-        max_in_flight_messages=settings.max_in_flight_messages,
-        max_in_flight_bytes=settings.max_in_flight_bytes,
-        message_batch_enable=settings.message_batch_enable,
-    )
+    """The producer core's config from the gateway settings: every ProducerConfig field they have, by name."""
+    return config_from_settings(ProducerConfig, settings)
 
 
 def producer_hooks(settings: GatewaySettings) -> ProducerHooks:

@@ -22,9 +22,6 @@ from google.protobuf.message import DecodeError
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.producer import (
-    ENCODED_FIXED_PROPERTIES,
-    ChunkOutcome,
-    EncodedMessageBatch,
     FlowControlError,
     Message,
     MessageBatch,
@@ -32,6 +29,11 @@ from mq_client.producer import (
     ProducerConfig,
     SendResult,
     SendStatus,
+)
+from mq_client.producer.message_batch import (
+    ENCODED_FIXED_PROPERTIES,
+    ChunkOutcome,
+    EncodedMessageBatch,
     encoded_refusal,
 )
 from mq_client.producer.validators import check_user_properties

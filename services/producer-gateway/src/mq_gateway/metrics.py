@@ -28,11 +28,12 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mq_client.producer import BrokerTransport, NameServerLookup
-from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
-from mq_client.route import TopicRouteData
+from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
+from mq_client.producer.kernel import BrokerTransport
+from mq_client.producer.route_manager import NameServerLookup
 from mq_common.errors import MQError
 from mq_common.metrics import BATCH_SIZE_BUCKETS, LATENCY_BUCKETS_MS, NodeIdentity, ServiceMetrics
+from mq_common.protocol import TopicRouteData
 from mq_common.response_code import ResponseCode
 
 if TYPE_CHECKING:

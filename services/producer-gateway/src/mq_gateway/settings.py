@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from mq_client.producer.config import MAX_BROKER_BATCH_BYTES, MAX_BROKER_BATCH_MESSAGES
-from mq_common.constants import DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_SIZE_BYTES
-from mq_common.settings import ServiceSettings
+from mq_client.producer.config import MAX_BROKER_BATCH_BYTES, MAX_BROKER_BATCH_MESSAGES, ProducerConfig
+from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
+from mq_common.settings import ServiceSettings, mirrored_field
 from pydantic import BeforeValidator, Field
 from pydantic_settings import NoDecode, SettingsConfigDict
 
@@ -42,47 +42,33 @@ class GatewaySettings(ServiceSettings):
     producer_group: str = Field(
         default="MQ_GATEWAY_PRODUCER_GROUP", min_length=1, description="DefaultMQProducer.producerGroup."
     )
-    send_msg_timeout_ms: int = Field(
-        default=3000, gt=0, description="DefaultMQProducer.sendMsgTimeout: one budget for all attempts, ms."
-    )
+    send_msg_timeout_ms: int = mirrored_field(ProducerConfig, "send_msg_timeout_ms", gt=0)
     max_send_msg_timeout_ms: int = Field(
         default=60_000, gt=0, description="Largest send_timeout_ms a request may ask for, ms (larger: refused)."
     )
-    retry_times_when_send_failed: int = Field(
-        default=2, ge=0, le=16, description="DefaultMQProducer.retryTimesWhenSendFailed."
+    retry_times_when_send_failed: int = mirrored_field(ProducerConfig, "retry_times_when_send_failed", ge=0, le=16)
+    retry_another_broker_when_not_store_ok: bool = mirrored_field(
+        ProducerConfig, "retry_another_broker_when_not_store_ok"
     )
-    retry_another_broker_when_not_store_ok: bool = Field(
-        default=False, description="DefaultMQProducer.retryAnotherBrokerWhenNotStoreOK."
+    send_latency_fault_enable: bool = mirrored_field(ProducerConfig, "send_latency_fault_enable")
+    compress_msg_body_over_howmuch_bytes: int = mirrored_field(
+        ProducerConfig, "compress_msg_body_over_howmuch_bytes", ge=0
     )
-    send_latency_fault_enable: bool = Field(default=False, description="ClientConfig.sendLatencyEnable.")
-    compress_msg_body_over_howmuch_bytes: int = Field(
-        default=4096, ge=0, description="DefaultMQProducer.compressMsgBodyOverHowmuch, bytes."
+    max_message_size_bytes: int = mirrored_field(
+        ProducerConfig, "max_message_size_bytes", gt=0, le=MAX_MESSAGE_SIZE_BYTES
     )
-    max_message_size_bytes: int = Field(
-        default=MAX_MESSAGE_SIZE_BYTES,
-        gt=0,
-        le=MAX_MESSAGE_SIZE_BYTES,
-        description="DefaultMQProducer.maxMessageSize, bytes.",
-    )
-    poll_name_server_interval_ms: int = Field(
-        default=30_000, ge=10, description="ClientConfig.pollNameServerInterval: route refresh period, ms."
-    )
-    default_topic_queue_nums: int = Field(
-        default=DEFAULT_TOPIC_QUEUE_NUMS, gt=0, description="DefaultMQProducer.defaultTopicQueueNums."
-    )
+    poll_name_server_interval_ms: int = mirrored_field(ProducerConfig, "poll_name_server_interval_ms", ge=10)
+    default_topic_queue_nums: int = mirrored_field(ProducerConfig, "default_topic_queue_nums", gt=0)
     max_batch_messages: int = Field(
         default=1000, gt=0, description="Most messages in one SendBatch request (more: INVALID_ARGUMENT)."
     )
     shutdown_grace_ms: int = Field(
         default=10_000, ge=0, description="How long in-flight calls may finish on SIGTERM, ms."
     )
-    retry_times_when_send_async_failed: int = Field(
-        default=2, ge=0, le=16, description="DefaultMQProducer.retryTimesWhenSendAsyncFailed (SendStream)."
+    retry_times_when_send_async_failed: int = mirrored_field(
+        ProducerConfig, "retry_times_when_send_async_failed", ge=0, le=16
     )
-    latency_fault_tables: Literal["4.x", "5.x"] = Field(
-        default="4.x",
-        description="MQFaultStrategy latencyMax/notAvailableDuration tables: RocketMQ 4.x's or 5.x's.",
-    )
+    latency_fault_tables: Literal["4.x", "5.x"] = mirrored_field(ProducerConfig, "latency_fault_tables")
     broker_send_stream_enable: bool = Field(
         default=True,
         description=(
@@ -125,24 +111,9 @@ class GatewaySettings(ServiceSettings):
             " one broker into one SEND_BATCH_MESSAGE call, up to max_message_size_bytes and 1,024 messages."
         ),
     )
-    max_in_flight_messages: int = Field(
-        default=10_000,
-        ge=0,
-        description="DefaultMQProducer.backPressureForAsyncSendNum for every mode: messages in flight; 0 = no limit.",
-    )
-    max_in_flight_bytes: int = Field(
-        default=256 * 1024 * 1024,
-        ge=0,
-        description="DefaultMQProducer.backPressureForAsyncSendSize, every mode: body bytes in flight; 0 = no limit.",
-    )
-    message_batch_enable: bool = Field(
-        default=True,
-        description=(
-            "SendBatch of one topic (no delay, no body to compress) goes to the broker as RocketMQ's MessageBatch:"
-            " one SEND_BATCH_MESSAGE to one queue per chunk, messages with sharding keys grouped by their key's"
-            " queue first; false: message by message."
-        ),
-    )
+    max_in_flight_messages: int = mirrored_field(ProducerConfig, "max_in_flight_messages", default=10_000, ge=0)
+    max_in_flight_bytes: int = mirrored_field(ProducerConfig, "max_in_flight_bytes", default=256 * 1024 * 1024, ge=0)
+    message_batch_enable: bool = mirrored_field(ProducerConfig, "message_batch_enable")
     stream_max_unacked_messages: int = Field(
         default=4096, gt=0, description="Most messages of one SendStream sent and not yet acked (then reading waits)."
     )

@@ -31,7 +31,7 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
-from mq_client.route import TopicConfig
+from mq_common.protocol import TopicConfig
 from mq_local.topics import create_topic_on_cluster
 from pyspark.sql import DataFrame, SparkSession
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from mq_client.route import TopicConfig
+from mq_common.protocol import TopicConfig
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.ports import PortLayout
 from mq_local.state import default_data_dir

@@ -12,22 +12,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Final, Self
 
+from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
 from mq_common.constants import validate_topic
 from mq_common.errors import MQClientError, MQError
 from mq_common.message_id import decode_offset_msg_id
+from mq_common.namesrv_client import NameServerClient
+from mq_common.protocol import ClusterInfo, MessageQueue, PullStatus, TopicConfig, TopicQueueOffset, TopicRouteData
 from mq_common.response_code import ResponseCode
 
+from mq_client.broker_client import BrokerClient
 from mq_client.consumer import DEFAULT_CONSUMER_GROUP, PullConsumer
-from mq_client.remoting import (
-    BrokerClient,
-    ChannelPool,
-    GatewayMessage,
-    GatewaySendResult,
-    NameServerClient,
-    gateway_send,
-)
-from mq_client.route import ClusterInfo, MessageQueue, PullStatus, TopicConfig, TopicQueueOffset, TopicRouteData
+from mq_client.gateway_client import GatewayMessage, GatewaySendResult, gateway_send
 
 DEFAULT_GATEWAY_ADDR: Final = "127.0.0.1:8081"
 DEFAULT_ADMIN_TIMEOUT_MS: Final = 5000

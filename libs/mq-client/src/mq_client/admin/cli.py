@@ -21,13 +21,13 @@ import typer
 from mq_common.codec import MessageExt
 from mq_common.constants import PermName
 from mq_common.errors import MQError
+from mq_common.protocol import TopicConfig
 from mq_common.response_code import ResponseCode
 from rich.console import Console
 from rich.table import Table
 
 from mq_client.admin.admin_client import DEFAULT_GATEWAY_ADDR, DEFAULT_QUERY_MAX_NUM, MQAdminClient
 from mq_client.cli_version import version_option
-from mq_client.route import TopicConfig
 
 DEFAULT_NAMESRV_ADDR: Final = "127.0.0.1:9876"
 _T = TypeVar("_T")
@@ -103,7 +103,7 @@ def cluster_list() -> None:
             if data is None:
                 continue
             for bid, addr in sorted(data.broker_addrs.items()):
-                table.add_row(cluster, name, str(bid), addr, _age(info.broker_live_table.get(addr, 0)))
+                table.add_row(cluster, name, str(bid), addr, _age(info.last_update_timestamp_ms(addr)))
     _out().print(table)
 
 

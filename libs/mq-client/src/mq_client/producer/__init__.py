@@ -1,16 +1,14 @@
 """The producer core (DefaultMQProducerImpl): validation, routes, queue selection, fault isolation, retries.
 
-Public API: :class:`DefaultMQProducer`, :class:`ProducerConfig`, :class:`Message`, :class:`SendResult`,
-:class:`SendStatus`, the errors in :mod:`mq_client.producer.errors`, and the building blocks
-(:class:`MQFaultStrategy`, :class:`LatencyFaultTolerance`, :class:`TopicPublishInfo`, selectors).
+Public API (what an application needs): :class:`DefaultMQProducer` and its :class:`ProducerConfig`,
+:class:`Message` / :class:`MessageBatch`, the results (:class:`SendResult`, :class:`SendStatus`,
+:class:`MessageBatchResult`), the errors it raises, the hooks it runs and the queue selectors it takes. The
+building blocks (MQFaultStrategy, TopicPublishInfo, TopicRouteManager, the BrokerTransport / NameServerLookup
+seams, the encoded-batch path of the gateway, ...) are imported from their modules.
 """
 
-from mq_common.hashing import java_string_hash
-
-from mq_client.producer.backpressure import InFlightLimiter
 from mq_client.producer.config import ProducerConfig
 from mq_client.producer.errors import BrokerNotFoundError, FlowControlError, ProducerStateError, SendFailedError
-from mq_client.producer.fault_strategy import LATENCY_TABLES, LatencyFaultTolerance, LatencyTables, MQFaultStrategy
 from mq_client.producer.hooks import (
     CheckForbiddenHook,
     ProducerHooks,
@@ -19,39 +17,20 @@ from mq_client.producer.hooks import (
     TopicAccessList,
     load_hook,
 )
-from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.message import Message, MessageBatch
-from mq_client.producer.message_batch import (
-    ENCODED_FIXED_PROPERTIES,
-    ChunkOutcome,
-    EncodedMessageBatch,
-    encoded_refusal,
-)
 from mq_client.producer.producer import DefaultMQProducer, ServiceState
-from mq_client.producer.route_manager import NameServerLookup, TopicRouteManager
 from mq_client.producer.selectors import SelectMessageQueueByHash, select_by_sharding_key
 from mq_client.producer.send_result import CommunicationMode, MessageBatchResult, SendResult, SendStatus
-from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 
 __all__ = [
-    "ENCODED_FIXED_PROPERTIES",
-    "LATENCY_TABLES",
     "BrokerNotFoundError",
-    "BrokerTransport",
     "CheckForbiddenHook",
-    "ChunkOutcome",
     "CommunicationMode",
     "DefaultMQProducer",
-    "EncodedMessageBatch",
     "FlowControlError",
-    "InFlightLimiter",
-    "LatencyFaultTolerance",
-    "LatencyTables",
-    "MQFaultStrategy",
     "Message",
     "MessageBatch",
     "MessageBatchResult",
-    "NameServerLookup",
     "ProducerConfig",
     "ProducerHooks",
     "ProducerStateError",
@@ -61,13 +40,8 @@ __all__ = [
     "SendMessageHook",
     "SendResult",
     "SendStatus",
-    "SendWhichQueue",
     "ServiceState",
     "TopicAccessList",
-    "TopicPublishInfo",
-    "TopicRouteManager",
-    "encoded_refusal",
-    "java_string_hash",
     "load_hook",
     "select_by_sharding_key",
 ]

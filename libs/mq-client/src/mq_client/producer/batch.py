@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from mq_common.errors import MQError, RemotingTimeoutError
+from mq_common.protocol import MessageQueue
 
 from mq_client.producer.errors import SendFailedError
 from mq_client.producer.fault_strategy import ClockMs, MQFaultStrategy
@@ -27,7 +28,6 @@ from mq_client.producer.selectors import select_by_sharding_key
 from mq_client.producer.send_result import SendResult, SendStatus
 from mq_client.producer.topic_publish_info import TopicPublishInfo
 from mq_client.producer.validators import check_message
-from mq_client.route import MessageQueue
 
 FindPublishInfo = Callable[[str, SendBudget], Awaitable[TopicPublishInfo]]
 Outcome = SendResult | MQError

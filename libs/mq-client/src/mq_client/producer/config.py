@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from mq_common.config_fields import described
 from mq_common.constants import DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_SIZE_BYTES, MixAll
 from mq_common.errors import RETRIABLE_BROKER_CODES, InvalidParameterError
 
@@ -49,25 +50,42 @@ class ProducerConfig:
     """
 
     producer_group: str
-    send_msg_timeout_ms: int = 3000
-    retry_times_when_send_failed: int = 2
-    retry_another_broker_when_not_store_ok: bool = False
-    send_latency_fault_enable: bool = False
-    compress_msg_body_over_howmuch_bytes: int = 4096
+    send_msg_timeout_ms: int = described(3000, "DefaultMQProducer.sendMsgTimeout: one budget for all attempts, ms.")
+    retry_times_when_send_failed: int = described(2, "DefaultMQProducer.retryTimesWhenSendFailed.")
+    retry_another_broker_when_not_store_ok: bool = described(
+        False, "DefaultMQProducer.retryAnotherBrokerWhenNotStoreOK."
+    )
+    send_latency_fault_enable: bool = described(False, "ClientConfig.sendLatencyEnable.")
+    compress_msg_body_over_howmuch_bytes: int = described(4096, "DefaultMQProducer.compressMsgBodyOverHowmuch, bytes.")
     compress_level: int = 5
-    max_message_size_bytes: int = MAX_MESSAGE_SIZE_BYTES
-    poll_name_server_interval_ms: int = 30_000
+    max_message_size_bytes: int = described(MAX_MESSAGE_SIZE_BYTES, "DefaultMQProducer.maxMessageSize, bytes.")
+    poll_name_server_interval_ms: int = described(
+        30_000, "ClientConfig.pollNameServerInterval: route refresh period, ms."
+    )
     mq_client_api_timeout_ms: int = 3000
     create_topic_key: str = MixAll.DEFAULT_TOPIC
-    default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS
+    default_topic_queue_nums: int = described(DEFAULT_TOPIC_QUEUE_NUMS, "DefaultMQProducer.defaultTopicQueueNums.")
     retry_response_codes: frozenset[int] = RETRIABLE_BROKER_CODES
     max_broker_batch_bytes: int = MAX_BROKER_BATCH_BYTES
     max_broker_batch_messages: int = MAX_BROKER_BATCH_MESSAGES
-    retry_times_when_send_async_failed: int = 2
-    latency_fault_tables: str = "4.x"
-    max_in_flight_messages: int = 0
-    max_in_flight_bytes: int = 0
-    message_batch_enable: bool = True
+    retry_times_when_send_async_failed: int = described(
+        2, "DefaultMQProducer.retryTimesWhenSendAsyncFailed (SendStream)."
+    )
+    latency_fault_tables: str = described(
+        "4.x", "MQFaultStrategy latencyMax/notAvailableDuration tables: RocketMQ 4.x's or 5.x's."
+    )
+    max_in_flight_messages: int = described(
+        0, "DefaultMQProducer.backPressureForAsyncSendNum for every mode: messages in flight; 0 = no limit."
+    )
+    max_in_flight_bytes: int = described(
+        0, "DefaultMQProducer.backPressureForAsyncSendSize, every mode: body bytes in flight; 0 = no limit."
+    )
+    message_batch_enable: bool = described(
+        True,
+        "SendBatch of one topic (no delay, no body to compress) goes to the broker as RocketMQ's MessageBatch: one "
+        "SEND_BATCH_MESSAGE to one queue per chunk, messages with sharding keys grouped by their key's queue first; "
+        "false: message by message.",
+    )
 
     def __post_init__(self) -> None:
         _at_least("send_msg_timeout_ms", self.send_msg_timeout_ms, 1)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from mq_common.logging import get_logger
+from mq_common.protocol import MessageQueue
 
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
-from mq_client.route import MessageQueue
 
 LATENCY_MAX_MS: Final[tuple[int, ...]] = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION_MS: Final[tuple[int, ...]] = (0, 0, 30000, 60000, 120000, 180000, 600000)

@@ -22,10 +22,10 @@ from typing import Protocol, runtime_checkable
 
 from mq_common.errors import MQError, NoPermissionError
 from mq_common.logging import get_logger
+from mq_common.protocol import MessageQueue
 
 from mq_client.producer.message import Message
 from mq_client.producer.send_result import CommunicationMode, SendResult
-from mq_client.route import MessageQueue
 
 log = get_logger("mq_client.producer.hooks")
 

@@ -19,7 +19,9 @@ from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst, Message
 from mq_common.errors import MessageIllegalError, MQBrokerError, MQError, RemotingError, RemotingTimeoutError
 from mq_common.errors import error_for_code as _error_for_code
 from mq_common.message_id import create_uniq_id
+from mq_common.protocol import MessageQueue
 
+from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.producer.config import ProducerConfig
 from mq_client.producer.errors import BrokerNotFoundError
 from mq_client.producer.fault_strategy import ClockMs
@@ -27,12 +29,10 @@ from mq_client.producer.hooks import ProducerHooks, SendMessageContext
 from mq_client.producer.message import Message
 from mq_client.producer.route_manager import TopicRouteManager
 from mq_client.producer.send_result import SEND_STATUS_BY_CODE, CommunicationMode, MessageBatchResult, SendResult
-from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
-from mq_client.route import MessageQueue
 
 
 class BrokerTransport(Protocol):
-    """The part of :class:`mq_client.remoting.BrokerClient` the producer uses (a coalescing batcher can stand in).
+    """The part of :class:`mq_client.broker_client.BrokerClient` the producer uses (a coalescing batcher can stand in).
 
     Business codes come back in BrokerSendResponse; transport failures raise RemotingError /
     RemotingTimeoutError for the whole call.

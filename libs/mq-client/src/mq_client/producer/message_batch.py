@@ -34,6 +34,7 @@ from mq_common.batch_codec import BATCH_ITEM_OVERHEAD_BYTES
 from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst
 from mq_common.errors import MQError
 from mq_common.message_id import create_uniq_ids
+from mq_common.protocol import MessageQueue
 
 from mq_client.producer.config import ProducerConfig
 from mq_client.producer.fault_strategy import ClockMs, MQFaultStrategy
@@ -44,7 +45,6 @@ from mq_client.producer.send_loop import retry_policy, send_with_retries
 from mq_client.producer.send_result import CommunicationMode, MessageBatchResult, SendResult
 from mq_client.producer.topic_publish_info import TopicPublishInfo
 from mq_client.producer.validators import check_message, check_topic
-from mq_client.route import MessageQueue
 
 Outcome = SendResult | MQError
 FindPublishInfo = Callable[[str, SendBudget], Awaitable[TopicPublishInfo]]

@@ -26,6 +26,7 @@ from typing import Any
 
 from mq_common.errors import MQError, TopicNotExistError
 from mq_common.logging import get_logger
+from mq_common.protocol import MessageQueue
 
 from mq_client.producer.backpressure import InFlightLimiter, Permit
 from mq_client.producer.batch import BatchSender
@@ -54,7 +55,6 @@ from mq_client.producer.send_loop import retry_policy, send_with_retries
 from mq_client.producer.send_result import CommunicationMode, SendResult
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 from mq_client.producer.validators import check_group, check_message
-from mq_client.route import MessageQueue
 
 log = get_logger("mq_client.producer")
 
@@ -71,8 +71,8 @@ class ServiceState(Enum):
 class DefaultMQProducer:
     """An asyncio RocketMQ producer. Mirrors DefaultMQProducer + DefaultMQProducerImpl.
 
-    ``namesrv`` answers route queries (mq_client.remoting.NameServerClient); ``transport`` carries sends to
-    brokers (mq_client.remoting.BrokerClient, or a coalescing wrapper). ``rng`` seeds the round-robin starts,
+    ``namesrv`` answers route queries (mq_common.namesrv_client.NameServerClient); ``transport`` carries sends to
+    brokers (mq_client.broker_client.BrokerClient, or a coalescing wrapper). ``rng`` seeds the round-robin starts,
     ``clock_ms`` is the monotonic clock of budgets and fault items (both injectable for tests);
     ``on_shutdown`` runs last in :meth:`shutdown` (e.g. closing the channel pool). Use :meth:`connect` to
     build one over real gRPC channels.
@@ -127,7 +127,10 @@ class DefaultMQProducer:
         """A producer over gRPC: one ChannelPool, a NameServerClient (failover over ``namesrv_addrs``) and a
         BrokerClient; :meth:`shutdown` closes the pool. Raises MQClientError when ``namesrv_addrs`` is empty.
         Call on the loop that will use the producer."""
-        from mq_client.remoting import BrokerClient, ChannelPool, NameServerClient
+        from mq_common.channels import ChannelPool
+        from mq_common.namesrv_client import NameServerClient
+
+        from mq_client.broker_client import BrokerClient
 
         pool = ChannelPool()
         return cls(

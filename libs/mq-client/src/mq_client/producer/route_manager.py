@@ -18,6 +18,7 @@ from typing import Protocol
 from mq_common.constants import MixAll
 from mq_common.errors import MQError, RemotingError, RemotingTimeoutError, TopicNotExistError
 from mq_common.logging import get_logger
+from mq_common.protocol import TopicRouteData
 
 from mq_client.producer.topic_publish_info import (
     SendWhichQueue,
@@ -26,13 +27,12 @@ from mq_client.producer.topic_publish_info import (
     topic_route_data_changed,
     topic_route_data_to_publish_info,
 )
-from mq_client.route import TopicRouteData
 
 _log = get_logger("mq_client.producer.route_manager")
 
 
 class NameServerLookup(Protocol):
-    """The part of :class:`mq_client.remoting.NameServerClient` the producer uses."""
+    """The part of :class:`mq_common.namesrv_client.NameServerClient` the producer uses."""
 
     async def get_route_info_by_topic(self, topic: str, timeout_ms: int = 3000) -> TopicRouteData:
         """Route of ``topic``; raises TopicNotExistError (17) or RemotingError."""

@@ -1,5 +1,5 @@
-"""Queue selectors for ordered messages. Mirrors org.apache.rocketmq.client.producer.MessageQueueSelector and
-selector.SelectMessageQueueByHash.
+"""Queue selectors for ordered messages. Mirrors org.apache.rocketmq.client.producer.selector.SelectMessageQueueByHash
+(a selector is any object with MessageQueueSelector#select's signature).
 
 The hash is Java's ``String#hashCode`` (UTF-16 code units, 32-bit signed), so the same key picks the same
 queue in every process and in RocketMQ's Java client for the same queue list. Never Python's salted hash().
@@ -9,12 +9,11 @@ Pure functions; safe from any thread.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 from mq_common.hashing import java_string_hash
+from mq_common.protocol import MessageQueue
 
 from mq_client.producer.message import Message
-from mq_client.route import MessageQueue
 
 
 def queue_index_for_key(key: str, queue_count: int) -> int:
@@ -30,14 +29,6 @@ def queue_index_for_key(key: str, queue_count: int) -> int:
 def select_by_sharding_key(queues: Sequence[MessageQueue], key: str) -> MessageQueue:
     """The queue of ``key`` among ``queues`` (the topic's sorted writable queue list). Raises ValueError if empty."""
     return queues[queue_index_for_key(key, len(queues))]
-
-
-class MessageQueueSelector(Protocol):
-    """Custom queue choice for one message. Mirrors MessageQueueSelector#select."""
-
-    def select(self, queues: Sequence[MessageQueue], msg: Message, arg: object) -> MessageQueue:
-        """Return one of ``queues`` for ``msg``; ``arg`` is the caller's selector argument."""
-        ...
 
 
 class SelectMessageQueueByHash:

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from mq_common.errors import MQBrokerError, MQError
+from mq_common.protocol import MessageQueue
 
 from mq_client.producer.config import ProducerConfig
 from mq_client.producer.errors import SendFailedError
 from mq_client.producer.fault_strategy import ClockMs
 from mq_client.producer.kernel import SendBudget, is_retriable
 from mq_client.producer.send_result import CommunicationMode, SendStatus
-from mq_client.route import MessageQueue
 
 
 class _Stored(Protocol):

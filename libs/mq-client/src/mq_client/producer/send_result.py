@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from mq_common.protocol import MessageQueue
 from mq_common.response_code import ResponseCode
-
-from mq_client.route import MessageQueue
 
 
 class SendStatus(Enum):

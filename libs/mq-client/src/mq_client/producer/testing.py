@@ -17,10 +17,10 @@ from mq_common.codec import split_host_port
 from mq_common.constants import MixAll, PermName
 from mq_common.errors import MQError, TopicNotExistError
 from mq_common.message_id import create_offset_msg_id
+from mq_common.protocol import BrokerData, QueueData, TopicRouteData
 from mq_common.response_code import ResponseCode
 
-from mq_client.remoting import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
-from mq_client.route import BrokerData, QueueData, TopicRouteData
+from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 
 
 class FakeClock:

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mq_common.constants import MixAll, PermName
-
-from mq_client.route import BrokerData, MessageQueue, QueueData, TopicRouteData
+from mq_common.protocol import BrokerData, MessageQueue, QueueData, TopicRouteData
 
 POSITIVE_MASK: Final = 0x7FFFFFFF
 

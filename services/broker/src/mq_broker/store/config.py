@@ -11,6 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Final
 
+from mq_common.config_fields import described
 from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
 
 GIB: Final = 1024 * 1024 * 1024
@@ -45,65 +46,123 @@ class MessageStoreConfig:
     """
 
     store_path_root_dir: Path
-    mapped_file_size_commit_log_bytes: int = GIB
-    mapped_file_size_consume_queue_units: int = 300_000
-    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
-    sync_flush_timeout_ms: int = 5_000
+    mapped_file_size_commit_log_bytes: int = described(
+        GIB, "MessageStoreConfig.mappedFileSizeCommitLog: bytes per CommitLog file."
+    )
+    mapped_file_size_consume_queue_units: int = described(
+        300_000, "MessageStoreConfig.mappedFileSizeConsumeQueue / 20: 20-byte units per ConsumeQueue file."
+    )
+    flush_disk_type: FlushDiskType = described(
+        FlushDiskType.ASYNC_FLUSH, "MessageStoreConfig.flushDiskType: SYNC_FLUSH or ASYNC_FLUSH."
+    )
+    sync_flush_timeout_ms: int = described(5_000, "MessageStoreConfig.syncFlushTimeout: SYNC_FLUSH wait limit, ms.")
     group_commit_wait_interval_ms: int = 10
-    flush_interval_commit_log_ms: int = 500
+    flush_interval_commit_log_ms: int = described(
+        500, "MessageStoreConfig.flushIntervalCommitLog: ASYNC_FLUSH period, ms."
+    )
     flush_commit_log_least_pages: int = 4
     flush_commit_log_thorough_interval_ms: int = 10_000
-    flush_interval_consume_queue_ms: int = 1_000
+    flush_interval_consume_queue_ms: int = described(1_000, "MessageStoreConfig.flushIntervalConsumeQueue, ms.")
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval_ms: int = 60_000
-    max_message_size_bytes: int = MAX_MESSAGE_SIZE_BYTES
+    max_message_size_bytes: int = described(
+        MAX_MESSAGE_SIZE_BYTES, "MessageStoreConfig.maxMessageSize: body limit, bytes."
+    )
     check_crc_on_recover: bool = True
     # RocketMQ caps an in-memory pull at 32 messages / 256 KiB; a gRPC call costs ~0.5 ms, so pull more.
-    max_transfer_count_per_pull: int = 1_024
-    max_transfer_bytes_per_pull: int = 4 * 1024 * 1024
+    max_transfer_count_per_pull: int = described(
+        1_024, "MessageStoreConfig.maxTransferCountOnMessageInMemory (RocketMQ: 32): messages per pull."
+    )
+    max_transfer_bytes_per_pull: int = described(
+        4 * 1024 * 1024, "MessageStoreConfig.maxTransferBytesOnMessageInMemory (RocketMQ: 256 KiB): bytes per pull."
+    )
     # MessageStoreConfig.maxFilterMessageSize: how far (in CQ bytes) one pull scans past non-matching tags.
     max_filter_message_size_bytes: int = 16_000
     # --- IndexFile (index_service.py) ---
     # messageIndexEnable: index UNIQ_KEY and KEYS of every message for queryMessage.
-    message_index_enable: bool = True
+    message_index_enable: bool = described(
+        True, "MessageStoreConfig.messageIndexEnable: index KEYS and UNIQ_KEY for queries."
+    )
     # maxHashSlotNum / maxIndexNum: hash slots and 20-byte entries per index file.
-    max_hash_slot_num: int = 5_000_000
-    max_index_num: int = 5_000_000 * 4
+    max_hash_slot_num: int = described(5_000_000, "MessageStoreConfig.maxHashSlotNum: hash slots per index file.")
+    max_index_num: int = described(5_000_000 * 4, "MessageStoreConfig.maxIndexNum: 20-byte entries per index file.")
     # maxMsgsNumBatch: messages one queryMessage returns at most; defaultQueryMaxNum: by UNIQ_KEY.
-    max_msgs_num_batch: int = 64
+    max_msgs_num_batch: int = described(
+        64, "MessageStoreConfig.maxMsgsNumBatch: messages one QueryMessage returns at most."
+    )
     default_query_max_num: int = 32
     # --- disk space management (clean_service.py) ---
     # fileReservedTime: CommitLog files last modified longer ago than this are expired.
-    file_reserved_time_hours: int = 72
+    file_reserved_time_hours: int = described(
+        72, "MessageStoreConfig.fileReservedTime: CommitLog files expire after, hours."
+    )
     # deleteWhen: local hours ("04", "04;05") at which expired files are deleted.
-    delete_when: str = "04"
+    delete_when: str = described(
+        "04", "MessageStoreConfig.deleteWhen: local hours (';'-separated) at which expired files go."
+    )
     # diskMaxUsedSpaceRatio: above this usage of the store partition expired files go at once (any hour).
-    disk_max_used_space_ratio_percent: int = 75
+    disk_max_used_space_ratio_percent: int = described(
+        75, "MessageStoreConfig.diskMaxUsedSpaceRatio: above this usage expired files go at any hour, %."
+    )
     # diskSpaceWarningLevelRatio: above it the store is DISK_FULL and refuses puts until usage drops again.
-    disk_space_warning_level_ratio: float = 0.90
+    disk_space_warning_level_ratio: float = described(
+        0.90, "MessageStoreConfig.diskSpaceWarningLevelRatio (0..1): above it DISK_FULL refuses puts."
+    )
     # diskSpaceCleanForciblyRatio: above it the oldest files go at once, expired or not.
-    disk_space_clean_forcibly_ratio: float = 0.85
+    disk_space_clean_forcibly_ratio: float = described(
+        0.85, "MessageStoreConfig.diskSpaceCleanForciblyRatio (0..1): above it the oldest files go at once."
+    )
     # cleanFileForciblyEnable: when False, usage above disk_space_clean_forcibly_ratio deletes nothing unexpired
     # (expired files still go above disk_max_used_space_ratio_percent; DISK_FULL still refuses puts).
-    clean_file_forcibly_enable: bool = True
+    clean_file_forcibly_enable: bool = described(
+        True,
+        "MessageStoreConfig.cleanFileForciblyEnable: above disk_space_clean_forcibly_ratio the oldest files go "
+        "unexpired; false keeps them (a store on a disk shared with other data).",
+    )
     # cleanResourceInterval: period of the disk check and of the clean round.
-    clean_resource_interval_ms: int = 10_000
+    clean_resource_interval_ms: int = described(
+        10_000, "MessageStoreConfig.cleanResourceInterval: disk check and clean round period, ms."
+    )
     # deleteCommitLogFilesInterval / deleteConsumeQueueFilesInterval: pause between two deleted files.
-    delete_commit_log_files_interval_ms: int = 100
-    delete_consume_queue_files_interval_ms: int = 100
+    delete_commit_log_files_interval_ms: int = described(
+        100, "MessageStoreConfig.deleteCommitLogFilesInterval: pause between files, ms."
+    )
+    delete_consume_queue_files_interval_ms: int = described(
+        100, "MessageStoreConfig.deleteConsumeQueueFilesInterval: pause between queues, ms."
+    )
     # deleteFileBatchMax: CommitLog files deleted per clean round at most.
-    delete_file_batch_max: int = 10
+    delete_file_batch_max: int = described(
+        10, "MessageStoreConfig.deleteFileBatchMax: CommitLog files per clean round."
+    )
     # destroyMapedFileIntervalForcibly: a file still pinned this long after its deletion is logged as hanged.
-    destroy_mapped_file_interval_forcibly_ms: int = 120_000
+    destroy_mapped_file_interval_forcibly_ms: int = described(
+        120_000, "MessageStoreConfig.destroyMapedFileIntervalForcibly: a pinned deleted file is reported after, ms."
+    )
     # warmMapedFileEnable: prefault every page of a new CommitLog file (off the loop).
-    warm_mapped_file_enable: bool = False
+    warm_mapped_file_enable: bool = described(
+        False, "MessageStoreConfig.warmMapedFileEnable: prefault new CommitLog files (off loop)."
+    )
     # PrefaultService: keep this many bytes past the write position prefaulted, on its own thread (0: off).
-    prefault_ahead_commit_log_bytes: int = 8 * 1024 * 1024
-    prefault_ahead_consume_queue_bytes: int = 64 * 1024
+    prefault_ahead_commit_log_bytes: int = described(
+        8 * 1024 * 1024,
+        "Bytes past the CommitLog write position kept prefaulted by the PrefaultService thread (0: off), so "
+        "first-touch page faults leave the event loop (the warm-up of RocketMQ's AllocateMappedFileService).",
+    )
+    prefault_ahead_consume_queue_bytes: int = described(
+        64 * 1024, "Likewise for each ConsumeQueue's last file, bytes (0: off)."
+    )
     # Drop the CommitLog's flushed bytes more than page_cache_keep_bytes behind the flush point from the page cache
     # (flusher thread), so new writes reuse those pages (MappedFileQueue#drop_page_cache_behind). Not in RocketMQ.
-    page_cache_recycle_enable: bool = True
-    page_cache_keep_bytes: int = 256 * 1024 * 1024
+    page_cache_recycle_enable: bool = described(
+        True,
+        "Drop the CommitLog's flushed bytes more than page_cache_keep_bytes behind the flush point from the page "
+        "cache, so new writes reuse those pages instead of memory the VM handed back to its host (not in RocketMQ; "
+        "reads of older bytes come from the disk).",
+    )
+    page_cache_keep_bytes: int = described(
+        256 * 1024 * 1024,
+        "Flushed CommitLog bytes behind the flush point kept in the page cache when recycling, bytes.",
+    )
     # Append batches with the C loop of mq_broker.store._native when it is built (same bytes as the Python path).
     native_append_enable: bool = True
 
@@ -153,10 +212,6 @@ class MessageStoreConfig:
     @property
     def lock_path(self) -> Path:
         return self.store_path_root_dir / "lock"
-
-    @property
-    def mapped_file_size_consume_queue_bytes(self) -> int:
-        return self.mapped_file_size_consume_queue_units * CQ_UNIT_SIZE_BYTES
 
     @property
     def max_record_size_bytes(self) -> int:

@@ -138,9 +138,6 @@ class FlushService(ABC):
         self._thread.start()
         self._logics_thread.start()
 
-    def wakeup(self) -> None:
-        self._wake.set()
-
     def shutdown(self) -> None:
         """Stop both threads after a final flush of everything: the CommitLog first, then the logic queues and the
         checkpoint (blocking; call off the event loop if waiters exist)."""

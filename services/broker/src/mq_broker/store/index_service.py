@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mq_common.codec import MESSAGE_MAGIC_CODE, MessageDecodeError, decode_message
+from mq_common.codec import BORN_HOST_POS, MESSAGE_MAGIC_CODE, SYSFLAG_POS, MessageDecodeError, decode_message
 from mq_common.constants import MessageConst, MessageSysFlag
 from mq_common.logging import get_logger
 
@@ -42,13 +42,6 @@ _UNIQ_KEY: Final = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _TOTAL_AND_MAGIC: Final = struct.Struct(">iI")
 _I32: Final = struct.Struct(">i")
 _U16: Final = struct.Struct(">H")
-_SYS_FLAG_POS: Final = 36
-_BORN_HOST_POS: Final = 48
-
-
-def build_key(topic: str, key: str) -> str:
-    """IndexService#buildKey."""
-    return f"{topic}#{key}"
 
 
 def property_value(properties: str, name: str) -> str | None:
@@ -67,10 +60,10 @@ def property_value(properties: str, name: str) -> str | None:
 def record_properties(raw: bytes) -> str:
     """The properties string of a whole v1 record (recovery re-indexing). Raises MessageDecodeError."""
     try:
-        sys_flag = _I32.unpack_from(raw, _SYS_FLAG_POS)[0]
+        sys_flag = _I32.unpack_from(raw, SYSFLAG_POS)[0]
         born = 20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8
         store = 20 if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 8
-        p = _BORN_HOST_POS + born + 8 + store + 4 + 8
+        p = BORN_HOST_POS + born + 8 + store + 4 + 8
         body_len = _I32.unpack_from(raw, p)[0]
         p += 4 + body_len
         p += 1 + raw[p]

@@ -207,9 +207,6 @@ class MappedFileQueue:
             assert all(a is b for a, b in zip(current, files, strict=False)), "only the oldest files are deleted"
             self.mapped_files = current[count:]
 
-    def remaining_bytes_to_flush(self) -> int:
-        return self.max_offset() - self.flushed_where
-
     def flush(self, least_pages: int = 0) -> int:
         """Flush from ``flushed_where`` through every written file; returns the new ``flushed_where``.
 

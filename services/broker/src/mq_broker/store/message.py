@@ -79,11 +79,6 @@ class MessageExtBrokerInner:
             wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
         )
 
-    @property
-    def transaction_type(self) -> int:
-        """MessageSysFlag#getTransactionValue."""
-        return self.sys_flag & MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-
 
 @dataclass(frozen=True, slots=True)
 class MessageExtBatch:
@@ -189,7 +184,3 @@ class GetMessageResult:
     @property
     def message_count(self) -> int:
         return len(self.messages)
-
-    @property
-    def buffer_total_size(self) -> int:
-        return sum(len(m) for m in self.messages)

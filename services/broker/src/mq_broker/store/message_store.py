@@ -65,7 +65,9 @@ class StoreStartError(RuntimeError):
 
 
 class DefaultMessageStore:
-    """The message store of one broker. ``store_host``: 8 or 20 bytes (codec.host_to_bytes) for STOREHOST."""
+    """The message store of one broker. ``store_host``: 8 or 20 bytes (codec.host_to_bytes) for STOREHOST.
+
+    Implements mq_broker.store.api.MessageStore, which the processors type against."""
 
     def __init__(self, config: MessageStoreConfig, store_host: bytes) -> None:
         self.config = config
@@ -134,10 +136,6 @@ class DefaultMessageStore:
             GroupCommitService if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH else FlushRealTimeService
         )
         return cls(self.config, self.commit_log, self._flush_logics, self._on_flush_failure)
-
-    def stop_accepting_puts(self) -> None:
-        """Later puts get SERVICE_NOT_AVAILABLE (shutdown first step)."""
-        self._writeable = False
 
     def shutdown(self) -> None:
         """Flush everything, stop the flusher, close the files; a clean stop removes ``abort``. Blocking."""
@@ -314,6 +312,11 @@ class DefaultMessageStore:
             self._fail(f"index file error: {exc}")
 
     # --- put (event loop) -------------------------------------------------------------------------------------
+
+    @property
+    def store_host(self) -> bytes:
+        """STOREHOST of the records this store writes (8 or 20 bytes)."""
+        return self.commit_log.store_host
 
     @property
     def is_writeable(self) -> bool:

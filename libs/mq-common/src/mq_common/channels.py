@@ -1,0 +1,53 @@
+"""One grpc.aio channel per peer address, shared by every client adapter of a process (an edge module).
+
+Mirrors NettyRemotingClient's channelTables. Use and close a pool on one asyncio loop (channels belong to the
+loop that created them).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import grpc
+
+from mq_common.errors import InvalidParameterError
+from mq_common.grpc_server import CHANNEL_OPTIONS
+
+DEFAULT_RPC_TIMEOUT_MS: Final = 3000
+# gRPC's default reconnect backoff grows to 120 s, during which calls to a restarted peer fail fast with
+# UNAVAILABLE; RocketMQ's client reconnects on the next invoke, so cap the backoff low.
+MAX_RECONNECT_BACKOFF_MS: Final = 3000
+CLIENT_CHANNEL_OPTIONS: Final[list[tuple[str, int]]] = [
+    *CHANNEL_OPTIONS,
+    ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
+]
+
+
+def seconds(timeout_ms: int) -> float:
+    """A gRPC ``timeout=`` (seconds) for ``timeout_ms``, at least 1 ms."""
+    return max(timeout_ms, 1) / 1000.0
+
+
+class ChannelPool:
+    """One grpc.aio channel per ``"host:port"`` (CLIENT_CHANNEL_OPTIONS), created lazily on first use."""
+
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def get(self, addr: str) -> grpc.aio.Channel:
+        """The channel to ``addr`` (``"host:port"``), creating it if needed. Never blocks; never raises for a
+        dead peer (calls on it fail with UNAVAILABLE). Raises InvalidParameterError for an empty address."""
+        channel = self._channels.get(addr)
+        if channel is None:
+            if not addr:
+                raise InvalidParameterError("broker or name server address is empty")
+            channel = grpc.aio.insecure_channel(addr, options=CLIENT_CHANNEL_OPTIONS)
+            self._channels[addr] = channel
+        return channel
+
+    async def close(self) -> None:
+        """Close every channel; in-flight calls are cancelled. The pool may be reused afterwards."""
+        channels = list(self._channels.values())
+        self._channels.clear()
+        for channel in channels:
+            await channel.close()

@@ -1,0 +1,32 @@
+"""Admin and pull values shared by the broker and its clients (no protobuf here).
+
+Mirrors org.apache.rocketmq.remoting.protocol.admin.TopicOffset and
+org.apache.rocketmq.client.consumer.PullStatus.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+@dataclass(frozen=True, slots=True)
+class TopicQueueOffset:
+    """Min/max logical offsets of one queue (max is one past the last message) and the store time of its last
+    message (ms since the epoch, 0 when empty). Mirrors org.apache.rocketmq.remoting.protocol.admin.TopicOffset.
+    """
+
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp_ms: int
+
+
+class PullStatus(Enum):
+    """Outcome of a pull. Mirrors org.apache.rocketmq.client.consumer.PullStatus."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"

@@ -1,0 +1,53 @@
+"""What the broker's processors need of a message store: the interface they type against.
+
+Mirrors org.apache.rocketmq.store.MessageStore (the subset served here). DefaultMessageStore implements it;
+a test may pass any object with these members. Every method runs on the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from mq_broker.store.config import MessageStoreConfig
+from mq_broker.store.index_service import QueryMessageResult
+from mq_broker.store.message import GetMessageResult, MessageExtBatch, MessageExtBrokerInner, PutMessageResult
+from mq_broker.store.message_filter import MessageFilter
+
+
+class MessageStore(Protocol):
+    """The store as the send, pull, query and admin processors see it (see DefaultMessageStore for the statuses
+    each method returns)."""
+
+    @property
+    def config(self) -> MessageStoreConfig: ...
+
+    @property
+    def store_host(self) -> bytes:
+        """STOREHOST of the records this store writes: 8 or 20 bytes (mq_common.codec.host_to_bytes)."""
+        ...
+
+    async def put_messages(self, batch: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult]: ...
+
+    async def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult: ...
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult: ...
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int: ...
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryMessageResult: ...
+
+    def query_message_by_unique_key(self, topic: str, uniq_key: str) -> QueryMessageResult: ...
+
+    def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None: ...
