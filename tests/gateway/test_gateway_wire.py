@@ -15,11 +15,13 @@ from mq_client.producer import ENCODED_FIXED_PROPERTIES, ChunkOutcome, MessageBa
 from mq_client.producer import message_batch as message_batch_module
 from mq_client.route import MessageQueue
 from mq_common.batch_codec import decode_batch
+from mq_common.extensions import extensions_disabled
 from mq_gateway import wire
 from mq_gateway.grpc_api import batch_from_protos, chunks_to_proto
 
 pytestmark = pytest.mark.skipif(
-    not wire.AVAILABLE and shutil.which("cc") is None, reason="no C compiler: the extension is not built"
+    not wire.AVAILABLE and (shutil.which("cc") is None or extensions_disabled()),
+    reason="the extension is not built (no C compiler) or MQ_NO_EXTENSIONS=1",
 )
 
 IDS = [f"7F00000100{i:022X}" for i in range(64)]
@@ -166,5 +168,6 @@ def test_a_stored_batch_answers_as_chunks_to_proto_does(
     assert answer == expected.SerializeToString()
 
 
+@pytest.mark.skipif(extensions_disabled(), reason="MQ_NO_EXTENSIONS=1: the extension is not loaded")
 def test_the_extension_is_built_where_a_compiler_is() -> None:
     assert wire.AVAILABLE, "cc exists but mq_gateway._wire did not build: see the uv sync output"

@@ -6,12 +6,15 @@ a serialized ``SendBatchResponse``: no protobuf object, no Python object per mes
 the protobuf path of :mod:`mq_gateway.grpc_api`, which gives the same bytes (tests/gateway/test_gateway_wire.py).
 
 The extension is compiled when the gateway package is installed (setuptools ``ext-modules``; a C compiler is
-needed). Without it :data:`AVAILABLE` is False and every SendBatch takes the protobuf path. Event loop only.
+needed). Without it, or with ``MQ_NO_EXTENSIONS=1`` (mq_common.extensions), :data:`AVAILABLE` is False and every
+SendBatch takes the protobuf path. Event loop only.
 """
 
 from __future__ import annotations
 
 from typing import Final, NamedTuple, Protocol
+
+from mq_common.extensions import extensions_disabled
 
 
 class ScannedBatch(NamedTuple):
@@ -47,6 +50,8 @@ class _Native(Protocol):
 
 
 def _load() -> _Native | None:
+    if extensions_disabled():
+        return None
     try:
         from mq_gateway import _wire  # type: ignore[attr-defined]
     except ImportError:
