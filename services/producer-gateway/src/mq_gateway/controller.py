@@ -42,7 +42,6 @@ def producer_config(settings: GatewaySettings) -> ProducerConfig:
         max_message_size_bytes=settings.max_message_size_bytes,
         poll_name_server_interval_ms=settings.poll_name_server_interval_ms,
         default_topic_queue_nums=settings.default_topic_queue_nums,
-        retry_times_when_send_async_failed=settings.retry_times_when_send_async_failed,
         latency_fault_tables=settings.latency_fault_tables,
         max_in_flight_messages=settings.max_in_flight_messages,
         max_in_flight_bytes=settings.max_in_flight_bytes,
@@ -92,7 +91,6 @@ class GatewayController:
             self.producer,
             max_send_timeout_ms=settings.max_send_msg_timeout_ms,
             max_batch_messages=settings.max_batch_messages,
-            max_stream_in_flight=settings.stream_max_unacked_messages,
             metrics=self.metrics,
             native_send_batch=settings.send_batch_native_enable,
         )

@@ -76,9 +76,6 @@ class GatewaySettings(ServiceSettings):
     shutdown_grace_ms: int = Field(
         default=10_000, ge=0, description="How long in-flight calls may finish on SIGTERM, ms."
     )
-    retry_times_when_send_async_failed: int = Field(
-        default=2, ge=0, le=16, description="DefaultMQProducer.retryTimesWhenSendAsyncFailed (SendStream)."
-    )
     latency_fault_tables: Literal["4.x", "5.x"] = Field(
         default="4.x",
         description="MQFaultStrategy latencyMax/notAvailableDuration tables: RocketMQ 4.x's or 5.x's.",
@@ -142,9 +139,6 @@ class GatewaySettings(ServiceSettings):
             " one SEND_BATCH_MESSAGE to one queue per chunk, messages with sharding keys grouped by their key's"
             " queue first; false: message by message."
         ),
-    )
-    stream_max_unacked_messages: int = Field(
-        default=4096, gt=0, description="Most messages of one SendStream sent and not yet acked (then reading waits)."
     )
     topic_allow_list: StrList = Field(
         default_factory=list,
