@@ -514,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="append",
         default=[],
         metavar="MQ_GATEWAY_X=value",
-        help="a gateway setting for every row (repeatable), e.g. MQ_GATEWAY_COALESCE_ENABLE=false",
+        help="a gateway setting for every row (repeatable), e.g. MQ_GATEWAY_COALESCE_LINGER_MS=0",
     )
     args = parser.parse_args(argv)
     console = Console(stderr=True)

@@ -340,16 +340,11 @@ async def test_send_batch_that_does_not_parse_is_invalid_argument(env: Env) -> N
     assert env.transport.calls == []
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["native", "protobuf-only"])
-async def test_plain_batches_take_the_encoded_path_and_others_the_protobuf_one(
-    native: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With the C path built and on, a plain SendBatch goes through send_encoded_batch; one with a user property
-    does not (nor any with send_batch_native_enable off), and both are stored with their messages' properties."""
-    if not wire.AVAILABLE:
-        pytest.skip("mq_gateway._wire is not built")
-    async with gateway_env(send_batch_native_enable=native) as env:
-        await _check_paths(env, monkeypatch, native)
+async def test_plain_batches_take_the_encoded_path_and_others_the_protobuf_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the C path built and loaded, a plain SendBatch goes through send_encoded_batch; one with a user property
+    does not (nor any under MQ_NO_EXTENSIONS=1), and both are stored with their messages' properties."""
+    async with gateway_env() as env:
+        await _check_paths(env, monkeypatch, wire.AVAILABLE)
 
 
 async def _check_paths(env: Env, monkeypatch: pytest.MonkeyPatch, native: bool) -> None:

@@ -202,8 +202,8 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
     """mq.gateway.v1.ProducerGateway over one producer core. Runs on the gateway's asyncio loop.
 
     ``producer_group`` of a request is accepted and ignored: the gateway sends as its own group.
-    ``native_send_batch``: SendBatch requests of the plain shape take the C path (:mod:`mq_gateway.wire`) when it
-    is built; the answers are the same.
+    SendBatch requests of the plain shape take the C path (:mod:`mq_gateway.wire`) when it is built and loaded
+    (not with ``MQ_NO_EXTENSIONS=1``); the answers are the same.
     """
 
     def __init__(
@@ -213,10 +213,9 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         max_send_timeout_ms: int,
         max_batch_messages: int,
         metrics: GatewayMetrics | None = None,
-        native_send_batch: bool = True,
     ) -> None:
         self._producer = producer
-        self._native = native_send_batch and wire.AVAILABLE
+        self._native = wire.AVAILABLE
         self._max_send_timeout_ms = max_send_timeout_ms
         self._max_batch_messages = max_batch_messages
         self._metrics = metrics

@@ -80,23 +80,6 @@ class GatewaySettings(ServiceSettings):
         default="4.x",
         description="MQFaultStrategy latencyMax/notAvailableDuration tables: RocketMQ 4.x's or 5.x's.",
     )
-    broker_send_stream_enable: bool = Field(
-        default=True,
-        description=(
-            "Send to each broker over one long-lived SendStream call (frames multiplexed by id) instead of a unary"
-            " call per send: about half the broker's gRPC cost per call. Off: SendMessage/SendBatch/SendMessageBatch."
-        ),
-    )
-    send_batch_native_enable: bool = Field(
-        default=True,
-        description=(
-            "SendBatch requests of one topic whose messages carry only body, tag, keys and flag are encoded in C"
-            " (mq_gateway._wire, when built) straight from their bytes; the answers are the same. Off: protobuf."
-        ),
-    )
-    coalesce_enable: bool = Field(
-        default=True, description="Merge concurrent sends bound for one broker into one broker SendBatch call."
-    )
     coalesce_linger_ms: float = Field(
         default=2.0,
         ge=0,
@@ -115,13 +98,6 @@ class GatewaySettings(ServiceSettings):
     coalesce_max_batch_messages: int = Field(
         default=256, gt=0, le=MAX_BROKER_BATCH_MESSAGES, description="Most messages in one coalesced broker call."
     )
-    coalesce_message_batch_enable: bool = Field(
-        default=True,
-        description=(
-            "With coalesce_enable: merge concurrent MessageBatches (SendBatch of one topic, no sharding key) bound for"
-            " one broker into one SEND_BATCH_MESSAGE call, up to max_message_size_bytes and 1,024 messages."
-        ),
-    )
     max_in_flight_messages: int = Field(
         default=10_000,
         ge=0,
@@ -131,14 +107,6 @@ class GatewaySettings(ServiceSettings):
         default=256 * 1024 * 1024,
         ge=0,
         description="DefaultMQProducer.backPressureForAsyncSendSize, every mode: body bytes in flight; 0 = no limit.",
-    )
-    message_batch_enable: bool = Field(
-        default=True,
-        description=(
-            "SendBatch of one topic (no delay, no body to compress) goes to the broker as RocketMQ's MessageBatch:"
-            " one SEND_BATCH_MESSAGE to one queue per chunk, messages with sharding keys grouped by their key's"
-            " queue first; false: message by message."
-        ),
     )
     topic_allow_list: StrList = Field(
         default_factory=list,
