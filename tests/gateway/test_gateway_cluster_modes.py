@@ -4,7 +4,7 @@ local cluster (mqnamesrv + two mqbroker on 127.0.0.1); every acked message is re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
@@ -17,8 +17,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory, send_path_env: Mapping[str, str]) -> Iterator[LocalCluster]:
     spec = ClusterSpec(
+        common_env=send_path_env,
         data_dir=tmp_path_factory.mktemp("gw-modes"),
         ports=PortLayout.free(2),
         flush_disk_type="ASYNC_FLUSH",

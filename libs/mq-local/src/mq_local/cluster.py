@@ -22,6 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Literal
 
+from mq_common.extensions import NO_EXTENSIONS_ENV
+
 from mq_local.ports import LOCAL_HOST, PortLayout, broker_name_of
 from mq_local.processes import STOP_GRACE_S, ManagedProcess, ProcessStartError
 from mq_local.readiness import missing_brokers, wait_registered, wait_serving
@@ -78,7 +80,9 @@ class ClusterSpec:
 def _service_env(
     spec: ClusterSpec, prefix: str, own: Mapping[str, str], extra: Mapping[str, str], service: str
 ) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
+    # Other MQ_* settings of this process stay out; MQ_NO_EXTENSIONS (no service prefix) reaches every service, so
+    # `make test-pure` runs the started processes on their Python paths too.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MQ_") or k == NO_EXTENSIONS_ENV}
     env.update(spec.common_env)
     env["PYTHONUNBUFFERED"] = "1"
     env[f"{prefix}LISTEN_HOST"] = LOCAL_HOST
