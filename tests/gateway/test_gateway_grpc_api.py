@@ -369,3 +369,30 @@ async def _check_paths(env: Env, monkeypatch: pytest.MonkeyPatch, native: bool) 
     assert stored[b"p1"]["TAGS"] == "tg"
     assert stored[b"p1"]["KEYS"] == "k1 k2"
     assert stored[b"q1"]["color"] == "red"
+
+
+async def test_a_message_field_the_c_path_does_not_know_is_sent_by_the_protobuf_path(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SendBatch whose message carries field 15 (built by hand: gateway.proto has no such field yet) is served by
+    protobuf, not by the C path, and every message of it is stored."""
+    encoded: list[int] = []
+    real = env.controller.producer.send_encoded_batch
+
+    async def counting(batch: EncodedMessageBatch, timeout_ms: int | None = None) -> list[ChunkOutcome]:
+        encoded.append(len(batch.msg_ids))
+        return await real(batch, timeout_ms)
+
+    monkeypatch.setattr(env.controller.producer, "send_encoded_batch", counting)
+    with_unknown = msg(body=b"u1", tag="tg").SerializeToString() + b"\x78\x05"  # field 15, varint 5
+    plain = msg(body=b"u2").SerializeToString()
+    raw = b"".join(b"\x0a" + bytes([len(m)]) + m for m in (with_unknown, plain))  # messages = 1, LEN (< 128)
+    send_batch = env.channel.unary_unary(
+        "/mq.gateway.v1.ProducerGateway/SendBatch",
+        request_serializer=None,
+        response_deserializer=gateway_pb2.SendBatchResponse.FromString,
+    )
+    results = (await send_batch(raw, timeout=10)).results
+    assert [r.code for r in results] == [ResponseCode.SUCCESS] * 2
+    assert encoded == []
+    assert sorted(r.body for _, r in env.transport.stored) == [b"u1", b"u2"]
