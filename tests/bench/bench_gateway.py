@@ -2,8 +2,8 @@
 next to NATS JetStream measured in the same run.
 
 1 KiB bodies. For SYNC_FLUSH and ASYNC_FLUSH, a LocalCluster (name server, broker-a, broker-b, gateway as real
-processes on 127.0.0.1) and rows for Send, SendBatch(100) and SendStream (each stream keeps STREAM_WINDOW
-messages unacked) with 1, 16 and 64 concurrent clients (asyncio tasks of this process, closed loop,
+processes on 127.0.0.1) and rows for Send and SendBatch(100) with 1, 16 and 64 concurrent clients (asyncio
+tasks of this process, closed loop,
 ``--row-seconds`` each): msgs/s and p50/p99 of the call latency (a
 SendBatch's latency is every message's end-to-end latency). Plus single Sends paced at an offered 500 msgs/s
 (open loop: a send starts every 2 ms whatever the previous ones do). Then NATS JetStream: ``nats-server``
@@ -59,13 +59,12 @@ PACED_WARM_UP_S: Final = 2.0
 PACED_MIN_SENDS: Final = 15_000
 RPC_TIMEOUT_S: Final = 30.0
 WARMUP_CALLS: Final = 20
-STREAM_WINDOW: Final = 256
 NATS_MAX_PENDING: Final = 4000
 NATS_START_WAIT_S: Final = 10.0
 # The gateway targets (docs/performance.md).
 SYNC_BATCH_VS_JETSTREAM_MIN: Final = 2.0
 PACED_SEND_P99_MAX_MS: Final = 10.0
-ROW_KINDS: Final = frozenset({"paced", "send", "batch", "stream", "nats"})
+ROW_KINDS: Final = frozenset({"paced", "send", "batch", "nats"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,10 +166,16 @@ class CpuMeter:
 # -- gateway -----------------------------------------------------------------------------------------------------
 
 
-def cluster_spec(data_dir: Path, flush: FlushDiskType) -> ClusterSpec:
+def cluster_spec(data_dir: Path, flush: FlushDiskType, gateway_env: dict[str, str] | None = None) -> ClusterSpec:
+    """Two broker groups; ``gateway_env`` sets gateway switches (``MQ_GATEWAY_*``) for comparing send paths."""
     env = {**TEST_BROKER_ENV, "MQ_BROKER_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES": str(256 * 1024 * 1024)}
     return ClusterSpec(
-        data_dir=data_dir, ports=PortLayout.free(2), flush_disk_type=flush, log_level="WARNING", broker_env=env
+        data_dir=data_dir,
+        ports=PortLayout.free(2),
+        flush_disk_type=flush,
+        log_level="WARNING",
+        broker_env=env,
+        gateway_env=gateway_env or {},
     )
 
 
@@ -218,51 +223,6 @@ class GatewayBench:
             "gateway", self.flush, api, clients, (counts[0], counts[1]), time.perf_counter() - began, latencies
         )
         return self.meter.finish(row)
-
-    async def stream_loop(self, clients: int) -> Row:
-        """``clients`` SendStream calls, each keeping up to STREAM_WINDOW messages unacked (closed loop) for
-        row_seconds; latency is per message (frame written -> its ack read)."""
-        latencies: list[float] = []
-        counts = [0, 0]
-        end = time.perf_counter() + self.row_seconds
-
-        async def client(stub: Any, client_no: int) -> None:
-            call = stub.SendStream(timeout=self.row_seconds + RPC_TIMEOUT_S)
-            window = asyncio.Semaphore(STREAM_WINDOW)
-            started: dict[str, float] = {}
-
-            async def reader() -> None:
-                async for ack in call:
-                    latencies.append(time.perf_counter() - started.pop(ack.request_id))
-                    counts[0 if ack.result.code == 0 else 1] += 1
-                    window.release()
-
-            reading = asyncio.create_task(reader())
-            seq = 0
-            while time.perf_counter() < end:
-                await window.acquire()
-                request_id = f"{client_no}-{seq}"
-                seq += 1
-                started[request_id] = time.perf_counter()
-                await call.write(gateway_pb2.SendStreamRequest(request_id=request_id, message=self.message))
-            await call.done_writing()
-            await reading
-
-        self.meter.start()
-        began = time.perf_counter()
-        await asyncio.gather(*(client(self.stubs[i % len(self.stubs)], i) for i in range(clients)))
-        secs = time.perf_counter() - began
-        return self.meter.finish(
-            make_row(
-                "gateway",
-                self.flush,
-                f"SendStream (window {STREAM_WINDOW})",
-                clients,
-                (counts[0], counts[1]),
-                secs,
-                latencies,
-            )
-        )
 
     async def paced(self, rate: int) -> Row:
         """Single Sends from one client (one channel) started every 1/rate s (open loop) for row_seconds but at
@@ -315,11 +275,17 @@ def freeze_client_heap() -> None:
 
 
 async def bench_flush(
-    flush: FlushDiskType, row_seconds: float, console: Console, only: frozenset[str] = ROW_KINDS
+    flush: FlushDiskType,
+    row_seconds: float,
+    console: Console,
+    only: frozenset[str] = ROW_KINDS,
+    clients_rows: Sequence[int] = CLIENTS,
+    gateway_env: dict[str, str] | None = None,
 ) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix=f"bench-gw-{flush.lower()}-") as tmp:
-        cluster = await asyncio.to_thread(LocalCluster(cluster_spec(Path(tmp) / "data", flush)).start)
+        spec = cluster_spec(Path(tmp) / "data", flush, gateway_env)
+        cluster = await asyncio.to_thread(LocalCluster(spec).start)
         try:
             topic = await make_topic(cluster, f"bench_{flush.lower()}", queues=QUEUES)
             channels = [grpc.aio.insecure_channel(cluster.gateway_addr, options=CHANNEL_OPTIONS) for _ in range(4)]
@@ -335,14 +301,10 @@ async def bench_flush(
                 for batch in (False, True):
                     if ("batch" if batch else "send") not in only:
                         continue
-                    for clients in CLIENTS:
+                    for clients in clients_rows:
                         freeze_client_heap()
                         rows.append(await bench.closed_loop(clients, batch))
                         console.log(summary(rows[-1]))
-                for clients in CLIENTS if "stream" in only else ():
-                    freeze_client_heap()
-                    rows.append(await bench.stream_loop(clients))
-                    console.log(summary(rows[-1]))
             finally:
                 for channel in channels:
                     await channel.close()
@@ -513,12 +475,16 @@ def print_report(rows: Sequence[Row], checks: Sequence[dict[str, object]]) -> No
 
 async def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
     rows: list[Row] = []
-    flushes: tuple[FlushDiskType, ...] = ("SYNC_FLUSH", "ASYNC_FLUSH")
+    flushes: tuple[FlushDiskType, ...] = tuple(args.flush.split(","))  # type: ignore[assignment]
     only = frozenset(args.only.split(","))
     if not only <= ROW_KINDS:
         raise SystemExit(f"--only takes {','.join(sorted(ROW_KINDS))}, got {args.only}")
+    if not set(flushes) <= {"SYNC_FLUSH", "ASYNC_FLUSH"}:
+        raise SystemExit(f"--flush takes SYNC_FLUSH,ASYNC_FLUSH, got {args.flush}")
+    clients_rows = tuple(int(c) for c in args.clients.split(","))
+    gateway_env = dict(item.split("=", 1) for item in args.gateway_env)
     for flush in flushes:
-        rows.extend(await bench_flush(flush, args.row_seconds, console, only))
+        rows.extend(await bench_flush(flush, args.row_seconds, console, only, clients_rows, gateway_env))
     if "nats" in only:
         rows.extend(await bench_nats(args.row_seconds, console))
     checks = targets(rows)
@@ -527,6 +493,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
         "rows": [asdict(r) for r in rows],
         "targets": checks,
         "row_seconds": args.row_seconds,
+        "gateway_env": gateway_env,
         "body_bytes": len(BODY),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
     }
@@ -538,7 +505,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", default="bench-results/gateway.json", help="JSON report path")
     parser.add_argument("--row-seconds", type=float, default=4.0, help="seconds per measured row")
     parser.add_argument(
-        "--only", default=",".join(sorted(ROW_KINDS)), help="comma-separated rows to run: batch,nats,paced,send,stream"
+        "--only", default=",".join(sorted(ROW_KINDS)), help="comma-separated rows to run: batch,nats,paced,send"
+    )
+    parser.add_argument("--flush", default="SYNC_FLUSH,ASYNC_FLUSH", help="comma-separated flush modes to run")
+    parser.add_argument("--clients", default=",".join(map(str, CLIENTS)), help="comma-separated client counts")
+    parser.add_argument(
+        "--gateway-env",
+        action="append",
+        default=[],
+        metavar="MQ_GATEWAY_X=value",
+        help="a gateway setting for every row (repeatable), e.g. MQ_GATEWAY_COALESCE_LINGER_MS=0",
     )
     args = parser.parse_args(argv)
     console = Console(stderr=True)

@@ -5,7 +5,6 @@ exit code 2 for bad settings and for a store directory already in use.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_common.codec import iter_messages
 from mq_common.response_code import ResponseCode
+from mq_local.cluster import inherited_env
 
 pytestmark = pytest.mark.integration
 START_TIMEOUT_S = 30.0
@@ -29,7 +29,7 @@ class BrokerProcess:
     def __init__(self, store: Path, log_path: Path, **env: str) -> None:
         self.log_path = log_path
         self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("MQ_")},
+            **inherited_env(),
             "MQ_BROKER_LISTEN_HOST": "127.0.0.1",
             "MQ_BROKER_LISTEN_PORT": "0",
             "MQ_BROKER_STORE_PATH_ROOT_DIR": str(store),

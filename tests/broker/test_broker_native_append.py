@@ -21,9 +21,11 @@ from mq_broker.store.index_service import IndexService
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult
 from mq_common.codec import decode_message, host_to_bytes
 from mq_common.constants import MessageConst, MessageSysFlag
+from mq_common.extensions import extensions_disabled
 
 pytestmark = pytest.mark.skipif(
-    not native_append.AVAILABLE and shutil.which("cc") is None, reason="no C compiler: the extension is not built"
+    not native_append.AVAILABLE and (shutil.which("cc") is None or extensions_disabled()),
+    reason="the extension is not built (no C compiler) or MQ_NO_EXTENSIONS=1",
 )
 
 NOW_MS = 1_700_000_123_456
@@ -160,6 +162,7 @@ def test_records_decode_with_their_fields(tmp_path: Path) -> None:
         log.mapped_file_queue.close()
 
 
+@pytest.mark.skipif(extensions_disabled(), reason="MQ_NO_EXTENSIONS=1: the extension is not loaded")
 def test_the_extension_is_built_where_a_compiler_exists() -> None:
     assert native_append.AVAILABLE, "cc exists but mq_broker.store._native did not build: see the uv sync output"
 

@@ -25,9 +25,11 @@ from mq_broker.store.message_store import DefaultMessageStore
 from mq_common.batch_codec import encode_batch
 from mq_common.codec import encode_properties, host_to_bytes, iter_messages
 from mq_common.constants import MessageConst
+from mq_common.extensions import extensions_disabled
 
 pytestmark = pytest.mark.skipif(
-    not native_append.AVAILABLE and shutil.which("cc") is None, reason="no C compiler: the extension is not built"
+    not native_append.AVAILABLE and (shutil.which("cc") is None or extensions_disabled()),
+    reason="the extension is not built (no C compiler) or MQ_NO_EXTENSIONS=1",
 )
 
 NOW_S = 1_700_000_123.456

@@ -8,7 +8,6 @@ reports it in its ``started`` log line.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ from typing import Final
 from mq_client.broker_client import BrokerClient
 from mq_common.codec import MessageExt
 from mq_common.protocol import PullStatus
+from mq_local.cluster import inherited_env
 
 START_TIMEOUT_S: Final = 60.0
 EXIT_TIMEOUT_S: Final = 30.0
@@ -36,9 +36,10 @@ def closed_port() -> int:
 
 
 def broker_env(store: Path, file_size: int, flush_disk_type: str, **extra: str) -> dict[str, str]:
-    """Environment of a broker on ``store``: free port, ``file_size``-byte CommitLog files, tiny ConsumeQueue files."""
+    """Environment of a broker on ``store``: free port, ``file_size``-byte CommitLog files, tiny ConsumeQueue files.
+    MQ_NO_EXTENSIONS passes through (``make test-pure`` crashes the Python store path); other MQ_* stay out."""
     return {
-        **{k: v for k, v in os.environ.items() if not k.startswith("MQ_")},
+        **inherited_env(),
         "PYTHONUNBUFFERED": "1",
         "MQ_BROKER_LISTEN_HOST": "127.0.0.1",
         "MQ_BROKER_LISTEN_PORT": "0",

@@ -137,12 +137,3 @@ async def test_a_caller_that_gave_up_before_the_call_is_dropped() -> None:
     gone.cancel()
     await asyncio.gather(first, kept)
     assert [b for c in inner.calls for b in (r.body for r in c.requests)] == [b"a0", b"k0"]
-
-
-async def test_merging_can_be_turned_off() -> None:
-    inner = ScriptedBrokerTransport()
-    t = CoalescingBrokerTransport(
-        inner, linger_ms=1.0, max_batch_bytes=1 << 20, max_batch_messages=64, merge_message_batches=False
-    )
-    await asyncio.gather(*(t.send_message_batch(A, mb(tag, 2), 1000) for tag in "abc"))
-    assert len(inner.calls) == 3

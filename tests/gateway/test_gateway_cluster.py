@@ -1,21 +1,25 @@
 """The gateway in a real local cluster (mqnamesrv + two mqbroker + mqgateway processes on 127.0.0.1):
-auto-created topics through TBW102, what the broker stored, batches with sharding keys, a broker dying."""
+auto-created topics through TBW102, what the broker stored, batches with sharding keys, a broker dying. Every test
+runs on each cell of the send-path matrix (conftest.py: C paths, Python paths)."""
 
 from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 
 import grpc
 import pytest
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_broker.store import native_append
 from mq_client.broker_client import BrokerClient
 from mq_common.channels import ChannelPool
 from mq_common.constants import MessageSysFlag
+from mq_common.extensions import NO_EXTENSIONS_ENV
 from mq_common.response_code import ResponseCode
+from mq_gateway import wire
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.ports import PortLayout
 
@@ -27,9 +31,10 @@ SMALL_STORE = {
 }
 
 
-def cluster_spec(data_dir: Path) -> ClusterSpec:
+def cluster_spec(data_dir: Path, common_env: Mapping[str, str]) -> ClusterSpec:
     return ClusterSpec(
         data_dir=data_dir,
+        common_env=common_env,
         ports=PortLayout.free(2),
         flush_disk_type="ASYNC_FLUSH",
         auto_create_topic_enable=True,
@@ -39,8 +44,8 @@ def cluster_spec(data_dir: Path) -> ClusterSpec:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(cluster_spec(tmp_path_factory.mktemp("gw-cluster"))) as c:
+def cluster(tmp_path_factory: pytest.TempPathFactory, send_path_env: Mapping[str, str]) -> Iterator[LocalCluster]:
+    with LocalCluster(cluster_spec(tmp_path_factory.mktemp("gw-cluster"), send_path_env)) as c:
         yield c
 
 
@@ -51,6 +56,19 @@ async def pool() -> AsyncIterator[ChannelPool]:
         yield p
     finally:
         await p.close()
+
+
+def test_the_services_run_the_send_paths_of_their_matrix_cell(
+    cluster: LocalCluster, send_path_env: Mapping[str, str]
+) -> None:
+    """The gateway maps mq_gateway._wire and each broker mq_broker.store._native exactly in the C-paths cell (when
+    they are built here): MQ_NO_EXTENSIONS reaches the service processes."""
+    c_paths = send_path_env[NO_EXTENSIONS_ENV] == "0"
+    gateway_maps = Path(f"/proc/{cluster.gateway.pid}/maps").read_text()
+    assert ("/mq_gateway/_wire." in gateway_maps) == (c_paths and wire.AVAILABLE)
+    for broker in cluster.brokers.values():
+        broker_maps = Path(f"/proc/{broker.pid}/maps").read_text()
+        assert ("/mq_broker/store/_native." in broker_maps) == (c_paths and native_append.AVAILABLE)
 
 
 def gateway_stub(cluster: LocalCluster, pool: ChannelPool) -> gateway_pb2_grpc.ProducerGatewayAsyncStub:
@@ -116,8 +134,8 @@ async def test_batch_with_sharding_keys_keeps_each_key_on_one_queue_in_order(
 
 
 @pytest.fixture
-def own_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(cluster_spec(tmp_path / "gw-kill")) as c:
+def own_cluster(tmp_path: Path, send_path_env: Mapping[str, str]) -> Iterator[LocalCluster]:
+    with LocalCluster(cluster_spec(tmp_path / "gw-kill", send_path_env)) as c:
         yield c
 
 

@@ -1,15 +1,16 @@
-"""SendStream (ASYNC), SendOneway and the topic deny list through a real mqgateway process in front of a real
+"""SendOneway and the topic deny list through a real mqgateway process in front of a real
 local cluster (mqnamesrv + two mqbroker on 127.0.0.1); every acked message is read back from its broker."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.broker_client import BrokerClient
 from mq_common.channels import ChannelPool
+from mq_common.errors import MQBrokerError
 from mq_common.response_code import ResponseCode
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.ports import PortLayout
@@ -18,8 +19,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory, send_path_env: Mapping[str, str]) -> Iterator[LocalCluster]:
     spec = ClusterSpec(
+        common_env=send_path_env,
         data_dir=tmp_path_factory.mktemp("gw-modes"),
         ports=PortLayout.free(2),
         flush_disk_type="ASYNC_FLUSH",
@@ -44,29 +46,6 @@ async def pool() -> AsyncIterator[ChannelPool]:
         await p.close()
 
 
-async def test_stream_acks_every_message_and_each_is_stored(cluster: LocalCluster, pool: ChannelPool) -> None:
-    stub = gateway_pb2_grpc.ProducerGatewayStub(pool.get(cluster.gateway_addr))
-    n = 300
-    frames = [
-        gateway_pb2.SendStreamRequest(
-            request_id=f"req-{i}", message=gateway_pb2.Message(topic="GwStream", body=b"s%d" % i)
-        )
-        for i in range(n)
-    ]
-    acks = {a.request_id: a.result async for a in stub.SendStream(iter(frames), timeout=60)}
-    assert sorted(acks) == sorted(f.request_id for f in frames)
-    assert {r.code for r in acks.values()} == {ResponseCode.SUCCESS}, {r.remark for r in acks.values()}
-    assert len({r.msg_id for r in acks.values()}) == n
-    broker = BrokerClient(pool)
-    for i in (0, n // 2, n - 1):
-        r = acks[f"req-{i}"]
-        pulled = await broker.pull_message(
-            cluster.broker_addrs[r.broker_name], "GwStream", r.queue_id, r.queue_offset, 1
-        )
-        assert pulled.messages[0].body == b"s%d" % i
-        assert pulled.messages[0].uniq_key == r.msg_id
-
-
 async def test_oneway_messages_are_stored(cluster: LocalCluster, pool: ChannelPool) -> None:
     stub = gateway_pb2_grpc.ProducerGatewayStub(pool.get(cluster.gateway_addr))
     first = await stub.Send(gateway_pb2.SendRequest(message=gateway_pb2.Message(topic="GwOneway", body=b"s")))
@@ -85,7 +64,12 @@ async def test_oneway_messages_are_stored(cluster: LocalCluster, pool: ChannelPo
         found = set()
         for addr in cluster.broker_addrs.values():
             for queue_id in range(4):  # defaultTopicQueueNums
-                pulled = await broker.pull_message(addr, "GwOneway", queue_id, 0, 100)
+                try:
+                    pulled = await broker.pull_message(addr, "GwOneway", queue_id, 0, 100)
+                except MQBrokerError as exc:  # auto-created on the brokers that got a message; maybe not this one
+                    if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                        raise
+                    continue
                 found.update(m.uniq_key for m in pulled.messages if m.uniq_key)
         if wanted <= found:
             break

@@ -1,4 +1,4 @@
-"""The gateway's SendOneway and SendStream RPCs, RESOURCE_EXHAUSTED under backpressure, and the topic
+"""The gateway's SendOneway RPC, RESOURCE_EXHAUSTED under backpressure, and the topic
 allow/deny list, over a real in-process gRPC server with the producer core on in-memory brokers."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import grpc
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.producer.testing import InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
-from mq_common.errors import RemotingError
 from mq_common.response_code import ResponseCode
 from mq_gateway.controller import GatewayController
 from mq_gateway.settings import GatewaySettings
@@ -70,41 +69,6 @@ async def test_send_oneway_refusal_comes_back_before_acceptance(start: Callable[
     missing = await stub.SendOneway(gateway_pb2.SendOnewayRequest(message=msg(topic="Nope")), timeout=10)
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
     assert transport.calls == []
-
-
-async def test_send_stream_acks_every_message_with_its_request_id(start: Callable[..., object]) -> None:
-    transport, stub = await start()  # type: ignore[misc]
-    transport.always(A, Step(error=RemotingError("down")))  # async retry moves them to broker-b
-    frames = [gateway_pb2.SendStreamRequest(request_id=f"r{i}", message=msg(body=b"m%d" % i)) for i in range(50)]
-    frames.append(gateway_pb2.SendStreamRequest(request_id="bad", message=msg(body=b"")))
-    frames.append(gateway_pb2.SendStreamRequest(request_id="nomsg"))
-    frames.append(gateway_pb2.SendStreamRequest(request_id="slow", message=msg(), send_timeout_ms=10**9))
-    acks = {a.request_id: a.result async for a in stub.SendStream(iter(frames), timeout=20)}
-    assert len(acks) == len(frames)
-    assert all(acks[f"r{i}"].code == ResponseCode.SUCCESS for i in range(50))
-    assert {acks[f"r{i}"].broker_name for i in range(50)} == {"broker-b"}
-    assert acks["bad"].code == ResponseCode.MESSAGE_ILLEGAL
-    assert (acks["nomsg"].code, acks["nomsg"].remark) == (ResponseCode.MESSAGE_ILLEGAL, "the message is null")
-    assert acks["slow"].code == ResponseCode.INVALID_PARAMETER
-    assert len(transport.stored) == 50
-
-
-async def test_send_stream_acks_flow_control_when_full(start: Callable[..., object]) -> None:
-    transport, stub = await start(max_in_flight_messages=2)  # type: ignore[misc]
-    transport.always(A, Step(hang=True))
-    transport.always(B, Step(hang=True))
-    # r0 and r1 take both permits and hang for their 1000 ms budget; r2 may wait only 50 ms for a permit
-    frames = [
-        gateway_pb2.SendStreamRequest(request_id=f"r{i}", message=msg(), send_timeout_ms=50 if i == 2 else 1000)
-        for i in range(3)
-    ]
-    acks = {a.request_id: a.result async for a in stub.SendStream(iter(frames), timeout=20)}
-    assert [acks[f"r{i}"].code for i in range(3)] == [
-        ResponseCode.RPC_TIME_OUT,
-        ResponseCode.RPC_TIME_OUT,
-        ResponseCode.FLOW_CONTROL,
-    ]
-    assert "flow control" in acks["r2"].remark
 
 
 async def test_send_is_resource_exhausted_over_the_in_flight_limit(start: Callable[..., object]) -> None:

@@ -1,5 +1,5 @@
 """Broker-b SIGKILLed under merged MessageBatches: concurrent one-topic SendBatch calls through the gateway with
-MessageBatch merging on (``coalesce_message_batch_enable``, mq_gateway.batch_merger), fault isolation on.
+MessageBatch merging (always on, mq_gateway.batch_merger), fault isolation on.
 
 Timeline: 24 clients each send SendBatch calls of 50 plain messages of one topic without a sharding key (so the
 gateway's merger may join concurrent calls bound for one broker into one SEND_BATCH_MESSAGE), each body naming its
@@ -157,7 +157,6 @@ async def test_sigkill_of_broker_b_under_merged_message_batches(tmp_path: Path) 
     spec = fault_spec(
         tmp_path / "data",
         isolation=True,
-        gateway_env={"MQ_GATEWAY_COALESCE_ENABLE": "true", "MQ_GATEWAY_COALESCE_MESSAGE_BATCH_ENABLE": "true"},
         metrics_ports={"gateway": metrics_port},
     )
     with LocalCluster(spec) as cluster:

@@ -22,6 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Literal
 
+from mq_common.extensions import NO_EXTENSIONS_ENV
+
 from mq_local.ports import LOCAL_HOST, PortLayout, broker_name_of
 from mq_local.processes import STOP_GRACE_S, ManagedProcess, ProcessStartError
 from mq_local.readiness import missing_brokers, wait_registered, wait_serving
@@ -75,10 +77,17 @@ class ClusterSpec:
         return self.data_dir / name / "store"
 
 
+def inherited_env() -> dict[str, str]:
+    """What a started service inherits of this process's environment: everything but the MQ_* settings (a service
+    gets only those its spec gives), except MQ_NO_EXTENSIONS, which reaches every service so that
+    ``make test-pure`` runs the started processes on their Python paths too."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("MQ_") or k == NO_EXTENSIONS_ENV}
+
+
 def _service_env(
     spec: ClusterSpec, prefix: str, own: Mapping[str, str], extra: Mapping[str, str], service: str
 ) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
+    env = inherited_env()
     env.update(spec.common_env)
     env["PYTHONUNBUFFERED"] = "1"
     env[f"{prefix}LISTEN_HOST"] = LOCAL_HOST

@@ -7,7 +7,10 @@
  * SerializeToString for one stored chunk. It takes only the plain shape of a batch: every message of one topic,
  * with a body, maybe a tag, keys and a flag, and no sharding key and no user properties. Anything else (another
  * wire type for a known field, a group, a second topic, a sharding key, a property, a \x01 or \x02 in a tag or a
- * key, text that is not UTF-8) makes scan_send_batch answer None and the caller parses the request with protobuf.
+ * key, text that is not UTF-8, a field number not in MESSAGE_FIELDS / REQUEST_FIELDS) makes scan_send_batch answer
+ * None and the caller parses the request with protobuf. The module exports MESSAGE_FIELDS and REQUEST_FIELDS, the
+ * field numbers of mq.gateway.v1.Message and SendBatchRequest this file reads; a test compares them with
+ * gateway.proto, so a field added there fails until this file handles it.
  *
  * Runs on the gateway's event loop thread, holding the GIL (the work is a few microseconds per batch).
  */
@@ -180,8 +183,8 @@ static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
         case 7:
             m->flag = (int32_t)(uint32_t)f.varint;
             break;
-        default: /* unknown field: protobuf keeps it aside; the message is the same */
-            break;
+        default: /* a field this file does not know (MESSAGE_FIELDS): protobuf's path decides what it means */
+            return 0;
         }
     }
     if (m->tag_len && !plain_text(m->tag, m->tag_len)) return 0;
@@ -215,6 +218,8 @@ static int walk_request(const uint8_t *data, Py_ssize_t len, int64_t *timeout_ms
             if (!valid_utf8(f.data, f.len)) return 0;
         } else if (f.number == 3) {
             *timeout_ms = (int64_t)f.varint;
+        } else {
+            return 0; /* a field this file does not know (REQUEST_FIELDS) */
         }
     }
     return 1;
@@ -472,4 +477,38 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", NULL, 0, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__wire(void) { return PyModule_Create(&module); }
+/* The field numbers parse_message and walk_request read (every other number takes the protobuf path). */
+static const int MESSAGE_FIELDS[] = {1, 2, 3, 4, 5, 6, 7};
+static const int REQUEST_FIELDS[] = {1, 2, 3};
+
+static int add_field_set(PyObject *mod, const char *name, const int *numbers, size_t count) {
+    PyObject *items = PyTuple_New((Py_ssize_t)count);
+    if (items == NULL) return -1;
+    for (size_t i = 0; i < count; i++) {
+        PyObject *number = PyLong_FromLong(numbers[i]);
+        if (number == NULL) {
+            Py_DECREF(items);
+            return -1;
+        }
+        PyTuple_SET_ITEM(items, (Py_ssize_t)i, number);
+    }
+    PyObject *set = PyFrozenSet_New(items);
+    Py_DECREF(items);
+    if (set == NULL) return -1;
+    if (PyModule_AddObject(mod, name, set) < 0) {
+        Py_DECREF(set);
+        return -1;
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit__wire(void) {
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL) return NULL;
+    if (add_field_set(mod, "MESSAGE_FIELDS", MESSAGE_FIELDS, sizeof MESSAGE_FIELDS / sizeof *MESSAGE_FIELDS) < 0 ||
+        add_field_set(mod, "REQUEST_FIELDS", REQUEST_FIELDS, sizeof REQUEST_FIELDS / sizeof *REQUEST_FIELDS) < 0) {
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
+}

@@ -83,7 +83,6 @@ class CoalescingBrokerTransport:
         linger_ms: float,
         max_batch_bytes: int,
         max_batch_messages: int,
-        merge_message_batches: bool = True,
         max_message_batch_bytes: int = MAX_MESSAGE_SIZE_BYTES,
         max_message_batch_messages: int = MAX_BROKER_BATCH_MESSAGES,
     ) -> None:
@@ -101,14 +100,12 @@ class CoalescingBrokerTransport:
         self._units = 0
         self._broker_calls = 0
         self._messages = 0
-        self.merger: MessageBatchMerger | None = None
-        if merge_message_batches:
-            self.merger = MessageBatchMerger(
-                inner.send_message_batch,
-                linger_s=self.linger_s,
-                max_bytes=max_message_batch_bytes,
-                max_messages=max_message_batch_messages,
-            )
+        self.merger = MessageBatchMerger(
+            inner.send_message_batch,
+            linger_s=self.linger_s,
+            max_bytes=max_message_batch_bytes,
+            max_messages=max_message_batch_messages,
+        )
 
     @property
     def stats(self) -> CoalescerStats:
@@ -130,11 +127,9 @@ class CoalescingBrokerTransport:
         return await self._submit(addr, requests, size, timeout_ms)
 
     async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
-        """A MessageBatch: merged with concurrent ones for the same broker and topic (mq_gateway.batch_merger) when
-        ``merge_message_batches``, else straight out. Not counted in :attr:`stats` (see ``merger.stats``)."""
-        if self.merger is not None:
-            return await self.merger.send_message_batch(addr, request, timeout_ms)
-        return await self.inner.send_message_batch(addr, request, timeout_ms)
+        """A MessageBatch: merged with concurrent ones for the same broker and topic (mq_gateway.batch_merger).
+        Not counted in :attr:`stats` (see ``merger.stats``)."""
+        return await self.merger.send_message_batch(addr, request, timeout_ms)
 
     def _submit(
         self, addr: str, requests: Sequence[BrokerSendRequest], size: int, timeout_ms: int
@@ -225,7 +220,6 @@ class CoalescingBrokerTransport:
         """Send every open batch now and wait for all broker calls to finish."""
         for addr in list(self._open):
             self._flush(addr)
-        if self.merger is not None:
-            await self.merger.close()
+        await self.merger.close()
         if self._calls:
             await asyncio.gather(*self._calls, return_exceptions=True)

@@ -47,8 +47,8 @@ class GatewayController:
 
     ``producer`` given: used as it is (no coalescing, no hooks from the settings). Otherwise one is built from
     the settings over ``namesrv`` / ``transport`` (default: gRPC to ``settings.namesrv_addrs()`` and a
-    BrokerClient), the transport wrapped in a CoalescingBrokerTransport when ``coalesce_enable``
-    (``self.coalescer``), with :func:`producer_hooks`.
+    BrokerClient sending over one Broker.SendStream per broker), the transport wrapped in a
+    CoalescingBrokerTransport (``self.coalescer``), with :func:`producer_hooks`.
     """
 
     def __init__(
@@ -74,9 +74,7 @@ class GatewayController:
             self.producer,
             max_send_timeout_ms=settings.max_send_msg_timeout_ms,
             max_batch_messages=settings.max_batch_messages,
-            max_stream_in_flight=settings.stream_max_unacked_messages,
             metrics=self.metrics,
-            native_send_batch=settings.send_batch_native_enable,
         )
         add_to_server(servicer, self.server.server)
 
@@ -85,26 +83,22 @@ class GatewayController:
         pool = ChannelPool()
         broker_client: BrokerClient | None = None
         if transport is None:
-            broker_client = transport = BrokerClient(pool, send_stream=settings.broker_send_stream_enable)
+            broker_client = transport = BrokerClient(pool, send_stream=True)
         inner: BrokerTransport = transport
         lookup: NameServerLookup = namesrv if namesrv is not None else NameServerClient(settings.namesrv_addrs(), pool)
         if self.metrics is not None:
             inner = ObservedTransport(inner, self.metrics, producer_config(settings).retry_response_codes)
             lookup = ObservedNameServer(lookup, self.metrics)
-        if settings.coalesce_enable:
-            self.coalescer = CoalescingBrokerTransport(
-                inner,
-                linger_ms=settings.coalesce_linger_ms,
-                max_batch_bytes=settings.coalesce_max_batch_bytes,
-                max_batch_messages=settings.coalesce_max_batch_messages,
-                merge_message_batches=settings.coalesce_message_batch_enable,
-                max_message_batch_bytes=settings.max_message_size_bytes,
-            )
-        coalescer = self.coalescer
+        coalescer = self.coalescer = CoalescingBrokerTransport(
+            inner,
+            linger_ms=settings.coalesce_linger_ms,
+            max_batch_bytes=settings.coalesce_max_batch_bytes,
+            max_batch_messages=settings.coalesce_max_batch_messages,
+            max_message_batch_bytes=settings.max_message_size_bytes,
+        )
 
         async def close() -> None:
-            if coalescer is not None:
-                await coalescer.close()
+            await coalescer.close()
             if broker_client is not None:
                 await broker_client.close()
             await pool.close()
@@ -112,7 +106,7 @@ class GatewayController:
         return DefaultMQProducer(
             producer_config(settings),
             lookup,
-            coalescer or inner,
+            coalescer,
             hooks=producer_hooks(settings),
             on_shutdown=close,
         )

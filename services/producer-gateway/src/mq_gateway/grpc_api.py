@@ -5,15 +5,13 @@ success = code 0 + send_status; a failure = its ResponseCode + remark (+ broker_
 request as a whole gets a gRPC status: a malformed one (a negative or too large send_timeout_ms, too many
 messages in a batch, a SendBatch whose bytes do not parse) INVALID_ARGUMENT; a Send / SendBatch / SendOneway
 the in-flight limits kept out for its whole budget RESOURCE_EXHAUSTED (nothing of it was sent; back off and
-retry). On SendStream every message gets its ack instead, a flow-controlled one with code FLOW_CONTROL (215),
-and the stream stays open. Handlers run on the gateway's asyncio loop and never raise anything else into gRPC.
+retry). Handlers run on the gateway's asyncio loop and never raise anything else into gRPC.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -37,7 +35,7 @@ from mq_client.producer.message_batch import (
     encoded_refusal,
 )
 from mq_client.producer.validators import check_user_properties
-from mq_common.errors import InvalidParameterError, MessageIllegalError, MQError
+from mq_common.errors import MessageIllegalError, MQError
 from mq_common.logging import get_logger
 from mq_common.message_id import create_uniq_ids
 from mq_common.response_code import ResponseCode
@@ -80,8 +78,6 @@ class Producer(Protocol):
     ) -> list[ChunkOutcome]: ...
 
     async def send_oneway(self, msg: Message, timeout_ms: int | None = None) -> str: ...
-
-    async def send_async(self, msg: Message, timeout_ms: int | None = None) -> asyncio.Task[SendResult]: ...
 
 
 def message_from_proto(msg: gateway_pb2.Message) -> Message:
@@ -208,8 +204,8 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
     """mq.gateway.v1.ProducerGateway over one producer core. Runs on the gateway's asyncio loop.
 
     ``producer_group`` of a request is accepted and ignored: the gateway sends as its own group.
-    ``native_send_batch``: SendBatch requests of the plain shape take the C path (:mod:`mq_gateway.wire`) when it
-    is built; the answers are the same.
+    SendBatch requests of the plain shape take the C path (:mod:`mq_gateway.wire`) when it is built and loaded
+    (not with ``MQ_NO_EXTENSIONS=1``); the answers are the same.
     """
 
     def __init__(
@@ -218,15 +214,12 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         *,
         max_send_timeout_ms: int,
         max_batch_messages: int,
-        max_stream_in_flight: int = 10_000,
         metrics: GatewayMetrics | None = None,
-        native_send_batch: bool = True,
     ) -> None:
         self._producer = producer
-        self._native = native_send_batch and wire.AVAILABLE
+        self._native = wire.AVAILABLE
         self._max_send_timeout_ms = max_send_timeout_ms
         self._max_batch_messages = max_batch_messages
-        self._max_stream_in_flight = max_stream_in_flight
         self._metrics = metrics
 
     def _done(self, mode: str, begin: float, ok: int, failed: int) -> None:
@@ -425,88 +418,6 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         self._done("oneway", begin, 1, 0)
         return gateway_pb2.SendOnewayResponse(code=ResponseCode.SUCCESS, msg_id=msg_id)
 
-    async def SendStream(
-        self,
-        request_iterator: AsyncIterator[gateway_pb2.SendStreamRequest],
-        context: grpc.aio.ServicerContext[object, object],
-    ) -> AsyncIterator[gateway_pb2.SendStreamResponse]:
-        """Reads frames while at most ``max_stream_in_flight`` of this stream's messages are unacknowledged
-        (the HTTP/2 window then pushes back on the client); acks in completion order."""
-        stream = _AckStream(self._producer, self._max_send_timeout_ms, self._max_stream_in_flight, self._metrics)
-        async for ack in stream.run(request_iterator):
-            yield ack
-
-
-class _AckStream:
-    """One SendStream call: a reader task starts a send per frame, the handler yields the acks."""
-
-    def __init__(
-        self, producer: Producer, max_send_timeout_ms: int, max_in_flight: int, metrics: GatewayMetrics | None = None
-    ) -> None:
-        self._producer = producer
-        self._metrics = metrics
-        self._max_send_timeout_ms = max_send_timeout_ms
-        self._slots = asyncio.Semaphore(max_in_flight)
-        self._acks: asyncio.Queue[gateway_pb2.SendStreamResponse | None] = asyncio.Queue()
-        self._sends: set[asyncio.Task[None]] = set()
-
-    async def run(
-        self, request_iterator: AsyncIterator[gateway_pb2.SendStreamRequest]
-    ) -> AsyncIterator[gateway_pb2.SendStreamResponse]:
-        reader = asyncio.get_running_loop().create_task(self._read(request_iterator))
-        try:
-            while (ack := await self._acks.get()) is not None:
-                yield ack
-                self._slots.release()
-        finally:
-            reader.cancel()
-            for task in list(self._sends):
-                task.cancel()
-        await reader  # re-raise a reader failure
-
-    async def _read(self, request_iterator: AsyncIterator[gateway_pb2.SendStreamRequest]) -> None:
-        try:
-            async for frame in request_iterator:
-                await self._slots.acquire()
-                task = asyncio.get_running_loop().create_task(self._send(frame))
-                self._sends.add(task)
-                task.add_done_callback(self._sends.discard)
-            if self._sends:
-                await asyncio.gather(*self._sends, return_exceptions=True)
-        finally:
-            self._acks.put_nowait(None)
-
-    async def _send(self, frame: gateway_pb2.SendStreamRequest) -> None:
-        begin = time.perf_counter()
-        try:
-            outcome = await self._outcome(frame)
-            result = outcome_to_proto(outcome)
-        except Exception as exc:
-            outcome = None
-            result = _unexpected("SendStream", exc)
-        if self._metrics is not None:
-            elapsed_s = time.perf_counter() - begin
-            if isinstance(outcome, FlowControlError):
-                self._metrics.on_rejected("stream", elapsed_s, 1)
-            elif isinstance(outcome, SendResult):
-                self._metrics.on_call("stream", "success", elapsed_s, 1, 0)
-            else:
-                self._metrics.on_call("stream", "failure", elapsed_s, 0, 1)
-        self._acks.put_nowait(gateway_pb2.SendStreamResponse(request_id=frame.request_id, result=result))
-
-    async def _outcome(self, frame: gateway_pb2.SendStreamRequest) -> SendResult | MQError:
-        if not 0 <= frame.send_timeout_ms <= self._max_send_timeout_ms:
-            return InvalidParameterError(
-                f"send_timeout_ms must be in [0, {self._max_send_timeout_ms}], got {frame.send_timeout_ms}"
-            )
-        try:
-            if not frame.HasField("message"):
-                raise MessageIllegalError("the message is null")
-            task = await self._producer.send_async(message_from_proto(frame.message), frame.send_timeout_ms or None)
-            return await task
-        except MQError as exc:
-            return exc
-
 
 def _first_message(raw: bytes) -> Message:
     """Message 0 of a serialized SendBatchRequest (for the send hooks of the C path)."""
@@ -537,11 +448,6 @@ def add_to_server(servicer: ProducerGatewayServicer, server: grpc.aio.Server) ->
             servicer.SendOneway,
             request_deserializer=gateway_pb2.SendOnewayRequest.FromString,
             response_serializer=gateway_pb2.SendOnewayResponse.SerializeToString,
-        ),
-        "SendStream": grpc.stream_stream_rpc_method_handler(
-            servicer.SendStream,
-            request_deserializer=gateway_pb2.SendStreamRequest.FromString,
-            response_serializer=gateway_pb2.SendStreamResponse.SerializeToString,
         ),
     }
     assert set(handlers) == set(gateway_pb2.DESCRIPTOR.services_by_name["ProducerGateway"].methods_by_name)

@@ -23,7 +23,6 @@ def _describe(settings: GatewaySettings, controller: GatewayController) -> dict[
         "retry_times_when_send_failed": settings.retry_times_when_send_failed,
         "send_latency_fault_enable": settings.send_latency_fault_enable,
         "latency_fault_tables": settings.latency_fault_tables,
-        "coalesce_enable": settings.coalesce_enable,
         "coalesce_linger_ms": settings.coalesce_linger_ms,
         "max_in_flight_messages": settings.max_in_flight_messages,
     }

@@ -3,7 +3,7 @@
 Series (every one also has cluster, node_type="proxy", node_id=<listen host:port>):
 
 - ``mq_gateway_send_latency_ms`` histogram {mode, result}: one observation per gateway call (a SendBatch is one);
-  mode: send, batch, oneway, stream; result: success, partial (a batch with some failed messages), failure,
+  mode: send, batch, oneway; result: success, partial (a batch with some failed messages), failure,
   flow_control, invalid.
 - ``mq_gateway_messages_total`` {mode, result}: messages by outcome (success / failure), counted per call.
 - ``mq_gateway_send_retries_total`` {reason}: messages whose broker attempt failed with a retriable outcome (a
@@ -16,7 +16,7 @@ Series (every one also has cluster, node_type="proxy", node_id=<listen host:port
 - ``mq_gateway_coalesced_batch_messages`` histogram: messages per broker call; ``mq_gateway_broker_call_latency_ms``
   histogram {result}.
 - ``mq_gateway_in_flight_messages`` / ``mq_gateway_in_flight_bytes``: what the in-flight limiter holds.
-- ``mq_gateway_backpressure_rejections_total`` {mode}: calls (stream: messages) refused by flow control.
+- ``mq_gateway_backpressure_rejections_total`` {mode}: calls refused by flow control.
 - ``rocketmq_rpc_latency`` histogram {protocol_type="grpc", method, response_code}: every gRPC call.
 
 All updates run on the gateway's asyncio loop, once per gateway call or broker call.
@@ -39,7 +39,7 @@ from mq_common.response_code import ResponseCode
 if TYPE_CHECKING:
     from mq_client.producer import DefaultMQProducer
 
-MODES = ("send", "batch", "oneway", "stream")
+MODES = ("send", "batch", "oneway")
 
 
 class GatewayMetrics(ServiceMetrics):
@@ -69,7 +69,7 @@ class GatewayMetrics(ServiceMetrics):
             "mq_gateway_broker_call_latency_ms", "Broker send calls in ms.", ("result",), buckets=LATENCY_BUCKETS_MS
         )
         self.rejections = self.counter(
-            "mq_gateway_backpressure_rejections", "Calls (stream: messages) refused by flow control.", ("mode",)
+            "mq_gateway_backpressure_rejections", "Calls refused by flow control.", ("mode",)
         )
         self.rpc_latency = self.histogram(
             "rocketmq_rpc_latency",
@@ -96,7 +96,7 @@ class GatewayMetrics(ServiceMetrics):
             self.messages.child(mode, "failure").inc(failed)
 
     def on_rejected(self, mode: str, elapsed_s: float, messages: int) -> None:
-        """A call (or a stream message) refused by the in-flight limits."""
+        """A call refused by the in-flight limits."""
         self.rejections.child(mode).inc()
         self.on_call(mode, "flow_control", elapsed_s, 0, messages)
 

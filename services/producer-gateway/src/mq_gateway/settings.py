@@ -65,27 +65,7 @@ class GatewaySettings(ServiceSettings):
     shutdown_grace_ms: int = Field(
         default=10_000, ge=0, description="How long in-flight calls may finish on SIGTERM, ms."
     )
-    retry_times_when_send_async_failed: int = mirrored_field(
-        ProducerConfig, "retry_times_when_send_async_failed", ge=0, le=16
-    )
     latency_fault_tables: Literal["4.x", "5.x"] = mirrored_field(ProducerConfig, "latency_fault_tables")
-    broker_send_stream_enable: bool = Field(
-        default=True,
-        description=(
-            "Send to each broker over one long-lived SendStream call (frames multiplexed by id) instead of a unary"
-            " call per send: about half the broker's gRPC cost per call. Off: SendMessage/SendBatch/SendMessageBatch."
-        ),
-    )
-    send_batch_native_enable: bool = Field(
-        default=True,
-        description=(
-            "SendBatch requests of one topic whose messages carry only body, tag, keys and flag are encoded in C"
-            " (mq_gateway._wire, when built) straight from their bytes; the answers are the same. Off: protobuf."
-        ),
-    )
-    coalesce_enable: bool = Field(
-        default=True, description="Merge concurrent sends bound for one broker into one broker SendBatch call."
-    )
     coalesce_linger_ms: float = Field(
         default=2.0,
         ge=0,
@@ -104,19 +84,8 @@ class GatewaySettings(ServiceSettings):
     coalesce_max_batch_messages: int = Field(
         default=256, gt=0, le=MAX_BROKER_BATCH_MESSAGES, description="Most messages in one coalesced broker call."
     )
-    coalesce_message_batch_enable: bool = Field(
-        default=True,
-        description=(
-            "With coalesce_enable: merge concurrent MessageBatches (SendBatch of one topic, no sharding key) bound for"
-            " one broker into one SEND_BATCH_MESSAGE call, up to max_message_size_bytes and 1,024 messages."
-        ),
-    )
     max_in_flight_messages: int = mirrored_field(ProducerConfig, "max_in_flight_messages", default=10_000, ge=0)
     max_in_flight_bytes: int = mirrored_field(ProducerConfig, "max_in_flight_bytes", default=256 * 1024 * 1024, ge=0)
-    message_batch_enable: bool = mirrored_field(ProducerConfig, "message_batch_enable")
-    stream_max_unacked_messages: int = Field(
-        default=4096, gt=0, description="Most messages of one SendStream sent and not yet acked (then reading waits)."
-    )
     topic_allow_list: StrList = Field(
         default_factory=list,
         description="Topics the gateway sends to (shell patterns, ',' separated); empty = every topic.",

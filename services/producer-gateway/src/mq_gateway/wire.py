@@ -1,17 +1,21 @@
 """The SendBatch hot path in C (``mq_gateway._wire``), with its Python types.
 
 A serialized ``SendBatchRequest`` whose messages have the plain shape (one topic; body, tag, keys, flag; no sharding
-key, no user property) goes straight to one RocketMQ MessageBatch body, and the stored batch's results straight to
-a serialized ``SendBatchResponse``: no protobuf object, no Python object per message. Every other request takes
-the protobuf path of :mod:`mq_gateway.grpc_api`, which gives the same bytes (tests/gateway/test_gateway_wire.py).
+key, no user property, no field number the C code does not know: :data:`MESSAGE_FIELDS`) goes straight to one
+RocketMQ MessageBatch body, and the stored batch's results straight to a serialized ``SendBatchResponse``: no
+protobuf object, no Python object per message. Every other request takes the protobuf path of
+:mod:`mq_gateway.grpc_api`, which gives the same bytes (tests/gateway/test_gateway_wire.py).
 
 The extension is compiled when the gateway package is installed (setuptools ``ext-modules``; a C compiler is
-needed). Without it :data:`AVAILABLE` is False and every SendBatch takes the protobuf path. Event loop only.
+needed). Without it, or with ``MQ_NO_EXTENSIONS=1`` (mq_common.extensions), :data:`AVAILABLE` is False and every
+SendBatch takes the protobuf path. Event loop only.
 """
 
 from __future__ import annotations
 
 from typing import Final, NamedTuple, Protocol
+
+from mq_common.extensions import extensions_disabled
 
 
 class ScannedBatch(NamedTuple):
@@ -30,6 +34,9 @@ class ScannedBatch(NamedTuple):
 
 
 class _Native(Protocol):
+    MESSAGE_FIELDS: frozenset[int]
+    REQUEST_FIELDS: frozenset[int]
+
     def scan_send_batch(self, raw: bytes, /) -> tuple[str, int, int, int, int, int, int, int] | None: ...
 
     def encode_send_batch(self, raw: bytes, ids: list[str], fixed_properties: bytes, total_bytes: int, /) -> bytes: ...
@@ -47,6 +54,8 @@ class _Native(Protocol):
 
 
 def _load() -> _Native | None:
+    if extensions_disabled():
+        return None
     try:
         from mq_gateway import _wire  # type: ignore[attr-defined]
     except ImportError:
@@ -57,6 +66,10 @@ def _load() -> _Native | None:
 
 _NATIVE: Final = _load()
 AVAILABLE: Final = _NATIVE is not None
+# The field numbers of mq.gateway.v1.Message / SendBatchRequest the C path reads (empty without it): a request with
+# any other field number takes the protobuf path. tests/gateway/test_gateway_wire.py compares them with the proto.
+MESSAGE_FIELDS: Final[frozenset[int]] = _NATIVE.MESSAGE_FIELDS if _NATIVE is not None else frozenset()
+REQUEST_FIELDS: Final[frozenset[int]] = _NATIVE.REQUEST_FIELDS if _NATIVE is not None else frozenset()
 # batch_codec's item overhead: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN (4 each), PROPERTIESLENGTH (2)
 ITEM_OVERHEAD_BYTES: Final = 22
 

@@ -82,6 +82,16 @@ class DispatchRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class _Prepared:
+    """One message checked and measured, not written: its encoded topic and properties, SYSFLAG, record bytes."""
+
+    topic: bytes
+    properties: bytes
+    sys_flag: int
+    msg_len: int
+
+
+@dataclass(frozen=True, slots=True)
 class BatchAppend:
     """Where a MessageExtBatch landed: its result, the file and the byte range [start, end) of its records in
     it, and their ConsumeQueue units (20 bytes each, CQ layout, record order)."""
@@ -241,36 +251,85 @@ class CommitLog:
             return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
         return None
 
-    def _append_one(self, msg: MessageExtBrokerInner, now_ms: int) -> tuple[PutMessageResult, DispatchRequest | None]:
+    def put_messages_whole(
+        self, batch: Sequence[MessageExtBrokerInner], now_ms: int
+    ) -> tuple[list[PutMessageResult], list[DispatchRequest]]:
+        """Append every message of ``batch`` in one file, or none: the Python path of a MessageBatch put, all or
+        none like :meth:`put_message_batch`'s C loop. Every message is checked and the whole batch's record bytes
+        counted before anything is written; the batch goes whole to the next file when it does not fit in the
+        current one. Returns :meth:`put_messages`'s shapes; on a refusal every message carries it and nothing is
+        written: MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED (a message over a limit, or records larger than one
+        file), CREATE_MAPPED_FILE_FAILED, SERVICE_NOT_AVAILABLE (ENOSPC/EDQUOT) when the next file cannot be
+        created. Mirrors CommitLog#asyncPutMessages (MessageExtBatch). Event loop only; never awaits.
+        """
+        assert not self._putting, "CommitLog.put_messages_whole is not re-entrant"
+        self._putting = True
+        try:
+            prepared: list[_Prepared] = []
+            for msg in batch:
+                one = self._prepare(msg)
+                if isinstance(one, PutMessageResult):
+                    return [one] * len(batch), []
+                prepared.append(one)
+            total = sum(p.msg_len for p in prepared)
+            if total + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log_bytes:
+                return [self._illegal(PutMessageStatus.MESSAGE_ILLEGAL)] * len(batch), []
+            mapped = self._file_with_room_or_refusal(total)
+            if isinstance(mapped, PutMessageResult):
+                return [mapped] * len(batch), []
+            results: list[PutMessageResult] = []
+            dispatches: list[DispatchRequest] = []
+            for msg, one in zip(batch, prepared, strict=True):
+                result, dispatch = self._write(mapped, msg, one, now_ms)
+                results.append(result)
+                if dispatch is not None:
+                    dispatches.append(dispatch)
+            if dispatches:
+                self.last_store_timestamp_ms = now_ms
+            return results, dispatches
+        finally:
+            self._putting = False
+
+    def _prepare(self, msg: MessageExtBrokerInner) -> _Prepared | PutMessageResult:
+        """``msg``'s encoded fields and record length, or its refusal (a limit); writes nothing."""
         if len(msg.born_host) not in (8, 20):
             raise ValueError(f"born_host must be 8 or 20 bytes, got {len(msg.born_host)}")
         topic = msg.topic.encode("utf-8")
         properties = msg.properties_string.encode("utf-8")
         refused = self._check_limits(msg, topic, properties)
         if refused is not None:
-            return self._illegal(refused), None
+            return self._illegal(refused)
         sys_flag = (msg.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)) | (
             host_sysflag_bits(msg.born_host, self.store_host)
         )
         msg_len = calc_msg_length(sys_flag, len(msg.body), len(topic), len(properties))
         file_size = self.config.mapped_file_size_commit_log_bytes
         if msg_len > self.config.max_record_size_bytes or msg_len + END_FILE_MIN_BLANK_LENGTH > file_size:
-            return self._illegal(PutMessageStatus.MESSAGE_ILLEGAL), None
-        try:
-            mapped = self._file_with_room(msg_len)
-        except OSError as exc:
-            if exc.errno in _DISK_FULL_ERRNOS:
-                remark = f"{CREATE_MAPPED_FILE_FAILED_REMARK} The broker's disk is full: {exc}"
-                return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark), None
-            return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc)), None
+            return self._illegal(PutMessageStatus.MESSAGE_ILLEGAL)
+        return _Prepared(topic, properties, sys_flag, msg_len)
+
+    def _append_one(self, msg: MessageExtBrokerInner, now_ms: int) -> tuple[PutMessageResult, DispatchRequest | None]:
+        prepared = self._prepare(msg)
+        if isinstance(prepared, PutMessageResult):
+            return prepared, None
+        mapped = self._file_with_room_or_refusal(prepared.msg_len)
+        if isinstance(mapped, PutMessageResult):
+            return mapped, None
+        return self._write(mapped, msg, prepared, now_ms)
+
+    def _write(
+        self, mapped: MappedFile, msg: MessageExtBrokerInner, prepared: _Prepared, now_ms: int
+    ) -> tuple[PutMessageResult, DispatchRequest | None]:
+        """Encode ``msg`` at ``mapped``'s write position (which has room for it) and advance the queue offset."""
+        sys_flag, msg_len = prepared.sys_flag, prepared.msg_len
         dispatchable = is_dispatchable(sys_flag)
         key = f"{msg.topic}-{msg.queue_id}"
         queue_offset = self.topic_queue_table.get(key, 0) if dispatchable else 0
         phys = mapped.file_from_offset + mapped.wrote_position
         record = encode_message(
-            topic=topic,
+            topic=prepared.topic,
             body=msg.body,
-            properties=properties,
+            properties=prepared.properties,
             queue_id=msg.queue_id,
             flag=msg.flag,
             queue_offset=queue_offset,
@@ -298,6 +357,17 @@ class CommitLog:
         return result, DispatchRequest(
             msg.topic, msg.queue_id, phys, msg_len, msg.tags_code, now_ms, queue_offset, sys_flag
         )
+
+    def _file_with_room_or_refusal(self, record_bytes: int) -> MappedFile | PutMessageResult:
+        """:meth:`_file_with_room`, or the refusal when the next file cannot be created (nothing written):
+        SERVICE_NOT_AVAILABLE for ENOSPC/EDQUOT, else CREATE_MAPPED_FILE_FAILED."""
+        try:
+            return self._file_with_room(record_bytes)
+        except OSError as exc:
+            if exc.errno in _DISK_FULL_ERRNOS:
+                remark = f"{CREATE_MAPPED_FILE_FAILED_REMARK} The broker's disk is full: {exc}"
+                return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark)
+            return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
 
     def _illegal(self, status: PutMessageStatus) -> PutMessageResult:
         return PutMessageResult(status, remark=MESSAGE_ILLEGAL_REMARK % self.config.max_message_size_bytes)

@@ -322,8 +322,12 @@ class DefaultMessageStore:
     def is_writeable(self) -> bool:
         return self._writeable and self.failure is None
 
-    async def put_messages(self, batch: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult]:
+    async def put_messages(
+        self, batch: Sequence[MessageExtBrokerInner], *, whole: bool = False
+    ) -> list[PutMessageResult]:
         """Store ``batch`` under one write lock, dispatch it, and (SYNC_FLUSH) wait once for the group commit.
+        ``whole``: every message in one CommitLog file or none (CommitLog#put_messages_whole, the Python path
+        of a MessageBatch); else each message is checked and stored on its own.
 
         One result per message, in order. Statuses: PUT_OK; FLUSH_DISK_TIMEOUT (stored, flush not confirmed
         within sync_flush_timeout_ms); MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED (limits);
@@ -339,7 +343,8 @@ class DefaultMessageStore:
         refused = self._refuse_when_disk_full(batch)
         if refused is not None:
             return refused
-        results, dispatches = self.commit_log.put_messages(batch, int(time.time() * 1000))
+        put = self.commit_log.put_messages_whole if whole else self.commit_log.put_messages
+        results, dispatches = put(batch, int(time.time() * 1000))
         self.commit_log.mapped_file_queue.after_write()
         try:
             self._dispatch_batch(dispatches)
@@ -368,14 +373,14 @@ class DefaultMessageStore:
         batch larger than a CommitLog file. The result's ``msg_num`` is the number of messages, ``msg_id`` their
         offset ids joined with commas. With the C loops (native_append) the records are appended straight from
         the body, in one file, and their ConsumeQueue units and index entries follow from the written bytes;
-        else the batch goes through :meth:`put_messages`. Mirrors DefaultMessageStore#putMessages
-        (MessageExtBatch) + CommitLog#asyncPutMessages. Event loop.
+        else the batch goes through :meth:`put_messages` with ``whole`` (also one file, all or none).
+        Mirrors DefaultMessageStore#putMessages (MessageExtBatch) + CommitLog#asyncPutMessages. Event loop.
         """
         if not (self.config.native_append_enable and native_append.AVAILABLE and is_dispatchable(batch.sys_flag)):
             expanded = expand_batch(batch, self.config.max_message_size_bytes, self._illegal_remark())
             if isinstance(expanded, PutMessageResult):
                 return expanded
-            return merge_results(await self.put_messages(expanded))
+            return merge_results(await self.put_messages(expanded, whole=True))
         if not self.is_writeable:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())
         if self.clean_service.disk_full:

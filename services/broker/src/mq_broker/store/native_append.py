@@ -1,7 +1,8 @@
 """The C loops of the store, when they are built (``mq_broker.store._native``), with their Python types.
 
 The extension is compiled when the broker package is installed (setuptools ``ext-modules``; a C compiler is
-needed). Without it :data:`AVAILABLE` is False and the store uses its Python path (mq_common.codec.encode_message,
+needed). Without it, or with ``MQ_NO_EXTENSIONS=1`` (mq_common.extensions), :data:`AVAILABLE` is False and the
+store uses its Python path (mq_common.codec.encode_message,
 IndexFile.put_keys), which writes the same bytes (tests/broker/test_broker_native_append.py). Event loop only.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import mmap
 from collections.abc import Sequence
 from typing import Final, NamedTuple, NoReturn, Protocol
+
+from mq_common.extensions import extensions_disabled
 
 
 class AppendRecords(Protocol):
@@ -138,6 +141,8 @@ def _not_built(*_args: object) -> NoReturn:
 
 
 def _load() -> _Functions | None:
+    if extensions_disabled():
+        return None
     try:
         from mq_broker.store import _native  # type: ignore[attr-defined]  # optional C extension
     except ImportError:

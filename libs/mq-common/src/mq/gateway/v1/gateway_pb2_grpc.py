@@ -49,11 +49,6 @@ class ProducerGatewayStub:
                 request_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayRequest.SerializeToString,
                 response_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayResponse.FromString,
                 _registered_method=True)
-        self.SendStream = channel.stream_stream(
-                '/mq.gateway.v1.ProducerGateway/SendStream',
-                request_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendStreamRequest.SerializeToString,
-                response_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendStreamResponse.FromString,
-                _registered_method=True)
 
 
 class ProducerGatewayServicer:
@@ -82,16 +77,6 @@ class ProducerGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def SendStream(self, request_iterator, context):
-        """ASYNC sends (DefaultMQProducer#send(msg, SendCallback)): the client streams messages, each with its own
-        request_id; the server streams one SendStreamResponse per message, in completion order. Each message
-        gets 1 + retryTimesWhenSendAsyncFailed attempts (transport failures only, as RocketMQ's async retry).
-        A message over the in-flight limits is acked with code FLOW_CONTROL (215); the stream stays open.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
 
 def add_ProducerGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,11 +94,6 @@ def add_ProducerGatewayServicer_to_server(servicer, server):
                     servicer.SendOneway,
                     request_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayRequest.FromString,
                     response_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayResponse.SerializeToString,
-            ),
-            'SendStream': grpc.stream_stream_rpc_method_handler(
-                    servicer.SendStream,
-                    request_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendStreamRequest.FromString,
-                    response_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -197,33 +177,6 @@ class ProducerGateway:
             '/mq.gateway.v1.ProducerGateway/SendOneway',
             mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayRequest.SerializeToString,
             mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def SendStream(request_iterator,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.stream_stream(
-            request_iterator,
-            target,
-            '/mq.gateway.v1.ProducerGateway/SendStream',
-            mq_dot_gateway_dot_v1_dot_gateway__pb2.SendStreamRequest.SerializeToString,
-            mq_dot_gateway_dot_v1_dot_gateway__pb2.SendStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

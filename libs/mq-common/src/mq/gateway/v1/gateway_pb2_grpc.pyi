@@ -42,12 +42,6 @@ class ProducerGatewayStub:
     attempt in the background; no SendResult and no retry. A request over the gateway's in-flight limits
     gets gRPC RESOURCE_EXHAUSTED (like Send and SendBatch).
     """
-    SendStream: _grpc.StreamStreamMultiCallable[_gateway_pb2.SendStreamRequest, _gateway_pb2.SendStreamResponse]
-    """ASYNC sends (DefaultMQProducer#send(msg, SendCallback)): the client streams messages, each with its own
-    request_id; the server streams one SendStreamResponse per message, in completion order. Each message
-    gets 1 + retryTimesWhenSendAsyncFailed attempts (transport failures only, as RocketMQ's async retry).
-    A message over the in-flight limits is acked with code FLOW_CONTROL (215); the stream stays open.
-    """
 
 @_typing.type_check_only
 class ProducerGatewayAsyncStub(ProducerGatewayStub):
@@ -60,12 +54,6 @@ class ProducerGatewayAsyncStub(ProducerGatewayStub):
     """One message, ONEWAY (DefaultMQProducer#sendOneway): validated, routed and accepted, then sent with one
     attempt in the background; no SendResult and no retry. A request over the gateway's in-flight limits
     gets gRPC RESOURCE_EXHAUSTED (like Send and SendBatch).
-    """
-    SendStream: _aio.StreamStreamMultiCallable[_gateway_pb2.SendStreamRequest, _gateway_pb2.SendStreamResponse]  # type: ignore[assignment]
-    """ASYNC sends (DefaultMQProducer#send(msg, SendCallback)): the client streams messages, each with its own
-    request_id; the server streams one SendStreamResponse per message, in completion order. Each message
-    gets 1 + retryTimesWhenSendAsyncFailed attempts (transport failures only, as RocketMQ's async retry).
-    A message over the in-flight limits is acked with code FLOW_CONTROL (215); the stream stays open.
     """
 
 class ProducerGatewayServicer(metaclass=_abc_1.ABCMeta):
@@ -94,18 +82,6 @@ class ProducerGatewayServicer(metaclass=_abc_1.ABCMeta):
         """One message, ONEWAY (DefaultMQProducer#sendOneway): validated, routed and accepted, then sent with one
         attempt in the background; no SendResult and no retry. A request over the gateway's in-flight limits
         gets gRPC RESOURCE_EXHAUSTED (like Send and SendBatch).
-        """
-
-    @_abc_1.abstractmethod
-    def SendStream(
-        self,
-        request_iterator: _MaybeAsyncIterator[_gateway_pb2.SendStreamRequest],
-        context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_gateway_pb2.SendStreamResponse], _abc.AsyncIterator[_gateway_pb2.SendStreamResponse]]:
-        """ASYNC sends (DefaultMQProducer#send(msg, SendCallback)): the client streams messages, each with its own
-        request_id; the server streams one SendStreamResponse per message, in completion order. Each message
-        gets 1 + retryTimesWhenSendAsyncFailed attempts (transport failures only, as RocketMQ's async retry).
-        A message over the in-flight limits is acked with code FLOW_CONTROL (215); the stream stays open.
         """
 
 def add_ProducerGatewayServicer_to_server(servicer: ProducerGatewayServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
