@@ -148,3 +148,30 @@ def test_unreachable_gateway_fails_after_bounded_retries() -> None:
     options = _options(f"127.0.0.1:{free_port()}", max_retries=1, send_timeout_ms=200)
     with pytest.raises(PublishFailedError, match="UNAVAILABLE"):
         _send(options, _rows(3))
+
+
+class RefusingGateway(FakeGateway):
+    """Refuses every SendBatch as malformed, as the real gateway does for a request that does not parse."""
+
+    def SendBatch(
+        self, request: gateway_pb2.SendBatchRequest, context: grpc.ServicerContext
+    ) -> gateway_pb2.SendBatchResponse:
+        with self.lock:
+            self.calls.append([m.body for m in request.messages])
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "malformed SendBatch")
+
+
+def test_invalid_argument_is_final_as_in_every_client_adapter() -> None:
+    # One status -> MQError mapping (mq_common.grpc_errors): INVALID_ARGUMENT is InvalidParameterError (29),
+    # which no retry can mend; the Spark sender must not send the batch again.
+    fake = RefusingGateway(lambda m, n: (0, ""))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    gateway_pb2_grpc.add_ProducerGatewayServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with pytest.raises(PublishFailedError, match="INVALID_PARAMETER"):
+            _send(_options(f"127.0.0.1:{port}", max_retries=3), _rows(4))
+    finally:
+        server.stop(grace=None)
+    assert len(fake.calls) == 1

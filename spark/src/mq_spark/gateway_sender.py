@@ -26,7 +26,8 @@ from typing import Final
 import grpc
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_common.errors import MQClientError
+from mq_common.errors import MQClientError, RemotingError
+from mq_common.grpc_errors import transport_error
 from mq_common.grpc_server import CHANNEL_OPTIONS
 from mq_common.response_code import ResponseCode
 
@@ -42,16 +43,6 @@ FINAL_RESULT_CODES: Final = frozenset(
         ResponseCode.INVALID_PARAMETER,
         ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
         ResponseCode.VERSION_NOT_SUPPORTED,
-    }
-)
-RETRIABLE_RPC_STATUSES: Final = frozenset(
-    {
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.ABORTED,
-        grpc.StatusCode.INTERNAL,
-        grpc.StatusCode.UNKNOWN,
-        grpc.StatusCode.CANCELLED,
     }
 )
 
@@ -85,15 +76,13 @@ def to_message(row: EncodedRow, topic: str) -> gateway_pb2.Message:
     return msg
 
 
-def _rpc_failure_code(exc: grpc.RpcError) -> tuple[int, str, bool]:
-    status = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
-    details = (exc.details() if isinstance(exc, grpc.Call) else None) or str(exc)
-    code = (
-        ResponseCode.RPC_TIME_OUT
-        if status == grpc.StatusCode.DEADLINE_EXCEEDED
-        else ResponseCode.RPC_SEND_TO_CHANNEL_FAILED
-    )
-    return int(code), f"SendBatch failed: {status.name}: {details}", status not in RETRIABLE_RPC_STATUSES
+def _rpc_failure_code(exc: grpc.RpcError, gateway_addr: str) -> tuple[int, str, bool]:
+    """(code, remark, final) of a failed SendBatch call, through the one status -> MQError mapping."""
+    if isinstance(exc, grpc.Call):
+        error = transport_error(exc, gateway_addr)
+    else:  # a failure before any status (e.g. the channel closed under the call)
+        error = RemotingError(f"connect to <{gateway_addr}> failed: {exc}")
+    return error.code, f"SendBatch failed: {error}", not error.retriable
 
 
 class GatewaySender:
@@ -161,7 +150,7 @@ class GatewaySender:
         self._retry(failures)
 
     def _all_failed(self, batch: list[gateway_pb2.Message], exc: grpc.RpcError) -> list[_Failure]:
-        code, remark, final = _rpc_failure_code(exc)
+        code, remark, final = _rpc_failure_code(exc, self.options.gateway)
         return [_Failure(m, code, remark, final) for m in batch]
 
     def _account(self, batch: list[gateway_pb2.Message], results: Iterable[gateway_pb2.SendResult]) -> list[_Failure]:

@@ -11,7 +11,7 @@ exceptions).
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
 
@@ -20,8 +20,16 @@ from mq_common.errors import InvalidParameterError, MQError, RemotingError, Remo
 _R = TypeVar("_R")
 
 
-def transport_error(exc: grpc.aio.AioRpcError, addr: str) -> MQError:
-    """The MQError for a failed call to ``addr`` (``"host:port"``)."""
+class FailedCall(Protocol):
+    """What a failed call carries, sync (``grpc.RpcError`` that is a ``grpc.Call``) or asyncio (AioRpcError)."""
+
+    def code(self) -> grpc.StatusCode: ...
+
+    def details(self) -> str | None: ...
+
+
+def transport_error(exc: FailedCall, addr: str) -> MQError:
+    """The MQError for a failed call to ``addr`` (``"host:port"``), from a sync or an asyncio stub."""
     detail = f"{addr}: {exc.code().name} {exc.details() or ''}".strip()
     code = exc.code()
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
