@@ -71,7 +71,7 @@ test: sync java node prometheus lint proto-check ## Lint, then unit + integratio
 	$(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
 
 .PHONY: test-pure
-test-pure: sync ## The suite with both C extensions off (MQ_NO_EXTENSIONS=1)
+test-pure: sync java node prometheus ## The suite with both C extensions off (MQ_NO_EXTENSIONS=1)
 	MQ_NO_EXTENSIONS=1 $(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
 
 .PHONY: run
