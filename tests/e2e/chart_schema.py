@@ -274,5 +274,8 @@ def schema_text() -> str:
 
 
 if __name__ == "__main__":
-    SCHEMA_PATH.write_text(schema_text(), encoding="utf-8")
+    # Built in full first, then written beside the old file and renamed over it: a failure leaves the old one.
+    staged = SCHEMA_PATH.with_name(SCHEMA_PATH.name + ".tmp")
+    staged.write_text(schema_text(), encoding="utf-8")
+    staged.replace(SCHEMA_PATH)
     print(f"wrote {SCHEMA_PATH}")
