@@ -174,6 +174,7 @@ async def send_and_kill(broker: BrokerProcess, ledger: Ledger, rng: random.Rando
         broker.kill()
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=SEND_TIMEOUT_MS / 1000 + 10)
     finally:
+        await client.close()  # ends the send streams
         await pool.close()
 
 

@@ -67,9 +67,11 @@ def brokers(tmp_path: Path) -> Iterator[BrokerProcesses]:
 @pytest.fixture
 async def client() -> AsyncIterator[BrokerClient]:
     pool = ChannelPool()
+    client = BrokerClient(pool)
     try:
-        yield BrokerClient(pool)
+        yield client
     finally:
+        await client.close()  # ends the send streams
         await pool.close()
 
 

@@ -87,8 +87,8 @@ async def test_unknown_topic_with_auto_create_off_is_topic_not_exist(
 
 async def test_queue_id_out_of_range_sent_straight_to_a_broker(cluster: LocalCluster, topic: str) -> None:
     pool = ChannelPool()
+    client = BrokerClient(pool)
     try:
-        client = BrokerClient(pool)
         addr = cluster.broker_addrs["broker-a"]
 
         def request(queue_id: int) -> BrokerSendRequest:
@@ -109,6 +109,7 @@ async def test_queue_id_out_of_range_sent_straight_to_a_broker(cluster: LocalClu
         good = await client.send_message(addr, request(3), timeout_ms=10_000)
         assert (good.code, good.queue_id) == (ResponseCode.SUCCESS, 3)
     finally:
+        await client.close()  # ends the send stream
         await pool.close()
     _all_serving(cluster)
 

@@ -28,7 +28,6 @@ from mq_common.grpc_errors import invoke as _invoke
 from mq_common.namesrv_client import check_code as _check
 from mq_common.protocol import PullStatus, TopicConfig, TopicQueueOffset
 from mq_common.protocol.convert import pull_status_from_proto, topic_config_to_proto, topic_queue_offset_from_proto
-from mq_common.request_context import outgoing_metadata
 from mq_common.response_code import ResponseCode
 
 from mq_client.broker_values import (
@@ -129,16 +128,16 @@ def _decode_query_messages(blob: bytes, addr: str) -> tuple[MessageExt, ...]:
 class BrokerClient:
     """Calls to brokers by address. Mirrors MQClientAPIImpl's broker calls. Runs on the caller's loop.
 
-    With ``send_stream`` the three send calls go as frames of one SendStream per broker address
-    (mq_client.send_stream: about half the broker's gRPC cost of a unary call); a frame-level refusal comes
-    back as every message's code, like a business code. Otherwise each is a unary call.
-    Transport failures raise RemotingError / RemotingTimeoutError (see the module docstring).
+    The three send calls go as frames of one SendStream per broker address (mq_client.send_stream: about half
+    the broker's gRPC cost of a unary call; the broker serves no unary send); a frame-level refusal comes back
+    as every message's code, like a business code. Call :meth:`close` to end the streams before closing the
+    pool. Transport failures raise RemotingError / RemotingTimeoutError (see the module docstring).
     """
 
-    def __init__(self, pool: ChannelPool, *, send_stream: bool = False) -> None:
+    def __init__(self, pool: ChannelPool) -> None:
         self._pool = pool
         self._stubs: dict[str, tuple[grpc.aio.Channel, broker_pb2_grpc.BrokerAsyncStub]] = {}
-        self._send_streams: dict[str, BrokerSendStream] | None = {} if send_stream else None
+        self._send_streams: dict[str, BrokerSendStream] = {}
 
     def _stub(self, addr: str) -> broker_pb2_grpc.BrokerAsyncStub:
         """The stub of ``addr``'s current channel (one per channel: a stub builds a callable per method)."""
@@ -148,69 +147,48 @@ class BrokerClient:
             cached = self._stubs[addr] = (channel, broker_pb2_grpc.BrokerStub(channel))
         return cached[1]
 
-    def _send_stream(self, addr: str) -> BrokerSendStream | None:
-        streams = self._send_streams
-        if streams is None:
-            return None
-        stream = streams.get(addr)
+    def _send_stream(self, addr: str) -> BrokerSendStream:
+        stream = self._send_streams.get(addr)
         if stream is None:
-            stream = streams[addr] = BrokerSendStream(lambda: self._stub(addr).SendStream(), addr)
+            stream = self._send_streams[addr] = BrokerSendStream(lambda: self._stub(addr).SendStream(), addr)
         return stream
 
     async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
-        """SEND_MESSAGE: one message; the business code is returned, not raised."""
-        if self._send_stream(addr) is not None:
-            return (await self.send_batch(addr, (request,), timeout_ms))[0]
-        call = self._stub(addr).SendMessage(
-            _send_request_to_proto(request), timeout=_seconds(timeout_ms), metadata=outgoing_metadata()
-        )
-        return _send_response_from_proto(await _invoke(call, addr))
+        """SEND_MESSAGE: one message, as a one-request batch frame; the business code is returned, not raised."""
+        return (await self.send_batch(addr, (request,), timeout_ms))[0]
 
     async def send_batch(
         self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
     ) -> list[BrokerSendResponse]:
-        """SendBatch: one RPC (or frame); one response per request, in request order; business codes returned.
+        """Independent sends in one frame; one response per request, in request order; business codes returned.
 
         Raises RemotingError when the broker answers with a different number of responses."""
         batch = broker_pb2.SendBatchRequest(requests=[_send_request_to_proto(r) for r in requests])
-        stream = self._send_stream(addr)
-        if stream is not None:
-            answer = await stream.send(broker_pb2.SendStreamRequest(batch=batch), timeout_ms)
-            if answer.code != ResponseCode.SUCCESS:
-                return [BrokerSendResponse(answer.code, answer.remark, "", 0, 0)] * len(requests)
-            resp = answer.batch
-        else:
-            call = self._stub(addr).SendBatch(batch, timeout=_seconds(timeout_ms), metadata=outgoing_metadata())
-            resp = await _invoke(call, addr)
+        answer = await self._send_stream(addr).send(broker_pb2.SendStreamRequest(batch=batch), timeout_ms)
+        if answer.code != ResponseCode.SUCCESS:
+            return [BrokerSendResponse(answer.code, answer.remark, "", 0, 0)] * len(requests)
+        resp = answer.batch
         if len(resp.responses) != len(requests):
             raise RemotingError(f"{addr}: {len(resp.responses)} responses for {len(requests)} sends")
         return [_send_response_from_proto(r) for r in resp.responses]
 
     async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
-        """SEND_BATCH_MESSAGE: one MessageBatch, one queue, one RPC (or frame); the business code is returned."""
-        stream = self._send_stream(addr)
-        if stream is not None:
-            # filled inside the frame: the body is copied once into it, not into a request and again into the frame
-            frame = broker_pb2.SendStreamRequest()
-            _fill_batch_request(frame.message_batch, request)
-            answer = await stream.send(frame, timeout_ms)
-            if answer.code != ResponseCode.SUCCESS:
-                return BrokerBatchResponse(answer.code, answer.remark, "", 0, 0, 0)
-            resp = answer.message_batch
-        else:
-            proto = broker_pb2.SendMessageBatchRequest()
-            _fill_batch_request(proto, request)
-            call = self._stub(addr).SendMessageBatch(proto, timeout=_seconds(timeout_ms), metadata=outgoing_metadata())
-            resp = await _invoke(call, addr)
+        """SEND_BATCH_MESSAGE: one MessageBatch, one queue, one frame; the business code is returned."""
+        # filled inside the frame: the body is copied once into it, not into a request and again into the frame
+        frame = broker_pb2.SendStreamRequest()
+        _fill_batch_request(frame.message_batch, request)
+        answer = await self._send_stream(addr).send(frame, timeout_ms)
+        if answer.code != ResponseCode.SUCCESS:
+            return BrokerBatchResponse(answer.code, answer.remark, "", 0, 0, 0)
+        resp = answer.message_batch
         return BrokerBatchResponse(
             resp.code, resp.remark, resp.msg_id, resp.queue_id, resp.queue_offset, resp.message_count
         )
 
     async def close(self) -> None:
         """End every send stream (waiting sends get RemotingError). Channels belong to the pool."""
-        streams = list((self._send_streams or {}).values())
-        if self._send_streams is not None:
-            self._send_streams.clear()
+        streams = list(self._send_streams.values())
+        self._send_streams.clear()
         for stream in streams:
             await stream.close()
 

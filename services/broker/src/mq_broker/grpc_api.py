@@ -3,9 +3,9 @@
 Mirrors the request dispatch of org.apache.rocketmq.broker.processor.{SendMessageProcessor,
 PullMessageProcessor, AdminBrokerProcessor} and, as a client, org.apache.rocketmq.broker.out.BrokerOuterAPI.
 Handlers run on the service's asyncio loop. Business outcomes travel as ``code`` + ``remark``; a handler never
-raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. A SendBatch of
-more than MAX_SEND_BATCH_COUNT requests is refused with gRPC INVALID_ARGUMENT (a SendStream frame with
-INVALID_PARAMETER, the stream goes on). A TopicConfig's ``perm`` is taken as is (0: neither read nor write;
+raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. Sends come only
+as SendStream frames (no unary send RPC); a frame of more than MAX_SEND_BATCH_COUNT requests is refused with
+INVALID_PARAMETER (29) and the stream goes on. A TopicConfig's ``perm`` is taken as is (0: neither read nor write;
 see mq_common.protocol.topic). As a client of the name servers the broker uses mq_common.namesrv_client.
 """
 
@@ -151,7 +151,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     """mq.broker.v1.Broker over the send, pull and admin processors. Runs on the service's asyncio loop.
 
     ``observe`` (method, response code name, ms) is told about every SendStream frame, as the request-context
-    interceptor does for unary calls (method ``SendBatch`` / ``SendMessageBatch``: what the frame carried).
+    interceptor does for unary calls; the method label names what the frame carried: ``SendBatch`` (a
+    SendBatchRequest) or ``SendMessageBatch`` (a SendMessageBatchRequest), the names of the unary RPCs these
+    frames replaced, so dashboards and alert rules keep working.
     """
 
     def __init__(
@@ -175,21 +177,6 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         the frames it has read and ends with OK; a SendStream opened later ends at once."""
         self._streams.close()
 
-    async def SendMessage(
-        self, request: broker_pb2.SendMessageRequest, context: _Context
-    ) -> broker_pb2.SendMessageResponse:
-        async def handle() -> broker_pb2.SendMessageResponse:
-            replies = await self._send.send_batch([send_command_from_proto(request)], peer_to_host_port(context.peer()))
-            return send_reply_to_proto(replies[0])
-
-        return await _guard("SendMessage", broker_pb2.SendMessageResponse, handle)
-
-    async def SendBatch(self, request: broker_pb2.SendBatchRequest, context: _Context) -> broker_pb2.SendBatchResponse:
-        count = len(request.requests)
-        if count > MAX_SEND_BATCH_COUNT:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _too_many_remark(count))
-        return await self._send_batch(request, peer_to_host_port(context.peer()))
-
     async def _send_batch(self, request: broker_pb2.SendBatchRequest, peer: str) -> broker_pb2.SendBatchResponse:
         async def handle() -> broker_pb2.SendBatchResponse:
             commands = [send_command_from_proto(r) for r in request.requests]
@@ -200,11 +187,6 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             return broker_pb2.SendBatchResponse(responses=[_send_error(code, remark)] * len(request.requests))
 
         return await _guard("SendBatch", batch_error, handle)
-
-    async def SendMessageBatch(
-        self, request: broker_pb2.SendMessageBatchRequest, context: _Context
-    ) -> broker_pb2.SendMessageBatchResponse:
-        return await self._send_message_batch(request, peer_to_host_port(context.peer()))
 
     async def _send_message_batch(
         self, request: broker_pb2.SendMessageBatchRequest, peer: str
@@ -336,7 +318,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
 
 
 def _too_many_remark(count: int) -> str:
-    return f"SendBatch carries {count} requests, at most {MAX_SEND_BATCH_COUNT}"
+    return f"SendStream frame carries {count} requests, at most {MAX_SEND_BATCH_COUNT}"
 
 
 def _fast_failure_remark(late_ms: int) -> str:
