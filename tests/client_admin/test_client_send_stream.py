@@ -17,11 +17,11 @@ from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_broker.controller import BrokerController
 from mq_broker.settings import BrokerSettings
 from mq_client.broker_client import BrokerClient
-from mq_client.broker_values import BrokerBatchRequest, BrokerSendRequest
 from mq_common.batch_codec import encode_batch
 from mq_common.channels import ChannelPool
 from mq_common.codec import encode_properties
 from mq_common.errors import RemotingError, RemotingTimeoutError
+from mq_common.protocol import SendMessageBatchRequestHeader, SendMessageRequestHeader
 from mq_common.request_context import bind_request_id
 from mq_common.response_code import ResponseCode
 
@@ -40,8 +40,8 @@ def broker_settings(root: Path, port: int = 0) -> BrokerSettings:
     )
 
 
-def send_request(topic: str, body: bytes, queue_id: int = 0) -> BrokerSendRequest:
-    return BrokerSendRequest(
+def send_request(topic: str, body: bytes, queue_id: int = 0) -> SendMessageRequestHeader:
+    return SendMessageRequestHeader(
         producer_group="PG",
         topic=topic,
         default_topic="TBW102",
@@ -81,7 +81,7 @@ async def test_the_three_sends_over_the_stream(tmp_path: Path, pool: ChannelPool
         assert [r.code for r in batch] == [ResponseCode.SUCCESS, ResponseCode.MESSAGE_ILLEGAL]
         whole = await client.send_message_batch(
             addr,
-            BrokerBatchRequest(
+            SendMessageBatchRequestHeader(
                 producer_group="PG",
                 topic="S",
                 default_topic="TBW102",

@@ -8,10 +8,10 @@ import grpc
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.broker_client import BrokerClient
-from mq_client.broker_values import BrokerSendRequest
 from mq_common.channels import ChannelPool
 from mq_common.codec import encode_properties
 from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
+from mq_common.protocol import SendMessageRequestHeader
 from mq_common.response_code import ResponseCode
 from mq_local.cluster import LocalCluster
 from mq_local.readiness import health_status
@@ -91,8 +91,8 @@ async def test_queue_id_out_of_range_sent_straight_to_a_broker(cluster: LocalClu
     try:
         addr = cluster.broker_addrs["broker-a"]
 
-        def request(queue_id: int) -> BrokerSendRequest:
-            return BrokerSendRequest(
+        def request(queue_id: int) -> SendMessageRequestHeader:
+            return SendMessageRequestHeader(
                 producer_group="it_bad_queue",
                 topic=topic,
                 queue_id=queue_id,

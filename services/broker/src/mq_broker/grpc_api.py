@@ -1,4 +1,5 @@
-"""gRPC face of the broker: translates mq.broker.v1 / mq.namesrv.v1 messages <-> domain values, nothing else.
+"""gRPC face of the broker: translates mq.broker.v1 / mq.namesrv.v1 messages <-> domain values, nothing else
+(the send and pull headers with mq_common.protocol.convert, the converters the clients use too).
 
 Mirrors the request dispatch of org.apache.rocketmq.broker.processor.{SendMessageProcessor,
 PullMessageProcessor, AdminBrokerProcessor} and, as a client, org.apache.rocketmq.broker.out.BrokerOuterAPI.
@@ -19,20 +20,23 @@ import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_common.errors import MQError
 from mq_common.logging import get_logger
-from mq_common.protocol.convert import pull_status_to_proto, topic_config_from_proto, topic_queue_offset_to_proto
+from mq_common.protocol.convert import (
+    batch_request_from_proto,
+    batch_response_to_proto,
+    pull_request_from_proto,
+    pull_response_to_proto,
+    send_request_from_proto,
+    send_response_to_proto,
+    topic_config_from_proto,
+    topic_queue_offset_to_proto,
+)
 from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
 
 from mq_broker.admin_processor import AdminBrokerProcessor
-from mq_broker.pull_processor import PullMessageCommand, PullMessageProcessor, PullMessageReply
+from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.query_processor import QueryMessageCommand, QueryMessageProcessor
-from mq_broker.send_processor import (
-    SendMessageBatchCommand,
-    SendMessageBatchReply,
-    SendMessageCommand,
-    SendMessageProcessor,
-    SendMessageReply,
-)
+from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.stream_sessions import SendStreamSessions
 
 log = get_logger("mq_broker.grpc_api")
@@ -51,84 +55,6 @@ def peer_to_host_port(peer: str) -> str:
         if peer.startswith(prefix):
             return peer[len(prefix) :]
     return ""
-
-
-def send_command_from_proto(msg: broker_pb2.SendMessageRequest) -> SendMessageCommand:
-    return SendMessageCommand(
-        topic=msg.topic,
-        body=msg.body,
-        queue_id=msg.queue_id,
-        producer_group=msg.producer_group,
-        default_topic=msg.default_topic,
-        default_topic_queue_nums=msg.default_topic_queue_nums,
-        sys_flag=msg.sys_flag,
-        born_timestamp_ms=msg.born_timestamp_ms,
-        flag=msg.flag,
-        properties=msg.properties,
-        reconsume_times=msg.reconsume_times,
-        born_host=msg.born_host,
-    )
-
-
-def send_reply_to_proto(reply: SendMessageReply) -> broker_pb2.SendMessageResponse:
-    return broker_pb2.SendMessageResponse(
-        code=reply.code,
-        remark=reply.remark,
-        msg_id=reply.msg_id,
-        queue_id=reply.queue_id,
-        queue_offset=reply.queue_offset,
-        transaction_id=reply.transaction_id,
-    )
-
-
-def batch_command_from_proto(msg: broker_pb2.SendMessageBatchRequest) -> SendMessageBatchCommand:
-    return SendMessageBatchCommand(
-        topic=msg.topic,
-        body=msg.body,
-        queue_id=msg.queue_id,
-        producer_group=msg.producer_group,
-        default_topic=msg.default_topic,
-        default_topic_queue_nums=msg.default_topic_queue_nums,
-        sys_flag=msg.sys_flag,
-        born_timestamp_ms=msg.born_timestamp_ms,
-        properties=msg.properties,
-        born_host=msg.born_host,
-    )
-
-
-def batch_reply_to_proto(reply: SendMessageBatchReply) -> broker_pb2.SendMessageBatchResponse:
-    return broker_pb2.SendMessageBatchResponse(
-        code=reply.code,
-        remark=reply.remark,
-        msg_id=reply.msg_id,
-        queue_id=reply.queue_id,
-        queue_offset=reply.queue_offset,
-        message_count=reply.message_count,
-    )
-
-
-def pull_command_from_proto(msg: broker_pb2.PullMessageRequest) -> PullMessageCommand:
-    return PullMessageCommand(
-        topic=msg.topic,
-        queue_id=msg.queue_id,
-        queue_offset=msg.queue_offset,
-        max_msg_nums=msg.max_msg_nums,
-        consumer_group=msg.consumer_group,
-        subscription=msg.subscription,
-    )
-
-
-def pull_reply_to_proto(reply: PullMessageReply) -> broker_pb2.PullMessageResponse:
-    return broker_pb2.PullMessageResponse(
-        code=reply.code,
-        remark=reply.remark,
-        status=pull_status_to_proto(reply.status),
-        next_begin_offset=reply.next_begin_offset,
-        min_offset=reply.min_offset,
-        max_offset=reply.max_offset,
-        message_bytes=reply.message_bytes,
-        message_count=reply.message_count,
-    )
 
 
 # --- server ---------------------------------------------------------------------------------------------------------
@@ -179,9 +105,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
 
     async def _send_batch(self, request: broker_pb2.SendBatchRequest, peer: str) -> broker_pb2.SendBatchResponse:
         async def handle() -> broker_pb2.SendBatchResponse:
-            commands = [send_command_from_proto(r) for r in request.requests]
-            replies = await self._send.send_batch(commands, peer)
-            return broker_pb2.SendBatchResponse(responses=[send_reply_to_proto(r) for r in replies])
+            headers = [send_request_from_proto(r) for r in request.requests]
+            replies = await self._send.send_batch(headers, peer)
+            return broker_pb2.SendBatchResponse(responses=[send_response_to_proto(r) for r in replies])
 
         def batch_error(code: int, remark: str) -> broker_pb2.SendBatchResponse:
             return broker_pb2.SendBatchResponse(responses=[_send_error(code, remark)] * len(request.requests))
@@ -192,7 +118,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.SendMessageBatchRequest, peer: str
     ) -> broker_pb2.SendMessageBatchResponse:
         async def handle() -> broker_pb2.SendMessageBatchResponse:
-            return batch_reply_to_proto(await self._send.send_message_batch(batch_command_from_proto(request), peer))
+            reply = await self._send.send_message_batch(batch_request_from_proto(request), peer)
+            return batch_response_to_proto(reply)
 
         return await _guard("SendMessageBatch", broker_pb2.SendMessageBatchResponse, handle)
 
@@ -233,8 +160,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.PullMessageRequest, context: _Context
     ) -> broker_pb2.PullMessageResponse:
         async def handle() -> broker_pb2.PullMessageResponse:
-            reply = self._pull.pull(pull_command_from_proto(request), peer_to_host_port(context.peer()))
-            return pull_reply_to_proto(reply)
+            reply = self._pull.pull(pull_request_from_proto(request), peer_to_host_port(context.peer()))
+            return pull_response_to_proto(reply)
 
         return await _guard("PullMessage", broker_pb2.PullMessageResponse, handle)
 

@@ -5,7 +5,8 @@ SendMessageProcessor#sendMessage/#handlePutMessageResult}. Every item of a batch
 on its own: a bad item fails only itself; the good ones are stored together under one store write lock and
 wait for one group commit.
 
-Runs on the event loop. Business outcomes are ``SendMessageReply.code`` + ``remark`` (RocketMQ numbers).
+Runs on the event loop. Requests and outcomes are mq_common.protocol's send headers (the client's too); business
+outcomes are ``SendMessageResponseHeader.code`` + ``remark`` (RocketMQ numbers).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import functools
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from mq_common.codec import (
@@ -42,7 +42,13 @@ from mq_common.errors import (
     ServiceNotAvailableError,
     TopicNotExistError,
 )
-from mq_common.protocol import TopicConfig
+from mq_common.protocol import (
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    TopicConfig,
+)
 from mq_common.response_code import ResponseCode
 
 from mq_broker.store.api import MessageStore
@@ -64,74 +70,6 @@ if TYPE_CHECKING:
 QUEUE_ID_ILLEGAL_CODE: Final = ResponseCode.SYSTEM_ERROR
 SHUTTING_DOWN_REMARK: Final = "the broker is shutting down, message store has been shut down"
 _UNKNOWN_HOST: Final = host_to_bytes("0.0.0.0", 0)
-
-
-@dataclass(frozen=True, slots=True)
-class SendMessageCommand:
-    """One send. Mirrors SendMessageRequestHeader plus the body.
-
-    ``properties`` is RocketMQ's ``key\\x01value\\x02`` text; ``born_host`` is ``"ip:port"`` (empty: the peer);
-    ``queue_id`` < 0 lets the broker pick a queue (SendMessageProcessor#randomQueueId).
-    """
-
-    topic: str
-    body: bytes
-    queue_id: int = 0
-    producer_group: str = ""
-    default_topic: str = MixAll.DEFAULT_TOPIC
-    default_topic_queue_nums: int = 0
-    sys_flag: int = 0
-    born_timestamp_ms: int = 0
-    flag: int = 0
-    properties: str = ""
-    reconsume_times: int = 0
-    born_host: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SendMessageReply:
-    """Outcome of one send. Mirrors the SEND_MESSAGE response (code, remark) + SendMessageResponseHeader."""
-
-    code: int
-    remark: str = ""
-    msg_id: str = ""
-    queue_id: int = 0
-    queue_offset: int = -1
-    transaction_id: str = ""
-
-    @classmethod
-    def of_error(cls, error: MQError) -> SendMessageReply:
-        return cls(code=int(error.code), remark=error.remark)
-
-
-@dataclass(frozen=True, slots=True)
-class SendMessageBatchCommand:
-    """One SEND_BATCH_MESSAGE: SendMessageRequestHeader (batch) plus the encoded MessageBatch ``body``
-    (mq_common.batch_codec). ``properties`` are the batch's own (e.g. WAIT), appended to every message's."""
-
-    topic: str
-    body: bytes
-    queue_id: int = 0
-    producer_group: str = ""
-    default_topic: str = MixAll.DEFAULT_TOPIC
-    default_topic_queue_nums: int = 0
-    sys_flag: int = 0
-    born_timestamp_ms: int = 0
-    properties: str = ""
-    born_host: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SendMessageBatchReply:
-    """Outcome of a batch: code, remark, the offset msg ids joined with commas, the queue, the first queue
-    offset (the n-th message has ``queue_offset`` + n) and the number of messages stored."""
-
-    code: int
-    remark: str = ""
-    msg_id: str = ""
-    queue_id: int = 0
-    queue_offset: int = -1
-    message_count: int = 0
 
 
 class SendMessageProcessor:
@@ -161,12 +99,14 @@ class SendMessageProcessor:
         """Later sends get SERVICE_NOT_AVAILABLE (SIGTERM, first step)."""
         self.accepting = False
 
-    async def send_batch(self, commands: Sequence[SendMessageCommand], peer_host: str = "") -> list[SendMessageReply]:
+    async def send_batch(
+        self, commands: Sequence[SendMessageRequestHeader], peer_host: str = ""
+    ) -> list[SendMessageResponseHeader]:
         """Check every command, store the valid ones together, one reply per command in order.
 
         ``peer_host`` (``"ip:port"``) stands in for an empty ``born_host``. Never raises for a bad command.
         """
-        replies: list[SendMessageReply | None] = [None] * len(commands)
+        replies: list[SendMessageResponseHeader | None] = [None] * len(commands)
         inners: list[MessageExtBrokerInner] = []
         uniq_keys: list[str] = []
         positions: list[int] = []
@@ -174,7 +114,7 @@ class SendMessageProcessor:
             try:
                 inner, uniq_key = self._prepare(command, peer_host)
             except MQError as exc:
-                replies[i] = SendMessageReply.of_error(exc)
+                replies[i] = SendMessageResponseHeader.of_error(exc)
             else:
                 inners.append(inner)
                 uniq_keys.append(uniq_key)
@@ -190,12 +130,14 @@ class SendMessageProcessor:
         assert len(out) == len(commands)
         return out
 
-    async def send_message_batch(self, command: SendMessageBatchCommand, peer_host: str = "") -> SendMessageBatchReply:
+    async def send_message_batch(
+        self, command: SendMessageBatchRequestHeader, peer_host: str = ""
+    ) -> SendMessageBatchResponseHeader:
         """SendMessageProcessor#sendBatchMessage: msgCheck of the header (the whole body counts against
         max_message_size_bytes), then every message stored or none. Retry topics are refused (MESSAGE_ILLEGAL, as
         RocketMQ). Never raises for a bad command.
         """
-        header = SendMessageCommand(
+        header = SendMessageRequestHeader(
             topic=command.topic,
             body=command.body,
             queue_id=command.queue_id,
@@ -210,7 +152,7 @@ class SendMessageProcessor:
             if command.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
                 raise MessageIllegalError(f"batch request does not support retry group {command.topic}")
         except MQError as exc:
-            return SendMessageBatchReply(code=int(exc.code), remark=exc.remark)
+            return SendMessageBatchResponseHeader(code=int(exc.code), remark=exc.remark)
         properties = decode_properties(command.properties)
         sys_flag = command.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
         batch = MessageExtBatch(
@@ -229,9 +171,9 @@ class SendMessageProcessor:
             self.metrics.on_put_batch(batch, result, (time.perf_counter() - begin) * 1000.0, peer_host)
         if not result.status.is_stored:
             failed = self._reply_for(result, MessageExtBrokerInner(command.topic, queue_id, b""), "")
-            return SendMessageBatchReply(code=failed.code, remark=result.remark or failed.remark)
+            return SendMessageBatchResponseHeader(code=failed.code, remark=result.remark or failed.remark)
         ok = self._reply_for(result, MessageExtBrokerInner(command.topic, queue_id, b""), "")
-        return SendMessageBatchReply(
+        return SendMessageBatchResponseHeader(
             code=ok.code,
             msg_id=result.msg_id,
             queue_id=queue_id,
@@ -241,7 +183,7 @@ class SendMessageProcessor:
 
     # --- msgCheck -----------------------------------------------------------------------------------------------
 
-    def msg_check(self, command: SendMessageCommand, peer_host: str = "") -> tuple[TopicConfig, int]:
+    def msg_check(self, command: SendMessageRequestHeader, peer_host: str = "") -> tuple[TopicConfig, int]:
         """AbstractSendMessageProcessor#msgCheck plus the body checks; returns (topic config, queue id).
 
         Raises (response code): NoPermissionError (16) when the broker or the topic is not writable or the topic
@@ -281,7 +223,7 @@ class SendMessageProcessor:
             raise MessageIllegalError(MESSAGE_ILLEGAL_REMARK % self.max_message_size_bytes)
         return config, queue_id
 
-    def _prepare(self, command: SendMessageCommand, peer_host: str) -> tuple[MessageExtBrokerInner, str]:
+    def _prepare(self, command: SendMessageRequestHeader, peer_host: str) -> tuple[MessageExtBrokerInner, str]:
         """The stored message and its UNIQ_KEY (the reply's transaction id). Raises MQError as msg_check."""
         if not self.accepting:
             raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
@@ -315,12 +257,14 @@ class SendMessageProcessor:
 
     # --- handlePutMessageResult --------------------------------------------------------------------------------
 
-    def _reply_for(self, result: PutMessageResult, inner: MessageExtBrokerInner, uniq_key: str) -> SendMessageReply:
+    def _reply_for(
+        self, result: PutMessageResult, inner: MessageExtBrokerInner, uniq_key: str
+    ) -> SendMessageResponseHeader:
         """SendMessageProcessor#handlePutMessageResult."""
         status = result.status
         if status.is_stored:
             code = ResponseCode.SUCCESS if status is PutMessageStatus.PUT_OK else ResponseCode.FLUSH_DISK_TIMEOUT
-            return SendMessageReply(
+            return SendMessageResponseHeader(
                 code=int(code),
                 msg_id=result.msg_id,
                 queue_id=inner.queue_id,
@@ -328,14 +272,18 @@ class SendMessageProcessor:
                 transaction_id=uniq_key,
             )
         if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
-            return SendMessageReply(int(ResponseCode.MESSAGE_ILLEGAL), MESSAGE_ILLEGAL_REMARK % self._store_limit())
+            return SendMessageResponseHeader(
+                int(ResponseCode.MESSAGE_ILLEGAL), MESSAGE_ILLEGAL_REMARK % self._store_limit()
+            )
         if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
-            return SendMessageReply(int(ResponseCode.SERVICE_NOT_AVAILABLE), result.remark or SHUTTING_DOWN_REMARK)
+            return SendMessageResponseHeader(
+                int(ResponseCode.SERVICE_NOT_AVAILABLE), result.remark or SHUTTING_DOWN_REMARK
+            )
         if status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
-            return SendMessageReply(
+            return SendMessageResponseHeader(
                 int(ResponseCode.SYSTEM_ERROR), "create mapped file failed, server is busy or broken."
             )
-        return SendMessageReply(int(ResponseCode.SYSTEM_ERROR), "UNKNOWN_ERROR")
+        return SendMessageResponseHeader(int(ResponseCode.SYSTEM_ERROR), "UNKNOWN_ERROR")
 
     def _store_limit(self) -> int:
         return self.store.config.max_message_size_bytes
