@@ -48,30 +48,30 @@ class PullMessageProcessor:
         self.broker_permission = broker_permission
         self.broker_ip = broker_ip
 
-    def pull(self, command: PullMessageRequestHeader, peer_host: str = "") -> PullMessageResponseHeader:
+    def pull(self, request: PullMessageRequestHeader, peer_host: str = "") -> PullMessageResponseHeader:
         """Checks then DefaultMessageStore#getMessage. Error codes: INVALID_PARAMETER (29, negative offset or
         max_msg_nums < 1), NO_PERMISSION (16), TOPIC_NOT_EXIST (17), QUEUE_ID_ILLEGAL_CODE (queue id out of
         range), SUBSCRIPTION_PARSE_FAILED (23). Found/not-found outcomes carry a PullStatus.
         """
-        refused = self._check(command, peer_host)
+        refused = self._check(request, peer_host)
         if refused is not None:
             return refused
         try:
-            subscription = SubscriptionData.build(command.subscription)
+            subscription = SubscriptionData.build(request.subscription)
         except SubscriptionParseError:
             return PullMessageResponseHeader(
                 int(ResponseCode.SUBSCRIPTION_PARSE_FAILED), "parse the consumer's subscription failed"
             )
         result = self.store.get_messages(
-            command.topic,
-            command.queue_id,
-            command.queue_offset,
-            command.max_msg_nums,
+            request.topic,
+            request.queue_id,
+            request.queue_offset,
+            request.max_msg_nums,
             None if subscription.is_sub_all else subscription,
         )
         code = _CODE_BY_STATUS[result.status]
         no_queue_data = (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE)
-        if result.status in no_queue_data and command.queue_offset != 0:
+        if result.status in no_queue_data and request.queue_offset != 0:
             code = ResponseCode.PULL_OFFSET_MOVED
         return PullMessageResponseHeader(
             code=int(code),
@@ -84,32 +84,32 @@ class PullMessageProcessor:
             message_count=result.message_count,
         )
 
-    def _check(self, command: PullMessageRequestHeader, peer_host: str) -> PullMessageResponseHeader | None:
-        if command.max_msg_nums < 1:
+    def _check(self, request: PullMessageRequestHeader, peer_host: str) -> PullMessageResponseHeader | None:
+        if request.max_msg_nums < 1:
             return PullMessageResponseHeader(
-                int(ResponseCode.INVALID_PARAMETER), f"maxMsgNums[{command.max_msg_nums}] must be > 0"
+                int(ResponseCode.INVALID_PARAMETER), f"maxMsgNums[{request.max_msg_nums}] must be > 0"
             )
-        if command.queue_offset < 0:
+        if request.queue_offset < 0:
             return PullMessageResponseHeader(
-                int(ResponseCode.INVALID_PARAMETER), f"queueOffset[{command.queue_offset}] must be >= 0"
+                int(ResponseCode.INVALID_PARAMETER), f"queueOffset[{request.queue_offset}] must be >= 0"
             )
         if not PermName.is_readable(self.broker_permission):
             return PullMessageResponseHeader(
                 int(ResponseCode.NO_PERMISSION), f"the broker[{self.broker_ip}] pulling message is forbidden"
             )
-        config = self.topics.select_topic_config(command.topic)
+        config = self.topics.select_topic_config(request.topic)
         if config is None:
             return PullMessageResponseHeader(
-                int(ResponseCode.TOPIC_NOT_EXIST), f"topic[{command.topic}] not exist, apply first please!"
+                int(ResponseCode.TOPIC_NOT_EXIST), f"topic[{request.topic}] not exist, apply first please!"
             )
         if not PermName.is_readable(config.perm):
             return PullMessageResponseHeader(
-                int(ResponseCode.NO_PERMISSION), f"the topic[{command.topic}] pulling message is forbidden"
+                int(ResponseCode.NO_PERMISSION), f"the topic[{request.topic}] pulling message is forbidden"
             )
-        if command.queue_id < 0 or command.queue_id >= config.read_queue_nums:
+        if request.queue_id < 0 or request.queue_id >= config.read_queue_nums:
             return PullMessageResponseHeader(
                 int(QUEUE_ID_ILLEGAL_CODE),
-                f"queueId[{command.queue_id}] is illegal, topic:[{command.topic}] "
+                f"queueId[{request.queue_id}] is illegal, topic:[{request.topic}] "
                 f"topicConfig.readQueueNums:[{config.read_queue_nums}] consumer:[{peer_host}]",
             )
         return None

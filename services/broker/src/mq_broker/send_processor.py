@@ -100,19 +100,19 @@ class SendMessageProcessor:
         self.accepting = False
 
     async def send_batch(
-        self, commands: Sequence[SendMessageRequestHeader], peer_host: str = ""
+        self, requests: Sequence[SendMessageRequestHeader], peer_host: str = ""
     ) -> list[SendMessageResponseHeader]:
-        """Check every command, store the valid ones together, one reply per command in order.
+        """Check every request, store the valid ones together, one reply per request in order.
 
-        ``peer_host`` (``"ip:port"``) stands in for an empty ``born_host``. Never raises for a bad command.
+        ``peer_host`` (``"ip:port"``) stands in for an empty ``born_host``. Never raises for a bad request.
         """
-        replies: list[SendMessageResponseHeader | None] = [None] * len(commands)
+        replies: list[SendMessageResponseHeader | None] = [None] * len(requests)
         inners: list[MessageExtBrokerInner] = []
         uniq_keys: list[str] = []
         positions: list[int] = []
-        for i, command in enumerate(commands):
+        for i, request in enumerate(requests):
             try:
-                inner, uniq_key = self._prepare(command, peer_host)
+                inner, uniq_key = self._prepare(request, peer_host)
             except MQError as exc:
                 replies[i] = SendMessageResponseHeader.of_error(exc)
             else:
@@ -127,42 +127,42 @@ class SendMessageProcessor:
             for i, inner, uniq_key, result in zip(positions, inners, uniq_keys, results, strict=True):
                 replies[i] = self._reply_for(result, inner, uniq_key)
         out = [r for r in replies if r is not None]
-        assert len(out) == len(commands)
+        assert len(out) == len(requests)
         return out
 
     async def send_message_batch(
-        self, command: SendMessageBatchRequestHeader, peer_host: str = ""
+        self, request: SendMessageBatchRequestHeader, peer_host: str = ""
     ) -> SendMessageBatchResponseHeader:
         """SendMessageProcessor#sendBatchMessage: msgCheck of the header (the whole body counts against
         max_message_size_bytes), then every message stored or none. Retry topics are refused (MESSAGE_ILLEGAL, as
-        RocketMQ). Never raises for a bad command.
+        RocketMQ). Never raises for a bad request.
         """
         header = SendMessageRequestHeader(
-            topic=command.topic,
-            body=command.body,
-            queue_id=command.queue_id,
-            producer_group=command.producer_group,
-            default_topic=command.default_topic,
-            default_topic_queue_nums=command.default_topic_queue_nums,
+            topic=request.topic,
+            body=request.body,
+            queue_id=request.queue_id,
+            producer_group=request.producer_group,
+            default_topic=request.default_topic,
+            default_topic_queue_nums=request.default_topic_queue_nums,
         )
         try:
             if not self.accepting:
                 raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
             _config, queue_id = self.msg_check(header, peer_host)
-            if command.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
-                raise MessageIllegalError(f"batch request does not support retry group {command.topic}")
+            if request.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
+                raise MessageIllegalError(f"batch request does not support retry group {request.topic}")
         except MQError as exc:
             return SendMessageBatchResponseHeader(code=int(exc.code), remark=exc.remark)
-        properties = decode_properties(command.properties)
-        sys_flag = command.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        properties = decode_properties(request.properties)
+        sys_flag = request.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
         batch = MessageExtBatch(
-            topic=command.topic,
+            topic=request.topic,
             queue_id=queue_id,
-            body=command.body,
-            properties_string=self._with_cluster(command.properties, properties),
+            body=request.body,
+            properties_string=self._with_cluster(request.properties, properties),
             sys_flag=sys_flag,
-            born_timestamp_ms=command.born_timestamp_ms,
-            born_host=_born_host_bytes(command.born_host, peer_host),
+            born_timestamp_ms=request.born_timestamp_ms,
+            born_host=_born_host_bytes(request.born_host, peer_host),
             wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
         )
         begin = time.perf_counter()
@@ -170,9 +170,9 @@ class SendMessageProcessor:
         if self.metrics is not None:
             self.metrics.on_put_batch(batch, result, (time.perf_counter() - begin) * 1000.0, peer_host)
         if not result.status.is_stored:
-            failed = self._reply_for(result, MessageExtBrokerInner(command.topic, queue_id, b""), "")
+            failed = self._reply_for(result, MessageExtBrokerInner(request.topic, queue_id, b""), "")
             return SendMessageBatchResponseHeader(code=failed.code, remark=result.remark or failed.remark)
-        ok = self._reply_for(result, MessageExtBrokerInner(command.topic, queue_id, b""), "")
+        ok = self._reply_for(result, MessageExtBrokerInner(request.topic, queue_id, b""), "")
         return SendMessageBatchResponseHeader(
             code=ok.code,
             msg_id=result.msg_id,
@@ -183,7 +183,7 @@ class SendMessageProcessor:
 
     # --- msgCheck -----------------------------------------------------------------------------------------------
 
-    def msg_check(self, command: SendMessageRequestHeader, peer_host: str = "") -> tuple[TopicConfig, int]:
+    def msg_check(self, request: SendMessageRequestHeader, peer_host: str = "") -> tuple[TopicConfig, int]:
         """AbstractSendMessageProcessor#msgCheck plus the body checks; returns (topic config, queue id).
 
         Raises (response code): NoPermissionError (16) when the broker or the topic is not writable or the topic
@@ -192,7 +192,7 @@ class SendMessageProcessor:
         QUEUE_ID_ILLEGAL_CODE) for a queue id out of range; MessageIllegalError (13) for an empty or too large
         body.
         """
-        topic = command.topic
+        topic = request.topic
         if not PermName.is_writeable(self.broker_permission):
             raise NoPermissionError(f"the broker[{self.broker_ip}] sending message is forbidden")
         remark = _topic_remark(topic)
@@ -202,13 +202,13 @@ class SendMessageProcessor:
             raise NoPermissionError(f"Sending message to topic[{topic}] is forbidden.")
         config = self.topics.select_topic_config(topic)
         if config is None:
-            queue_nums = command.default_topic_queue_nums or self.topics.default_topic_queue_nums
+            queue_nums = request.default_topic_queue_nums or self.topics.default_topic_queue_nums
             config = self.topics.create_topic_in_send_message_method(
-                topic, command.default_topic or MixAll.DEFAULT_TOPIC, queue_nums
+                topic, request.default_topic or MixAll.DEFAULT_TOPIC, queue_nums
             )
             if config is None:
                 raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
-        queue_id = command.queue_id
+        queue_id = request.queue_id
         if queue_id < 0 and config.write_queue_nums > 0:
             queue_id = self._random.randrange(config.write_queue_nums)
         if queue_id < 0 or queue_id >= max(config.write_queue_nums, config.read_queue_nums):
@@ -217,29 +217,29 @@ class SendMessageProcessor:
             )
         if not PermName.is_writeable(config.perm):
             raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
-        if not command.body:
+        if not request.body:
             raise MessageIllegalError("the message body length is zero")
-        if len(command.body) > self.max_message_size_bytes:
+        if len(request.body) > self.max_message_size_bytes:
             raise MessageIllegalError(MESSAGE_ILLEGAL_REMARK % self.max_message_size_bytes)
         return config, queue_id
 
-    def _prepare(self, command: SendMessageRequestHeader, peer_host: str) -> tuple[MessageExtBrokerInner, str]:
+    def _prepare(self, request: SendMessageRequestHeader, peer_host: str) -> tuple[MessageExtBrokerInner, str]:
         """The stored message and its UNIQ_KEY (the reply's transaction id). Raises MQError as msg_check."""
         if not self.accepting:
             raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
-        _config, queue_id = self.msg_check(command, peer_host)
-        properties = decode_properties(command.properties)
-        sys_flag = command.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        _config, queue_id = self.msg_check(request, peer_host)
+        properties = decode_properties(request.properties)
+        sys_flag = request.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
         inner = MessageExtBrokerInner(
-            topic=command.topic,
+            topic=request.topic,
             queue_id=queue_id,
-            body=command.body,
-            properties_string=self._with_cluster(command.properties, properties),
-            flag=command.flag,
+            body=request.body,
+            properties_string=self._with_cluster(request.properties, properties),
+            flag=request.flag,
             sys_flag=sys_flag,
-            born_timestamp_ms=command.born_timestamp_ms,
-            born_host=_born_host_bytes(command.born_host, peer_host),
-            reconsume_times=command.reconsume_times,
+            born_timestamp_ms=request.born_timestamp_ms,
+            born_host=_born_host_bytes(request.born_host, peer_host),
+            reconsume_times=request.reconsume_times,
             tags_code=tags_string_to_tags_code(properties.get(MessageConst.TAGS)),
             wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
         )
