@@ -1,8 +1,11 @@
-"""Helpers for the broker service tests: settings, in-process brokers on 127.0.0.1, an unused port."""
+"""Helpers for the broker service tests: settings, in-process brokers on 127.0.0.1, an unused port, and sends
+over Broker.SendStream (the broker's only send RPC)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,9 @@ from mq_broker.settings import BrokerSettings
 from mq_broker.store.config import FlushDiskType
 from mq_common.codec import encode_properties
 from mq_common.grpc_server import CHANNEL_OPTIONS
+from mq_common.response_code import ResponseCode
+
+ANSWER_WAIT_S = 30.0
 
 
 def closed_port() -> int:
@@ -52,6 +58,52 @@ def send_request(topic: str, body: bytes = b"hello", queue_id: int = 0, **props:
         properties=encode_properties(props),
         body=body,
     )
+
+
+async def exchange(
+    stub: broker_pb2_grpc.BrokerAsyncStub, frames: Sequence[broker_pb2.SendStreamRequest]
+) -> dict[int, broker_pb2.SendStreamResponse]:
+    """Write every frame on one new SendStream, half-close, read every answer; answers by frame id (each exactly
+    once; the stream must end OK)."""
+    call = stub.SendStream()
+    for frame in frames:
+        await call.write(frame)
+    await call.done_writing()
+    answers: dict[int, broker_pb2.SendStreamResponse] = {}
+    async with asyncio.timeout(ANSWER_WAIT_S):
+        async for answer in call:
+            assert answer.frame_id not in answers
+            answers[answer.frame_id] = answer
+    assert await call.code() is grpc.StatusCode.OK
+    return answers
+
+
+async def stream_send_batch(
+    stub: broker_pb2_grpc.BrokerAsyncStub, *requests: broker_pb2.SendMessageRequest
+) -> list[broker_pb2.SendMessageResponse]:
+    """``requests`` as one SendBatchRequest frame; the per-request answers (the frame itself must be accepted)."""
+    frame = broker_pb2.SendStreamRequest(frame_id=1, batch=broker_pb2.SendBatchRequest(requests=requests))
+    answer = (await exchange(stub, [frame]))[1]
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert len(answer.batch.responses) == len(requests)
+    return list(answer.batch.responses)
+
+
+async def stream_send(
+    stub: broker_pb2_grpc.BrokerAsyncStub, request: broker_pb2.SendMessageRequest
+) -> broker_pb2.SendMessageResponse:
+    """SEND_MESSAGE: one message as a one-request batch frame."""
+    return (await stream_send_batch(stub, request))[0]
+
+
+async def stream_send_message_batch(
+    stub: broker_pb2_grpc.BrokerAsyncStub, request: broker_pb2.SendMessageBatchRequest
+) -> broker_pb2.SendMessageBatchResponse:
+    """SEND_BATCH_MESSAGE: one MessageBatch frame; its answer (the frame itself must be accepted)."""
+    answer = (await exchange(stub, [broker_pb2.SendStreamRequest(frame_id=1, message_batch=request)]))[1]
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert answer.WhichOneof("result") == "message_batch"
+    return answer.message_batch
 
 
 class RunningBrokers:

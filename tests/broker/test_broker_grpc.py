@@ -1,4 +1,5 @@
-"""The broker over gRPC, in process: send/pull round trip, SendBatch, bad inputs, topic admin, catch-all.
+"""The broker over gRPC, in process: send (SendStream frames) / pull round trip, a batch frame, bad inputs,
+topic admin, catch-all.
 
 Each broker runs on 127.0.0.1 with a free port and a temporary store; its name server address is unreachable,
 which registration must tolerate.
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 import pytest
-from broker_grpc_testkit import RunningBrokers, send_request
+from broker_grpc_testkit import RunningBrokers, send_request, stream_send, stream_send_batch
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq.common.v1 import common_pb2
@@ -77,7 +78,7 @@ async def pull_all(stub: Stub, topic: str, queue_id: int, subscription: str = "*
 
 async def test_send_and_pull_round_trip(broker: tuple[BrokerController, Stub]) -> None:
     controller, stub = broker
-    resp = await stub.SendMessage(send_request("Orders", b"order-1", 2, TAGS="TagA", UNIQ_KEY="ABC123"))
+    resp = await stream_send(stub, send_request("Orders", b"order-1", 2, TAGS="TagA", UNIQ_KEY="ABC123"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert (resp.queue_id, resp.queue_offset, resp.transaction_id) == (2, 0, "ABC123")
     assert decode_offset_msg_id(resp.msg_id) == ("127.0.0.1", controller.port, 0)
@@ -110,11 +111,11 @@ async def test_auto_created_topic_takes_min_queue_nums(broker: tuple[BrokerContr
     _controller, stub = broker
     req = send_request("Small", queue_id=1)
     req.default_topic_queue_nums = 2
-    assert (await stub.SendMessage(req)).code == ResponseCode.SUCCESS
+    assert (await stream_send(stub, req)).code == ResponseCode.SUCCESS
     stats = await stub.GetTopicStats(broker_pb2.GetTopicStatsRequest(topic="Small"))
     assert [(o.queue_id, o.max_offset) for o in stats.offsets] == [(0, 0), (1, 1)]
     assert stats.offsets[1].last_update_timestamp_ms > 0
-    late = await stub.SendMessage(send_request("Small", queue_id=3))
+    late = await stream_send(stub, send_request("Small", queue_id=3))
     assert late.code == ResponseCode.SYSTEM_ERROR
     assert "request queueId[3] is illegal" in late.remark
 
@@ -124,8 +125,7 @@ async def test_send_batch_checks_each_item(strict_broker: tuple[BrokerController
     requests = [send_request("Known", f"m{i}".encode(), i % 4, TAGS="TagA" if i % 2 else "TagB") for i in range(40)]
     requests.insert(5, send_request("Known", b""))  # empty body
     requests.insert(9, send_request("Unknown"))  # no such topic
-    resp = await stub.SendBatch(broker_pb2.SendBatchRequest(requests=requests))
-    codes = [r.code for r in resp.responses]
+    codes = [r.code for r in await stream_send_batch(stub, *requests)]
     assert len(codes) == 42
     assert codes[5] == ResponseCode.MESSAGE_ILLEGAL
     assert codes[9] == ResponseCode.TOPIC_NOT_EXIST
@@ -141,23 +141,23 @@ async def test_send_batch_checks_each_item(strict_broker: tuple[BrokerController
 
 async def test_bad_inputs_get_a_code_and_a_remark(strict_broker: tuple[BrokerController, Stub]) -> None:
     _controller, stub = strict_broker
-    empty = await stub.SendMessage(send_request("Known", b""))
+    empty = await stream_send(stub, send_request("Known", b""))
     assert (empty.code, empty.remark) == (ResponseCode.MESSAGE_ILLEGAL, "the message body length is zero")
-    illegal = await stub.SendMessage(send_request("bad topic!"))
+    illegal = await stream_send(stub, send_request("bad topic!"))
     assert illegal.code == ResponseCode.INVALID_PARAMETER
     assert "contains illegal characters" in illegal.remark
-    big = await stub.SendMessage(send_request("Known", b"x" * FIVE_MIB))
+    big = await stream_send(stub, send_request("Known", b"x" * FIVE_MIB))
     assert big.code == ResponseCode.MESSAGE_ILLEGAL
     assert "msg body length limit 4194304B" in big.remark
-    unknown = await stub.SendMessage(send_request("NotThere"))
+    unknown = await stream_send(stub, send_request("NotThere"))
     assert (unknown.code, unknown.remark) == (
         ResponseCode.TOPIC_NOT_EXIST,
         "topic[NotThere] not exist, apply first please!",
     )
-    out_of_range = await stub.SendMessage(send_request("Known", queue_id=99))
+    out_of_range = await stream_send(stub, send_request("Known", queue_id=99))
     assert out_of_range.code == ResponseCode.SYSTEM_ERROR
     assert out_of_range.remark.startswith("request queueId[99] is illegal, TopicConfig [topicName=Known")
-    forbidden = await stub.SendMessage(send_request("SCHEDULE_TOPIC_XXXX"))
+    forbidden = await stream_send(stub, send_request("SCHEDULE_TOPIC_XXXX"))
     assert (forbidden.code, forbidden.remark) == (
         ResponseCode.NO_PERMISSION,
         "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.",
@@ -176,7 +176,7 @@ async def test_bad_inputs_get_a_code_and_a_remark(strict_broker: tuple[BrokerCon
     assert (await stub.PullMessage(pull(subscription="||"))).code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
 
     # The broker keeps serving.
-    ok = await stub.SendMessage(send_request("Known", b"still here", 0))
+    ok = await stream_send(stub, send_request("Known", b"still here", 0))
     assert ok.code == ResponseCode.SUCCESS
     assert await pull_all(stub, "Known", 0) == [(0, b"still here")]
 
@@ -191,7 +191,7 @@ async def test_topic_admin(strict_broker: tuple[BrokerController, Stub]) -> None
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
     grown = await stub.UpdateTopic(broker_pb2.UpdateTopicRequest(topic_config=config("Known", 8)))
     assert grown.code == ResponseCode.SUCCESS
-    assert (await stub.SendMessage(send_request("Known", queue_id=7))).code == ResponseCode.SUCCESS
+    assert (await stream_send(stub, send_request("Known", queue_id=7))).code == ResponseCode.SUCCESS
     stats = await stub.GetTopicStats(broker_pb2.GetTopicStatsRequest(topic="Known"))
     assert stats.code == ResponseCode.SUCCESS
     assert [(o.broker_name, o.queue_id, o.max_offset) for o in stats.offsets][-1] == ("broker-a", 7, 1)
@@ -199,7 +199,7 @@ async def test_topic_admin(strict_broker: tuple[BrokerController, Stub]) -> None
     # perm is taken as is: 0 is "neither read nor write", not "unset"
     closed = await stub.UpdateTopic(broker_pb2.UpdateTopicRequest(topic_config=config("Known", 8, perm=0)))
     assert closed.code == ResponseCode.SUCCESS
-    assert (await stub.SendMessage(send_request("Known", queue_id=7))).code == ResponseCode.NO_PERMISSION
+    assert (await stream_send(stub, send_request("Known", queue_id=7))).code == ResponseCode.NO_PERMISSION
     bad_name = await stub.CreateTopic(broker_pb2.CreateTopicRequest(topic_config=config("a b", 4)))
     assert bad_name.code == ResponseCode.INVALID_PARAMETER
     system = await stub.CreateTopic(broker_pb2.CreateTopicRequest(topic_config=config("SELF_TEST_TOPIC", 4)))
@@ -227,15 +227,7 @@ async def test_unexpected_failure_becomes_system_error(
     assert resp.code == ResponseCode.SYSTEM_ERROR
     assert "disk on fire" in resp.remark
     monkeypatch.undo()
-    assert (await stub.SendMessage(send_request("After"))).code == ResponseCode.SUCCESS
-
-
-async def test_oversized_batch_is_an_invalid_argument(broker: tuple[BrokerController, Stub]) -> None:
-    _controller, stub = broker
-    requests = [send_request("T")] * 10_001
-    with pytest.raises(grpc.aio.AioRpcError) as err:
-        await stub.SendBatch(broker_pb2.SendBatchRequest(requests=requests))
-    assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert (await stream_send(stub, send_request("After"))).code == ResponseCode.SUCCESS
 
 
 async def test_health_is_serving_and_restart_keeps_messages(brokers: RunningBrokers, tmp_path: Path) -> None:
@@ -248,7 +240,7 @@ async def test_health_is_serving_and_restart_keeps_messages(brokers: RunningBrok
         assert check.status == health_pb2.HealthCheckResponse.SERVING
     finally:
         await channel.close()
-    assert (await stub.SendMessage(send_request("Kept", b"one", 1))).code == ResponseCode.SUCCESS
+    assert (await stream_send(stub, send_request("Kept", b"one", 1))).code == ResponseCode.SUCCESS
     await brokers.stop_all()
     assert not (root / "abort").exists()
     _controller, stub = await brokers.start(root)
@@ -259,7 +251,7 @@ async def test_read_only_broker_refuses_sends_and_masks_advertised_perms(
     brokers: RunningBrokers, tmp_path: Path
 ) -> None:
     controller, stub = await brokers.start(tmp_path / "ro", broker_permission=4)
-    refused = await stub.SendMessage(send_request("Anything"))
+    refused = await stream_send(stub, send_request("Anything"))
     assert (refused.code, refused.remark) == (
         ResponseCode.NO_PERMISSION,
         "the broker[127.0.0.1] sending message is forbidden",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from broker_grpc_testkit import RunningBrokers
+from broker_grpc_testkit import RunningBrokers, stream_send
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_broker.controller import BrokerController
 from mq_client.broker_client import BrokerClient
@@ -35,8 +35,8 @@ async def broker(tmp_path: Path) -> AsyncIterator[tuple[BrokerController, Stub]]
 
 async def send(stub: Stub, body: bytes, keys: str, uniq: str) -> broker_pb2.SendMessageResponse:
     props = encode_properties({"KEYS": keys, "UNIQ_KEY": uniq, "TAGS": "TagA"})
-    resp = await stub.SendMessage(
-        broker_pb2.SendMessageRequest(producer_group="PG", topic=TOPIC, queue_id=0, properties=props, body=body)
+    resp = await stream_send(
+        stub, broker_pb2.SendMessageRequest(producer_group="PG", topic=TOPIC, queue_id=0, properties=props, body=body)
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return resp

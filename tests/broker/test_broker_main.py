@@ -95,10 +95,11 @@ def test_lifecycle_and_restart(processes: list[BrokerProcess], tmp_path: Path) -
         health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
         assert health.status == health_pb2.HealthCheckResponse.SERVING
         stub = broker_pb2_grpc.BrokerStub(channel)
-        sent = stub.SendMessage(
-            broker_pb2.SendMessageRequest(topic="Survives", queue_id=0, body=b"durable", default_topic="TBW102"),
-            timeout=10,
-        )
+        request = broker_pb2.SendMessageRequest(topic="Survives", queue_id=0, body=b"durable", default_topic="TBW102")
+        frame = broker_pb2.SendStreamRequest(frame_id=7, batch=broker_pb2.SendBatchRequest(requests=[request]))
+        (answer,) = stub.SendStream(iter([frame]), timeout=10)
+        assert (answer.frame_id, answer.code) == (7, ResponseCode.SUCCESS), answer.remark
+        (sent,) = answer.batch.responses
         assert sent.code == ResponseCode.SUCCESS, sent.remark
     assert (store / "abort").exists()
     first.proc.send_signal(signal.SIGTERM)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from broker_grpc_testkit import RunningBrokers, closed_port
+from broker_grpc_testkit import RunningBrokers, closed_port, stream_send
 from mq.broker.v1 import broker_pb2
 from mq.common.v1 import common_pb2
 from mq.namesrv.v1 import namesrv_pb2, namesrv_pb2_grpc
@@ -116,13 +116,13 @@ async def test_unreachable_name_servers_never_stop_the_broker(brokers: RunningBr
     assert registrar is not None
     await wait_for(lambda: registrar.rounds >= 1)
     assert registrar.last_results == {dead: False}
-    sent = await stub.SendMessage(broker_pb2.SendMessageRequest(topic="Any", body=b"x", default_topic="TBW102"))
+    sent = await stream_send(stub, broker_pb2.SendMessageRequest(topic="Any", body=b"x", default_topic="TBW102"))
     assert sent.code == ResponseCode.SUCCESS
 
 
 async def test_a_broker_without_name_servers_registers_nowhere(brokers: RunningBrokers, tmp_path: Path) -> None:
     controller, stub = await brokers.start(tmp_path / "store", namesrv_addr=" ; ")
     assert (controller.namesrv_client, controller.registrar) == (None, None)
-    sent = await stub.SendMessage(broker_pb2.SendMessageRequest(topic="Any", body=b"x", default_topic="TBW102"))
+    sent = await stream_send(stub, broker_pb2.SendMessageRequest(topic="Any", body=b"x", default_topic="TBW102"))
     assert sent.code == ResponseCode.SUCCESS
     await brokers.stop_all()  # nothing to unregister from

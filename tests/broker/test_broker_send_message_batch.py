@@ -1,6 +1,6 @@
-"""SendMessageBatch (SEND_BATCH_MESSAGE) against an in-process broker over gRPC: one MessageBatch body for one
-queue, stored whole with consecutive queue offsets, readable per message (pull, UNIQ_KEY, offset msg id), and
-refused whole on bad input. Tiny CommitLog files (64 KiB) make batches meet file ends.
+"""SEND_BATCH_MESSAGE (a SendStream message_batch frame) against an in-process broker over gRPC: one MessageBatch
+body for one queue, stored whole with consecutive queue offsets, readable per message (pull, UNIQ_KEY, offset
+msg id), and refused whole on bad input. Tiny CommitLog files (64 KiB) make batches meet file ends.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+from broker_grpc_testkit import stream_send_message_batch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
@@ -76,7 +77,7 @@ async def test_batch_is_stored_in_order_with_consecutive_offsets(broker: tuple[B
     controller, stub = broker
     sent: list[broker_pb2.SendMessageBatchResponse] = []
     for first in range(0, 1000, 100):  # 100 x ~170 B per batch: the 64 KiB files roll several times
-        resp = await stub.SendMessageBatch(batch_request(items(100, first), WAIT="true"))
+        resp = await stream_send_message_batch(stub, batch_request(items(100, first), WAIT="true"))
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         assert (resp.queue_id, resp.queue_offset, resp.message_count) == (1, first, 100)
         sent.append(resp)
@@ -124,16 +125,16 @@ async def test_bad_batches_are_refused_whole(broker: tuple[BrokerController, Stu
         ),
     }
     for name, (request, code) in cases.items():
-        resp = await stub.SendMessageBatch(request)
+        resp = await stream_send_message_batch(stub, request)
         assert resp.code == code, (name, resp.remark)
         assert resp.remark, name
         assert resp.message_count == 0, name
     props = encode_properties({"P": "v" * 20_000})
     big_props = encode_batch([(b"a", props, 0)])  # with the batch's own 20,000 bytes: over 32,767
-    resp = await stub.SendMessageBatch(batch_request(big_props, EXTRA="w" * 20_000))
+    resp = await stream_send_message_batch(stub, batch_request(big_props, EXTRA="w" * 20_000))
     assert resp.code == ResponseCode.MESSAGE_ILLEGAL, resp.remark
     assert await pull_queue(stub, 1) == []  # nothing of any refused batch was stored
-    ok = await stub.SendMessageBatch(batch_request(good))
+    ok = await stream_send_message_batch(stub, batch_request(good))
     assert (ok.code, ok.queue_offset, ok.message_count) == (ResponseCode.SUCCESS, 0, 3)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
-from broker_grpc_testkit import RunningBrokers, send_request
+from broker_grpc_testkit import ANSWER_WAIT_S, RunningBrokers, exchange, send_request
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_broker.controller import BrokerController
 from mq_common.batch_codec import encode_batch
@@ -21,26 +21,9 @@ from mq_common.response_code import ResponseCode
 if TYPE_CHECKING:
     Stub = broker_pb2_grpc.BrokerAsyncStub
 
-ANSWER_WAIT_S = 30.0
-
 
 def batch_frame(frame_id: int, *messages: broker_pb2.SendMessageRequest) -> broker_pb2.SendStreamRequest:
     return broker_pb2.SendStreamRequest(frame_id=frame_id, batch=broker_pb2.SendBatchRequest(requests=messages))
-
-
-async def exchange(stub: Stub, frames: list[broker_pb2.SendStreamRequest]) -> dict[int, broker_pb2.SendStreamResponse]:
-    """Write every frame on one stream, half-close, read every answer; answers by frame id (each exactly once)."""
-    call = stub.SendStream()
-    for frame in frames:
-        await call.write(frame)
-    await call.done_writing()
-    answers: dict[int, broker_pb2.SendStreamResponse] = {}
-    async with asyncio.timeout(ANSWER_WAIT_S):
-        async for answer in call:
-            assert answer.frame_id not in answers
-            answers[answer.frame_id] = answer
-    assert await call.code() is grpc.StatusCode.OK
-    return answers
 
 
 async def stored_bodies(stub: Stub, topic: str, queue_id: int) -> list[bytes]:

@@ -23,12 +23,11 @@ from typing import Final
 import pytest
 from chaos_testkit import BrokerProcess, BrokerProcesses, broker_env, pull_queue
 from mq_client.broker_client import BrokerClient
-from mq_client.broker_values import BrokerSendRequest, BrokerSendResponse
 from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt, encode_properties
 from mq_common.constants import MessageConst
 from mq_common.errors import MQError
-from mq_common.protocol import TopicConfig
+from mq_common.protocol import SendMessageRequestHeader, SendMessageResponseHeader, TopicConfig
 from mq_common.response_code import ResponseCode
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -118,8 +117,8 @@ def make_message(rng: random.Random, sender: int, seq: int, round_no: int, file_
     )
 
 
-def to_request(sent: Sent) -> BrokerSendRequest:
-    return BrokerSendRequest(
+def to_request(sent: Sent) -> SendMessageRequestHeader:
+    return SendMessageRequestHeader(
         producer_group="chaos",
         topic=TOPIC,
         queue_id=sent.queue_id,
@@ -132,7 +131,7 @@ def to_request(sent: Sent) -> BrokerSendRequest:
     )
 
 
-def record(ledger: Ledger, sent: Sent, response: BrokerSendResponse) -> None:
+def record(ledger: Ledger, sent: Sent, response: SendMessageResponseHeader) -> None:
     ledger.codes[response.code] = ledger.codes.get(response.code, 0) + 1
     if response.code == ResponseCode.SUCCESS:
         assert response.queue_id == sent.queue_id
@@ -174,6 +173,7 @@ async def send_and_kill(broker: BrokerProcess, ledger: Ledger, rng: random.Rando
         broker.kill()
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=SEND_TIMEOUT_MS / 1000 + 10)
     finally:
+        await client.close()  # ends the send streams
         await pool.close()
 
 

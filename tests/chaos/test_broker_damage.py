@@ -25,13 +25,12 @@ import pytest
 from chaos_testkit import BrokerProcess, BrokerProcesses, broker_env, closed_port, pull_queue
 from mq_broker.store.mapped_file import offset_to_file_name
 from mq_client.broker_client import BrokerClient
-from mq_client.broker_values import BrokerSendRequest
 from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt, encode_properties
 from mq_common.constants import MessageConst
 from mq_common.errors import MQClientError, MQError
 from mq_common.message_id import create_offset_msg_id
-from mq_common.protocol import TopicConfig
+from mq_common.protocol import SendMessageRequestHeader, TopicConfig
 from mq_common.response_code import ResponseCode
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
@@ -67,15 +66,17 @@ def brokers(tmp_path: Path) -> Iterator[BrokerProcesses]:
 @pytest.fixture
 async def client() -> AsyncIterator[BrokerClient]:
     pool = ChannelPool()
+    client = BrokerClient(pool)
     try:
-        yield BrokerClient(pool)
+        yield client
     finally:
+        await client.close()  # ends the send streams
         await pool.close()
 
 
-def request(i: int, rng: random.Random) -> BrokerSendRequest:
+def request(i: int, rng: random.Random) -> SendMessageRequestHeader:
     properties = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"DAMAGE{i:06d}", MessageConst.TAGS: "TagA"}
-    return BrokerSendRequest(
+    return SendMessageRequestHeader(
         producer_group="damage",
         topic=TOPIC,
         queue_id=i % QUEUES,

@@ -10,6 +10,7 @@ import pytest
 from mq_client.admin.admin_client import MQAdminClient
 from mq_client.admin.cli import app
 from mq_client.consumer import PullConsumer
+from mq_client.producer import DefaultMQProducer, Message, ProducerConfig, SendResult, SendStatus
 from mq_common.constants import MessageSysFlag
 from mq_common.errors import TopicNotExistError
 from mq_common.protocol import MessageQueue, PullStatus, TopicConfig, TopicRouteData
@@ -110,6 +111,35 @@ async def test_pull_consumer_tags_compression_and_statuses(cluster: LocalCluster
         assert empty.messages == ()
         far = await consumer.pull(mq, 1000, 32)
         assert far.status is PullStatus.OFFSET_ILLEGAL
+
+
+async def test_library_producer_sends_single_batch_and_message_batch_over_the_broker_stream(
+    cluster: LocalCluster,
+) -> None:
+    """DefaultMQProducer.connect talks to the brokers itself (no gateway), over Broker.SendStream: the broker has
+    no unary send RPC, so every SEND_OK below came through a stream frame."""
+    async with MQAdminClient([cluster.namesrv_addr], gateway_addr=cluster.gateway_addr) as admin:
+        await admin.update_topic(TopicConfig("LibTopic", 2, 2), cluster_name="DefaultCluster")
+        await wait_route(admin, "LibTopic", brokers=2, read_queue_nums=2)
+
+    producer = DefaultMQProducer.connect(ProducerConfig(producer_group="lib_producer"), [cluster.namesrv_addr])
+    await producer.start()
+    try:
+        single = await producer.send(Message("LibTopic", b"one", tags="TagL"))  # a SendStream batch frame
+        assert single.send_status is SendStatus.SEND_OK
+        oneway_id = await producer.send_oneway(Message("LibTopic", b"two"))
+        assert len(oneway_id) == 32
+        # one topic: a MessageBatch (SendStream message_batch frame)
+        batch = await producer.send_batch([Message("LibTopic", b"b%d" % i) for i in range(5)])
+        assert all(isinstance(r, SendResult) and r.send_status is SendStatus.SEND_OK for r in batch), batch
+    finally:
+        await producer.shutdown()
+
+    async with PullConsumer([cluster.namesrv_addr], "LibTestGroup") as consumer:
+        bodies: list[bytes] = []
+        for mq in await consumer.fetch_subscribe_message_queues("LibTopic"):
+            bodies.extend(m.body for m in (await consumer.pull(mq, 0, 32)).messages)
+    assert sorted(bodies) == sorted([b"one", b"two", *(b"b%d" % i for i in range(5))])
 
 
 runner = CliRunner()

@@ -1,7 +1,8 @@
 """mq_common.namesrv_client and mq_client.broker_client against real in-process name servers: failover,
 route/cluster translation, errors.
 
-Plus the pure proto -> PullResult translation (no broker needed for that).
+Plus the pure proto -> PullResult translation BrokerClient.pull_message makes (mq_common.protocol.convert's
+pull_response_from_proto, then mq_common.protocol.pull_result_of; no broker needed for that).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 from mq.broker.v1 import broker_pb2
-from mq_client.broker_client import pull_result_from_proto
 from mq_common.channels import ChannelPool
 from mq_common.codec import encode_message, encode_properties, host_to_bytes
 from mq_common.constants import MessageSysFlag, PermName
@@ -28,10 +28,13 @@ from mq_common.protocol import (
     BrokerRegistration,
     DataVersion,
     MessageQueue,
+    PullResult,
     PullStatus,
     QueueData,
     TopicConfig,
+    pull_result_of,
 )
+from mq_common.protocol.convert import pull_response_from_proto
 from mq_common.response_code import ResponseCode
 from mq_namesrv.controller import NamesrvController
 from mq_namesrv.settings import NamesrvSettings
@@ -174,6 +177,10 @@ def stored(queue_offset: int, body: bytes, tags: str, *, compressed: bool = Fals
         store_timestamp_ms=2,
         store_host=host_to_bytes("127.0.0.1", 10911),
     )
+
+
+def pull_result_from_proto(resp: broker_pb2.PullMessageResponse, broker_name: str = "") -> PullResult:
+    return pull_result_of(pull_response_from_proto(resp), broker_name)
 
 
 def test_pull_result_decodes_messages_and_inflates_compressed_bodies() -> None:

@@ -1,5 +1,5 @@
-"""mq_client's BrokerClient with ``send_stream``: the three sends over one SendStream per broker, against a real
-in-process broker (results as the unary calls give them, broker stop and restart), and against a silent
+"""mq_client's BrokerClient: the three sends over one SendStream per broker, against a real in-process broker
+(results, two clients' streams side by side, broker stop and restart), and against a silent
 SendStream server for what only a misbehaving peer shows (timeout, stamped frames, frame-level refusals).
 """
 
@@ -17,11 +17,11 @@ from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_broker.controller import BrokerController
 from mq_broker.settings import BrokerSettings
 from mq_client.broker_client import BrokerClient
-from mq_client.broker_values import BrokerBatchRequest, BrokerSendRequest
 from mq_common.batch_codec import encode_batch
 from mq_common.channels import ChannelPool
 from mq_common.codec import encode_properties
 from mq_common.errors import RemotingError, RemotingTimeoutError
+from mq_common.protocol import SendMessageBatchRequestHeader, SendMessageRequestHeader
 from mq_common.request_context import bind_request_id
 from mq_common.response_code import ResponseCode
 
@@ -40,8 +40,8 @@ def broker_settings(root: Path, port: int = 0) -> BrokerSettings:
     )
 
 
-def send_request(topic: str, body: bytes, queue_id: int = 0) -> BrokerSendRequest:
-    return BrokerSendRequest(
+def send_request(topic: str, body: bytes, queue_id: int = 0) -> SendMessageRequestHeader:
+    return SendMessageRequestHeader(
         producer_group="PG",
         topic=topic,
         default_topic="TBW102",
@@ -59,16 +59,14 @@ def send_request(topic: str, body: bytes, queue_id: int = 0) -> BrokerSendReques
 
 @pytest.fixture
 async def client(pool: ChannelPool) -> AsyncIterator[BrokerClient]:
-    c = BrokerClient(pool, send_stream=True)
+    c = BrokerClient(pool)
     try:
         yield c
     finally:
         await c.close()
 
 
-async def test_sends_over_the_stream_match_the_unary_results(
-    tmp_path: Path, pool: ChannelPool, client: BrokerClient
-) -> None:
+async def test_the_three_sends_over_the_stream(tmp_path: Path, pool: ChannelPool, client: BrokerClient) -> None:
     broker = BrokerController(broker_settings(tmp_path / "store"))
     await broker.start()
     try:
@@ -83,7 +81,7 @@ async def test_sends_over_the_stream_match_the_unary_results(
         assert [r.code for r in batch] == [ResponseCode.SUCCESS, ResponseCode.MESSAGE_ILLEGAL]
         whole = await client.send_message_batch(
             addr,
-            BrokerBatchRequest(
+            SendMessageBatchRequestHeader(
                 producer_group="PG",
                 topic="S",
                 default_topic="TBW102",
@@ -100,8 +98,11 @@ async def test_sends_over_the_stream_match_the_unary_results(
         assert (whole.code, whole.queue_id, whole.queue_offset, whole.message_count) == (0, 2, 0, 3)
         assert len(whole.msg_id.split(",")) == 3
 
-        unary = BrokerClient(pool)
-        again = await unary.send_message(addr, send_request("S", b"unary"), TIMEOUT_MS)
+        other = BrokerClient(pool)  # its own stream on the same channel
+        try:
+            again = await other.send_message(addr, send_request("S", b"other"), TIMEOUT_MS)
+        finally:
+            await other.close()
         assert (again.code, again.queue_offset) == (ResponseCode.SUCCESS, 200)
     finally:
         await broker.stop()

@@ -7,6 +7,7 @@ import grpc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mq.broker.v1 import broker_pb2
 from mq.common.v1 import common_pb2
 from mq_common.constants import PermName
 from mq_common.errors import InvalidParameterError, RemotingError, RemotingTimeoutError
@@ -17,8 +18,14 @@ from mq_common.protocol import (
     BrokerRegistration,
     ClusterInfo,
     DataVersion,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
     PullStatus,
     QueueData,
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
     TopicConfig,
     TopicQueueOffset,
     TopicRouteData,
@@ -104,6 +111,99 @@ def test_topic_queue_offset_round_trips(offset: TopicQueueOffset) -> None:
 @pytest.mark.parametrize("status", [*PullStatus, None])
 def test_pull_status_round_trips(status: PullStatus | None) -> None:
     assert convert.pull_status_from_proto(convert.pull_status_to_proto(status)) is status
+
+
+signed32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+signed64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+texts = st.text(max_size=20)
+blobs = st.binary(max_size=64)
+
+
+@given(
+    st.builds(
+        SendMessageRequestHeader,
+        topic=names,
+        body=blobs,
+        producer_group=texts,
+        queue_id=signed32,
+        sys_flag=i32,
+        born_timestamp_ms=i64,
+        flag=signed32,
+        properties=texts,
+        default_topic=names,
+        default_topic_queue_nums=i32,
+        reconsume_times=i32,
+        born_host=addrs,
+    ),
+    st.builds(SendMessageResponseHeader, signed32, texts, texts, i32, signed64, texts),
+)
+def test_send_headers_round_trip(request: SendMessageRequestHeader, response: SendMessageResponseHeader) -> None:
+    assert convert.send_request_from_proto(convert.send_request_to_proto(request)) == request
+    assert convert.send_response_from_proto(convert.send_response_to_proto(response)) == response
+
+
+@given(
+    st.builds(
+        SendMessageBatchRequestHeader,
+        topic=names,
+        body=blobs,
+        producer_group=texts,
+        queue_id=signed32,
+        sys_flag=i32,
+        born_timestamp_ms=i64,
+        properties=texts,
+        default_topic=names,
+        default_topic_queue_nums=i32,
+        born_host=addrs,
+    ),
+    st.builds(SendMessageBatchResponseHeader, signed32, texts, texts, i32, signed64, i32),
+)
+def test_batch_headers_round_trip(
+    request: SendMessageBatchRequestHeader, response: SendMessageBatchResponseHeader
+) -> None:
+    assert convert.batch_request_from_proto(convert.batch_request_to_proto(request)) == request
+    assert convert.batch_response_from_proto(convert.batch_response_to_proto(response)) == response
+
+
+def test_batch_request_fills_a_frame_in_place_and_keeps_sender_only_fields_off_the_wire() -> None:
+    request = SendMessageBatchRequestHeader(topic="T", body=b"encoded", queue_id=3, message_count=9, queue_free=True)
+    frame = broker_pb2.SendStreamRequest(frame_id=5)
+    assert convert.batch_request_to_proto(request, frame.message_batch) is frame.message_batch
+    assert (frame.WhichOneof("send"), frame.message_batch.body, frame.message_batch.queue_id) == (
+        "message_batch",
+        b"encoded",
+        3,
+    )
+    back = convert.batch_request_from_proto(frame.message_batch)
+    assert (back.message_count, back.queue_free) == (0, False)
+    assert back == SendMessageBatchRequestHeader(topic="T", body=b"encoded", queue_id=3)
+
+
+@given(
+    st.builds(
+        PullMessageRequestHeader,
+        topic=names,
+        queue_id=signed32,
+        queue_offset=signed64,
+        max_msg_nums=signed32,
+        consumer_group=texts,
+        subscription=texts,
+    ),
+    st.builds(
+        PullMessageResponseHeader,
+        signed32,
+        texts,
+        st.sampled_from([*PullStatus, None]),
+        i64,
+        i64,
+        i64,
+        blobs,
+        i32,
+    ),
+)
+def test_pull_headers_round_trip(request: PullMessageRequestHeader, response: PullMessageResponseHeader) -> None:
+    assert convert.pull_request_from_proto(convert.pull_request_to_proto(request)) == request
+    assert convert.pull_response_from_proto(convert.pull_response_to_proto(response)) == response
 
 
 def test_cluster_info_last_update_of_an_unknown_broker_is_zero() -> None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse
 from mq_client.producer.testing import ScriptedBrokerTransport, Step
 from mq_common.batch_codec import encode_batch
 from mq_common.errors import RemotingError
+from mq_common.protocol import SendMessageBatchRequestHeader, SendMessageBatchResponseHeader
 from mq_common.response_code import ResponseCode
 from mq_gateway.coalescer import CoalescingBrokerTransport
 
@@ -19,9 +19,16 @@ A, B = "127.0.0.1:10911", "127.0.0.1:10921"
 
 def mb(
     tag: str, count: int, *, topic: str = "T", queue_id: int = 0, queue_free: bool = True, known: bool = True
-) -> BrokerBatchRequest:
+) -> SendMessageBatchRequestHeader:
     body = encode_batch((f"{tag}{i}".encode(), f"N\x01{tag}{i}\x02", i) for i in range(count))
-    return BrokerBatchRequest("g", topic, queue_id, 0, body, message_count=count if known else 0, queue_free=queue_free)
+    return SendMessageBatchRequestHeader(
+        producer_group="g",
+        topic=topic,
+        queue_id=queue_id,
+        body=body,
+        message_count=count if known else 0,
+        queue_free=queue_free,
+    )
 
 
 def transport(inner: ScriptedBrokerTransport, **bounds: int) -> CoalescingBrokerTransport:
@@ -111,9 +118,13 @@ async def test_a_refusal_or_a_transport_error_goes_to_every_part() -> None:
 
 
 class ShortAnswer(ScriptedBrokerTransport):
-    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+    async def send_message_batch(
+        self, addr: str, request: SendMessageBatchRequestHeader, timeout_ms: int
+    ) -> SendMessageBatchResponseHeader:
         answer = await super().send_message_batch(addr, request, timeout_ms)
-        return BrokerBatchResponse(answer.code, "", answer.msg_id.rsplit(",", 1)[0], 0, 0, answer.message_count - 1)
+        return SendMessageBatchResponseHeader(
+            answer.code, "", answer.msg_id.rsplit(",", 1)[0], 0, 0, answer.message_count - 1
+        )
 
 
 async def test_an_answer_for_fewer_messages_fails_every_part() -> None:

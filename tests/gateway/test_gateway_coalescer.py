@@ -10,9 +10,14 @@ from collections.abc import AsyncIterator, Sequence
 import grpc
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.producer.testing import InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
 from mq_common.errors import RemotingError
+from mq_common.protocol import (
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 from mq_common.response_code import ResponseCode
 from mq_gateway.coalescer import CoalescingBrokerTransport, request_size_bytes
 from mq_gateway.controller import GatewayController
@@ -21,8 +26,8 @@ from mq_gateway.settings import GatewaySettings
 A, B = "127.0.0.1:10911", "127.0.0.1:10921"
 
 
-def req(i: int, body: bytes = b"x", queue_id: int = 0) -> BrokerSendRequest:
-    return BrokerSendRequest("g", "T", queue_id, 0, 0, i, "", body)
+def req(i: int, body: bytes = b"x", queue_id: int = 0) -> SendMessageRequestHeader:
+    return SendMessageRequestHeader(producer_group="g", topic="T", queue_id=queue_id, flag=i, body=body)
 
 
 def coalescer(
@@ -111,13 +116,15 @@ class GatedTransport(ScriptedBrokerTransport):
         super().__init__()
         self.gate = asyncio.Event()
 
-    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
+    async def send_message(
+        self, addr: str, request: SendMessageRequestHeader, timeout_ms: int
+    ) -> SendMessageResponseHeader:
         await self.gate.wait()
         return await super().send_message(addr, request, timeout_ms)
 
     async def send_batch(
-        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
-    ) -> list[BrokerSendResponse]:
+        self, addr: str, requests: Sequence[SendMessageRequestHeader], timeout_ms: int
+    ) -> list[SendMessageResponseHeader]:
         await self.gate.wait()
         return await super().send_batch(addr, requests, timeout_ms)
 
@@ -180,7 +187,7 @@ async def test_close_sends_open_batches() -> None:
     await asyncio.sleep(0)
     await c.close()
     assert pending.done()
-    assert isinstance(pending.result(), BrokerSendResponse)
+    assert isinstance(pending.result(), SendMessageResponseHeader)
 
 
 def test_linger_is_bounded() -> None:
@@ -191,17 +198,21 @@ def test_linger_is_bounded() -> None:
 class SlowTransport(ScriptedBrokerTransport):
     """Every broker call takes BROKER_CALL_S of real time, like a round trip to a real broker."""
 
-    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
+    async def send_message(
+        self, addr: str, request: SendMessageRequestHeader, timeout_ms: int
+    ) -> SendMessageResponseHeader:
         await asyncio.sleep(BROKER_CALL_S)
         return await super().send_message(addr, request, timeout_ms)
 
     async def send_batch(
-        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
-    ) -> list[BrokerSendResponse]:
+        self, addr: str, requests: Sequence[SendMessageRequestHeader], timeout_ms: int
+    ) -> list[SendMessageResponseHeader]:
         await asyncio.sleep(BROKER_CALL_S)
         return await super().send_batch(addr, requests, timeout_ms)
 
-    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+    async def send_message_batch(
+        self, addr: str, request: SendMessageBatchRequestHeader, timeout_ms: int
+    ) -> SendMessageBatchResponseHeader:
         await asyncio.sleep(BROKER_CALL_S)
         return await super().send_message_batch(addr, request, timeout_ms)
 

@@ -8,10 +8,10 @@ import grpc
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.broker_client import BrokerClient
-from mq_client.broker_values import BrokerSendRequest
 from mq_common.channels import ChannelPool
 from mq_common.codec import encode_properties
 from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
+from mq_common.protocol import SendMessageRequestHeader
 from mq_common.response_code import ResponseCode
 from mq_local.cluster import LocalCluster
 from mq_local.readiness import health_status
@@ -87,12 +87,12 @@ async def test_unknown_topic_with_auto_create_off_is_topic_not_exist(
 
 async def test_queue_id_out_of_range_sent_straight_to_a_broker(cluster: LocalCluster, topic: str) -> None:
     pool = ChannelPool()
+    client = BrokerClient(pool)
     try:
-        client = BrokerClient(pool)
         addr = cluster.broker_addrs["broker-a"]
 
-        def request(queue_id: int) -> BrokerSendRequest:
-            return BrokerSendRequest(
+        def request(queue_id: int) -> SendMessageRequestHeader:
+            return SendMessageRequestHeader(
                 producer_group="it_bad_queue",
                 topic=topic,
                 queue_id=queue_id,
@@ -109,6 +109,7 @@ async def test_queue_id_out_of_range_sent_straight_to_a_broker(cluster: LocalClu
         good = await client.send_message(addr, request(3), timeout_ms=10_000)
         assert (good.code, good.queue_id) == (ResponseCode.SUCCESS, 3)
     finally:
+        await client.close()  # ends the send stream
         await pool.close()
     _all_serving(cluster)
 

@@ -11,10 +11,15 @@ import structlog
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
-from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_common.errors import RETRIABLE_BROKER_CODES, RemotingError
 from mq_common.grpc_server import CHANNEL_OPTIONS, ServiceServer
 from mq_common.metrics import OTHER_TOPIC, NodeIdentity, TopicLabels
+from mq_common.protocol import (
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 from mq_common.request_context import REQUEST_ID_METADATA_KEY, RequestContextInterceptor, current_request_id
 from mq_common.response_code import ResponseCode
 from mq_gateway.metrics import GatewayMetrics, ObservedTransport
@@ -142,21 +147,25 @@ class _FakeBroker:
         self.codes = codes
         self.error = error
 
-    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
+    async def send_message(
+        self, addr: str, request: SendMessageRequestHeader, timeout_ms: int
+    ) -> SendMessageResponseHeader:
         return (await self.send_batch(addr, [request], timeout_ms))[0]
 
     async def send_batch(
-        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
-    ) -> list[BrokerSendResponse]:
+        self, addr: str, requests: Sequence[SendMessageRequestHeader], timeout_ms: int
+    ) -> list[SendMessageResponseHeader]:
         if self.error is not None:
             raise self.error
-        return [BrokerSendResponse(c, "", "", 0, -1) for c in self.codes[: len(requests)]]
+        return [SendMessageResponseHeader(c, "", "", 0, -1) for c in self.codes[: len(requests)]]
 
-    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+    async def send_message_batch(
+        self, addr: str, request: SendMessageBatchRequestHeader, timeout_ms: int
+    ) -> SendMessageBatchResponseHeader:
         if self.error is not None:
             raise self.error
         code = self.codes[0]
-        return BrokerBatchResponse(code, "", "", request.queue_id, 0, 0 if code else request.message_count)
+        return SendMessageBatchResponseHeader(code, "", "", request.queue_id, 0, 0 if code else request.message_count)
 
 
 def gateway_samples(metrics: GatewayMetrics) -> dict[tuple[str, str], float]:
@@ -170,7 +179,7 @@ def gateway_samples(metrics: GatewayMetrics) -> dict[tuple[str, str], float]:
 
 async def test_observed_transport_counts_batch_sizes_and_retriable_failures() -> None:
     metrics = GatewayMetrics(NodeIdentity("c1", "proxy", "gw"), max_topics=10)
-    request = BrokerSendRequest("g", "t", 0, 0, 0, 0, "", b"x")
+    request = SendMessageRequestHeader(producer_group="g", topic="t", body=b"x")
     codes = [0, ResponseCode.SYSTEM_BUSY, ResponseCode.MESSAGE_ILLEGAL, ResponseCode.SYSTEM_BUSY]
     await ObservedTransport(_FakeBroker(codes), metrics, RETRIABLE_BROKER_CODES).send_batch("b", [request] * 4, 1000)
     failing = ObservedTransport(_FakeBroker([], RemotingError("down")), metrics, RETRIABLE_BROKER_CODES)
@@ -187,7 +196,7 @@ async def test_observed_transport_counts_every_message_of_a_failed_message_batch
     """A MessageBatch call that fails (transport error) or is refused with a retriable code is retried with all its
     messages: each of them counts as a retry, and the call observes its message count."""
     metrics = GatewayMetrics(NodeIdentity("c1", "proxy", "gw"), max_topics=10)
-    batch = BrokerBatchRequest("g", "t", 0, 0, b"...", message_count=50)
+    batch = SendMessageBatchRequestHeader(producer_group="g", topic="t", body=b"...", message_count=50)
     await ObservedTransport(_FakeBroker([0]), metrics, RETRIABLE_BROKER_CODES).send_message_batch("b", batch, 1000)
     busy = ObservedTransport(_FakeBroker([ResponseCode.SYSTEM_BUSY]), metrics, RETRIABLE_BROKER_CODES)
     await busy.send_message_batch("b", batch, 1000)

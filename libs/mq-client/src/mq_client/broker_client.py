@@ -1,7 +1,8 @@
 """The broker client adapter: calls to brokers by address, proto <-> value translation.
 
-Its request/result values live in mq_client.broker_values (no protobuf); channels, the name server client and
-the gRPC error mapping in mq_common (channels, namesrv_client, grpc_errors); the gateway client in
+Its request/result values are mq_common.protocol's send and pull headers (with their converters in
+mq_common.protocol.convert, shared with the broker) and mq_client.broker_values' QueryResult; channels, the name
+server client and the gRPC error mapping in mq_common (channels, namesrv_client, grpc_errors); the gateway client in
 mq_client.gateway_client. With mq_client.send_stream and mq_client.gateway_client, the only mq_client modules
 that touch generated protobuf types. Everything here runs on the caller's asyncio loop (channels belong to the
 loop that created them).
@@ -10,113 +11,48 @@ Error mapping (Mirrors NettyRemotingClient#invokeSync + MQClientAPIImpl's respon
 - a gRPC status -> mq_common.grpc_errors.transport_error (RemotingTimeoutError, InvalidParameterError,
   RemotingError);
 - a non-zero business ``code`` -> mq_common.errors.error_for_code(code, remark, broker_name), raised, except
-  for sends, whose per-message codes are returned in BrokerSendResponse.
+  for sends, whose per-message codes are returned in SendMessageResponseHeader.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Final
+from collections.abc import Sequence
 
 import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
 from mq_common.channels import seconds as _seconds
 from mq_common.codec import MessageDecodeError, MessageExt, iter_messages
-from mq_common.errors import MQClientError, RemotingError, error_for_code
+from mq_common.errors import MQClientError, RemotingError
 from mq_common.grpc_errors import invoke as _invoke
 from mq_common.namesrv_client import check_code as _check
-from mq_common.protocol import PullStatus, TopicConfig, TopicQueueOffset
-from mq_common.protocol.convert import pull_status_from_proto, topic_config_to_proto, topic_queue_offset_from_proto
-from mq_common.request_context import outgoing_metadata
+from mq_common.protocol import (
+    PullMessageRequestHeader,
+    PullResult,
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    TopicConfig,
+    TopicQueueOffset,
+    pull_result_of,
+)
+from mq_common.protocol.convert import (
+    batch_request_to_proto,
+    batch_response_from_proto,
+    pull_request_to_proto,
+    pull_response_from_proto,
+    send_request_to_proto,
+    send_response_from_proto,
+    topic_config_to_proto,
+    topic_queue_offset_from_proto,
+)
 from mq_common.response_code import ResponseCode
 
-from mq_client.broker_values import (
-    BrokerBatchRequest,
-    BrokerBatchResponse,
-    BrokerSendRequest,
-    BrokerSendResponse,
-    PullResult,
-    QueryResult,
-)
+from mq_client.broker_values import QueryResult
 from mq_client.send_stream import BrokerSendStream
 
-__all__ = ["BrokerClient", "pull_result_from_proto"]
-
-# PullAPIWrapper#processPullResult: response codes that carry a pull status instead of an error.
-_PULL_STATUS_FROM_CODE: Final[Mapping[int, PullStatus]] = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
-
-
-def _fill_batch_request(target: broker_pb2.SendMessageBatchRequest, request: BrokerBatchRequest) -> None:
-    """Set the fields of ``target`` (a new SendMessageBatchRequest, maybe inside a SendStreamRequest) from
-    ``request``."""
-    target.producer_group = request.producer_group
-    target.topic = request.topic
-    target.default_topic = request.default_topic
-    target.default_topic_queue_nums = request.default_topic_queue_nums
-    target.queue_id = request.queue_id
-    target.sys_flag = request.sys_flag
-    target.born_timestamp_ms = request.born_timestamp_ms
-    target.properties = request.properties
-    target.born_host = request.born_host
-    target.body = request.body
-
-
-def _send_request_to_proto(request: BrokerSendRequest) -> broker_pb2.SendMessageRequest:
-    return broker_pb2.SendMessageRequest(
-        producer_group=request.producer_group,
-        topic=request.topic,
-        default_topic=request.default_topic,
-        default_topic_queue_nums=request.default_topic_queue_nums,
-        queue_id=request.queue_id,
-        sys_flag=request.sys_flag,
-        born_timestamp_ms=request.born_timestamp_ms,
-        flag=request.flag,
-        properties=request.properties,
-        reconsume_times=request.reconsume_times,
-        body=request.body,
-        born_host=request.born_host,
-    )
-
-
-def _send_response_from_proto(resp: broker_pb2.SendMessageResponse) -> BrokerSendResponse:
-    return BrokerSendResponse(
-        code=resp.code, remark=resp.remark, msg_id=resp.msg_id, queue_id=resp.queue_id, queue_offset=resp.queue_offset
-    )
-
-
-def pull_result_from_proto(resp: broker_pb2.PullMessageResponse, broker_name: str = "") -> PullResult:
-    """PullMessageResponse -> PullResult. Mirrors PullAPIWrapper#processPullResponse.
-
-    SUCCESS uses ``status`` (FOUND when unset); PULL_NOT_FOUND -> NO_NEW_MSG, PULL_RETRY_IMMEDIATELY ->
-    NO_MATCHED_MSG, PULL_OFFSET_MOVED -> OFFSET_ILLEGAL; other codes raise error_for_code(...). Raises
-    MQClientError (SYSTEM_ERROR) when the message bytes do not decode (CRC checked).
-    """
-    proto_status = pull_status_from_proto(resp.status)
-    if resp.code == ResponseCode.SUCCESS and proto_status is not None:
-        status = proto_status
-    elif resp.code in _PULL_STATUS_FROM_CODE:
-        status = _PULL_STATUS_FROM_CODE[resp.code]
-    else:
-        raise error_for_code(resp.code, resp.remark, broker_name)
-    messages: tuple[MessageExt, ...] = ()
-    if status is PullStatus.FOUND and resp.message_bytes:
-        try:
-            messages = tuple(iter_messages(resp.message_bytes))
-        except MessageDecodeError as exc:
-            raise MQClientError(f"pulled message bytes do not decode: {exc}", ResponseCode.SYSTEM_ERROR) from exc
-    return PullResult(
-        status=status,
-        next_begin_offset=resp.next_begin_offset,
-        min_offset=resp.min_offset,
-        max_offset=resp.max_offset,
-        messages=messages,
-    )
+__all__ = ["BrokerClient"]
 
 
 def _decode_query_messages(blob: bytes, addr: str) -> tuple[MessageExt, ...]:
@@ -129,16 +65,16 @@ def _decode_query_messages(blob: bytes, addr: str) -> tuple[MessageExt, ...]:
 class BrokerClient:
     """Calls to brokers by address. Mirrors MQClientAPIImpl's broker calls. Runs on the caller's loop.
 
-    With ``send_stream`` the three send calls go as frames of one SendStream per broker address
-    (mq_client.send_stream: about half the broker's gRPC cost of a unary call); a frame-level refusal comes
-    back as every message's code, like a business code. Otherwise each is a unary call.
-    Transport failures raise RemotingError / RemotingTimeoutError (see the module docstring).
+    The three send calls go as frames of one SendStream per broker address (mq_client.send_stream: about half
+    the broker's gRPC cost of a unary call; the broker serves no unary send); a frame-level refusal comes back
+    as every message's code, like a business code. Call :meth:`close` to end the streams before closing the
+    pool. Transport failures raise RemotingError / RemotingTimeoutError (see the module docstring).
     """
 
-    def __init__(self, pool: ChannelPool, *, send_stream: bool = False) -> None:
+    def __init__(self, pool: ChannelPool) -> None:
         self._pool = pool
         self._stubs: dict[str, tuple[grpc.aio.Channel, broker_pb2_grpc.BrokerAsyncStub]] = {}
-        self._send_streams: dict[str, BrokerSendStream] | None = {} if send_stream else None
+        self._send_streams: dict[str, BrokerSendStream] = {}
 
     def _stub(self, addr: str) -> broker_pb2_grpc.BrokerAsyncStub:
         """The stub of ``addr``'s current channel (one per channel: a stub builds a callable per method)."""
@@ -148,69 +84,49 @@ class BrokerClient:
             cached = self._stubs[addr] = (channel, broker_pb2_grpc.BrokerStub(channel))
         return cached[1]
 
-    def _send_stream(self, addr: str) -> BrokerSendStream | None:
-        streams = self._send_streams
-        if streams is None:
-            return None
-        stream = streams.get(addr)
+    def _send_stream(self, addr: str) -> BrokerSendStream:
+        stream = self._send_streams.get(addr)
         if stream is None:
-            stream = streams[addr] = BrokerSendStream(lambda: self._stub(addr).SendStream(), addr)
+            stream = self._send_streams[addr] = BrokerSendStream(lambda: self._stub(addr).SendStream(), addr)
         return stream
 
-    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
-        """SEND_MESSAGE: one message; the business code is returned, not raised."""
-        if self._send_stream(addr) is not None:
-            return (await self.send_batch(addr, (request,), timeout_ms))[0]
-        call = self._stub(addr).SendMessage(
-            _send_request_to_proto(request), timeout=_seconds(timeout_ms), metadata=outgoing_metadata()
-        )
-        return _send_response_from_proto(await _invoke(call, addr))
+    async def send_message(
+        self, addr: str, request: SendMessageRequestHeader, timeout_ms: int
+    ) -> SendMessageResponseHeader:
+        """SEND_MESSAGE: one message, as a one-request batch frame; the business code is returned, not raised."""
+        return (await self.send_batch(addr, (request,), timeout_ms))[0]
 
     async def send_batch(
-        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
-    ) -> list[BrokerSendResponse]:
-        """SendBatch: one RPC (or frame); one response per request, in request order; business codes returned.
+        self, addr: str, requests: Sequence[SendMessageRequestHeader], timeout_ms: int
+    ) -> list[SendMessageResponseHeader]:
+        """Independent sends in one frame; one response per request, in request order; business codes returned.
 
         Raises RemotingError when the broker answers with a different number of responses."""
-        batch = broker_pb2.SendBatchRequest(requests=[_send_request_to_proto(r) for r in requests])
-        stream = self._send_stream(addr)
-        if stream is not None:
-            answer = await stream.send(broker_pb2.SendStreamRequest(batch=batch), timeout_ms)
-            if answer.code != ResponseCode.SUCCESS:
-                return [BrokerSendResponse(answer.code, answer.remark, "", 0, 0)] * len(requests)
-            resp = answer.batch
-        else:
-            call = self._stub(addr).SendBatch(batch, timeout=_seconds(timeout_ms), metadata=outgoing_metadata())
-            resp = await _invoke(call, addr)
+        batch = broker_pb2.SendBatchRequest(requests=[send_request_to_proto(r) for r in requests])
+        answer = await self._send_stream(addr).send(broker_pb2.SendStreamRequest(batch=batch), timeout_ms)
+        if answer.code != ResponseCode.SUCCESS:
+            return [SendMessageResponseHeader(answer.code, answer.remark)] * len(requests)
+        resp = answer.batch
         if len(resp.responses) != len(requests):
             raise RemotingError(f"{addr}: {len(resp.responses)} responses for {len(requests)} sends")
-        return [_send_response_from_proto(r) for r in resp.responses]
+        return [send_response_from_proto(r) for r in resp.responses]
 
-    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
-        """SEND_BATCH_MESSAGE: one MessageBatch, one queue, one RPC (or frame); the business code is returned."""
-        stream = self._send_stream(addr)
-        if stream is not None:
-            # filled inside the frame: the body is copied once into it, not into a request and again into the frame
-            frame = broker_pb2.SendStreamRequest()
-            _fill_batch_request(frame.message_batch, request)
-            answer = await stream.send(frame, timeout_ms)
-            if answer.code != ResponseCode.SUCCESS:
-                return BrokerBatchResponse(answer.code, answer.remark, "", 0, 0, 0)
-            resp = answer.message_batch
-        else:
-            proto = broker_pb2.SendMessageBatchRequest()
-            _fill_batch_request(proto, request)
-            call = self._stub(addr).SendMessageBatch(proto, timeout=_seconds(timeout_ms), metadata=outgoing_metadata())
-            resp = await _invoke(call, addr)
-        return BrokerBatchResponse(
-            resp.code, resp.remark, resp.msg_id, resp.queue_id, resp.queue_offset, resp.message_count
-        )
+    async def send_message_batch(
+        self, addr: str, request: SendMessageBatchRequestHeader, timeout_ms: int
+    ) -> SendMessageBatchResponseHeader:
+        """SEND_BATCH_MESSAGE: one MessageBatch, one queue, one frame; the business code is returned."""
+        # filled inside the frame: the body is copied once into it, not into a request and again into the frame
+        frame = broker_pb2.SendStreamRequest()
+        batch_request_to_proto(request, frame.message_batch)
+        answer = await self._send_stream(addr).send(frame, timeout_ms)
+        if answer.code != ResponseCode.SUCCESS:
+            return SendMessageBatchResponseHeader(answer.code, answer.remark)
+        return batch_response_from_proto(answer.message_batch)
 
     async def close(self) -> None:
         """End every send stream (waiting sends get RemotingError). Channels belong to the pool."""
-        streams = list((self._send_streams or {}).values())
-        if self._send_streams is not None:
-            self._send_streams.clear()
+        streams = list(self._send_streams.values())
+        self._send_streams.clear()
         for stream in streams:
             await stream.close()
 
@@ -227,17 +143,18 @@ class BrokerClient:
     ) -> PullResult:
         """PULL_MESSAGE from one queue at ``queue_offset``, at most ``max_msg_nums`` messages.
 
-        Raises like :func:`pull_result_from_proto` plus transport errors."""
-        request = broker_pb2.PullMessageRequest(
-            consumer_group=consumer_group,
+        Raises like :func:`mq_common.protocol.pull_result_of` (error_for_code(...) for a code that is no pull
+        status, MQClientError SYSTEM_ERROR for undecodable bytes) plus transport errors."""
+        header = PullMessageRequestHeader(
             topic=topic,
             queue_id=queue_id,
             queue_offset=queue_offset,
             max_msg_nums=max_msg_nums,
+            consumer_group=consumer_group,
             subscription=subscription,
         )
-        resp = await _invoke(self._stub(addr).PullMessage(request, timeout=_seconds(timeout_ms)), addr)
-        return pull_result_from_proto(resp)
+        call = self._stub(addr).PullMessage(pull_request_to_proto(header), timeout=_seconds(timeout_ms))
+        return pull_result_of(pull_response_from_proto(await _invoke(call, addr)))
 
     async def create_topic(self, addr: str, config: TopicConfig, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> None:
         """UPDATE_AND_CREATE_TOPIC: create or replace. Raises error_for_code(...) on a non-zero code."""

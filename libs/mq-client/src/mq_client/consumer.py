@@ -16,11 +16,10 @@ from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
 from mq_common.errors import MQClientError, RemotingError
 from mq_common.namesrv_client import NameServerClient
-from mq_common.protocol import MessageQueue, TopicRouteData
+from mq_common.protocol import MessageQueue, PullResult, TopicRouteData
 from mq_common.response_code import ResponseCode
 
 from mq_client.broker_client import BrokerClient
-from mq_client.broker_values import PullResult
 
 DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
 SUB_ALL: Final = "*"

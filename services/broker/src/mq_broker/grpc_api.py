@@ -1,11 +1,12 @@
-"""gRPC face of the broker: translates mq.broker.v1 / mq.namesrv.v1 messages <-> domain values, nothing else.
+"""gRPC face of the broker: translates mq.broker.v1 / mq.namesrv.v1 messages <-> domain values, nothing else
+(the send and pull headers with mq_common.protocol.convert, the converters the clients use too).
 
 Mirrors the request dispatch of org.apache.rocketmq.broker.processor.{SendMessageProcessor,
 PullMessageProcessor, AdminBrokerProcessor} and, as a client, org.apache.rocketmq.broker.out.BrokerOuterAPI.
 Handlers run on the service's asyncio loop. Business outcomes travel as ``code`` + ``remark``; a handler never
-raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. A SendBatch of
-more than MAX_SEND_BATCH_COUNT requests is refused with gRPC INVALID_ARGUMENT (a SendStream frame with
-INVALID_PARAMETER, the stream goes on). A TopicConfig's ``perm`` is taken as is (0: neither read nor write;
+raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. Sends come only
+as SendStream frames (no unary send RPC); a frame of more than MAX_SEND_BATCH_COUNT requests is refused with
+INVALID_PARAMETER (29) and the stream goes on. A TopicConfig's ``perm`` is taken as is (0: neither read nor write;
 see mq_common.protocol.topic). As a client of the name servers the broker uses mq_common.namesrv_client.
 """
 
@@ -19,20 +20,23 @@ import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_common.errors import MQError
 from mq_common.logging import get_logger
-from mq_common.protocol.convert import pull_status_to_proto, topic_config_from_proto, topic_queue_offset_to_proto
+from mq_common.protocol.convert import (
+    batch_request_from_proto,
+    batch_response_to_proto,
+    pull_request_from_proto,
+    pull_response_to_proto,
+    send_request_from_proto,
+    send_response_to_proto,
+    topic_config_from_proto,
+    topic_queue_offset_to_proto,
+)
 from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
 
 from mq_broker.admin_processor import AdminBrokerProcessor
-from mq_broker.pull_processor import PullMessageCommand, PullMessageProcessor, PullMessageReply
+from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.query_processor import QueryMessageCommand, QueryMessageProcessor
-from mq_broker.send_processor import (
-    SendMessageBatchCommand,
-    SendMessageBatchReply,
-    SendMessageCommand,
-    SendMessageProcessor,
-    SendMessageReply,
-)
+from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.stream_sessions import SendStreamSessions
 
 log = get_logger("mq_broker.grpc_api")
@@ -51,84 +55,6 @@ def peer_to_host_port(peer: str) -> str:
         if peer.startswith(prefix):
             return peer[len(prefix) :]
     return ""
-
-
-def send_command_from_proto(msg: broker_pb2.SendMessageRequest) -> SendMessageCommand:
-    return SendMessageCommand(
-        topic=msg.topic,
-        body=msg.body,
-        queue_id=msg.queue_id,
-        producer_group=msg.producer_group,
-        default_topic=msg.default_topic,
-        default_topic_queue_nums=msg.default_topic_queue_nums,
-        sys_flag=msg.sys_flag,
-        born_timestamp_ms=msg.born_timestamp_ms,
-        flag=msg.flag,
-        properties=msg.properties,
-        reconsume_times=msg.reconsume_times,
-        born_host=msg.born_host,
-    )
-
-
-def send_reply_to_proto(reply: SendMessageReply) -> broker_pb2.SendMessageResponse:
-    return broker_pb2.SendMessageResponse(
-        code=reply.code,
-        remark=reply.remark,
-        msg_id=reply.msg_id,
-        queue_id=reply.queue_id,
-        queue_offset=reply.queue_offset,
-        transaction_id=reply.transaction_id,
-    )
-
-
-def batch_command_from_proto(msg: broker_pb2.SendMessageBatchRequest) -> SendMessageBatchCommand:
-    return SendMessageBatchCommand(
-        topic=msg.topic,
-        body=msg.body,
-        queue_id=msg.queue_id,
-        producer_group=msg.producer_group,
-        default_topic=msg.default_topic,
-        default_topic_queue_nums=msg.default_topic_queue_nums,
-        sys_flag=msg.sys_flag,
-        born_timestamp_ms=msg.born_timestamp_ms,
-        properties=msg.properties,
-        born_host=msg.born_host,
-    )
-
-
-def batch_reply_to_proto(reply: SendMessageBatchReply) -> broker_pb2.SendMessageBatchResponse:
-    return broker_pb2.SendMessageBatchResponse(
-        code=reply.code,
-        remark=reply.remark,
-        msg_id=reply.msg_id,
-        queue_id=reply.queue_id,
-        queue_offset=reply.queue_offset,
-        message_count=reply.message_count,
-    )
-
-
-def pull_command_from_proto(msg: broker_pb2.PullMessageRequest) -> PullMessageCommand:
-    return PullMessageCommand(
-        topic=msg.topic,
-        queue_id=msg.queue_id,
-        queue_offset=msg.queue_offset,
-        max_msg_nums=msg.max_msg_nums,
-        consumer_group=msg.consumer_group,
-        subscription=msg.subscription,
-    )
-
-
-def pull_reply_to_proto(reply: PullMessageReply) -> broker_pb2.PullMessageResponse:
-    return broker_pb2.PullMessageResponse(
-        code=reply.code,
-        remark=reply.remark,
-        status=pull_status_to_proto(reply.status),
-        next_begin_offset=reply.next_begin_offset,
-        min_offset=reply.min_offset,
-        max_offset=reply.max_offset,
-        message_bytes=reply.message_bytes,
-        message_count=reply.message_count,
-    )
 
 
 # --- server ---------------------------------------------------------------------------------------------------------
@@ -151,7 +77,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     """mq.broker.v1.Broker over the send, pull and admin processors. Runs on the service's asyncio loop.
 
     ``observe`` (method, response code name, ms) is told about every SendStream frame, as the request-context
-    interceptor does for unary calls (method ``SendBatch`` / ``SendMessageBatch``: what the frame carried).
+    interceptor does for unary calls; the method label names what the frame carried: ``SendBatch`` (a
+    SendBatchRequest) or ``SendMessageBatch`` (a SendMessageBatchRequest), the names of the unary RPCs these
+    frames replaced, so dashboards and alert rules keep working.
     """
 
     def __init__(
@@ -175,42 +103,23 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         the frames it has read and ends with OK; a SendStream opened later ends at once."""
         self._streams.close()
 
-    async def SendMessage(
-        self, request: broker_pb2.SendMessageRequest, context: _Context
-    ) -> broker_pb2.SendMessageResponse:
-        async def handle() -> broker_pb2.SendMessageResponse:
-            replies = await self._send.send_batch([send_command_from_proto(request)], peer_to_host_port(context.peer()))
-            return send_reply_to_proto(replies[0])
-
-        return await _guard("SendMessage", broker_pb2.SendMessageResponse, handle)
-
-    async def SendBatch(self, request: broker_pb2.SendBatchRequest, context: _Context) -> broker_pb2.SendBatchResponse:
-        count = len(request.requests)
-        if count > MAX_SEND_BATCH_COUNT:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _too_many_remark(count))
-        return await self._send_batch(request, peer_to_host_port(context.peer()))
-
     async def _send_batch(self, request: broker_pb2.SendBatchRequest, peer: str) -> broker_pb2.SendBatchResponse:
         async def handle() -> broker_pb2.SendBatchResponse:
-            commands = [send_command_from_proto(r) for r in request.requests]
-            replies = await self._send.send_batch(commands, peer)
-            return broker_pb2.SendBatchResponse(responses=[send_reply_to_proto(r) for r in replies])
+            headers = [send_request_from_proto(r) for r in request.requests]
+            replies = await self._send.send_batch(headers, peer)
+            return broker_pb2.SendBatchResponse(responses=[send_response_to_proto(r) for r in replies])
 
         def batch_error(code: int, remark: str) -> broker_pb2.SendBatchResponse:
             return broker_pb2.SendBatchResponse(responses=[_send_error(code, remark)] * len(request.requests))
 
         return await _guard("SendBatch", batch_error, handle)
 
-    async def SendMessageBatch(
-        self, request: broker_pb2.SendMessageBatchRequest, context: _Context
-    ) -> broker_pb2.SendMessageBatchResponse:
-        return await self._send_message_batch(request, peer_to_host_port(context.peer()))
-
     async def _send_message_batch(
         self, request: broker_pb2.SendMessageBatchRequest, peer: str
     ) -> broker_pb2.SendMessageBatchResponse:
         async def handle() -> broker_pb2.SendMessageBatchResponse:
-            return batch_reply_to_proto(await self._send.send_message_batch(batch_command_from_proto(request), peer))
+            reply = await self._send.send_message_batch(batch_request_from_proto(request), peer)
+            return batch_response_to_proto(reply)
 
         return await _guard("SendMessageBatch", broker_pb2.SendMessageBatchResponse, handle)
 
@@ -251,8 +160,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.PullMessageRequest, context: _Context
     ) -> broker_pb2.PullMessageResponse:
         async def handle() -> broker_pb2.PullMessageResponse:
-            reply = self._pull.pull(pull_command_from_proto(request), peer_to_host_port(context.peer()))
-            return pull_reply_to_proto(reply)
+            reply = self._pull.pull(pull_request_from_proto(request), peer_to_host_port(context.peer()))
+            return pull_response_to_proto(reply)
 
         return await _guard("PullMessage", broker_pb2.PullMessageResponse, handle)
 
@@ -336,7 +245,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
 
 
 def _too_many_remark(count: int) -> str:
-    return f"SendBatch carries {count} requests, at most {MAX_SEND_BATCH_COUNT}"
+    return f"SendStream frame carries {count} requests, at most {MAX_SEND_BATCH_COUNT}"
 
 
 def _fast_failure_remark(late_ms: int) -> str:

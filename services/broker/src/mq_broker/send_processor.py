@@ -5,7 +5,8 @@ SendMessageProcessor#sendMessage/#handlePutMessageResult}. Every item of a batch
 on its own: a bad item fails only itself; the good ones are stored together under one store write lock and
 wait for one group commit.
 
-Runs on the event loop. Business outcomes are ``SendMessageReply.code`` + ``remark`` (RocketMQ numbers).
+Runs on the event loop. Requests and outcomes are mq_common.protocol's send headers (the client's too); business
+outcomes are ``SendMessageResponseHeader.code`` + ``remark`` (RocketMQ numbers).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import functools
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from mq_common.codec import (
@@ -42,7 +42,13 @@ from mq_common.errors import (
     ServiceNotAvailableError,
     TopicNotExistError,
 )
-from mq_common.protocol import TopicConfig
+from mq_common.protocol import (
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    TopicConfig,
+)
 from mq_common.response_code import ResponseCode
 
 from mq_broker.store.api import MessageStore
@@ -64,74 +70,6 @@ if TYPE_CHECKING:
 QUEUE_ID_ILLEGAL_CODE: Final = ResponseCode.SYSTEM_ERROR
 SHUTTING_DOWN_REMARK: Final = "the broker is shutting down, message store has been shut down"
 _UNKNOWN_HOST: Final = host_to_bytes("0.0.0.0", 0)
-
-
-@dataclass(frozen=True, slots=True)
-class SendMessageCommand:
-    """One send. Mirrors SendMessageRequestHeader plus the body.
-
-    ``properties`` is RocketMQ's ``key\\x01value\\x02`` text; ``born_host`` is ``"ip:port"`` (empty: the peer);
-    ``queue_id`` < 0 lets the broker pick a queue (SendMessageProcessor#randomQueueId).
-    """
-
-    topic: str
-    body: bytes
-    queue_id: int = 0
-    producer_group: str = ""
-    default_topic: str = MixAll.DEFAULT_TOPIC
-    default_topic_queue_nums: int = 0
-    sys_flag: int = 0
-    born_timestamp_ms: int = 0
-    flag: int = 0
-    properties: str = ""
-    reconsume_times: int = 0
-    born_host: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SendMessageReply:
-    """Outcome of one send. Mirrors the SEND_MESSAGE response (code, remark) + SendMessageResponseHeader."""
-
-    code: int
-    remark: str = ""
-    msg_id: str = ""
-    queue_id: int = 0
-    queue_offset: int = -1
-    transaction_id: str = ""
-
-    @classmethod
-    def of_error(cls, error: MQError) -> SendMessageReply:
-        return cls(code=int(error.code), remark=error.remark)
-
-
-@dataclass(frozen=True, slots=True)
-class SendMessageBatchCommand:
-    """One SEND_BATCH_MESSAGE: SendMessageRequestHeader (batch) plus the encoded MessageBatch ``body``
-    (mq_common.batch_codec). ``properties`` are the batch's own (e.g. WAIT), appended to every message's."""
-
-    topic: str
-    body: bytes
-    queue_id: int = 0
-    producer_group: str = ""
-    default_topic: str = MixAll.DEFAULT_TOPIC
-    default_topic_queue_nums: int = 0
-    sys_flag: int = 0
-    born_timestamp_ms: int = 0
-    properties: str = ""
-    born_host: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SendMessageBatchReply:
-    """Outcome of a batch: code, remark, the offset msg ids joined with commas, the queue, the first queue
-    offset (the n-th message has ``queue_offset`` + n) and the number of messages stored."""
-
-    code: int
-    remark: str = ""
-    msg_id: str = ""
-    queue_id: int = 0
-    queue_offset: int = -1
-    message_count: int = 0
 
 
 class SendMessageProcessor:
@@ -161,20 +99,22 @@ class SendMessageProcessor:
         """Later sends get SERVICE_NOT_AVAILABLE (SIGTERM, first step)."""
         self.accepting = False
 
-    async def send_batch(self, commands: Sequence[SendMessageCommand], peer_host: str = "") -> list[SendMessageReply]:
-        """Check every command, store the valid ones together, one reply per command in order.
+    async def send_batch(
+        self, requests: Sequence[SendMessageRequestHeader], peer_host: str = ""
+    ) -> list[SendMessageResponseHeader]:
+        """Check every request, store the valid ones together, one reply per request in order.
 
-        ``peer_host`` (``"ip:port"``) stands in for an empty ``born_host``. Never raises for a bad command.
+        ``peer_host`` (``"ip:port"``) stands in for an empty ``born_host``. Never raises for a bad request.
         """
-        replies: list[SendMessageReply | None] = [None] * len(commands)
+        replies: list[SendMessageResponseHeader | None] = [None] * len(requests)
         inners: list[MessageExtBrokerInner] = []
         uniq_keys: list[str] = []
         positions: list[int] = []
-        for i, command in enumerate(commands):
+        for i, request in enumerate(requests):
             try:
-                inner, uniq_key = self._prepare(command, peer_host)
+                inner, uniq_key = self._prepare(request, peer_host)
             except MQError as exc:
-                replies[i] = SendMessageReply.of_error(exc)
+                replies[i] = SendMessageResponseHeader.of_error(exc)
             else:
                 inners.append(inner)
                 uniq_keys.append(uniq_key)
@@ -187,40 +127,42 @@ class SendMessageProcessor:
             for i, inner, uniq_key, result in zip(positions, inners, uniq_keys, results, strict=True):
                 replies[i] = self._reply_for(result, inner, uniq_key)
         out = [r for r in replies if r is not None]
-        assert len(out) == len(commands)
+        assert len(out) == len(requests)
         return out
 
-    async def send_message_batch(self, command: SendMessageBatchCommand, peer_host: str = "") -> SendMessageBatchReply:
+    async def send_message_batch(
+        self, request: SendMessageBatchRequestHeader, peer_host: str = ""
+    ) -> SendMessageBatchResponseHeader:
         """SendMessageProcessor#sendBatchMessage: msgCheck of the header (the whole body counts against
         max_message_size_bytes), then every message stored or none. Retry topics are refused (MESSAGE_ILLEGAL, as
-        RocketMQ). Never raises for a bad command.
+        RocketMQ). Never raises for a bad request.
         """
-        header = SendMessageCommand(
-            topic=command.topic,
-            body=command.body,
-            queue_id=command.queue_id,
-            producer_group=command.producer_group,
-            default_topic=command.default_topic,
-            default_topic_queue_nums=command.default_topic_queue_nums,
+        header = SendMessageRequestHeader(
+            topic=request.topic,
+            body=request.body,
+            queue_id=request.queue_id,
+            producer_group=request.producer_group,
+            default_topic=request.default_topic,
+            default_topic_queue_nums=request.default_topic_queue_nums,
         )
         try:
             if not self.accepting:
                 raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
             _config, queue_id = self.msg_check(header, peer_host)
-            if command.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
-                raise MessageIllegalError(f"batch request does not support retry group {command.topic}")
+            if request.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
+                raise MessageIllegalError(f"batch request does not support retry group {request.topic}")
         except MQError as exc:
-            return SendMessageBatchReply(code=int(exc.code), remark=exc.remark)
-        properties = decode_properties(command.properties)
-        sys_flag = command.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+            return SendMessageBatchResponseHeader(code=int(exc.code), remark=exc.remark)
+        properties = decode_properties(request.properties)
+        sys_flag = request.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
         batch = MessageExtBatch(
-            topic=command.topic,
+            topic=request.topic,
             queue_id=queue_id,
-            body=command.body,
-            properties_string=self._with_cluster(command.properties, properties),
+            body=request.body,
+            properties_string=self._with_cluster(request.properties, properties),
             sys_flag=sys_flag,
-            born_timestamp_ms=command.born_timestamp_ms,
-            born_host=_born_host_bytes(command.born_host, peer_host),
+            born_timestamp_ms=request.born_timestamp_ms,
+            born_host=_born_host_bytes(request.born_host, peer_host),
             wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
         )
         begin = time.perf_counter()
@@ -228,10 +170,10 @@ class SendMessageProcessor:
         if self.metrics is not None:
             self.metrics.on_put_batch(batch, result, (time.perf_counter() - begin) * 1000.0, peer_host)
         if not result.status.is_stored:
-            failed = self._reply_for(result, MessageExtBrokerInner(command.topic, queue_id, b""), "")
-            return SendMessageBatchReply(code=failed.code, remark=result.remark or failed.remark)
-        ok = self._reply_for(result, MessageExtBrokerInner(command.topic, queue_id, b""), "")
-        return SendMessageBatchReply(
+            failed = self._reply_for(result, MessageExtBrokerInner(request.topic, queue_id, b""), "")
+            return SendMessageBatchResponseHeader(code=failed.code, remark=result.remark or failed.remark)
+        ok = self._reply_for(result, MessageExtBrokerInner(request.topic, queue_id, b""), "")
+        return SendMessageBatchResponseHeader(
             code=ok.code,
             msg_id=result.msg_id,
             queue_id=queue_id,
@@ -241,7 +183,7 @@ class SendMessageProcessor:
 
     # --- msgCheck -----------------------------------------------------------------------------------------------
 
-    def msg_check(self, command: SendMessageCommand, peer_host: str = "") -> tuple[TopicConfig, int]:
+    def msg_check(self, request: SendMessageRequestHeader, peer_host: str = "") -> tuple[TopicConfig, int]:
         """AbstractSendMessageProcessor#msgCheck plus the body checks; returns (topic config, queue id).
 
         Raises (response code): NoPermissionError (16) when the broker or the topic is not writable or the topic
@@ -250,7 +192,7 @@ class SendMessageProcessor:
         QUEUE_ID_ILLEGAL_CODE) for a queue id out of range; MessageIllegalError (13) for an empty or too large
         body.
         """
-        topic = command.topic
+        topic = request.topic
         if not PermName.is_writeable(self.broker_permission):
             raise NoPermissionError(f"the broker[{self.broker_ip}] sending message is forbidden")
         remark = _topic_remark(topic)
@@ -260,13 +202,13 @@ class SendMessageProcessor:
             raise NoPermissionError(f"Sending message to topic[{topic}] is forbidden.")
         config = self.topics.select_topic_config(topic)
         if config is None:
-            queue_nums = command.default_topic_queue_nums or self.topics.default_topic_queue_nums
+            queue_nums = request.default_topic_queue_nums or self.topics.default_topic_queue_nums
             config = self.topics.create_topic_in_send_message_method(
-                topic, command.default_topic or MixAll.DEFAULT_TOPIC, queue_nums
+                topic, request.default_topic or MixAll.DEFAULT_TOPIC, queue_nums
             )
             if config is None:
                 raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
-        queue_id = command.queue_id
+        queue_id = request.queue_id
         if queue_id < 0 and config.write_queue_nums > 0:
             queue_id = self._random.randrange(config.write_queue_nums)
         if queue_id < 0 or queue_id >= max(config.write_queue_nums, config.read_queue_nums):
@@ -275,29 +217,29 @@ class SendMessageProcessor:
             )
         if not PermName.is_writeable(config.perm):
             raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
-        if not command.body:
+        if not request.body:
             raise MessageIllegalError("the message body length is zero")
-        if len(command.body) > self.max_message_size_bytes:
+        if len(request.body) > self.max_message_size_bytes:
             raise MessageIllegalError(MESSAGE_ILLEGAL_REMARK % self.max_message_size_bytes)
         return config, queue_id
 
-    def _prepare(self, command: SendMessageCommand, peer_host: str) -> tuple[MessageExtBrokerInner, str]:
+    def _prepare(self, request: SendMessageRequestHeader, peer_host: str) -> tuple[MessageExtBrokerInner, str]:
         """The stored message and its UNIQ_KEY (the reply's transaction id). Raises MQError as msg_check."""
         if not self.accepting:
             raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
-        _config, queue_id = self.msg_check(command, peer_host)
-        properties = decode_properties(command.properties)
-        sys_flag = command.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        _config, queue_id = self.msg_check(request, peer_host)
+        properties = decode_properties(request.properties)
+        sys_flag = request.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
         inner = MessageExtBrokerInner(
-            topic=command.topic,
+            topic=request.topic,
             queue_id=queue_id,
-            body=command.body,
-            properties_string=self._with_cluster(command.properties, properties),
-            flag=command.flag,
+            body=request.body,
+            properties_string=self._with_cluster(request.properties, properties),
+            flag=request.flag,
             sys_flag=sys_flag,
-            born_timestamp_ms=command.born_timestamp_ms,
-            born_host=_born_host_bytes(command.born_host, peer_host),
-            reconsume_times=command.reconsume_times,
+            born_timestamp_ms=request.born_timestamp_ms,
+            born_host=_born_host_bytes(request.born_host, peer_host),
+            reconsume_times=request.reconsume_times,
             tags_code=tags_string_to_tags_code(properties.get(MessageConst.TAGS)),
             wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
         )
@@ -315,12 +257,14 @@ class SendMessageProcessor:
 
     # --- handlePutMessageResult --------------------------------------------------------------------------------
 
-    def _reply_for(self, result: PutMessageResult, inner: MessageExtBrokerInner, uniq_key: str) -> SendMessageReply:
+    def _reply_for(
+        self, result: PutMessageResult, inner: MessageExtBrokerInner, uniq_key: str
+    ) -> SendMessageResponseHeader:
         """SendMessageProcessor#handlePutMessageResult."""
         status = result.status
         if status.is_stored:
             code = ResponseCode.SUCCESS if status is PutMessageStatus.PUT_OK else ResponseCode.FLUSH_DISK_TIMEOUT
-            return SendMessageReply(
+            return SendMessageResponseHeader(
                 code=int(code),
                 msg_id=result.msg_id,
                 queue_id=inner.queue_id,
@@ -328,14 +272,18 @@ class SendMessageProcessor:
                 transaction_id=uniq_key,
             )
         if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
-            return SendMessageReply(int(ResponseCode.MESSAGE_ILLEGAL), MESSAGE_ILLEGAL_REMARK % self._store_limit())
+            return SendMessageResponseHeader(
+                int(ResponseCode.MESSAGE_ILLEGAL), MESSAGE_ILLEGAL_REMARK % self._store_limit()
+            )
         if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
-            return SendMessageReply(int(ResponseCode.SERVICE_NOT_AVAILABLE), result.remark or SHUTTING_DOWN_REMARK)
+            return SendMessageResponseHeader(
+                int(ResponseCode.SERVICE_NOT_AVAILABLE), result.remark or SHUTTING_DOWN_REMARK
+            )
         if status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
-            return SendMessageReply(
+            return SendMessageResponseHeader(
                 int(ResponseCode.SYSTEM_ERROR), "create mapped file failed, server is busy or broken."
             )
-        return SendMessageReply(int(ResponseCode.SYSTEM_ERROR), "UNKNOWN_ERROR")
+        return SendMessageResponseHeader(int(ResponseCode.SYSTEM_ERROR), "UNKNOWN_ERROR")
 
     def _store_limit(self) -> int:
         return self.store.config.max_message_size_bytes

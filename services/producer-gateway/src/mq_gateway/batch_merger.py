@@ -27,11 +27,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse
 from mq_common.errors import RemotingError, RemotingTimeoutError
+from mq_common.protocol import SendMessageBatchRequestHeader, SendMessageBatchResponseHeader
 from mq_common.response_code import ResponseCode
 
-SendMessageBatch = Callable[[str, BrokerBatchRequest, int], Awaitable[BrokerBatchResponse]]
+SendMessageBatch = Callable[[str, SendMessageBatchRequestHeader, int], Awaitable[SendMessageBatchResponseHeader]]
 # The codes with which the broker stored the batch (MQClientAPIImpl#processSendResponse's SendResult codes).
 _STORED_CODES: Final = frozenset(
     {
@@ -46,9 +46,9 @@ _MergeKey = tuple[str, str, str, int, str, str, int, str]
 
 @dataclass(slots=True)
 class _Part:
-    request: BrokerBatchRequest
+    request: SendMessageBatchRequestHeader
     deadline_s: float
-    future: asyncio.Future[BrokerBatchResponse]
+    future: asyncio.Future[SendMessageBatchResponseHeader]
 
 
 @dataclass(slots=True)
@@ -85,7 +85,9 @@ class MessageBatchMerger:
     def stats(self) -> MergerStats:
         return MergerStats(self._submitted, self._broker_calls)
 
-    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+    async def send_message_batch(
+        self, addr: str, request: SendMessageBatchRequestHeader, timeout_ms: int
+    ) -> SendMessageBatchResponseHeader:
         """One MessageBatch; merged with others of the same key when it says its ``message_count`` and fits.
         Returns its own part of the answer; raises the call's transport error (RemotingError, RemotingTimeoutError)."""
         self._submitted += 1
@@ -95,7 +97,9 @@ class MessageBatchMerger:
             return await self._send(addr, request, timeout_ms)
         return await self._submit(addr, request, timeout_ms)
 
-    def _submit(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> asyncio.Future[BrokerBatchResponse]:
+    def _submit(
+        self, addr: str, request: SendMessageBatchRequestHeader, timeout_ms: int
+    ) -> asyncio.Future[SendMessageBatchResponseHeader]:
         loop = asyncio.get_running_loop()
         part = _Part(request, loop.time() + max(timeout_ms, 1) / 1000.0, loop.create_future())
         key: _MergeKey = (
@@ -198,7 +202,7 @@ class MessageBatchMerger:
             await asyncio.gather(*self._calls, return_exceptions=True)
 
 
-def _answer(part: _Part, resp: BrokerBatchResponse) -> None:
+def _answer(part: _Part, resp: SendMessageBatchResponseHeader) -> None:
     if not part.future.done():
         part.future.set_result(resp)
 

@@ -29,28 +29,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.producer.config import MAX_BROKER_BATCH_MESSAGES
 from mq_client.producer.kernel import BrokerTransport
 from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
 from mq_common.errors import RemotingError, RemotingTimeoutError
+from mq_common.protocol import (
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 
 from mq_gateway.batch_merger import MessageBatchMerger
 
 MAX_LINGER_MS: Final = 2.0
 
 
-def request_size_bytes(request: BrokerSendRequest) -> int:
+def request_size_bytes(request: SendMessageRequestHeader) -> int:
     """What one request counts against ``max_batch_bytes``."""
     return len(request.body) + len(request.properties) + len(request.topic)
 
 
 @dataclass(slots=True)
 class _Unit:
-    requests: Sequence[BrokerSendRequest]
+    requests: Sequence[SendMessageRequestHeader]
     size_bytes: int
     deadline_s: float
-    future: asyncio.Future[list[BrokerSendResponse]]
+    future: asyncio.Future[list[SendMessageResponseHeader]]
 
 
 @dataclass(slots=True)
@@ -111,13 +116,15 @@ class CoalescingBrokerTransport:
     def stats(self) -> CoalescerStats:
         return CoalescerStats(self._units, self._broker_calls, self._messages)
 
-    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
+    async def send_message(
+        self, addr: str, request: SendMessageRequestHeader, timeout_ms: int
+    ) -> SendMessageResponseHeader:
         """One message; joins ``addr``'s open batch. Raises the broker call's transport error."""
         return (await self._submit(addr, (request,), request_size_bytes(request), timeout_ms))[0]
 
     async def send_batch(
-        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
-    ) -> list[BrokerSendResponse]:
+        self, addr: str, requests: Sequence[SendMessageRequestHeader], timeout_ms: int
+    ) -> list[SendMessageResponseHeader]:
         """Many messages, one answer each in order; joins the open batch when small, else goes straight out."""
         size = sum(request_size_bytes(r) for r in requests)
         if len(requests) >= self.max_batch_messages or size >= self.max_batch_bytes:
@@ -126,14 +133,16 @@ class CoalescingBrokerTransport:
             return await self.inner.send_batch(addr, requests, timeout_ms)
         return await self._submit(addr, requests, size, timeout_ms)
 
-    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+    async def send_message_batch(
+        self, addr: str, request: SendMessageBatchRequestHeader, timeout_ms: int
+    ) -> SendMessageBatchResponseHeader:
         """A MessageBatch: merged with concurrent ones for the same broker and topic (mq_gateway.batch_merger).
         Not counted in :attr:`stats` (see ``merger.stats``)."""
         return await self.merger.send_message_batch(addr, request, timeout_ms)
 
     def _submit(
-        self, addr: str, requests: Sequence[BrokerSendRequest], size: int, timeout_ms: int
-    ) -> asyncio.Future[list[BrokerSendResponse]]:
+        self, addr: str, requests: Sequence[SendMessageRequestHeader], size: int, timeout_ms: int
+    ) -> asyncio.Future[list[SendMessageResponseHeader]]:
         loop = asyncio.get_running_loop()
         unit = _Unit(requests, size, loop.time() + max(timeout_ms, 1) / 1000.0, loop.create_future())
         self._units += 1

@@ -83,7 +83,7 @@ class GatewayController:
         pool = ChannelPool()
         broker_client: BrokerClient | None = None
         if transport is None:
-            broker_client = transport = BrokerClient(pool, send_stream=True)
+            broker_client = transport = BrokerClient(pool)
         inner: BrokerTransport = transport
         lookup: NameServerLookup = namesrv if namesrv is not None else NameServerClient(settings.namesrv_addrs(), pool)
         if self.metrics is not None:

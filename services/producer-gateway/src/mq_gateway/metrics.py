@@ -28,12 +28,17 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.route_manager import NameServerLookup
 from mq_common.errors import MQError
 from mq_common.metrics import BATCH_SIZE_BUCKETS, LATENCY_BUCKETS_MS, NodeIdentity, ServiceMetrics
-from mq_common.protocol import TopicRouteData
+from mq_common.protocol import (
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    TopicRouteData,
+)
 from mq_common.response_code import ResponseCode
 
 if TYPE_CHECKING:
@@ -127,7 +132,7 @@ class ObservedTransport:
         self._metrics = metrics
         self._retry_codes = retry_response_codes
 
-    def _count_retries(self, responses: Sequence[BrokerSendResponse]) -> None:
+    def _count_retries(self, responses: Sequence[SendMessageResponseHeader]) -> None:
         if not any(r.code for r in responses):  # the common case: all stored
             return
         for r in responses:
@@ -138,7 +143,9 @@ class ObservedTransport:
         code = exc.code if isinstance(exc, MQError) else ResponseCode.SYSTEM_ERROR
         self._metrics.retries.child(ResponseCode.name_of(code)).inc(messages)
 
-    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
+    async def send_message(
+        self, addr: str, request: SendMessageRequestHeader, timeout_ms: int
+    ) -> SendMessageResponseHeader:
         begin = time.perf_counter()
         result = "error"
         try:
@@ -153,8 +160,8 @@ class ObservedTransport:
         return response
 
     async def send_batch(
-        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
-    ) -> list[BrokerSendResponse]:
+        self, addr: str, requests: Sequence[SendMessageRequestHeader], timeout_ms: int
+    ) -> list[SendMessageResponseHeader]:
         begin = time.perf_counter()
         result = "error"
         try:
@@ -168,7 +175,9 @@ class ObservedTransport:
         self._count_retries(responses)
         return responses
 
-    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+    async def send_message_batch(
+        self, addr: str, request: SendMessageBatchRequestHeader, timeout_ms: int
+    ) -> SendMessageBatchResponseHeader:
         """One MessageBatch call: timed and counted like a coalesced call of its messages (``message_count`` of the
         request; a failed or refused call counts every message it carried, as each of them is retried)."""
         begin = time.perf_counter()

@@ -19,9 +19,14 @@ from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst, Message
 from mq_common.errors import MessageIllegalError, MQBrokerError, MQError, RemotingError, RemotingTimeoutError
 from mq_common.errors import error_for_code as _error_for_code
 from mq_common.message_id import create_uniq_id
-from mq_common.protocol import MessageQueue
+from mq_common.protocol import (
+    MessageQueue,
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 
-from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 from mq_client.producer.config import ProducerConfig
 from mq_client.producer.errors import BrokerNotFoundError
 from mq_client.producer.fault_strategy import ClockMs
@@ -34,19 +39,21 @@ from mq_client.producer.send_result import SEND_STATUS_BY_CODE, CommunicationMod
 class BrokerTransport(Protocol):
     """The part of :class:`mq_client.broker_client.BrokerClient` the producer uses (a coalescing batcher can stand in).
 
-    Business codes come back in BrokerSendResponse; transport failures raise RemotingError /
+    Business codes come back in SendMessageResponseHeader; transport failures raise RemotingError /
     RemotingTimeoutError for the whole call.
     """
 
-    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse: ...
+    async def send_message(
+        self, addr: str, request: SendMessageRequestHeader, timeout_ms: int
+    ) -> SendMessageResponseHeader: ...
 
     async def send_batch(
-        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
-    ) -> list[BrokerSendResponse]: ...
+        self, addr: str, requests: Sequence[SendMessageRequestHeader], timeout_ms: int
+    ) -> list[SendMessageResponseHeader]: ...
 
     async def send_message_batch(
-        self, addr: str, request: BrokerBatchRequest, timeout_ms: int
-    ) -> BrokerBatchResponse: ...
+        self, addr: str, request: SendMessageBatchRequestHeader, timeout_ms: int
+    ) -> SendMessageBatchResponseHeader: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +112,9 @@ def prepare_message(msg: Message, config: ProducerConfig) -> OutgoingMessage:
     return OutgoingMessage(msg, body, sys_flag, properties, msg_id, size)
 
 
-def build_request(out: OutgoingMessage, queue_id: int, config: ProducerConfig) -> BrokerSendRequest:
+def build_request(out: OutgoingMessage, queue_id: int, config: ProducerConfig) -> SendMessageRequestHeader:
     """The SendMessageRequestHeader + body of one attempt (born timestamp = now, wall clock ms)."""
-    return BrokerSendRequest(
+    return SendMessageRequestHeader(
         producer_group=config.producer_group,
         topic=out.topic,
         queue_id=queue_id,
@@ -121,7 +128,7 @@ def build_request(out: OutgoingMessage, queue_id: int, config: ProducerConfig) -
     )
 
 
-def response_outcome(resp: BrokerSendResponse, out: OutgoingMessage, broker_name: str) -> SendResult | MQError:
+def response_outcome(resp: SendMessageResponseHeader, out: OutgoingMessage, broker_name: str) -> SendResult | MQError:
     """SendResult for SUCCESS / FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE, else the typed
     error (error_for_code). Mirrors MQClientAPIImpl#processSendResponse."""
     status = SEND_STATUS_BY_CODE.get(resp.code)
@@ -137,7 +144,7 @@ def response_outcome(resp: BrokerSendResponse, out: OutgoingMessage, broker_name
 
 
 def _batch_result(
-    resp: BrokerBatchResponse, topic: str, msg_ids: Sequence[str], broker_name: str, addr: str
+    resp: SendMessageBatchResponseHeader, topic: str, msg_ids: Sequence[str], broker_name: str, addr: str
 ) -> MessageBatchResult:
     """The result of a stored MessageBatch, or the typed error of its code (MQClientAPIImpl#processSendResponse
     for a batch: the msgId header lists every offset msg id)."""
@@ -269,7 +276,7 @@ class SendKernel:
         """
         addr = await self.broker_addr(mq, timeout_ms)
         ctx = self._before_send(hook_message(), msg_ids[0], mq, addr, mode) if self.hooks else None
-        request = BrokerBatchRequest(
+        request = SendMessageBatchRequestHeader(
             producer_group=self.config.producer_group,
             topic=mq.topic,
             queue_id=mq.queue_id,

@@ -125,22 +125,22 @@ class DefaultMQProducer:
         rng: random.Random | None = None,
     ) -> DefaultMQProducer:
         """A producer over gRPC: one ChannelPool, a NameServerClient (failover over ``namesrv_addrs``) and a
-        BrokerClient; :meth:`shutdown` closes the pool. Raises MQClientError when ``namesrv_addrs`` is empty.
-        Call on the loop that will use the producer."""
+        BrokerClient, which sends over one Broker.SendStream per broker (the gateway's path; the broker has no
+        unary send RPC); :meth:`shutdown` ends those streams, then closes the pool. Raises MQClientError when
+        ``namesrv_addrs`` is empty. Call on the loop that will use the producer."""
         from mq_common.channels import ChannelPool
         from mq_common.namesrv_client import NameServerClient
 
         from mq_client.broker_client import BrokerClient
 
         pool = ChannelPool()
-        return cls(
-            config,
-            NameServerClient(namesrv_addrs, pool),
-            BrokerClient(pool),
-            hooks=hooks,
-            rng=rng,
-            on_shutdown=pool.close,
-        )
+        broker = BrokerClient(pool)
+
+        async def close() -> None:
+            await broker.close()
+            await pool.close()
+
+        return cls(config, NameServerClient(namesrv_addrs, pool), broker, hooks=hooks, rng=rng, on_shutdown=close)
 
     # ---- lifecycle -----------------------------------------------------------------------------------
 

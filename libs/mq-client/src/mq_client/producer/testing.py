@@ -17,10 +17,16 @@ from mq_common.codec import split_host_port
 from mq_common.constants import MixAll, PermName
 from mq_common.errors import MQError, TopicNotExistError
 from mq_common.message_id import create_offset_msg_id
-from mq_common.protocol import BrokerData, QueueData, TopicRouteData
+from mq_common.protocol import (
+    BrokerData,
+    QueueData,
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    TopicRouteData,
+)
 from mq_common.response_code import ResponseCode
-
-from mq_client.broker_values import BrokerBatchRequest, BrokerBatchResponse, BrokerSendRequest, BrokerSendResponse
 
 
 class FakeClock:
@@ -91,7 +97,7 @@ class Step:
     answers (the caller's deadline fires)."""
 
     code: int = ResponseCode.SUCCESS
-    code_for: Callable[[BrokerSendRequest], int] | None = None
+    code_for: Callable[[SendMessageRequestHeader], int] | None = None
     error: MQError | None = None
     latency_ms: int = 0
     hang: bool = False
@@ -102,7 +108,7 @@ class Call:
     """One call the transport received."""
 
     addr: str
-    requests: tuple[BrokerSendRequest, ...]
+    requests: tuple[SendMessageRequestHeader, ...]
     timeout_ms: int
     batch: bool
     message_batch: bool = False  # a SendMessageBatch: ``requests`` are its decoded messages
@@ -117,7 +123,7 @@ class ScriptedBrokerTransport:
     scripts: dict[str, list[Step]] = field(default_factory=dict)
     default_steps: dict[str, Step] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
-    stored: list[tuple[str, BrokerSendRequest]] = field(default_factory=list)
+    stored: list[tuple[str, SendMessageRequestHeader]] = field(default_factory=list)
     _offsets: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
     def script(self, addr: str, *steps: Step) -> None:
@@ -128,26 +134,30 @@ class ScriptedBrokerTransport:
         """``step`` for every call to ``addr`` once its one-shot steps are used up."""
         self.default_steps[addr] = step
 
-    async def send_message(self, addr: str, request: BrokerSendRequest, timeout_ms: int) -> BrokerSendResponse:
+    async def send_message(
+        self, addr: str, request: SendMessageRequestHeader, timeout_ms: int
+    ) -> SendMessageResponseHeader:
         return (await self._call(addr, [request], timeout_ms, batch=False))[0]
 
     async def send_batch(
-        self, addr: str, requests: Sequence[BrokerSendRequest], timeout_ms: int
-    ) -> list[BrokerSendResponse]:
+        self, addr: str, requests: Sequence[SendMessageRequestHeader], timeout_ms: int
+    ) -> list[SendMessageResponseHeader]:
         return await self._call(addr, requests, timeout_ms, batch=True)
 
-    async def send_message_batch(self, addr: str, request: BrokerBatchRequest, timeout_ms: int) -> BrokerBatchResponse:
+    async def send_message_batch(
+        self, addr: str, request: SendMessageBatchRequestHeader, timeout_ms: int
+    ) -> SendMessageBatchResponseHeader:
         """A MessageBatch: its messages are decoded and stored together (one Step for the whole batch)."""
         requests = [
-            BrokerSendRequest(
-                request.producer_group,
-                request.topic,
-                request.queue_id,
-                request.sys_flag,
-                request.born_timestamp_ms,
-                item.flag,
-                item.properties + request.properties,
-                item.body,
+            SendMessageRequestHeader(
+                producer_group=request.producer_group,
+                topic=request.topic,
+                queue_id=request.queue_id,
+                sys_flag=request.sys_flag,
+                born_timestamp_ms=request.born_timestamp_ms,
+                flag=item.flag,
+                properties=item.properties + request.properties,
+                body=item.body,
             )
             for item in decode_batch(request.body)
         ]
@@ -155,19 +165,21 @@ class ScriptedBrokerTransport:
         first = answers[0]
         if any(a.code != first.code for a in answers) or first.code not in (ResponseCode.SUCCESS, 10, 11, 12):
             bad = next(a for a in answers if a.code not in (ResponseCode.SUCCESS, 10, 11, 12))
-            return BrokerBatchResponse(bad.code, bad.remark, "", 0, 0, 0)
+            return SendMessageBatchResponseHeader(bad.code, bad.remark, "", 0, 0, 0)
         msg_ids = ",".join(a.msg_id for a in answers)
-        return BrokerBatchResponse(first.code, "", msg_ids, request.queue_id, first.queue_offset, len(answers))
+        return SendMessageBatchResponseHeader(
+            first.code, "", msg_ids, request.queue_id, first.queue_offset, len(answers)
+        )
 
     async def _call(
         self,
         addr: str,
-        requests: Sequence[BrokerSendRequest],
+        requests: Sequence[SendMessageRequestHeader],
         timeout_ms: int,
         *,
         batch: bool,
         message_batch: bool = False,
-    ) -> list[BrokerSendResponse]:
+    ) -> list[SendMessageResponseHeader]:
         self.calls.append(Call(addr, tuple(requests), timeout_ms, batch, message_batch))
         queue = self.scripts.get(addr)
         step = queue.pop(0) if queue else self.default_steps.get(addr, Step())
@@ -180,13 +192,13 @@ class ScriptedBrokerTransport:
             raise step.error
         return [self._answer(addr, r, step.code_for(r) if step.code_for else step.code) for r in requests]
 
-    def _answer(self, addr: str, request: BrokerSendRequest, code: int) -> BrokerSendResponse:
+    def _answer(self, addr: str, request: SendMessageRequestHeader, code: int) -> SendMessageResponseHeader:
         if code not in (ResponseCode.SUCCESS, 10, 11, 12):
-            return BrokerSendResponse(code, f"scripted code {code}", "", 0, 0)
+            return SendMessageResponseHeader(code, f"scripted code {code}", "", 0, 0)
         key = (addr, request.topic, request.queue_id)
         offset = self._offsets.get(key, 0)
         self._offsets[key] = offset + 1
         self.stored.append((addr, request))
         host, port = split_host_port(addr) if addr[:1].isdigit() else ("127.0.0.1", 10911)
         msg_id = create_offset_msg_id(host, port, len(self.stored) * 100)
-        return BrokerSendResponse(code, "", msg_id, request.queue_id, offset)
+        return SendMessageResponseHeader(code, "", msg_id, request.queue_id, offset)

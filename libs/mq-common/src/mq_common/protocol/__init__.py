@@ -1,28 +1,53 @@
-"""One model of each protocol concept, shared by the name server, the broker and the clients (no protobuf).
+"""One model of each protocol concept, shared by the name server, the broker and the clients (no protobuf):
+topic configs, routes, cluster info, registration, admin offsets, the send headers (send.py) and the pull
+headers (pull.py).
 
 Mirrors RocketMQ's ``remoting/protocol`` package and the values of ``common`` it carries. The proto
 converters of these types live in :mod:`mq_common.protocol.convert` (the edge: the only module here that
 imports generated protobuf types).
 """
 
-from mq_common.protocol.admin import PullStatus, TopicQueueOffset
+from mq_common.protocol.admin import TopicQueueOffset
 from mq_common.protocol.cluster import BrokerLiveInfo, ClusterInfo
+from mq_common.protocol.pull import (
+    PULL_STATUS_BY_CODE,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    PullResult,
+    PullStatus,
+    pull_result_of,
+)
 from mq_common.protocol.registration import BrokerRegistration, DataVersion, RegisterBrokerResult
 from mq_common.protocol.route import BrokerData, MessageQueue, QueueData, TopicRouteData
+from mq_common.protocol.send import (
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 from mq_common.protocol.topic import DEFAULT_TOPIC_PERM, TopicConfig
 
 __all__ = [
     "DEFAULT_TOPIC_PERM",
+    "PULL_STATUS_BY_CODE",
     "BrokerData",
     "BrokerLiveInfo",
     "BrokerRegistration",
     "ClusterInfo",
     "DataVersion",
     "MessageQueue",
+    "PullMessageRequestHeader",
+    "PullMessageResponseHeader",
+    "PullResult",
     "PullStatus",
     "QueueData",
     "RegisterBrokerResult",
+    "SendMessageBatchRequestHeader",
+    "SendMessageBatchResponseHeader",
+    "SendMessageRequestHeader",
+    "SendMessageResponseHeader",
     "TopicConfig",
     "TopicQueueOffset",
     "TopicRouteData",
+    "pull_result_of",
 ]

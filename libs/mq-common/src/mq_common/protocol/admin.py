@@ -1,13 +1,11 @@
-"""Admin and pull values shared by the broker and its clients (no protobuf here).
+"""Admin values shared by the broker and its clients (no protobuf here).
 
-Mirrors org.apache.rocketmq.remoting.protocol.admin.TopicOffset and
-org.apache.rocketmq.client.consumer.PullStatus.
+Mirrors org.apache.rocketmq.remoting.protocol.admin.TopicOffset. (PullStatus: mq_common.protocol.pull.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,12 +19,3 @@ class TopicQueueOffset:
     min_offset: int
     max_offset: int
     last_update_timestamp_ms: int
-
-
-class PullStatus(Enum):
-    """Outcome of a pull. Mirrors org.apache.rocketmq.client.consumer.PullStatus."""
-
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"

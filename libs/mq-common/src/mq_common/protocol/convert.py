@@ -1,8 +1,11 @@
 """Proto <-> domain converters of :mod:`mq_common.protocol`: the edge, the one place they are written.
 
 Every ``*_to_proto`` / ``*_from_proto`` pair round-trips (tests/common/test_protocol.py), except
-BrokerLiveInfo's ``ha_server_addr``, which the wire does not carry. Messages are mq.common.v1 / mq.namesrv.v1 /
-mq.broker.v1. ``perm`` is copied as is: 0 stays 0 (see mq_common.protocol.topic). Pure functions; any thread.
+BrokerLiveInfo's ``ha_server_addr`` and SendMessageBatchRequestHeader's ``message_count`` / ``queue_free``, which
+the wire does not carry. The send and pull converters run on the send path of both ends (the broker's
+SendStream frames, the clients' BrokerClient): plain field copies, nothing else. Messages are mq.common.v1 /
+mq.namesrv.v1 / mq.broker.v1. ``perm`` is copied as is: 0 stays 0 (see mq_common.protocol.topic). Pure
+functions; any thread.
 """
 
 from __future__ import annotations
@@ -13,10 +16,17 @@ from mq.broker.v1 import broker_pb2
 from mq.common.v1 import common_pb2
 from mq.namesrv.v1 import namesrv_pb2
 
-from mq_common.protocol.admin import PullStatus, TopicQueueOffset
+from mq_common.protocol.admin import TopicQueueOffset
 from mq_common.protocol.cluster import BrokerLiveInfo, ClusterInfo
+from mq_common.protocol.pull import PullMessageRequestHeader, PullMessageResponseHeader, PullStatus
 from mq_common.protocol.registration import BrokerRegistration, DataVersion
 from mq_common.protocol.route import BrokerData, QueueData, TopicRouteData
+from mq_common.protocol.send import (
+    SendMessageBatchRequestHeader,
+    SendMessageBatchResponseHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 from mq_common.protocol.topic import TopicConfig
 
 _PULL_STATUS_TO_PROTO: Final = {
@@ -213,3 +223,172 @@ def pull_status_to_proto(status: PullStatus | None) -> broker_pb2.PullStatus.Val
 def pull_status_from_proto(value: broker_pb2.PullStatus.ValueType) -> PullStatus | None:
     """The proto enum -> PullStatus; PULL_STATUS_UNSPECIFIED (or an unknown number) -> None."""
     return _PULL_STATUS_FROM_PROTO.get(value)
+
+
+# --- send (SEND_MESSAGE, SEND_BATCH_MESSAGE) ------------------------------------------------------------------------
+
+
+def send_request_to_proto(header: SendMessageRequestHeader) -> broker_pb2.SendMessageRequest:
+    return broker_pb2.SendMessageRequest(
+        producer_group=header.producer_group,
+        topic=header.topic,
+        default_topic=header.default_topic,
+        default_topic_queue_nums=header.default_topic_queue_nums,
+        queue_id=header.queue_id,
+        sys_flag=header.sys_flag,
+        born_timestamp_ms=header.born_timestamp_ms,
+        flag=header.flag,
+        properties=header.properties,
+        reconsume_times=header.reconsume_times,
+        body=header.body,
+        born_host=header.born_host,
+    )
+
+
+def send_request_from_proto(msg: broker_pb2.SendMessageRequest) -> SendMessageRequestHeader:
+    return SendMessageRequestHeader(
+        topic=msg.topic,
+        body=msg.body,
+        producer_group=msg.producer_group,
+        queue_id=msg.queue_id,
+        sys_flag=msg.sys_flag,
+        born_timestamp_ms=msg.born_timestamp_ms,
+        flag=msg.flag,
+        properties=msg.properties,
+        default_topic=msg.default_topic,
+        default_topic_queue_nums=msg.default_topic_queue_nums,
+        reconsume_times=msg.reconsume_times,
+        born_host=msg.born_host,
+    )
+
+
+def send_response_to_proto(header: SendMessageResponseHeader) -> broker_pb2.SendMessageResponse:
+    return broker_pb2.SendMessageResponse(
+        code=header.code,
+        remark=header.remark,
+        msg_id=header.msg_id,
+        queue_id=header.queue_id,
+        queue_offset=header.queue_offset,
+        transaction_id=header.transaction_id,
+    )
+
+
+def send_response_from_proto(msg: broker_pb2.SendMessageResponse) -> SendMessageResponseHeader:
+    return SendMessageResponseHeader(
+        code=msg.code,
+        remark=msg.remark,
+        msg_id=msg.msg_id,
+        queue_id=msg.queue_id,
+        queue_offset=msg.queue_offset,
+        transaction_id=msg.transaction_id,
+    )
+
+
+def batch_request_to_proto(
+    header: SendMessageBatchRequestHeader, target: broker_pb2.SendMessageBatchRequest | None = None
+) -> broker_pb2.SendMessageBatchRequest:
+    """Fill ``target`` (e.g. a SendStreamRequest's ``message_batch``: the body is then copied once, straight into
+    the frame) or a new message, and return it. ``message_count`` and ``queue_free`` are not sent."""
+    out = broker_pb2.SendMessageBatchRequest() if target is None else target
+    out.producer_group = header.producer_group
+    out.topic = header.topic
+    out.default_topic = header.default_topic
+    out.default_topic_queue_nums = header.default_topic_queue_nums
+    out.queue_id = header.queue_id
+    out.sys_flag = header.sys_flag
+    out.born_timestamp_ms = header.born_timestamp_ms
+    out.properties = header.properties
+    out.born_host = header.born_host
+    out.body = header.body
+    return out
+
+
+def batch_request_from_proto(msg: broker_pb2.SendMessageBatchRequest) -> SendMessageBatchRequestHeader:
+    """SendMessageBatchRequest -> header; ``message_count`` 0 (not said) and ``queue_free`` False."""
+    return SendMessageBatchRequestHeader(
+        topic=msg.topic,
+        body=msg.body,
+        producer_group=msg.producer_group,
+        queue_id=msg.queue_id,
+        sys_flag=msg.sys_flag,
+        born_timestamp_ms=msg.born_timestamp_ms,
+        properties=msg.properties,
+        default_topic=msg.default_topic,
+        default_topic_queue_nums=msg.default_topic_queue_nums,
+        born_host=msg.born_host,
+    )
+
+
+def batch_response_to_proto(header: SendMessageBatchResponseHeader) -> broker_pb2.SendMessageBatchResponse:
+    return broker_pb2.SendMessageBatchResponse(
+        code=header.code,
+        remark=header.remark,
+        msg_id=header.msg_id,
+        queue_id=header.queue_id,
+        queue_offset=header.queue_offset,
+        message_count=header.message_count,
+    )
+
+
+def batch_response_from_proto(msg: broker_pb2.SendMessageBatchResponse) -> SendMessageBatchResponseHeader:
+    return SendMessageBatchResponseHeader(
+        code=msg.code,
+        remark=msg.remark,
+        msg_id=msg.msg_id,
+        queue_id=msg.queue_id,
+        queue_offset=msg.queue_offset,
+        message_count=msg.message_count,
+    )
+
+
+# --- pull (PULL_MESSAGE) --------------------------------------------------------------------------------------------
+
+
+def pull_request_to_proto(header: PullMessageRequestHeader) -> broker_pb2.PullMessageRequest:
+    return broker_pb2.PullMessageRequest(
+        consumer_group=header.consumer_group,
+        topic=header.topic,
+        queue_id=header.queue_id,
+        queue_offset=header.queue_offset,
+        max_msg_nums=header.max_msg_nums,
+        subscription=header.subscription,
+    )
+
+
+def pull_request_from_proto(msg: broker_pb2.PullMessageRequest) -> PullMessageRequestHeader:
+    return PullMessageRequestHeader(
+        topic=msg.topic,
+        queue_id=msg.queue_id,
+        queue_offset=msg.queue_offset,
+        max_msg_nums=msg.max_msg_nums,
+        consumer_group=msg.consumer_group,
+        subscription=msg.subscription,
+    )
+
+
+def pull_response_to_proto(header: PullMessageResponseHeader) -> broker_pb2.PullMessageResponse:
+    return broker_pb2.PullMessageResponse(
+        code=header.code,
+        remark=header.remark,
+        status=pull_status_to_proto(header.status),
+        next_begin_offset=header.next_begin_offset,
+        min_offset=header.min_offset,
+        max_offset=header.max_offset,
+        message_bytes=header.message_bytes,
+        message_count=header.message_count,
+    )
+
+
+def pull_response_from_proto(msg: broker_pb2.PullMessageResponse) -> PullMessageResponseHeader:
+    """PullMessageResponse -> header (PULL_STATUS_UNSPECIFIED -> ``status`` None); see
+    :func:`mq_common.protocol.pull.pull_result_of` for the consumer's PullResult."""
+    return PullMessageResponseHeader(
+        code=msg.code,
+        remark=msg.remark,
+        status=pull_status_from_proto(msg.status),
+        next_begin_offset=msg.next_begin_offset,
+        min_offset=msg.min_offset,
+        max_offset=msg.max_offset,
+        message_bytes=msg.message_bytes,
+        message_count=msg.message_count,
+    )

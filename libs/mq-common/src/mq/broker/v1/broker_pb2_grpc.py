@@ -34,21 +34,6 @@ class BrokerStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.SendMessage = channel.unary_unary(
-                '/mq.broker.v1.Broker/SendMessage',
-                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageRequest.SerializeToString,
-                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageResponse.FromString,
-                _registered_method=True)
-        self.SendBatch = channel.unary_unary(
-                '/mq.broker.v1.Broker/SendBatch',
-                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchRequest.SerializeToString,
-                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchResponse.FromString,
-                _registered_method=True)
-        self.SendMessageBatch = channel.unary_unary(
-                '/mq.broker.v1.Broker/SendMessageBatch',
-                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchRequest.SerializeToString,
-                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchResponse.FromString,
-                _registered_method=True)
         self.SendStream = channel.stream_stream(
                 '/mq.broker.v1.Broker/SendStream',
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendStreamRequest.SerializeToString,
@@ -94,34 +79,14 @@ class BrokerStub:
 class BrokerServicer:
     """Missing associated documentation comment in .proto file."""
 
-    def SendMessage(self, request, context):
-        """SEND_MESSAGE (10): one message.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def SendBatch(self, request, context):
-        """Many independent sends (any topics/queues) in one call; one response per request, in order.
-        All of them are appended together and wait for one group commit.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def SendMessageBatch(self, request, context):
-        """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
-        All of them are appended together, in order, with consecutive queue offsets, or none is.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def SendStream(self, request_iterator, context):
-        """The sends of SendBatch and SendMessageBatch over one long-lived stream (the gateway's transport: a frame
-        costs the broker about half of a unary call). Frames are stored in arrival order; each answer carries its
-        frame's id and comes when that frame's group commit completes, so answers may come out of order.
-        The broker ends the stream (OK) when it shuts down; frames it has not answered then were not stored.
+        """Every send: SEND_MESSAGE (10) / many independent sends (SendBatchRequest, any topics and queues: appended
+        together, one group commit) and SEND_BATCH_MESSAGE (320: SendMessageBatchRequest, one MessageBatch for one
+        queue, stored whole with consecutive queue offsets or not at all), as frames of one long-lived stream per
+        sender (a frame costs the broker about half of a unary call; there is no unary send). Frames are stored in
+        arrival order; each answer carries its frame's id and comes when that frame's group commit completes, so
+        answers may come out of order. The broker ends the stream (OK) when it shuts down; frames it has not
+        answered then were not stored.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -179,21 +144,6 @@ class BrokerServicer:
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'SendMessage': grpc.unary_unary_rpc_method_handler(
-                    servicer.SendMessage,
-                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageRequest.FromString,
-                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageResponse.SerializeToString,
-            ),
-            'SendBatch': grpc.unary_unary_rpc_method_handler(
-                    servicer.SendBatch,
-                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchRequest.FromString,
-                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchResponse.SerializeToString,
-            ),
-            'SendMessageBatch': grpc.unary_unary_rpc_method_handler(
-                    servicer.SendMessageBatch,
-                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchRequest.FromString,
-                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchResponse.SerializeToString,
-            ),
             'SendStream': grpc.stream_stream_rpc_method_handler(
                     servicer.SendStream,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SendStreamRequest.FromString,
@@ -244,87 +194,6 @@ def add_BrokerServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Broker:
     """Missing associated documentation comment in .proto file."""
-
-    @staticmethod
-    def SendMessage(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/mq.broker.v1.Broker/SendMessage',
-            mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageRequest.SerializeToString,
-            mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def SendBatch(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/mq.broker.v1.Broker/SendBatch',
-            mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchRequest.SerializeToString,
-            mq_dot_broker_dot_v1_dot_broker__pb2.SendBatchResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def SendMessageBatch(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/mq.broker.v1.Broker/SendMessageBatch',
-            mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchRequest.SerializeToString,
-            mq_dot_broker_dot_v1_dot_broker__pb2.SendMessageBatchResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def SendStream(request_iterator,

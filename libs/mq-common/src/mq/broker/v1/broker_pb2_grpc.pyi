@@ -33,21 +33,14 @@ class BrokerStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> BrokerAsyncStub: ...
-    SendMessage: _grpc.UnaryUnaryMultiCallable[_broker_pb2.SendMessageRequest, _broker_pb2.SendMessageResponse]
-    """SEND_MESSAGE (10): one message."""
-    SendBatch: _grpc.UnaryUnaryMultiCallable[_broker_pb2.SendBatchRequest, _broker_pb2.SendBatchResponse]
-    """Many independent sends (any topics/queues) in one call; one response per request, in order.
-    All of them are appended together and wait for one group commit.
-    """
-    SendMessageBatch: _grpc.UnaryUnaryMultiCallable[_broker_pb2.SendMessageBatchRequest, _broker_pb2.SendMessageBatchResponse]
-    """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
-    All of them are appended together, in order, with consecutive queue offsets, or none is.
-    """
     SendStream: _grpc.StreamStreamMultiCallable[_broker_pb2.SendStreamRequest, _broker_pb2.SendStreamResponse]
-    """The sends of SendBatch and SendMessageBatch over one long-lived stream (the gateway's transport: a frame
-    costs the broker about half of a unary call). Frames are stored in arrival order; each answer carries its
-    frame's id and comes when that frame's group commit completes, so answers may come out of order.
-    The broker ends the stream (OK) when it shuts down; frames it has not answered then were not stored.
+    """Every send: SEND_MESSAGE (10) / many independent sends (SendBatchRequest, any topics and queues: appended
+    together, one group commit) and SEND_BATCH_MESSAGE (320: SendMessageBatchRequest, one MessageBatch for one
+    queue, stored whole with consecutive queue offsets or not at all), as frames of one long-lived stream per
+    sender (a frame costs the broker about half of a unary call; there is no unary send). Frames are stored in
+    arrival order; each answer carries its frame's id and comes when that frame's group commit completes, so
+    answers may come out of order. The broker ends the stream (OK) when it shuts down; frames it has not
+    answered then were not stored.
     """
     PullMessage: _grpc.UnaryUnaryMultiCallable[_broker_pb2.PullMessageRequest, _broker_pb2.PullMessageResponse]
     """PULL_MESSAGE (11): messages of one queue from a queue offset."""
@@ -67,21 +60,14 @@ class BrokerStub:
 @_typing.type_check_only
 class BrokerAsyncStub(BrokerStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
-    SendMessage: _aio.UnaryUnaryMultiCallable[_broker_pb2.SendMessageRequest, _broker_pb2.SendMessageResponse]  # type: ignore[assignment]
-    """SEND_MESSAGE (10): one message."""
-    SendBatch: _aio.UnaryUnaryMultiCallable[_broker_pb2.SendBatchRequest, _broker_pb2.SendBatchResponse]  # type: ignore[assignment]
-    """Many independent sends (any topics/queues) in one call; one response per request, in order.
-    All of them are appended together and wait for one group commit.
-    """
-    SendMessageBatch: _aio.UnaryUnaryMultiCallable[_broker_pb2.SendMessageBatchRequest, _broker_pb2.SendMessageBatchResponse]  # type: ignore[assignment]
-    """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
-    All of them are appended together, in order, with consecutive queue offsets, or none is.
-    """
     SendStream: _aio.StreamStreamMultiCallable[_broker_pb2.SendStreamRequest, _broker_pb2.SendStreamResponse]  # type: ignore[assignment]
-    """The sends of SendBatch and SendMessageBatch over one long-lived stream (the gateway's transport: a frame
-    costs the broker about half of a unary call). Frames are stored in arrival order; each answer carries its
-    frame's id and comes when that frame's group commit completes, so answers may come out of order.
-    The broker ends the stream (OK) when it shuts down; frames it has not answered then were not stored.
+    """Every send: SEND_MESSAGE (10) / many independent sends (SendBatchRequest, any topics and queues: appended
+    together, one group commit) and SEND_BATCH_MESSAGE (320: SendMessageBatchRequest, one MessageBatch for one
+    queue, stored whole with consecutive queue offsets or not at all), as frames of one long-lived stream per
+    sender (a frame costs the broker about half of a unary call; there is no unary send). Frames are stored in
+    arrival order; each answer carries its frame's id and comes when that frame's group commit completes, so
+    answers may come out of order. The broker ends the stream (OK) when it shuts down; frames it has not
+    answered then were not stored.
     """
     PullMessage: _aio.UnaryUnaryMultiCallable[_broker_pb2.PullMessageRequest, _broker_pb2.PullMessageResponse]  # type: ignore[assignment]
     """PULL_MESSAGE (11): messages of one queue from a queue offset."""
@@ -100,43 +86,18 @@ class BrokerAsyncStub(BrokerStub):
 
 class BrokerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
-    def SendMessage(
-        self,
-        request: _broker_pb2.SendMessageRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_broker_pb2.SendMessageResponse, _abc.Awaitable[_broker_pb2.SendMessageResponse]]:
-        """SEND_MESSAGE (10): one message."""
-
-    @_abc_1.abstractmethod
-    def SendBatch(
-        self,
-        request: _broker_pb2.SendBatchRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_broker_pb2.SendBatchResponse, _abc.Awaitable[_broker_pb2.SendBatchResponse]]:
-        """Many independent sends (any topics/queues) in one call; one response per request, in order.
-        All of them are appended together and wait for one group commit.
-        """
-
-    @_abc_1.abstractmethod
-    def SendMessageBatch(
-        self,
-        request: _broker_pb2.SendMessageBatchRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_broker_pb2.SendMessageBatchResponse, _abc.Awaitable[_broker_pb2.SendMessageBatchResponse]]:
-        """SEND_BATCH_MESSAGE (320): one MessageBatch for one queue; the body holds every message, encoded.
-        All of them are appended together, in order, with consecutive queue offsets, or none is.
-        """
-
-    @_abc_1.abstractmethod
     def SendStream(
         self,
         request_iterator: _MaybeAsyncIterator[_broker_pb2.SendStreamRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_broker_pb2.SendStreamResponse], _abc.AsyncIterator[_broker_pb2.SendStreamResponse]]:
-        """The sends of SendBatch and SendMessageBatch over one long-lived stream (the gateway's transport: a frame
-        costs the broker about half of a unary call). Frames are stored in arrival order; each answer carries its
-        frame's id and comes when that frame's group commit completes, so answers may come out of order.
-        The broker ends the stream (OK) when it shuts down; frames it has not answered then were not stored.
+        """Every send: SEND_MESSAGE (10) / many independent sends (SendBatchRequest, any topics and queues: appended
+        together, one group commit) and SEND_BATCH_MESSAGE (320: SendMessageBatchRequest, one MessageBatch for one
+        queue, stored whole with consecutive queue offsets or not at all), as frames of one long-lived stream per
+        sender (a frame costs the broker about half of a unary call; there is no unary send). Frames are stored in
+        arrival order; each answer carries its frame's id and comes when that frame's group commit completes, so
+        answers may come out of order. The broker ends the stream (OK) when it shuts down; frames it has not
+        answered then were not stored.
         """
 
     @_abc_1.abstractmethod
