@@ -1,5 +1,5 @@
 """The gateway's send-path matrix: the integration tests here run once per combination of the send-path switches
-a user can set (docs/send-paths.md). One remains: ``MQ_NO_EXTENSIONS`` (C paths ``mq_gateway._wire`` and
+a user can set (docs/performance.md, "Send paths"). One remains: ``MQ_NO_EXTENSIONS`` (C paths ``mq_gateway._wire`` and
 ``mq_broker.store._native`` on, or off for the Python paths); the gateway's own switches were removed once each
 "off" measured slower. Under ``MQ_NO_EXTENSIONS=1`` (``make test-pure``) only the Python column runs: that target
 promises no C path anywhere.
