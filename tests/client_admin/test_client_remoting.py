@@ -1,14 +1,15 @@
 """mq_common.namesrv_client and mq_client.broker_client against real in-process name servers: failover,
 route/cluster translation, errors.
 
-Plus the pure proto -> PullResult translation BrokerClient.pull_message makes (mq_common.protocol.convert's
-pull_response_from_proto, then mq_common.protocol.pull_result_of; no broker needed for that).
+Plus the pure proto -> PullResult / QueryResult / MessageExt translations BrokerClient's pull and query calls make
+(mq_common.protocol.convert's *_response_from_proto, then mq_common.protocol's pull_result_of, query_result_of,
+viewed_message_of; no broker needed for that).
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from mq.broker.v1 import broker_pb2
@@ -30,11 +31,21 @@ from mq_common.protocol import (
     MessageQueue,
     PullResult,
     PullStatus,
+    QueryMessageByUniqueKeyResponseHeader,
+    QueryMessageResponseHeader,
     QueueData,
     TopicConfig,
+    ViewMessageResponseHeader,
     pull_result_of,
+    query_result_of,
+    viewed_message_of,
 )
-from mq_common.protocol.convert import pull_response_from_proto
+from mq_common.protocol.convert import (
+    pull_response_from_proto,
+    query_response_from_proto,
+    uniq_key_response_from_proto,
+    view_response_from_proto,
+)
 from mq_common.response_code import ResponseCode
 from mq_namesrv.controller import NamesrvController
 from mq_namesrv.settings import NamesrvSettings
@@ -232,4 +243,51 @@ def test_pull_error_codes_raise_and_garbage_bytes_are_refused() -> None:
     garbage = broker_pb2.PullMessageResponse(code=0, status=broker_pb2.PULL_STATUS_FOUND, message_bytes=b"\x00" * 64)
     with pytest.raises(MQClientError) as bad:
         pull_result_from_proto(garbage)
+    assert bad.value.code == ResponseCode.SYSTEM_ERROR
+
+
+def test_query_result_decodes_messages_and_keeps_the_index_end() -> None:
+    resp = broker_pb2.QueryMessageResponse(
+        code=0,
+        message_bytes=stored(8, b"newer", "TagA") + stored(3, b"older", "TagB", compressed=True),
+        message_count=2,
+        index_last_update_timestamp_ms=1234,
+        index_last_update_phy_offset=1008,
+    )
+    result = query_result_of(query_response_from_proto(resp))
+    assert [m.body for m in result.messages] == [b"newer", b"older"]
+    assert (result.index_last_update_timestamp_ms, result.index_last_update_phy_offset) == (1234, 1008)
+    by_uniq = broker_pb2.QueryMessageByUniqueKeyResponse(code=0, message_bytes=stored(8, b"m", "T"), message_count=1)
+    uniq_result = query_result_of(uniq_key_response_from_proto(by_uniq))
+    assert [m.uniq_key for m in uniq_result.messages] == ["ID8"]
+    assert (uniq_result.index_last_update_timestamp_ms, uniq_result.index_last_update_phy_offset) == (0, 0)
+
+
+def test_viewed_message_is_the_one_record() -> None:
+    viewed = viewed_message_of(
+        view_response_from_proto(broker_pb2.ViewMessageByIdResponse(message_bytes=stored(4, b"v", "T")))
+    )
+    assert (viewed.body, viewed.queue_offset) == (b"v", 4)
+    for blob in (b"", stored(4, b"v", "T") * 2):
+        with pytest.raises(MQClientError) as count:
+            viewed_message_of(ViewMessageResponseHeader(0, message_bytes=blob))
+        assert count.value.code == ResponseCode.SYSTEM_ERROR
+
+
+def test_query_error_codes_raise_with_the_broker_name() -> None:
+    code, remark = ResponseCode.QUERY_NOT_FOUND, "none"
+    answers: list[Callable[[], object]] = [
+        lambda: query_result_of(QueryMessageResponseHeader(code, remark), "b1"),
+        lambda: query_result_of(QueryMessageByUniqueKeyResponseHeader(code, remark), "b1"),
+        lambda: viewed_message_of(ViewMessageResponseHeader(code, remark), "b1"),
+    ]
+    for answer in answers:
+        with pytest.raises(MQBrokerError) as info:
+            answer()
+        assert (info.value.code, info.value.remark, info.value.broker_name) == (code, remark, "b1")
+
+
+def test_undecodable_query_bytes_are_a_system_error() -> None:
+    with pytest.raises(MQClientError) as bad:
+        query_result_of(QueryMessageResponseHeader(0, message_bytes=b"\x00" * 64))
     assert bad.value.code == ResponseCode.SYSTEM_ERROR

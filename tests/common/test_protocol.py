@@ -21,6 +21,10 @@ from mq_common.protocol import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullStatus,
+    QueryMessageByUniqueKeyRequestHeader,
+    QueryMessageByUniqueKeyResponseHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
     QueueData,
     SendMessageBatchRequestHeader,
     SendMessageBatchResponseHeader,
@@ -29,6 +33,8 @@ from mq_common.protocol import (
     TopicConfig,
     TopicQueueOffset,
     TopicRouteData,
+    ViewMessageRequestHeader,
+    ViewMessageResponseHeader,
     convert,
 )
 
@@ -204,6 +210,42 @@ def test_batch_request_fills_a_frame_in_place_and_keeps_sender_only_fields_off_t
 def test_pull_headers_round_trip(request: PullMessageRequestHeader, response: PullMessageResponseHeader) -> None:
     assert convert.pull_request_from_proto(convert.pull_request_to_proto(request)) == request
     assert convert.pull_response_from_proto(convert.pull_response_to_proto(response)) == response
+
+
+@given(
+    st.builds(
+        QueryMessageRequestHeader,
+        topic=names,
+        key=texts,
+        max_num=signed32,
+        begin_timestamp_ms=signed64,
+        end_timestamp_ms=signed64,
+    ),
+    st.builds(QueryMessageResponseHeader, signed32, texts, blobs, i32, signed64, signed64),
+)
+def test_query_headers_round_trip(request: QueryMessageRequestHeader, response: QueryMessageResponseHeader) -> None:
+    assert convert.query_request_from_proto(convert.query_request_to_proto(request)) == request
+    assert convert.query_response_from_proto(convert.query_response_to_proto(response)) == response
+
+
+@given(
+    st.builds(QueryMessageByUniqueKeyRequestHeader, topic=names, uniq_key=texts),
+    st.builds(QueryMessageByUniqueKeyResponseHeader, signed32, texts, blobs, i32),
+)
+def test_uniq_key_query_headers_round_trip(
+    request: QueryMessageByUniqueKeyRequestHeader, response: QueryMessageByUniqueKeyResponseHeader
+) -> None:
+    assert convert.uniq_key_request_from_proto(convert.uniq_key_request_to_proto(request)) == request
+    assert convert.uniq_key_response_from_proto(convert.uniq_key_response_to_proto(response)) == response
+
+
+@given(
+    st.builds(ViewMessageRequestHeader, offset_msg_id=texts),
+    st.builds(ViewMessageResponseHeader, signed32, texts, blobs),
+)
+def test_view_headers_round_trip(request: ViewMessageRequestHeader, response: ViewMessageResponseHeader) -> None:
+    assert convert.view_request_from_proto(convert.view_request_to_proto(request)) == request
+    assert convert.view_response_from_proto(convert.view_response_to_proto(response)) == response
 
 
 def test_cluster_info_last_update_of_an_unknown_broker_is_zero() -> None:

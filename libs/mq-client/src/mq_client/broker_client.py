@@ -1,8 +1,8 @@
 """The broker client adapter: calls to brokers by address, proto <-> value translation.
 
-Its request/result values are mq_common.protocol's send and pull headers (with their converters in
-mq_common.protocol.convert, shared with the broker) and mq_client.broker_values' QueryResult; channels, the name
-server client and the gRPC error mapping in mq_common (channels, namesrv_client, grpc_errors); the gateway client in
+Its request/result values are mq_common.protocol's send, pull and query headers, PullResult and QueryResult (with
+their converters in mq_common.protocol.convert, shared with the broker); channels, the name server client and the
+gRPC error mapping in mq_common (channels, namesrv_client, grpc_errors); the gateway client in
 mq_client.gateway_client. With mq_client.send_stream and mq_client.gateway_client, the only mq_client modules
 that touch generated protobuf types. Everything here runs on the caller's asyncio loop (channels belong to the
 loop that created them).
@@ -22,44 +22,48 @@ import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
 from mq_common.channels import seconds as _seconds
-from mq_common.codec import MessageDecodeError, MessageExt, iter_messages
-from mq_common.errors import MQClientError, RemotingError
+from mq_common.codec import MessageExt
+from mq_common.errors import RemotingError
 from mq_common.grpc_errors import invoke as _invoke
 from mq_common.namesrv_client import check_code as _check
 from mq_common.protocol import (
     PullMessageRequestHeader,
     PullResult,
+    QueryMessageByUniqueKeyRequestHeader,
+    QueryMessageRequestHeader,
+    QueryResult,
     SendMessageBatchRequestHeader,
     SendMessageBatchResponseHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     TopicConfig,
     TopicQueueOffset,
+    ViewMessageRequestHeader,
     pull_result_of,
+    query_result_of,
+    viewed_message_of,
 )
 from mq_common.protocol.convert import (
     batch_request_to_proto,
     batch_response_from_proto,
     pull_request_to_proto,
     pull_response_from_proto,
+    query_request_to_proto,
+    query_response_from_proto,
     send_request_to_proto,
     send_response_from_proto,
     topic_config_to_proto,
     topic_queue_offset_from_proto,
+    uniq_key_request_to_proto,
+    uniq_key_response_from_proto,
+    view_request_to_proto,
+    view_response_from_proto,
 )
 from mq_common.response_code import ResponseCode
 
-from mq_client.broker_values import QueryResult
 from mq_client.send_stream import BrokerSendStream
 
 __all__ = ["BrokerClient"]
-
-
-def _decode_query_messages(blob: bytes, addr: str) -> tuple[MessageExt, ...]:
-    try:
-        return tuple(iter_messages(blob))
-    except MessageDecodeError as exc:
-        raise MQClientError(f"{addr}: queried message bytes do not decode: {exc}", ResponseCode.SYSTEM_ERROR) from exc
 
 
 class BrokerClient:
@@ -195,20 +199,15 @@ class BrokerClient:
         Raises error_for_code(...): MQBrokerError QUERY_NOT_FOUND (22) when nothing matches,
         InvalidParameterError (29) for a bad topic/key/range; MQClientError (SYSTEM_ERROR) when the bytes do not
         decode; transport errors."""
-        request = broker_pb2.QueryMessageRequest(
+        header = QueryMessageRequestHeader(
             topic=topic,
             key=key,
             max_num=max_num,
             begin_timestamp_ms=begin_timestamp_ms,
             end_timestamp_ms=end_timestamp_ms,
         )
-        resp = await _invoke(self._stub(addr).QueryMessage(request, timeout=_seconds(timeout_ms)), addr)
-        _check(resp.code, resp.remark)
-        return QueryResult(
-            _decode_query_messages(resp.message_bytes, addr),
-            resp.index_last_update_timestamp_ms,
-            resp.index_last_update_phy_offset,
-        )
+        call = self._stub(addr).QueryMessage(query_request_to_proto(header), timeout=_seconds(timeout_ms))
+        return query_result_of(query_response_from_proto(await _invoke(call, addr)))
 
     async def query_message_by_unique_key(
         self, addr: str, topic: str, uniq_key: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
@@ -216,10 +215,9 @@ class BrokerClient:
         """QUERY_MESSAGE with UNIQUE_MSG_QUERY_FLAG: the messages of ``topic`` with that UNIQ_KEY, newest first.
 
         Raises like :meth:`query_message`."""
-        request = broker_pb2.QueryMessageByUniqueKeyRequest(topic=topic, uniq_key=uniq_key)
-        resp = await _invoke(self._stub(addr).QueryMessageByUniqueKey(request, timeout=_seconds(timeout_ms)), addr)
-        _check(resp.code, resp.remark)
-        return list(_decode_query_messages(resp.message_bytes, addr))
+        request = uniq_key_request_to_proto(QueryMessageByUniqueKeyRequestHeader(topic=topic, uniq_key=uniq_key))
+        call = self._stub(addr).QueryMessageByUniqueKey(request, timeout=_seconds(timeout_ms))
+        return list(query_result_of(uniq_key_response_from_proto(await _invoke(call, addr))).messages)
 
     async def view_message_by_id(
         self, addr: str, offset_msg_id: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
@@ -227,11 +225,8 @@ class BrokerClient:
         """VIEW_MESSAGE_BY_ID at the broker that stored it. Mirrors MQClientAPIImpl#viewMessage.
 
         Raises QUERY_NOT_FOUND (22) when no message starts at that offset, InvalidParameterError (29) for a
-        malformed id or one stored by another broker, SYSTEM_ERROR (1) for a damaged record."""
-        request = broker_pb2.ViewMessageByIdRequest(offset_msg_id=offset_msg_id)
-        resp = await _invoke(self._stub(addr).ViewMessageById(request, timeout=_seconds(timeout_ms)), addr)
-        _check(resp.code, resp.remark)
-        messages = _decode_query_messages(resp.message_bytes, addr)
-        if len(messages) != 1:
-            raise MQClientError(f"{addr}: ViewMessageById answered {len(messages)} messages", ResponseCode.SYSTEM_ERROR)
-        return messages[0]
+        malformed id or one stored by another broker, SYSTEM_ERROR (1) for a damaged record or an answer that is
+        not exactly one message (see :func:`mq_common.protocol.viewed_message_of`)."""
+        request = view_request_to_proto(ViewMessageRequestHeader(offset_msg_id=offset_msg_id))
+        call = self._stub(addr).ViewMessageById(request, timeout=_seconds(timeout_ms))
+        return viewed_message_of(view_response_from_proto(await _invoke(call, addr)))

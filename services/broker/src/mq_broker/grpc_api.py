@@ -1,8 +1,9 @@
 """gRPC face of the broker: translates mq.broker.v1 / mq.namesrv.v1 messages <-> domain values, nothing else
-(the send and pull headers with mq_common.protocol.convert, the converters the clients use too).
+(the send, pull and query headers with mq_common.protocol.convert, the converters the clients use too).
 
 Mirrors the request dispatch of org.apache.rocketmq.broker.processor.{SendMessageProcessor,
-PullMessageProcessor, AdminBrokerProcessor} and, as a client, org.apache.rocketmq.broker.out.BrokerOuterAPI.
+PullMessageProcessor, QueryMessageProcessor, AdminBrokerProcessor} and, as a client,
+org.apache.rocketmq.broker.out.BrokerOuterAPI.
 Handlers run on the service's asyncio loop. Business outcomes travel as ``code`` + ``remark``; a handler never
 raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. Sends come only
 as SendStream frames (no unary send RPC); a frame of more than MAX_SEND_BATCH_COUNT requests is refused with
@@ -25,17 +26,23 @@ from mq_common.protocol.convert import (
     batch_response_to_proto,
     pull_request_from_proto,
     pull_response_to_proto,
+    query_request_from_proto,
+    query_response_to_proto,
     send_request_from_proto,
     send_response_to_proto,
     topic_config_from_proto,
     topic_queue_offset_to_proto,
+    uniq_key_request_from_proto,
+    uniq_key_response_to_proto,
+    view_request_from_proto,
+    view_response_to_proto,
 )
 from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
 
 from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.pull_processor import PullMessageProcessor
-from mq_broker.query_processor import QueryMessageCommand, QueryMessageProcessor
+from mq_broker.query_processor import QueryMessageProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.stream_sessions import SendStreamSessions
 
@@ -199,22 +206,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.QueryMessageRequest, context: _Context
     ) -> broker_pb2.QueryMessageResponse:
         async def handle() -> broker_pb2.QueryMessageResponse:
-            command = QueryMessageCommand(
-                topic=request.topic,
-                key=request.key,
-                max_num=request.max_num,
-                begin_timestamp_ms=request.begin_timestamp_ms,
-                end_timestamp_ms=request.end_timestamp_ms,
-            )
-            reply = self._query.query_message(command)
-            return broker_pb2.QueryMessageResponse(
-                code=reply.code,
-                remark=reply.remark,
-                message_bytes=reply.message_bytes,
-                message_count=reply.message_count,
-                index_last_update_timestamp_ms=reply.index_last_update_timestamp_ms,
-                index_last_update_phy_offset=reply.index_last_update_phy_offset,
-            )
+            return query_response_to_proto(self._query.query_message(query_request_from_proto(request)))
 
         return await _guard("QueryMessage", broker_pb2.QueryMessageResponse, handle)
 
@@ -222,13 +214,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.QueryMessageByUniqueKeyRequest, context: _Context
     ) -> broker_pb2.QueryMessageByUniqueKeyResponse:
         async def handle() -> broker_pb2.QueryMessageByUniqueKeyResponse:
-            reply = self._query.query_message_by_unique_key(request.topic, request.uniq_key)
-            return broker_pb2.QueryMessageByUniqueKeyResponse(
-                code=reply.code,
-                remark=reply.remark,
-                message_bytes=reply.message_bytes,
-                message_count=reply.message_count,
-            )
+            reply = self._query.query_message_by_unique_key(uniq_key_request_from_proto(request))
+            return uniq_key_response_to_proto(reply)
 
         return await _guard("QueryMessageByUniqueKey", broker_pb2.QueryMessageByUniqueKeyResponse, handle)
 
@@ -236,10 +223,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.ViewMessageByIdRequest, context: _Context
     ) -> broker_pb2.ViewMessageByIdResponse:
         async def handle() -> broker_pb2.ViewMessageByIdResponse:
-            reply = self._query.view_message_by_id(request.offset_msg_id)
-            return broker_pb2.ViewMessageByIdResponse(
-                code=reply.code, remark=reply.remark, message_bytes=reply.message_bytes
-            )
+            return view_response_to_proto(self._query.view_message_by_id(view_request_from_proto(request)))
 
         return await _guard("ViewMessageById", broker_pb2.ViewMessageByIdResponse, handle)
 

@@ -1,6 +1,6 @@
 """One model of each protocol concept, shared by the name server, the broker and the clients (no protobuf):
-topic configs, routes, cluster info, registration, admin offsets, the send headers (send.py) and the pull
-headers (pull.py).
+topic configs, routes, cluster info, registration, admin offsets, the send headers (send.py), the pull
+headers (pull.py) and the query headers (query.py).
 
 Mirrors RocketMQ's ``remoting/protocol`` package and the values of ``common`` it carries. The proto
 converters of these types live in :mod:`mq_common.protocol.convert` (the edge: the only module here that
@@ -16,6 +16,17 @@ from mq_common.protocol.pull import (
     PullResult,
     PullStatus,
     pull_result_of,
+)
+from mq_common.protocol.query import (
+    QueryMessageByUniqueKeyRequestHeader,
+    QueryMessageByUniqueKeyResponseHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    QueryResult,
+    ViewMessageRequestHeader,
+    ViewMessageResponseHeader,
+    query_result_of,
+    viewed_message_of,
 )
 from mq_common.protocol.registration import BrokerRegistration, DataVersion, RegisterBrokerResult
 from mq_common.protocol.route import BrokerData, MessageQueue, QueueData, TopicRouteData
@@ -40,6 +51,11 @@ __all__ = [
     "PullMessageResponseHeader",
     "PullResult",
     "PullStatus",
+    "QueryMessageByUniqueKeyRequestHeader",
+    "QueryMessageByUniqueKeyResponseHeader",
+    "QueryMessageRequestHeader",
+    "QueryMessageResponseHeader",
+    "QueryResult",
     "QueueData",
     "RegisterBrokerResult",
     "SendMessageBatchRequestHeader",
@@ -49,5 +65,9 @@ __all__ = [
     "TopicConfig",
     "TopicQueueOffset",
     "TopicRouteData",
+    "ViewMessageRequestHeader",
+    "ViewMessageResponseHeader",
     "pull_result_of",
+    "query_result_of",
+    "viewed_message_of",
 ]

@@ -3,7 +3,8 @@
 Every ``*_to_proto`` / ``*_from_proto`` pair round-trips (tests/common/test_protocol.py), except
 BrokerLiveInfo's ``ha_server_addr`` and SendMessageBatchRequestHeader's ``message_count`` / ``queue_free``, which
 the wire does not carry. The send and pull converters run on the send path of both ends (the broker's
-SendStream frames, the clients' BrokerClient): plain field copies, nothing else. Messages are mq.common.v1 /
+SendStream frames, the clients' BrokerClient), the query converters on both ends of the query RPCs: plain field
+copies, nothing else. Messages are mq.common.v1 /
 mq.namesrv.v1 / mq.broker.v1. ``perm`` is copied as is: 0 stays 0 (see mq_common.protocol.topic). Pure
 functions; any thread.
 """
@@ -19,6 +20,14 @@ from mq.namesrv.v1 import namesrv_pb2
 from mq_common.protocol.admin import TopicQueueOffset
 from mq_common.protocol.cluster import BrokerLiveInfo, ClusterInfo
 from mq_common.protocol.pull import PullMessageRequestHeader, PullMessageResponseHeader, PullStatus
+from mq_common.protocol.query import (
+    QueryMessageByUniqueKeyRequestHeader,
+    QueryMessageByUniqueKeyResponseHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    ViewMessageRequestHeader,
+    ViewMessageResponseHeader,
+)
 from mq_common.protocol.registration import BrokerRegistration, DataVersion
 from mq_common.protocol.route import BrokerData, QueueData, TopicRouteData
 from mq_common.protocol.send import (
@@ -392,3 +401,95 @@ def pull_response_from_proto(msg: broker_pb2.PullMessageResponse) -> PullMessage
         message_bytes=msg.message_bytes,
         message_count=msg.message_count,
     )
+
+
+# --- query (QUERY_MESSAGE, QUERY_MESSAGE by UNIQ_KEY, VIEW_MESSAGE_BY_ID) -------------------------------------------
+
+
+def query_request_to_proto(header: QueryMessageRequestHeader) -> broker_pb2.QueryMessageRequest:
+    return broker_pb2.QueryMessageRequest(
+        topic=header.topic,
+        key=header.key,
+        max_num=header.max_num,
+        begin_timestamp_ms=header.begin_timestamp_ms,
+        end_timestamp_ms=header.end_timestamp_ms,
+    )
+
+
+def query_request_from_proto(msg: broker_pb2.QueryMessageRequest) -> QueryMessageRequestHeader:
+    return QueryMessageRequestHeader(
+        topic=msg.topic,
+        key=msg.key,
+        max_num=msg.max_num,
+        begin_timestamp_ms=msg.begin_timestamp_ms,
+        end_timestamp_ms=msg.end_timestamp_ms,
+    )
+
+
+def query_response_to_proto(header: QueryMessageResponseHeader) -> broker_pb2.QueryMessageResponse:
+    return broker_pb2.QueryMessageResponse(
+        code=header.code,
+        remark=header.remark,
+        message_bytes=header.message_bytes,
+        message_count=header.message_count,
+        index_last_update_timestamp_ms=header.index_last_update_timestamp_ms,
+        index_last_update_phy_offset=header.index_last_update_phy_offset,
+    )
+
+
+def query_response_from_proto(msg: broker_pb2.QueryMessageResponse) -> QueryMessageResponseHeader:
+    """QueryMessageResponse -> header; see :func:`mq_common.protocol.query.query_result_of` for the client's
+    QueryResult."""
+    return QueryMessageResponseHeader(
+        code=msg.code,
+        remark=msg.remark,
+        message_bytes=msg.message_bytes,
+        message_count=msg.message_count,
+        index_last_update_timestamp_ms=msg.index_last_update_timestamp_ms,
+        index_last_update_phy_offset=msg.index_last_update_phy_offset,
+    )
+
+
+def uniq_key_request_to_proto(
+    header: QueryMessageByUniqueKeyRequestHeader,
+) -> broker_pb2.QueryMessageByUniqueKeyRequest:
+    return broker_pb2.QueryMessageByUniqueKeyRequest(topic=header.topic, uniq_key=header.uniq_key)
+
+
+def uniq_key_request_from_proto(msg: broker_pb2.QueryMessageByUniqueKeyRequest) -> QueryMessageByUniqueKeyRequestHeader:
+    return QueryMessageByUniqueKeyRequestHeader(topic=msg.topic, uniq_key=msg.uniq_key)
+
+
+def uniq_key_response_to_proto(
+    header: QueryMessageByUniqueKeyResponseHeader,
+) -> broker_pb2.QueryMessageByUniqueKeyResponse:
+    return broker_pb2.QueryMessageByUniqueKeyResponse(
+        code=header.code, remark=header.remark, message_bytes=header.message_bytes, message_count=header.message_count
+    )
+
+
+def uniq_key_response_from_proto(
+    msg: broker_pb2.QueryMessageByUniqueKeyResponse,
+) -> QueryMessageByUniqueKeyResponseHeader:
+    return QueryMessageByUniqueKeyResponseHeader(
+        code=msg.code, remark=msg.remark, message_bytes=msg.message_bytes, message_count=msg.message_count
+    )
+
+
+def view_request_to_proto(header: ViewMessageRequestHeader) -> broker_pb2.ViewMessageByIdRequest:
+    return broker_pb2.ViewMessageByIdRequest(offset_msg_id=header.offset_msg_id)
+
+
+def view_request_from_proto(msg: broker_pb2.ViewMessageByIdRequest) -> ViewMessageRequestHeader:
+    return ViewMessageRequestHeader(offset_msg_id=msg.offset_msg_id)
+
+
+def view_response_to_proto(header: ViewMessageResponseHeader) -> broker_pb2.ViewMessageByIdResponse:
+    return broker_pb2.ViewMessageByIdResponse(
+        code=header.code, remark=header.remark, message_bytes=header.message_bytes
+    )
+
+
+def view_response_from_proto(msg: broker_pb2.ViewMessageByIdResponse) -> ViewMessageResponseHeader:
+    """ViewMessageByIdResponse -> header; see :func:`mq_common.protocol.query.viewed_message_of` for the message."""
+    return ViewMessageResponseHeader(code=msg.code, remark=msg.remark, message_bytes=msg.message_bytes)
