@@ -3,16 +3,23 @@
 Every ``*_to_proto`` / ``*_from_proto`` pair round-trips (tests/common/test_protocol.py), except
 BrokerLiveInfo's ``ha_server_addr`` and SendMessageBatchRequestHeader's ``message_count`` / ``queue_free``, which
 the wire does not carry. The send and pull converters run on the send path of both ends (the broker's
-SendStream frames, the clients' BrokerClient), the query converters on both ends of the query RPCs: plain field
-copies, nothing else. Messages are mq.common.v1 /
+SendStream frames, the clients' BrokerClient), the query converters on both ends of the query RPCs.
+
+A field is copied by name when the dataclass and the message both have it (:func:`_to_proto`, :func:`_from_proto`,
+:func:`_fill_proto`; the shared names are computed once per pair of classes), so a field added to both is carried
+without touching this module; a converter spells out only what differs (nested messages, maps copied into plain
+dicts, enums, renamed fields). Messages are mq.common.v1 /
 mq.namesrv.v1 / mq.broker.v1. ``perm`` is copied as is: 0 stays 0 (see mq_common.protocol.topic). Pure
 functions; any thread.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
+from google.protobuf.message import Message
 from mq.broker.v1 import broker_pb2
 from mq.common.v1 import common_pb2
 from mq.namesrv.v1 import namesrv_pb2
@@ -46,142 +53,130 @@ _PULL_STATUS_TO_PROTO: Final = {
 }
 _PULL_STATUS_FROM_PROTO: Final = {v: k for k, v in _PULL_STATUS_TO_PROTO.items()}
 
+_M = TypeVar("_M", bound=Message)
+_D = TypeVar("_D")
+
+
+_SHARED_FIELDS: Final[dict[tuple[object, object], tuple[str, ...]]] = {}
+
+
+def _shared_fields(domain_cls: Any, proto_cls: type[Message]) -> tuple[str, ...]:
+    """The fields of dataclass ``domain_cls`` that message ``proto_cls`` has too, in the dataclass's order
+    (computed once per pair; a race computes the same tuple twice)."""
+    key = (domain_cls, proto_cls)
+    names = _SHARED_FIELDS.get(key)
+    if names is None:
+        wire = proto_cls.DESCRIPTOR.fields_by_name
+        names = _SHARED_FIELDS[key] = tuple(f.name for f in dataclasses.fields(domain_cls) if f.name in wire)
+    return names
+
+
+def _to_proto(value: Any, proto_cls: type[_M], **converted: Any) -> _M:
+    """``proto_cls`` with the shared fields of ``value`` copied as they are, and ``converted`` (by proto name)."""
+    copied = {n: getattr(value, n) for n in _shared_fields(type(value), proto_cls) if n not in converted}
+    return proto_cls(**copied, **converted)
+
+
+def _from_proto(msg: Message, domain_cls: Callable[..., _D], **converted: Any) -> _D:
+    """``domain_cls`` with the shared fields of ``msg`` copied as they are, and ``converted`` (by dataclass name)."""
+    copied = {n: getattr(msg, n) for n in _shared_fields(domain_cls, type(msg)) if n not in converted}
+    return domain_cls(**copied, **converted)
+
+
+def _fill_proto(target: _M, value: Any) -> _M:
+    """Set the shared (scalar) fields of ``target`` from ``value`` in place and return ``target``."""
+    for name in _shared_fields(type(value), type(target)):
+        setattr(target, name, getattr(value, name))
+    return target
+
+
+# --- topics, registration, routes, cluster (mq.common.v1, mq.namesrv.v1) ----------------------------------------
+
 
 def topic_config_to_proto(config: TopicConfig) -> common_pb2.TopicConfig:
-    return common_pb2.TopicConfig(
-        topic_name=config.topic_name,
-        read_queue_nums=config.read_queue_nums,
-        write_queue_nums=config.write_queue_nums,
-        perm=config.perm,
-        topic_sys_flag=config.topic_sys_flag,
-        order=config.order,
-        attributes=dict(config.attributes),
-    )
+    return _to_proto(config, common_pb2.TopicConfig, attributes=dict(config.attributes))
 
 
 def topic_config_from_proto(msg: common_pb2.TopicConfig) -> TopicConfig:
-    return TopicConfig(
-        topic_name=msg.topic_name,
-        read_queue_nums=msg.read_queue_nums,
-        write_queue_nums=msg.write_queue_nums,
-        perm=msg.perm,
-        topic_sys_flag=msg.topic_sys_flag,
-        order=msg.order,
-        attributes=dict(msg.attributes),
-    )
+    return _from_proto(msg, TopicConfig, attributes=dict(msg.attributes))
 
 
 def data_version_to_proto(version: DataVersion) -> common_pb2.DataVersion:
-    return common_pb2.DataVersion(
-        state_version=version.state_version, timestamp_ms=version.timestamp_ms, counter=version.counter
-    )
+    return _to_proto(version, common_pb2.DataVersion)
 
 
 def data_version_from_proto(msg: common_pb2.DataVersion) -> DataVersion:
-    return DataVersion(state_version=msg.state_version, timestamp_ms=msg.timestamp_ms, counter=msg.counter)
+    return _from_proto(msg, DataVersion)
 
 
 def registration_to_proto(registration: BrokerRegistration) -> namesrv_pb2.RegisterBrokerRequest:
-    return namesrv_pb2.RegisterBrokerRequest(
-        cluster_name=registration.cluster_name,
-        broker_name=registration.broker_name,
-        broker_id=registration.broker_id,
-        broker_addr=registration.broker_addr,
-        ha_server_addr=registration.ha_server_addr,
+    return _to_proto(
+        registration,
+        namesrv_pb2.RegisterBrokerRequest,
         topic_config_table={name: topic_config_to_proto(tc) for name, tc in registration.topic_configs.items()},
         data_version=data_version_to_proto(registration.data_version),
-        heartbeat_timeout_ms=registration.heartbeat_timeout_ms,
     )
 
 
 def registration_from_proto(msg: namesrv_pb2.RegisterBrokerRequest) -> BrokerRegistration:
     """RegisterBrokerRequest -> BrokerRegistration (not validated: the name server does that)."""
-    return BrokerRegistration(
-        cluster_name=msg.cluster_name,
-        broker_name=msg.broker_name,
-        broker_id=msg.broker_id,
-        broker_addr=msg.broker_addr,
+    return _from_proto(
+        msg,
+        BrokerRegistration,
         topic_configs={name: topic_config_from_proto(tc) for name, tc in msg.topic_config_table.items()},
         data_version=data_version_from_proto(msg.data_version),
-        ha_server_addr=msg.ha_server_addr,
-        heartbeat_timeout_ms=msg.heartbeat_timeout_ms,
     )
 
 
 def unregister_request_to_proto(registration: BrokerRegistration) -> namesrv_pb2.UnregisterBrokerRequest:
     """UNREGISTER_BROKER carries the broker's identity only (UnRegisterBrokerRequestHeader)."""
-    return namesrv_pb2.UnregisterBrokerRequest(
-        cluster_name=registration.cluster_name,
-        broker_name=registration.broker_name,
-        broker_id=registration.broker_id,
-        broker_addr=registration.broker_addr,
-    )
+    return _to_proto(registration, namesrv_pb2.UnregisterBrokerRequest)
 
 
 def queue_data_to_proto(qd: QueueData) -> namesrv_pb2.QueueData:
-    return namesrv_pb2.QueueData(
-        broker_name=qd.broker_name,
-        read_queue_nums=qd.read_queue_nums,
-        write_queue_nums=qd.write_queue_nums,
-        perm=qd.perm,
-        topic_sys_flag=qd.topic_sys_flag,
-    )
+    return _to_proto(qd, namesrv_pb2.QueueData)
 
 
 def queue_data_from_proto(msg: namesrv_pb2.QueueData) -> QueueData:
-    return QueueData(
-        broker_name=msg.broker_name,
-        read_queue_nums=msg.read_queue_nums,
-        write_queue_nums=msg.write_queue_nums,
-        perm=msg.perm,
-        topic_sys_flag=msg.topic_sys_flag,
-    )
+    return _from_proto(msg, QueueData)
 
 
 def broker_data_to_proto(bd: BrokerData) -> namesrv_pb2.BrokerData:
-    return namesrv_pb2.BrokerData(cluster=bd.cluster, broker_name=bd.broker_name, broker_addrs=dict(bd.broker_addrs))
+    return _to_proto(bd, namesrv_pb2.BrokerData, broker_addrs=dict(bd.broker_addrs))
 
 
 def broker_data_from_proto(msg: namesrv_pb2.BrokerData) -> BrokerData:
     """mq.namesrv.v1.BrokerData -> BrokerData (broker_addrs copied into a plain dict)."""
-    return BrokerData(cluster=msg.cluster, broker_name=msg.broker_name, broker_addrs=dict(msg.broker_addrs))
+    return _from_proto(msg, BrokerData, broker_addrs=dict(msg.broker_addrs))
 
 
 def route_to_proto(route: TopicRouteData) -> namesrv_pb2.TopicRouteData:
     """TopicRouteData -> mq.namesrv.v1.TopicRouteData (order kept)."""
-    return namesrv_pb2.TopicRouteData(
+    return _to_proto(
+        route,
+        namesrv_pb2.TopicRouteData,
         queue_datas=[queue_data_to_proto(q) for q in route.queue_datas],
         broker_datas=[broker_data_to_proto(b) for b in route.broker_datas],
-        order_topic_conf=route.order_topic_conf,
     )
 
 
 def route_from_proto(msg: namesrv_pb2.TopicRouteData) -> TopicRouteData:
     """mq.namesrv.v1.TopicRouteData -> TopicRouteData (order kept)."""
-    return TopicRouteData(
+    return _from_proto(
+        msg,
+        TopicRouteData,
         queue_datas=tuple(queue_data_from_proto(q) for q in msg.queue_datas),
         broker_datas=tuple(broker_data_from_proto(b) for b in msg.broker_datas),
-        order_topic_conf=msg.order_topic_conf,
     )
 
 
 def broker_live_info_to_proto(live: BrokerLiveInfo) -> namesrv_pb2.BrokerLiveInfo:
     """BrokerLiveInfo -> proto (``ha_server_addr`` is not sent)."""
-    return namesrv_pb2.BrokerLiveInfo(
-        broker_addr=live.broker_addr,
-        last_update_timestamp_ms=live.last_update_timestamp_ms,
-        heartbeat_timeout_ms=live.heartbeat_timeout_ms,
-        data_version=data_version_to_proto(live.data_version),
-    )
+    return _to_proto(live, namesrv_pb2.BrokerLiveInfo, data_version=data_version_to_proto(live.data_version))
 
 
 def broker_live_info_from_proto(msg: namesrv_pb2.BrokerLiveInfo) -> BrokerLiveInfo:
-    return BrokerLiveInfo(
-        broker_addr=msg.broker_addr,
-        last_update_timestamp_ms=msg.last_update_timestamp_ms,
-        heartbeat_timeout_ms=msg.heartbeat_timeout_ms,
-        data_version=data_version_from_proto(msg.data_version),
-    )
+    return _from_proto(msg, BrokerLiveInfo, data_version=data_version_from_proto(msg.data_version))
 
 
 def cluster_info_to_proto(info: ClusterInfo) -> namesrv_pb2.GetBrokerClusterInfoResponse:
@@ -205,23 +200,11 @@ def cluster_info_from_proto(msg: namesrv_pb2.GetBrokerClusterInfoResponse) -> Cl
 
 
 def topic_queue_offset_to_proto(offset: TopicQueueOffset) -> broker_pb2.TopicQueueOffset:
-    return broker_pb2.TopicQueueOffset(
-        broker_name=offset.broker_name,
-        queue_id=offset.queue_id,
-        min_offset=offset.min_offset,
-        max_offset=offset.max_offset,
-        last_update_timestamp_ms=offset.last_update_timestamp_ms,
-    )
+    return _to_proto(offset, broker_pb2.TopicQueueOffset)
 
 
 def topic_queue_offset_from_proto(msg: broker_pb2.TopicQueueOffset) -> TopicQueueOffset:
-    return TopicQueueOffset(
-        broker_name=msg.broker_name,
-        queue_id=msg.queue_id,
-        min_offset=msg.min_offset,
-        max_offset=msg.max_offset,
-        last_update_timestamp_ms=msg.last_update_timestamp_ms,
-    )
+    return _from_proto(msg, TopicQueueOffset)
 
 
 def pull_status_to_proto(status: PullStatus | None) -> broker_pb2.PullStatus.ValueType:
@@ -238,59 +221,19 @@ def pull_status_from_proto(value: broker_pb2.PullStatus.ValueType) -> PullStatus
 
 
 def send_request_to_proto(header: SendMessageRequestHeader) -> broker_pb2.SendMessageRequest:
-    return broker_pb2.SendMessageRequest(
-        producer_group=header.producer_group,
-        topic=header.topic,
-        default_topic=header.default_topic,
-        default_topic_queue_nums=header.default_topic_queue_nums,
-        queue_id=header.queue_id,
-        sys_flag=header.sys_flag,
-        born_timestamp_ms=header.born_timestamp_ms,
-        flag=header.flag,
-        properties=header.properties,
-        reconsume_times=header.reconsume_times,
-        body=header.body,
-        born_host=header.born_host,
-    )
+    return _to_proto(header, broker_pb2.SendMessageRequest)
 
 
 def send_request_from_proto(msg: broker_pb2.SendMessageRequest) -> SendMessageRequestHeader:
-    return SendMessageRequestHeader(
-        topic=msg.topic,
-        body=msg.body,
-        producer_group=msg.producer_group,
-        queue_id=msg.queue_id,
-        sys_flag=msg.sys_flag,
-        born_timestamp_ms=msg.born_timestamp_ms,
-        flag=msg.flag,
-        properties=msg.properties,
-        default_topic=msg.default_topic,
-        default_topic_queue_nums=msg.default_topic_queue_nums,
-        reconsume_times=msg.reconsume_times,
-        born_host=msg.born_host,
-    )
+    return _from_proto(msg, SendMessageRequestHeader)
 
 
 def send_response_to_proto(header: SendMessageResponseHeader) -> broker_pb2.SendMessageResponse:
-    return broker_pb2.SendMessageResponse(
-        code=header.code,
-        remark=header.remark,
-        msg_id=header.msg_id,
-        queue_id=header.queue_id,
-        queue_offset=header.queue_offset,
-        transaction_id=header.transaction_id,
-    )
+    return _to_proto(header, broker_pb2.SendMessageResponse)
 
 
 def send_response_from_proto(msg: broker_pb2.SendMessageResponse) -> SendMessageResponseHeader:
-    return SendMessageResponseHeader(
-        code=msg.code,
-        remark=msg.remark,
-        msg_id=msg.msg_id,
-        queue_id=msg.queue_id,
-        queue_offset=msg.queue_offset,
-        transaction_id=msg.transaction_id,
-    )
+    return _from_proto(msg, SendMessageResponseHeader)
 
 
 def batch_request_to_proto(
@@ -298,198 +241,98 @@ def batch_request_to_proto(
 ) -> broker_pb2.SendMessageBatchRequest:
     """Fill ``target`` (e.g. a SendStreamRequest's ``message_batch``: the body is then copied once, straight into
     the frame) or a new message, and return it. ``message_count`` and ``queue_free`` are not sent."""
-    out = broker_pb2.SendMessageBatchRequest() if target is None else target
-    out.producer_group = header.producer_group
-    out.topic = header.topic
-    out.default_topic = header.default_topic
-    out.default_topic_queue_nums = header.default_topic_queue_nums
-    out.queue_id = header.queue_id
-    out.sys_flag = header.sys_flag
-    out.born_timestamp_ms = header.born_timestamp_ms
-    out.properties = header.properties
-    out.born_host = header.born_host
-    out.body = header.body
-    return out
+    return _fill_proto(broker_pb2.SendMessageBatchRequest() if target is None else target, header)
 
 
 def batch_request_from_proto(msg: broker_pb2.SendMessageBatchRequest) -> SendMessageBatchRequestHeader:
     """SendMessageBatchRequest -> header; ``message_count`` 0 (not said) and ``queue_free`` False."""
-    return SendMessageBatchRequestHeader(
-        topic=msg.topic,
-        body=msg.body,
-        producer_group=msg.producer_group,
-        queue_id=msg.queue_id,
-        sys_flag=msg.sys_flag,
-        born_timestamp_ms=msg.born_timestamp_ms,
-        properties=msg.properties,
-        default_topic=msg.default_topic,
-        default_topic_queue_nums=msg.default_topic_queue_nums,
-        born_host=msg.born_host,
-    )
+    return _from_proto(msg, SendMessageBatchRequestHeader)
 
 
 def batch_response_to_proto(header: SendMessageBatchResponseHeader) -> broker_pb2.SendMessageBatchResponse:
-    return broker_pb2.SendMessageBatchResponse(
-        code=header.code,
-        remark=header.remark,
-        msg_id=header.msg_id,
-        queue_id=header.queue_id,
-        queue_offset=header.queue_offset,
-        message_count=header.message_count,
-    )
+    return _to_proto(header, broker_pb2.SendMessageBatchResponse)
 
 
 def batch_response_from_proto(msg: broker_pb2.SendMessageBatchResponse) -> SendMessageBatchResponseHeader:
-    return SendMessageBatchResponseHeader(
-        code=msg.code,
-        remark=msg.remark,
-        msg_id=msg.msg_id,
-        queue_id=msg.queue_id,
-        queue_offset=msg.queue_offset,
-        message_count=msg.message_count,
-    )
+    return _from_proto(msg, SendMessageBatchResponseHeader)
 
 
 # --- pull (PULL_MESSAGE) --------------------------------------------------------------------------------------------
 
 
 def pull_request_to_proto(header: PullMessageRequestHeader) -> broker_pb2.PullMessageRequest:
-    return broker_pb2.PullMessageRequest(
-        consumer_group=header.consumer_group,
-        topic=header.topic,
-        queue_id=header.queue_id,
-        queue_offset=header.queue_offset,
-        max_msg_nums=header.max_msg_nums,
-        subscription=header.subscription,
-    )
+    return _to_proto(header, broker_pb2.PullMessageRequest)
 
 
 def pull_request_from_proto(msg: broker_pb2.PullMessageRequest) -> PullMessageRequestHeader:
-    return PullMessageRequestHeader(
-        topic=msg.topic,
-        queue_id=msg.queue_id,
-        queue_offset=msg.queue_offset,
-        max_msg_nums=msg.max_msg_nums,
-        consumer_group=msg.consumer_group,
-        subscription=msg.subscription,
-    )
+    return _from_proto(msg, PullMessageRequestHeader)
 
 
 def pull_response_to_proto(header: PullMessageResponseHeader) -> broker_pb2.PullMessageResponse:
-    return broker_pb2.PullMessageResponse(
-        code=header.code,
-        remark=header.remark,
-        status=pull_status_to_proto(header.status),
-        next_begin_offset=header.next_begin_offset,
-        min_offset=header.min_offset,
-        max_offset=header.max_offset,
-        message_bytes=header.message_bytes,
-        message_count=header.message_count,
-    )
+    return _to_proto(header, broker_pb2.PullMessageResponse, status=pull_status_to_proto(header.status))
 
 
 def pull_response_from_proto(msg: broker_pb2.PullMessageResponse) -> PullMessageResponseHeader:
     """PullMessageResponse -> header (PULL_STATUS_UNSPECIFIED -> ``status`` None); see
     :func:`mq_common.protocol.pull.pull_result_of` for the consumer's PullResult."""
-    return PullMessageResponseHeader(
-        code=msg.code,
-        remark=msg.remark,
-        status=pull_status_from_proto(msg.status),
-        next_begin_offset=msg.next_begin_offset,
-        min_offset=msg.min_offset,
-        max_offset=msg.max_offset,
-        message_bytes=msg.message_bytes,
-        message_count=msg.message_count,
-    )
+    return _from_proto(msg, PullMessageResponseHeader, status=pull_status_from_proto(msg.status))
 
 
 # --- query (QUERY_MESSAGE, QUERY_MESSAGE by UNIQ_KEY, VIEW_MESSAGE_BY_ID) -------------------------------------------
 
 
 def query_request_to_proto(header: QueryMessageRequestHeader) -> broker_pb2.QueryMessageRequest:
-    return broker_pb2.QueryMessageRequest(
-        topic=header.topic,
-        key=header.key,
-        max_num=header.max_num,
-        begin_timestamp_ms=header.begin_timestamp_ms,
-        end_timestamp_ms=header.end_timestamp_ms,
-    )
+    return _to_proto(header, broker_pb2.QueryMessageRequest)
 
 
 def query_request_from_proto(msg: broker_pb2.QueryMessageRequest) -> QueryMessageRequestHeader:
-    return QueryMessageRequestHeader(
-        topic=msg.topic,
-        key=msg.key,
-        max_num=msg.max_num,
-        begin_timestamp_ms=msg.begin_timestamp_ms,
-        end_timestamp_ms=msg.end_timestamp_ms,
-    )
+    return _from_proto(msg, QueryMessageRequestHeader)
 
 
 def query_response_to_proto(header: QueryMessageResponseHeader) -> broker_pb2.QueryMessageResponse:
-    return broker_pb2.QueryMessageResponse(
-        code=header.code,
-        remark=header.remark,
-        message_bytes=header.message_bytes,
-        message_count=header.message_count,
-        index_last_update_timestamp_ms=header.index_last_update_timestamp_ms,
-        index_last_update_phy_offset=header.index_last_update_phy_offset,
-    )
+    return _to_proto(header, broker_pb2.QueryMessageResponse)
 
 
 def query_response_from_proto(msg: broker_pb2.QueryMessageResponse) -> QueryMessageResponseHeader:
     """QueryMessageResponse -> header; see :func:`mq_common.protocol.query.query_result_of` for the client's
     QueryResult."""
-    return QueryMessageResponseHeader(
-        code=msg.code,
-        remark=msg.remark,
-        message_bytes=msg.message_bytes,
-        message_count=msg.message_count,
-        index_last_update_timestamp_ms=msg.index_last_update_timestamp_ms,
-        index_last_update_phy_offset=msg.index_last_update_phy_offset,
-    )
+    return _from_proto(msg, QueryMessageResponseHeader)
 
 
 def uniq_key_request_to_proto(
     header: QueryMessageByUniqueKeyRequestHeader,
 ) -> broker_pb2.QueryMessageByUniqueKeyRequest:
-    return broker_pb2.QueryMessageByUniqueKeyRequest(topic=header.topic, uniq_key=header.uniq_key)
+    return _to_proto(header, broker_pb2.QueryMessageByUniqueKeyRequest)
 
 
 def uniq_key_request_from_proto(msg: broker_pb2.QueryMessageByUniqueKeyRequest) -> QueryMessageByUniqueKeyRequestHeader:
-    return QueryMessageByUniqueKeyRequestHeader(topic=msg.topic, uniq_key=msg.uniq_key)
+    return _from_proto(msg, QueryMessageByUniqueKeyRequestHeader)
 
 
 def uniq_key_response_to_proto(
     header: QueryMessageByUniqueKeyResponseHeader,
 ) -> broker_pb2.QueryMessageByUniqueKeyResponse:
-    return broker_pb2.QueryMessageByUniqueKeyResponse(
-        code=header.code, remark=header.remark, message_bytes=header.message_bytes, message_count=header.message_count
-    )
+    return _to_proto(header, broker_pb2.QueryMessageByUniqueKeyResponse)
 
 
 def uniq_key_response_from_proto(
     msg: broker_pb2.QueryMessageByUniqueKeyResponse,
 ) -> QueryMessageByUniqueKeyResponseHeader:
-    return QueryMessageByUniqueKeyResponseHeader(
-        code=msg.code, remark=msg.remark, message_bytes=msg.message_bytes, message_count=msg.message_count
-    )
+    return _from_proto(msg, QueryMessageByUniqueKeyResponseHeader)
 
 
 def view_request_to_proto(header: ViewMessageRequestHeader) -> broker_pb2.ViewMessageByIdRequest:
-    return broker_pb2.ViewMessageByIdRequest(offset_msg_id=header.offset_msg_id)
+    return _to_proto(header, broker_pb2.ViewMessageByIdRequest)
 
 
 def view_request_from_proto(msg: broker_pb2.ViewMessageByIdRequest) -> ViewMessageRequestHeader:
-    return ViewMessageRequestHeader(offset_msg_id=msg.offset_msg_id)
+    return _from_proto(msg, ViewMessageRequestHeader)
 
 
 def view_response_to_proto(header: ViewMessageResponseHeader) -> broker_pb2.ViewMessageByIdResponse:
-    return broker_pb2.ViewMessageByIdResponse(
-        code=header.code, remark=header.remark, message_bytes=header.message_bytes
-    )
+    return _to_proto(header, broker_pb2.ViewMessageByIdResponse)
 
 
 def view_response_from_proto(msg: broker_pb2.ViewMessageByIdResponse) -> ViewMessageResponseHeader:
     """ViewMessageByIdResponse -> header; see :func:`mq_common.protocol.query.viewed_message_of` for the message."""
-    return ViewMessageResponseHeader(code=msg.code, remark=msg.remark, message_bytes=msg.message_bytes)
+    return _from_proto(msg, ViewMessageResponseHeader)
