@@ -280,8 +280,9 @@ class SendMessageProcessor:
                 int(ResponseCode.SERVICE_NOT_AVAILABLE), result.remark or SHUTTING_DOWN_REMARK
             )
         if status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+            # The store's remark names the cause (CREATE_MAPPED_FILE_FAILED_REMARK and the OS error).
             return SendMessageResponseHeader(
-                int(ResponseCode.SYSTEM_ERROR), "create mapped file failed, server is busy or broken."
+                int(ResponseCode.SYSTEM_ERROR), result.remark or "create mapped file failed, server is busy or broken."
             )
         return SendMessageResponseHeader(int(ResponseCode.SYSTEM_ERROR), "UNKNOWN_ERROR")
 

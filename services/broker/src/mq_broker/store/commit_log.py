@@ -367,7 +367,9 @@ class CommitLog:
             if exc.errno in _DISK_FULL_ERRNOS:
                 remark = f"{CREATE_MAPPED_FILE_FAILED_REMARK} The broker's disk is full: {exc}"
                 return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark)
-            return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+            return PutMessageResult(
+                PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=f"{CREATE_MAPPED_FILE_FAILED_REMARK} {exc}"
+            )
 
     def _illegal(self, status: PutMessageStatus) -> PutMessageResult:
         return PutMessageResult(status, remark=MESSAGE_ILLEGAL_REMARK % self.config.max_message_size_bytes)

@@ -47,12 +47,16 @@ class MappedFile:
 
     ``wrote_position``: bytes written (the next append goes there). ``flushed_position``: bytes known to be on
     disk. Raises OSError when the file cannot be created, preallocated or mapped.
+
+    Holds one file descriptor: the one Python's mmap keeps (a dup of the descriptor it was given); the one used to
+    create and map the file is closed at once, so a store of many small files (tests, tiny brokers) does not run
+    out of descriptors at half the process limit.
     """
 
     __slots__ = (
         "_address",
         "_close_lock",
-        "_fd",
+        "_closed",
         "_mm",
         "file_from_offset",
         "file_path",
@@ -88,7 +92,8 @@ class MappedFile:
             if not exists:
                 file_path.unlink(missing_ok=True)
             raise
-        self._fd = fd
+        os.close(fd)  # the mapping keeps its own descriptor
+        self._closed = False
         self._address = mapping_address(self._mm)
         # PrefaultService: bytes from the start known to be prefaulted; the lock keeps close() out of a populate.
         self.populated_until = 0
@@ -156,7 +161,7 @@ class MappedFile:
 
     @property
     def is_closed(self) -> bool:
-        return self._fd < 0
+        return self._closed
 
     def last_modified_s(self) -> float:
         """The file's modification time (st_mtime, seconds since the epoch). Mirrors getLastModifiedTimestamp.
@@ -240,11 +245,10 @@ class MappedFile:
     def close(self) -> None:
         """Unmap and close; the flusher must be stopped first. Idempotent. Waits for a populate in progress."""
         with self._close_lock:
-            if self._fd < 0:
+            if self._closed:
                 return
             self._mm.close()
-            os.close(self._fd)
-            self._fd = -1
+            self._closed = True
 
     def populate(self, until_position: int) -> bool:
         """Prefault the pages from ``populated_until`` up to ``until_position`` writable, bytes unchanged
@@ -252,7 +256,7 @@ class MappedFile:
         PrefaultService thread only.
         """
         with self._close_lock:
-            if self._fd < 0:
+            if self._closed:
                 return False
             # Never behind the write position: the writer has mapped those pages already (and the flusher may
             # have dropped them from the page cache since); they count as populated.
@@ -277,14 +281,14 @@ class MappedFile:
         counterpart (DefaultMappedFile leaves its pages to the kernel).
         """
         with self._close_lock:
-            if self._fd < 0:
+            if self._closed:
                 return 0
             start = self.page_cache_dropped_until
             end = min(until_position, self.flushed_position)
             end -= end % OS_PAGE_SIZE_BYTES
             if end <= start or not unmap_pages(self._address, start, end - start):
                 return 0
-            os.posix_fadvise(self._fd, start, end - start, os.POSIX_FADV_DONTNEED)
+            _drop_file_cache(self.file_path, start, end - start)
             self.page_cache_dropped_until = end
             return end - start
 
@@ -294,6 +298,19 @@ class MappedFile:
         """
         self.close()
         self.file_path.unlink(missing_ok=True)
+
+
+def _drop_file_cache(path: Path, offset: int, length: int) -> None:
+    """POSIX_FADV_DONTNEED for ``length`` bytes of ``path`` from ``offset``, through a descriptor opened for the
+    call (the MappedFile keeps none of its own). A file already deleted has nothing left to drop."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def _preallocate(fd: int, size: int) -> None:
