@@ -1,7 +1,8 @@
 """The console-script skeleton every service shares: settings, logging, serve until a signal, exit codes.
 
 The command line is read first (mq_common.service_cli): ``--help`` and ``--version`` print and exit 0 before
-anything starts. glibc's malloc is tuned next (mq_common.malloc_tuning). Exit codes: 0 after a clean stop; 2 for
+anything starts. glibc's malloc is tuned next (mq_common.malloc_tuning), and the open-files limit raised to the
+hard limit (mq_common.resource_limits). Exit codes: 0 after a clean stop; 2 for
 an unknown argument, invalid settings, or a controller that cannot start (port in use, store locked, ...). Logs
 ``{"event": "started", "port": <port>, "malloc_tuned": <bool>, ...}`` once serving and ``stopped`` after the
 controller's stop finished.
@@ -22,6 +23,7 @@ from mq_common.errors import MQError
 from mq_common.grpc_server import install_signal_handlers
 from mq_common.logging import configure_logging, get_logger
 from mq_common.malloc_tuning import tune_malloc
+from mq_common.resource_limits import raise_open_files_limit
 from mq_common.service_cli import parse_service_args
 from mq_common.settings import ServiceSettings
 
@@ -95,6 +97,7 @@ def run_service(
         sys.exit(2)
     configure_logging(settings.log_level, json=settings.log_json, service=script)
     malloc_tuned = tune_malloc()
+    raise_open_files_limit()
     try:
         asyncio.run(_serve(script, settings, make_controller, describe, malloc_tuned))
     except (RuntimeError, MQError, OSError) as exc:
