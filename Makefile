@@ -7,6 +7,9 @@ UV_VERSION := 0.9.30
 UV ?= $(CURDIR)/.tools/uv/bin/uv
 export UV
 RUN_DIR ?= .run/local
+# apt-get/dpkg (the Java, npm, Prometheus and docker.io installs) and dockerd need the system's sbin folders, which a
+# root login shell has but a plain user PATH (/usr/local/bin:/usr/bin:/bin) does not: appended, so they shadow nothing.
+export PATH := $(PATH):/usr/local/sbin:/usr/sbin:/sbin
 
 .PHONY: help
 help: ## List the targets

@@ -9,6 +9,8 @@
 # host's apt sources (/etc/apt/sources.list.d/*.sources or *.list, or MIRROR=...); it is never written to a file
 # and the image's own apt sources are left empty (the image cannot reach a mirror anyway). Needs root.
 set -euo pipefail
+# dockerd, runc, debootstrap and chroot live in the sbin folders, which a plain user PATH lacks.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 IMAGE="${1:-pyrocketmq-base:bookworm}"
 EXTRA="${2:-}"

@@ -7,6 +7,8 @@
 # The daemon runs with --bridge=none --iptables=false --ip-masq=false: containers use host or no networking.
 # STATE_DIR defaults to .build/dockerd (pid file, log). Needs root for the install and the daemon.
 set -euo pipefail
+# dockerd, runc, debootstrap and chroot live in the sbin folders, which a plain user PATH lacks.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 ACTION="${1:?start or stop}"
 STATE="${2:-.build/dockerd}"
