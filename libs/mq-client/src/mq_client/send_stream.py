@@ -11,7 +11,7 @@ by opaque id (here ``frame_id``):
 - Past ``timeout_ms`` the caller gets RemotingTimeoutError (RPC_TIME_OUT); the broker refuses the frame if it
   reads it after its deadline (SYSTEM_BUSY), so a late frame is not stored behind the caller's back.
 - When the call fails or the broker ends it (shutdown), every waiting caller gets the transport error
-  (RemotingError, RPC_SEND_TO_CHANNEL_FAILED; see mq_client.grpc_errors) and the next ``send`` opens a new
+  (RemotingError, RPC_SEND_TO_CHANNEL_FAILED; see mq_common.grpc_errors) and the next ``send`` opens a new
   call. Frames the broker had not answered were not stored, except those whose answer was lost in the
   failure itself (at-least-once, as for a unary call whose answer is lost).
 
@@ -30,10 +30,9 @@ from typing import Any
 import grpc
 from mq.broker.v1 import broker_pb2
 from mq_common.errors import MQError, RemotingError, RemotingTimeoutError
+from mq_common.grpc_errors import transport_error
 from mq_common.logging import get_logger
 from mq_common.request_context import current_request_id
-
-from mq_client.grpc_errors import transport_error
 
 log = get_logger("mq_client.send_stream")
 

@@ -87,6 +87,15 @@ class PullResult:
     messages: tuple[MessageExt, ...]
 
 
+def decoded_messages(message_bytes: bytes, what: str) -> tuple[MessageExt, ...]:
+    """Every v1 record of ``message_bytes`` (a pull's or a query's body), CRC checked. Raises MQClientError
+    (SYSTEM_ERROR, 1) naming ``what`` ("pulled", "queried") when the bytes do not decode."""
+    try:
+        return tuple(iter_messages(message_bytes))
+    except MessageDecodeError as exc:
+        raise MQClientError(f"{what} message bytes do not decode: {exc}", ResponseCode.SYSTEM_ERROR) from exc
+
+
 def pull_result_of(response: PullMessageResponseHeader, broker_name: str = "") -> PullResult:
     """The consumer's PullResult of a broker's answer. Mirrors MQClientAPIImpl#processPullResponse and
     PullAPIWrapper#processPullResult (without the tag filter: the consumer applies it).
@@ -104,10 +113,7 @@ def pull_result_of(response: PullMessageResponseHeader, broker_name: str = "") -
         raise error_for_code(response.code, response.remark, broker_name)
     messages: tuple[MessageExt, ...] = ()
     if status is PullStatus.FOUND and response.message_bytes:
-        try:
-            messages = tuple(iter_messages(response.message_bytes))
-        except MessageDecodeError as exc:
-            raise MQClientError(f"pulled message bytes do not decode: {exc}", ResponseCode.SYSTEM_ERROR) from exc
+        messages = decoded_messages(response.message_bytes, "pulled")
     return PullResult(
         status=status,
         next_begin_offset=response.next_begin_offset,

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mq_common.codec import MessageDecodeError, MessageExt, iter_messages
+from mq_common.codec import MessageExt
 from mq_common.errors import MQClientError, error_for_code
+from mq_common.protocol.pull import decoded_messages
 from mq_common.response_code import ResponseCode
 
 
@@ -146,7 +147,4 @@ def viewed_message_of(response: ViewMessageResponseHeader, broker_name: str = ""
 def _decoded(code: int, remark: str, message_bytes: bytes, broker_name: str) -> tuple[MessageExt, ...]:
     if code != ResponseCode.SUCCESS:
         raise error_for_code(code, remark, broker_name)
-    try:
-        return tuple(iter_messages(message_bytes))
-    except MessageDecodeError as exc:
-        raise MQClientError(f"queried message bytes do not decode: {exc}", ResponseCode.SYSTEM_ERROR) from exc
+    return decoded_messages(message_bytes, "queried")
