@@ -74,6 +74,91 @@ class BrokerStub:
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdRequest.SerializeToString,
                 response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdResponse.FromString,
                 _registered_method=True)
+        self.UpdateSubscriptionGroup = channel.unary_unary(
+                '/mq.broker.v1.Broker/UpdateSubscriptionGroup',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateSubscriptionGroupRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateSubscriptionGroupResponse.FromString,
+                _registered_method=True)
+        self.DeleteSubscriptionGroup = channel.unary_unary(
+                '/mq.broker.v1.Broker/DeleteSubscriptionGroup',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteSubscriptionGroupRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteSubscriptionGroupResponse.FromString,
+                _registered_method=True)
+        self.GetAllSubscriptionGroups = channel.unary_unary(
+                '/mq.broker.v1.Broker/GetAllSubscriptionGroups',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsResponse.FromString,
+                _registered_method=True)
+        self.UpdateConsumerOffsets = channel.unary_unary(
+                '/mq.broker.v1.Broker/UpdateConsumerOffsets',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateConsumerOffsetsRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateConsumerOffsetsResponse.FromString,
+                _registered_method=True)
+        self.QueryConsumerOffset = channel.unary_unary(
+                '/mq.broker.v1.Broker/QueryConsumerOffset',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryConsumerOffsetRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryConsumerOffsetResponse.FromString,
+                _registered_method=True)
+        self.GetConsumeStats = channel.unary_unary(
+                '/mq.broker.v1.Broker/GetConsumeStats',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumeStatsRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumeStatsResponse.FromString,
+                _registered_method=True)
+        self.SearchOffsetByTimestamp = channel.unary_unary(
+                '/mq.broker.v1.Broker/SearchOffsetByTimestamp',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SearchOffsetByTimestampRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SearchOffsetByTimestampResponse.FromString,
+                _registered_method=True)
+        self.ResetOffsetByTimestamp = channel.unary_unary(
+                '/mq.broker.v1.Broker/ResetOffsetByTimestamp',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ResetOffsetByTimestampRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ResetOffsetByTimestampResponse.FromString,
+                _registered_method=True)
+        self.DeleteTopic = channel.unary_unary(
+                '/mq.broker.v1.Broker/DeleteTopic',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteTopicRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteTopicResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/mq.broker.v1.Broker/Heartbeat',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.UnregisterClient = channel.unary_unary(
+                '/mq.broker.v1.Broker/UnregisterClient',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UnregisterClientRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UnregisterClientResponse.FromString,
+                _registered_method=True)
+        self.GetConsumerListByGroup = channel.unary_unary(
+                '/mq.broker.v1.Broker/GetConsumerListByGroup',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerListByGroupRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerListByGroupResponse.FromString,
+                _registered_method=True)
+        self.GetConsumerConnectionList = channel.unary_unary(
+                '/mq.broker.v1.Broker/GetConsumerConnectionList',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListResponse.FromString,
+                _registered_method=True)
+        self.ConsumerSendMsgBack = channel.unary_unary(
+                '/mq.broker.v1.Broker/ConsumerSendMsgBack',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ConsumerSendMsgBackRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ConsumerSendMsgBackResponse.FromString,
+                _registered_method=True)
+        self.PopMessage = channel.unary_unary(
+                '/mq.broker.v1.Broker/PopMessage',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.PopMessageRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.PopMessageResponse.FromString,
+                _registered_method=True)
+        self.AckMessage = channel.unary_unary(
+                '/mq.broker.v1.Broker/AckMessage',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.AckMessageRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.AckMessageResponse.FromString,
+                _registered_method=True)
+        self.ChangeInvisibleTime = channel.unary_unary(
+                '/mq.broker.v1.Broker/ChangeInvisibleTime',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -141,6 +226,126 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateSubscriptionGroup(self, request, context):
+        """--- consumer side -------------------------------------------------------------------------------------------
+        UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): create or replace a subscription group.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSubscriptionGroup(self, request, context):
+        """DELETE_SUBSCRIPTIONGROUP (207): remove a group (and, with clean_offset, its consumer offsets).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAllSubscriptionGroups(self, request, context):
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): every subscription group of this broker.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateConsumerOffsets(self, request, context):
+        """UPDATE_CONSUMER_OFFSET (15), many at once: commit consumer offsets.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryConsumerOffset(self, request, context):
+        """QUERY_CONSUMER_OFFSET (14): a group's committed offset of one queue (QUERY_NOT_FOUND 22 when none).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConsumeStats(self, request, context):
+        """GET_CONSUME_STATS (208): per queue broker offset, consumer offset, last store time of a group.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchOffsetByTimestamp(self, request, context):
+        """SEARCH_OFFSET_BY_TIMESTAMP (29): the queue offset of the first message stored at or after a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetOffsetByTimestamp(self, request, context):
+        """INVOKE_BROKER_TO_RESET_OFFSET (222): set a group's offsets of a topic to those of a store time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTopic(self, request, context):
+        """DELETE_TOPIC_IN_BROKER (215): drop a topic's config and its consume queues.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """HEART_BEAT (34), consumer part: a consumer instance's liveness and subscriptions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnregisterClient(self, request, context):
+        """UNREGISTER_CLIENT (35): a consumer instance leaves its group.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConsumerListByGroup(self, request, context):
+        """GET_CONSUMER_LIST_BY_GROUP (38): client ids of a group's live instances (for rebalancing).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConsumerConnectionList(self, request, context):
+        """GET_CONSUMER_CONNECTION_LIST (203): a group's live instances with their addresses and subscriptions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumerSendMsgBack(self, request, context):
+        """CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back: to %RETRY%<group>, or %DLQ%<group> past the limit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PopMessage(self, request, context):
+        """POP_MESSAGE (200050): messages of a topic for a group, each invisible for a while, with receipt handles.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AckMessage(self, request, context):
+        """ACK_MESSAGE (200051) and BATCH_ACK_MESSAGE (200151): acknowledge popped messages by receipt handle.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChangeInvisibleTime(self, request, context):
+        """CHANGE_MESSAGE_INVISIBLETIME (200053): a new invisible time for one popped message; returns a new handle.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -183,6 +388,91 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ViewMessageById,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdRequest.FromString,
                     response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdResponse.SerializeToString,
+            ),
+            'UpdateSubscriptionGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSubscriptionGroup,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateSubscriptionGroupRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateSubscriptionGroupResponse.SerializeToString,
+            ),
+            'DeleteSubscriptionGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSubscriptionGroup,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteSubscriptionGroupRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteSubscriptionGroupResponse.SerializeToString,
+            ),
+            'GetAllSubscriptionGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAllSubscriptionGroups,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsResponse.SerializeToString,
+            ),
+            'UpdateConsumerOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateConsumerOffsets,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateConsumerOffsetsRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateConsumerOffsetsResponse.SerializeToString,
+            ),
+            'QueryConsumerOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryConsumerOffset,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryConsumerOffsetRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryConsumerOffsetResponse.SerializeToString,
+            ),
+            'GetConsumeStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConsumeStats,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumeStatsRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumeStatsResponse.SerializeToString,
+            ),
+            'SearchOffsetByTimestamp': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchOffsetByTimestamp,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.SearchOffsetByTimestampRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.SearchOffsetByTimestampResponse.SerializeToString,
+            ),
+            'ResetOffsetByTimestamp': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetOffsetByTimestamp,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ResetOffsetByTimestampRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ResetOffsetByTimestampResponse.SerializeToString,
+            ),
+            'DeleteTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopic,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteTopicRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteTopicResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.HeartbeatRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'UnregisterClient': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnregisterClient,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UnregisterClientRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UnregisterClientResponse.SerializeToString,
+            ),
+            'GetConsumerListByGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConsumerListByGroup,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerListByGroupRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerListByGroupResponse.SerializeToString,
+            ),
+            'GetConsumerConnectionList': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConsumerConnectionList,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListResponse.SerializeToString,
+            ),
+            'ConsumerSendMsgBack': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerSendMsgBack,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ConsumerSendMsgBackRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ConsumerSendMsgBackResponse.SerializeToString,
+            ),
+            'PopMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.PopMessage,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.PopMessageRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.PopMessageResponse.SerializeToString,
+            ),
+            'AckMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckMessage,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.AckMessageRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.AckMessageResponse.SerializeToString,
+            ),
+            'ChangeInvisibleTime': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeInvisibleTime,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -401,6 +691,465 @@ class Broker:
             '/mq.broker.v1.Broker/ViewMessageById',
             mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdRequest.SerializeToString,
             mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSubscriptionGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/UpdateSubscriptionGroup',
+            mq_dot_broker_dot_v1_dot_broker__pb2.UpdateSubscriptionGroupRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.UpdateSubscriptionGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSubscriptionGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/DeleteSubscriptionGroup',
+            mq_dot_broker_dot_v1_dot_broker__pb2.DeleteSubscriptionGroupRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.DeleteSubscriptionGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAllSubscriptionGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/GetAllSubscriptionGroups',
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateConsumerOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/UpdateConsumerOffsets',
+            mq_dot_broker_dot_v1_dot_broker__pb2.UpdateConsumerOffsetsRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.UpdateConsumerOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryConsumerOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/QueryConsumerOffset',
+            mq_dot_broker_dot_v1_dot_broker__pb2.QueryConsumerOffsetRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.QueryConsumerOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConsumeStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/GetConsumeStats',
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumeStatsRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumeStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchOffsetByTimestamp(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/SearchOffsetByTimestamp',
+            mq_dot_broker_dot_v1_dot_broker__pb2.SearchOffsetByTimestampRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.SearchOffsetByTimestampResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetOffsetByTimestamp(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/ResetOffsetByTimestamp',
+            mq_dot_broker_dot_v1_dot_broker__pb2.ResetOffsetByTimestampRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.ResetOffsetByTimestampResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/DeleteTopic',
+            mq_dot_broker_dot_v1_dot_broker__pb2.DeleteTopicRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.DeleteTopicResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/Heartbeat',
+            mq_dot_broker_dot_v1_dot_broker__pb2.HeartbeatRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnregisterClient(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/UnregisterClient',
+            mq_dot_broker_dot_v1_dot_broker__pb2.UnregisterClientRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.UnregisterClientResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConsumerListByGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/GetConsumerListByGroup',
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerListByGroupRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerListByGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConsumerConnectionList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/GetConsumerConnectionList',
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerSendMsgBack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/ConsumerSendMsgBack',
+            mq_dot_broker_dot_v1_dot_broker__pb2.ConsumerSendMsgBackRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.ConsumerSendMsgBackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PopMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/PopMessage',
+            mq_dot_broker_dot_v1_dot_broker__pb2.PopMessageRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.PopMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AckMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/AckMessage',
+            mq_dot_broker_dot_v1_dot_broker__pb2.AckMessageRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.AckMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeInvisibleTime(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/ChangeInvisibleTime',
+            mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeResponse.FromString,
             options,
             channel_credentials,
             insecure,
