@@ -1,6 +1,6 @@
 """One model of each protocol concept, shared by the name server, the broker and the clients (no protobuf):
 topic configs, routes, cluster info, registration, admin offsets, the send headers (send.py), the pull
-headers (pull.py) and the query headers (query.py).
+headers (pull.py), the query headers (query.py) and the POP headers with the receipt handle (pop.py).
 
 Mirrors RocketMQ's ``remoting/protocol`` package and the values of ``common`` it carries. The proto
 converters of these types live in :mod:`mq_common.protocol.convert` (the edge: the only module here that
@@ -9,6 +9,22 @@ imports generated protobuf types).
 
 from mq_common.protocol.admin import TopicQueueOffset
 from mq_common.protocol.cluster import BrokerLiveInfo, ClusterInfo
+from mq_common.protocol.pop import (
+    AckMessageRequestHeader,
+    AckMessageResponseHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    ConsumeInitMode,
+    InvalidReceiptHandleError,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    PoppedMessage,
+    PoppedMessageExt,
+    PopResult,
+    PopStatus,
+    ReceiptHandle,
+    pop_result_of,
+)
 from mq_common.protocol.pull import (
     PULL_STATUS_BY_CODE,
     PullMessageRequestHeader,
@@ -41,12 +57,24 @@ from mq_common.protocol.topic import DEFAULT_TOPIC_PERM, TopicConfig
 __all__ = [
     "DEFAULT_TOPIC_PERM",
     "PULL_STATUS_BY_CODE",
+    "AckMessageRequestHeader",
+    "AckMessageResponseHeader",
     "BrokerData",
     "BrokerLiveInfo",
     "BrokerRegistration",
+    "ChangeInvisibleTimeRequestHeader",
+    "ChangeInvisibleTimeResponseHeader",
     "ClusterInfo",
+    "ConsumeInitMode",
     "DataVersion",
+    "InvalidReceiptHandleError",
     "MessageQueue",
+    "PopMessageRequestHeader",
+    "PopMessageResponseHeader",
+    "PopResult",
+    "PopStatus",
+    "PoppedMessage",
+    "PoppedMessageExt",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
     "PullResult",
@@ -57,6 +85,7 @@ __all__ = [
     "QueryMessageResponseHeader",
     "QueryResult",
     "QueueData",
+    "ReceiptHandle",
     "RegisterBrokerResult",
     "SendMessageBatchRequestHeader",
     "SendMessageBatchResponseHeader",
@@ -67,6 +96,7 @@ __all__ = [
     "TopicRouteData",
     "ViewMessageRequestHeader",
     "ViewMessageResponseHeader",
+    "pop_result_of",
     "pull_result_of",
     "query_result_of",
     "viewed_message_of",

@@ -3,7 +3,7 @@
 Every ``*_to_proto`` / ``*_from_proto`` pair round-trips (tests/common/test_protocol.py), except
 BrokerLiveInfo's ``ha_server_addr`` and SendMessageBatchRequestHeader's ``message_count`` / ``queue_free``, which
 the wire does not carry. The send and pull converters run on the send path of both ends (the broker's
-SendStream frames, the clients' BrokerClient), the query converters on both ends of the query RPCs.
+SendStream frames, the clients' BrokerClient), the query and POP converters on both ends of their RPCs.
 
 A field is copied by name when the dataclass and the message both have it (:func:`_to_proto`, :func:`_from_proto`,
 :func:`_fill_proto`; the shared names are computed once per pair of classes), so a field added to both is carried
@@ -26,6 +26,15 @@ from mq.namesrv.v1 import namesrv_pb2
 
 from mq_common.protocol.admin import TopicQueueOffset
 from mq_common.protocol.cluster import BrokerLiveInfo, ClusterInfo
+from mq_common.protocol.pop import (
+    AckMessageRequestHeader,
+    AckMessageResponseHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    PoppedMessage,
+)
 from mq_common.protocol.pull import PullMessageRequestHeader, PullMessageResponseHeader, PullStatus
 from mq_common.protocol.query import (
     QueryMessageByUniqueKeyRequestHeader,
@@ -336,3 +345,63 @@ def view_response_to_proto(header: ViewMessageResponseHeader) -> broker_pb2.View
 def view_response_from_proto(msg: broker_pb2.ViewMessageByIdResponse) -> ViewMessageResponseHeader:
     """ViewMessageByIdResponse -> header; see :func:`mq_common.protocol.query.viewed_message_of` for the message."""
     return _from_proto(msg, ViewMessageResponseHeader)
+
+
+# --- POP (POP_MESSAGE, ACK_MESSAGE / BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME) ---------------------------------
+
+
+def pop_request_to_proto(header: PopMessageRequestHeader) -> broker_pb2.PopMessageRequest:
+    return _to_proto(header, broker_pb2.PopMessageRequest)
+
+
+def pop_request_from_proto(msg: broker_pb2.PopMessageRequest) -> PopMessageRequestHeader:
+    return _from_proto(msg, PopMessageRequestHeader)
+
+
+def pop_response_to_proto(header: PopMessageResponseHeader) -> broker_pb2.PopMessageResponse:
+    messages = [_to_proto(m, broker_pb2.PoppedMessage) for m in header.messages]
+    return _to_proto(header, broker_pb2.PopMessageResponse, messages=messages)
+
+
+def pop_response_from_proto(msg: broker_pb2.PopMessageResponse) -> PopMessageResponseHeader:
+    """PopMessageResponse -> header; see :func:`mq_common.protocol.pop.pop_result_of` for the consumer's PopResult."""
+    messages = tuple(_from_proto(m, PoppedMessage) for m in msg.messages)
+    return _from_proto(msg, PopMessageResponseHeader, messages=messages)
+
+
+def ack_request_to_proto(header: AckMessageRequestHeader) -> broker_pb2.AckMessageRequest:
+    return _to_proto(header, broker_pb2.AckMessageRequest)
+
+
+def ack_request_from_proto(msg: broker_pb2.AckMessageRequest) -> AckMessageRequestHeader:
+    return _from_proto(msg, AckMessageRequestHeader, receipt_handles=tuple(msg.receipt_handles))
+
+
+def ack_response_to_proto(header: AckMessageResponseHeader) -> broker_pb2.AckMessageResponse:
+    return _to_proto(header, broker_pb2.AckMessageResponse)
+
+
+def ack_response_from_proto(msg: broker_pb2.AckMessageResponse) -> AckMessageResponseHeader:
+    return _from_proto(msg, AckMessageResponseHeader, codes=tuple(msg.codes), remarks=tuple(msg.remarks))
+
+
+def change_invisible_request_to_proto(
+    header: ChangeInvisibleTimeRequestHeader,
+) -> broker_pb2.ChangeInvisibleTimeRequest:
+    return _to_proto(header, broker_pb2.ChangeInvisibleTimeRequest)
+
+
+def change_invisible_request_from_proto(msg: broker_pb2.ChangeInvisibleTimeRequest) -> ChangeInvisibleTimeRequestHeader:
+    return _from_proto(msg, ChangeInvisibleTimeRequestHeader)
+
+
+def change_invisible_response_to_proto(
+    header: ChangeInvisibleTimeResponseHeader,
+) -> broker_pb2.ChangeInvisibleTimeResponse:
+    return _to_proto(header, broker_pb2.ChangeInvisibleTimeResponse)
+
+
+def change_invisible_response_from_proto(
+    msg: broker_pb2.ChangeInvisibleTimeResponse,
+) -> ChangeInvisibleTimeResponseHeader:
+    return _from_proto(msg, ChangeInvisibleTimeResponseHeader)
