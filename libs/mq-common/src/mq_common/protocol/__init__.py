@@ -11,6 +11,7 @@ from mq_common.protocol.admin import TopicQueueOffset
 from mq_common.protocol.cluster import BrokerLiveInfo, ClusterInfo
 from mq_common.protocol.pull import (
     PULL_STATUS_BY_CODE,
+    ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullResult,
@@ -45,6 +46,7 @@ __all__ = [
     "BrokerLiveInfo",
     "BrokerRegistration",
     "ClusterInfo",
+    "ConsumerSendMsgBackRequestHeader",
     "DataVersion",
     "MessageQueue",
     "PullMessageRequestHeader",
