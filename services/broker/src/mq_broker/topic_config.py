@@ -99,10 +99,7 @@ class TopicConfigManager:
             return
         try:
             data = json.loads(text)
-            version = data.get("dataVersion") or {}
-            self.data_version = DataVersion(
-                int(version.get("stateVersion", 0)), int(version.get("timestamp", 0)), int(version.get("counter", 0))
-            )
+            self.data_version = DataVersion.from_json(data.get("dataVersion"))
             for name, raw in dict(data.get("topicConfigTable") or {}).items():
                 self.topic_config_table[str(name)] = TopicConfig.from_json(raw)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -112,11 +109,7 @@ class TopicConfigManager:
         """TopicConfigManager#encode(prettyFormat)."""
         return json.dumps(
             {
-                "dataVersion": {
-                    "stateVersion": self.data_version.state_version,
-                    "timestamp": self.data_version.timestamp_ms,
-                    "counter": self.data_version.counter,
-                },
+                "dataVersion": self.data_version.to_json(),
                 "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.topic_config_table.items())},
             },
             indent=2,
@@ -185,6 +178,23 @@ class TopicConfigManager:
         )
         self.topic_config_table[topic] = created
         log.info("topic_created_by_default_topic", topic=topic, default_topic=default_topic, queue_nums=queue_nums)
+        self._changed()
+        return created
+
+    def create_topic_in_send_message_back_method(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0
+    ) -> TopicConfig:
+        """The config of ``topic`` (a %RETRY% or %DLQ% topic), created on first use with ``queue_nums`` read and
+        write queues, ``perm`` and ``topic_sys_flag`` (persisted in the background, registered through
+        ``on_change``). An existing config is returned as it is. Event loop.
+        Mirrors TopicConfigManager#createTopicInSendMessageBackMethod (non-order).
+        """
+        existing = self.topic_config_table.get(topic)
+        if existing is not None:
+            return existing
+        created = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag, attributes={})
+        self.topic_config_table[topic] = created
+        log.info("topic_created_by_send_back", topic=topic, queue_nums=queue_nums, perm=PermName.to_string(perm))
         self._changed()
         return created
 
