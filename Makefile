@@ -94,13 +94,14 @@ status: ## Show the background local cluster's processes and ports
 	$(UV) run --frozen mqlocal status --data-dir $(RUN_DIR)/cluster
 
 .PHONY: chaos
-chaos: sync ## kill -9 a SYNC_FLUSH broker under 32 senders, 20 rounds per configuration; all acked data must survive
-	MQ_CHAOS_ROUNDS=20 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
+chaos: sync ## kill -9 a broker under 32 senders (20 rounds per configuration) and while two consumer groups read (10 rounds)
+	MQ_CHAOS_ROUNDS=20 MQ_CHAOS_CONSUME_ROUNDS=10 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
 .PHONY: bench
-bench: sync java ## Store, gateway (vs NATS JetStream), Spark-vs-plain-sender and metrics-overhead benchmarks; JSON in bench-results/
+bench: sync java ## Store, gateway and consume (vs NATS JetStream), Spark-vs-plain-sender and metrics-overhead benchmarks; JSON in bench-results/
 	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json
 	$(UV) run --frozen python tests/bench/bench_gateway.py --out bench-results/gateway.json
+	$(UV) run --frozen python tests/bench/bench_consume.py --out bench-results/consume.json
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python tests/bench/bench_spark.py --out bench-results/spark.json
 	$(UV) run --frozen python tests/bench/bench_observability.py --out bench-results/observability.json
 
