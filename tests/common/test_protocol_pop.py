@@ -21,7 +21,7 @@ from mq_common.protocol import (
     convert,
     pop_result_of,
 )
-from mq_common.protocol.pop import InvalidReceiptHandleError, retry_topic_of, topic_type_of
+from mq_common.protocol.pop import InvalidReceiptHandleError, topic_type_of
 from mq_common.response_code import ResponseCode
 
 i32 = st.integers(min_value=0, max_value=2**31 - 1)
@@ -80,7 +80,6 @@ def test_garbage_handle_is_invalid_parameter(text: str) -> None:
 
 
 def test_retry_topic_names() -> None:
-    assert retry_topic_of("G") == "%RETRY%G"
     assert topic_type_of("%RETRY%G") == "1"
     assert topic_type_of("T") == "0"
 

@@ -32,7 +32,7 @@ from enum import Enum
 from typing import Final
 
 from mq_common.codec import MessageDecodeError, MessageExt, decode_message
-from mq_common.constants import MixAll
+from mq_common.constants import MixAll, retry_topic
 from mq_common.errors import InvalidParameterError, MQClientError, error_for_code
 from mq_common.response_code import ResponseCode
 
@@ -55,11 +55,6 @@ class ConsumeInitMode:
 
 class InvalidReceiptHandleError(InvalidParameterError):
     """Receipt handle text that does not decode (INVALID_PARAMETER, 29)."""
-
-
-def retry_topic_of(group: str) -> str:
-    """``%RETRY%<group>``: where revived messages of ``group`` go (MixAll#getRetryTopic)."""
-    return MixAll.RETRY_GROUP_TOPIC_PREFIX + group
 
 
 def topic_type_of(topic: str) -> str:
@@ -96,7 +91,7 @@ class ReceiptHandle:
 
     def real_topic(self, topic: str, group: str) -> str:
         """The topic the message is stored in: ``topic``, or ``%RETRY%<group>`` for a retry handle."""
-        return retry_topic_of(group) if self.is_retry else topic
+        return retry_topic(group) if self.is_retry else topic
 
     def encode(self) -> str:
         """ReceiptHandle#encode: the 9-field text."""

@@ -1,0 +1,304 @@
+"""POP_MESSAGE: hand out up to 32 messages of a topic (and of the group's retry topic), each invisible until acked
+or its invisible time ends, with a receipt handle each.
+
+Mirrors org.apache.rocketmq.broker.processor.PopMessageProcessor (non-orderly; #processRequest, #popMsgFromQueue,
+#getPopOffset, #getInitOffset, #appendCheckPoint) and PopLongPollingService#polling. Per queue read: the group's
+offset (a new group starts at the first offset, or, for ConsumeInitMode.LAST, at the last message, or at 0 while
+the queue was never cleaned: RocketMQ's initPopOffsetByCheckMsgInMem, with "its first message is still stored"
+standing for "in memory"), a tag-filtered read, ONE checkpoint record on the revive topic (awaited: stored with
+the store's flush semantics), then the group's offset moves past what was read. A queue another pop of the same
+group is reading is skipped (QueueLockManager#tryLock), as is every queue once the broker holds
+pop_max_inflight_messages un-acked messages. Nothing found: the call waits for an arrival on the topic (any queue,
+or the one asked) up to the poll time, then answers POLLING_TIMEOUT (210); POLLING_FULL (209) when too many polls
+are parked.
+
+Refusals (code, remark): INVALID_PARAMETER (29) for max_msg_nums outside 1..pop_max_batch_num, an invisible time
+outside [pop_invisible_time_min_ms, pop_invisible_time_max_ms], a negative poll time, an unknown init mode or a
+queue id past the topic's read queues; NO_PERMISSION (16) for an unreadable broker or topic or a group whose
+consume_enable is off; TOPIC_NOT_EXIST (17); SUBSCRIPTION_GROUP_NOT_EXIST (26); SUBSCRIPTION_PARSE_FAILED (23).
+
+Event loop; the store reads are page-cache copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import struct
+from dataclasses import dataclass, field
+from typing import Final
+
+from mq_common.codec import PHYSICAL_OFFSET_POS, decode_message, encode_message, encode_properties, host_to_bytes
+from mq_common.constants import MessageConst, retry_topic
+from mq_common.errors import InvalidParameterError, MQBrokerError
+from mq_common.logging import get_logger
+from mq_common.protocol import (
+    ConsumeInitMode,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    PoppedMessage,
+    ReceiptHandle,
+    TopicConfig,
+)
+from mq_common.protocol.pop import topic_type_of
+from mq_common.response_code import ResponseCode
+
+from mq_broker.consumer.long_polling import LongPollingService, PollingFullError
+from mq_broker.consumer.pop.context import PopContext, now_ms
+from mq_broker.consumer.pop.inflight import InflightCheckPoint
+from mq_broker.consumer.pop.revive_log import CheckPoint
+from mq_broker.store.message import GetMessageResult, GetMessageStatus
+from mq_broker.store.message_filter import SubscriptionData, SubscriptionParseError
+
+log = get_logger("mq_broker.consumer.pop")
+
+_I64: Final = struct.Struct(">q")
+_OFFSET_NOT_USABLE: Final = frozenset(
+    {GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL}
+)
+_SKIPPED_PAST: Final = frozenset(
+    {
+        GetMessageStatus.NO_MATCHED_MESSAGE,
+        GetMessageStatus.OFFSET_FOUND_NULL,
+        GetMessageStatus.MESSAGE_WAS_REMOVING,
+        GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+    }
+)
+
+
+@dataclass(slots=True)
+class _PopBatch:
+    """One pop attempt: what it asked and what it gathered so far."""
+
+    request: PopMessageRequestHeader
+    peer: str
+    pop_time_ms: int
+    revive_queue_id: int
+    subscription: SubscriptionData
+    messages: list[PoppedMessage] = field(default_factory=list)
+
+    @property
+    def wanted(self) -> int:
+        return self.request.max_msg_nums - len(self.messages)
+
+
+class PopMessageProcessor:
+    """Serves PopMessage over a :class:`PopContext` and the broker's LongPollingService."""
+
+    def __init__(self, context: PopContext, long_polling: LongPollingService) -> None:
+        self.context = context
+        self.long_polling = long_polling
+        self._ck_numbers = itertools.count()
+        self._random = random.Random()
+        self._reading: set[tuple[str, str, int]] = set()
+
+    async def pop(self, request: PopMessageRequestHeader, peer: str = "") -> PopMessageResponseHeader:
+        """Check, pop, and long-poll when nothing is there. Raises MQError (see the module docstring) for a
+        refused request; nothing found is an answer (POLLING_TIMEOUT / POLLING_FULL), not an error."""
+        topic_config = self._check(request)
+        try:
+            subscription = SubscriptionData.build(request.expression)
+        except SubscriptionParseError as exc:
+            raise MQBrokerError(
+                "parse the consumer's subscription failed", ResponseCode.SUBSCRIPTION_PARSE_FAILED
+            ) from exc
+        poll_ms = min(request.poll_time_ms, self.context.config.pop_poll_time_max_ms)
+        deadline = asyncio.get_running_loop().time() + poll_ms / 1000
+        queue_ids = None if request.queue_id < 0 else (request.queue_id,)
+        while True:
+            batch = await self._pop_once(request, topic_config, subscription, peer)
+            left_ms = int((deadline - asyncio.get_running_loop().time()) * 1000)
+            if batch.messages or left_ms <= 0:
+                return _answer(batch)
+            try:  # no await between the read that found nothing and parking (LongPollingService's contract)
+                arrived = await self.long_polling.wait_for_arrival(request.topic, queue_ids, left_ms)
+            except PollingFullError as exc:
+                return PopMessageResponseHeader(int(ResponseCode.POLLING_FULL), str(exc))
+            if not arrived:  # timed out, or the broker is stopping: one last look
+                return _answer(await self._pop_once(request, topic_config, subscription, peer))
+
+    def _check(self, request: PopMessageRequestHeader) -> TopicConfig:
+        cfg = self.context.config
+        if not 0 < request.max_msg_nums <= cfg.pop_max_batch_num:
+            raise InvalidParameterError(
+                f"the broker[{cfg.broker_ip}] pop message's num {request.max_msg_nums} is not in "
+                f"[1, {cfg.pop_max_batch_num}]"
+            )
+        if not cfg.pop_invisible_time_min_ms <= request.invisible_time_ms <= cfg.pop_invisible_time_max_ms:
+            raise InvalidParameterError(
+                f"invisibleTime {request.invisible_time_ms} ms is not in "
+                f"[{cfg.pop_invisible_time_min_ms}, {cfg.pop_invisible_time_max_ms}]"
+            )
+        if request.poll_time_ms < 0:
+            raise InvalidParameterError(f"pollTime {request.poll_time_ms} ms is negative")
+        if request.init_mode not in (ConsumeInitMode.LAST, ConsumeInitMode.FIRST):
+            raise InvalidParameterError(f"initMode {request.init_mode} is neither 0 (last) nor 1 (first)")
+        config = self.context.readable_topic(request.topic)
+        if request.queue_id >= config.read_queue_nums:
+            raise InvalidParameterError(
+                f"queueId[{request.queue_id}] is illegal, topic:[{request.topic}] "
+                f"topicConfig.readQueueNums:[{config.read_queue_nums}]"
+            )
+        self.context.consumable_group(request.consumer_group)
+        return config
+
+    async def _pop_once(
+        self, request: PopMessageRequestHeader, config: TopicConfig, subscription: SubscriptionData, peer: str
+    ) -> _PopBatch:
+        """One pass: maybe the retry topic first (pop_from_retry_probability), the topic's queues from a random
+        one (or the queue asked), then the retry topic when the batch is not full."""
+        cfg = self.context.config
+        chance = self._random.randrange(100)
+        batch = _PopBatch(request, peer, now_ms(), next(self._ck_numbers) % cfg.revive_queue_num, subscription)
+        retry = self.context.topics.select_topic_config(retry_topic(request.consumer_group))
+        retry_first = chance < cfg.pop_from_retry_probability
+        if retry is not None and retry_first:
+            await self._pop_topic(batch, retry, chance)
+        if request.queue_id < 0:
+            await self._pop_topic(batch, config, chance)
+        else:
+            await self._pop_queue(batch, config.topic_name, request.queue_id)
+        if retry is not None and not retry_first and batch.wanted > 0:
+            await self._pop_topic(batch, retry, chance)
+        return batch
+
+    async def _pop_topic(self, batch: _PopBatch, config: TopicConfig, start: int) -> None:
+        queues = config.read_queue_nums
+        for i in range(queues):
+            if batch.wanted <= 0:
+                return
+            await self._pop_queue(batch, config.topic_name, (start + i) % queues)
+
+    async def _pop_queue(self, batch: _PopBatch, topic: str, queue_id: int) -> None:
+        """PopMessageProcessor#popMsgFromQueue for one queue (skipped while another pop of the group reads it)."""
+        ctx = self.context
+        lock = (topic, batch.request.consumer_group, queue_id)
+        if batch.wanted <= 0 or lock in self._reading:
+            return
+        if ctx.table.message_count >= ctx.config.pop_max_inflight_messages:
+            log.warning("pop_inflight_full", topic=topic, inflight=ctx.table.message_count)
+            return
+        self._reading.add(lock)
+        try:
+            await self._read_queue(batch, topic, queue_id)
+        finally:
+            self._reading.discard(lock)
+
+    async def _read_queue(self, batch: _PopBatch, topic: str, queue_id: int) -> None:
+        ctx = self.context
+        group = batch.request.consumer_group
+        offset = self._pop_offset(batch, topic, queue_id)
+        is_retry = topic_type_of(topic) != "0"
+        # a retry message matched the group's filter when first popped; its topic mixes the group's topics
+        message_filter = None if is_retry or batch.subscription.is_sub_all else batch.subscription
+        result = ctx.store.get_messages(topic, queue_id, offset, batch.wanted, message_filter)
+        if result.status in _OFFSET_NOT_USABLE:
+            log.warning("pop_offset_corrected", topic=topic, group=group, queue_id=queue_id, old=offset,
+                        new=result.next_begin_offset)  # fmt: skip
+            offset = result.next_begin_offset
+            ctx.offsets.commit_offset(batch.peer, group, topic, queue_id, offset)
+            result = ctx.store.get_messages(topic, queue_id, offset, batch.wanted, message_filter)
+        if not result.messages:
+            if result.status in _SKIPPED_PAST and result.next_begin_offset > offset:
+                ctx.offsets.commit_offset(batch.peer, group, topic, queue_id, result.next_begin_offset)
+            return
+        row = await self._append_checkpoint(batch, topic, queue_id, offset, result)
+        if row is None:
+            return
+        ctx.offsets.commit_offset(batch.peer, group, topic, queue_id, result.next_begin_offset)
+        self._hand_out(batch, row, result, is_retry)
+
+    def _pop_offset(self, batch: _PopBatch, topic: str, queue_id: int) -> int:
+        """PopMessageProcessor#getPopOffset / #getInitOffset (the initial offset is committed at once)."""
+        ctx = self.context
+        group = batch.request.consumer_group
+        offset = ctx.offsets.query_offset(group, topic, queue_id)
+        if offset >= 0:
+            return offset
+        min_offset = ctx.store.get_min_offset_in_queue(topic, queue_id)
+        if batch.request.init_mode == ConsumeInitMode.FIRST or topic_type_of(topic) != "0":
+            offset = min_offset
+        elif ctx.config.init_pop_offset_by_check_msg_in_mem and min_offset <= 0:
+            offset = 0
+        else:
+            offset = max(0, ctx.store.get_max_offset_in_queue(topic, queue_id) - 1)
+        ctx.offsets.commit_offset("getPopOffset", group, topic, queue_id, offset)
+        return offset
+
+    async def _append_checkpoint(
+        self, batch: _PopBatch, topic: str, queue_id: int, offset: int, result: GetMessageResult
+    ) -> InflightCheckPoint | None:
+        """PopMessageProcessor#appendCheckPoint: store the checkpoint record and track it; None when the store
+        refused it (nothing is handed out, the offset stays)."""
+        ctx = self.context
+        group = batch.request.consumer_group
+        pop_time = ctx.table.reserve_pop_time(topic, group, queue_id, offset, batch.pop_time_ms)
+        ck = CheckPoint(
+            topic, group, queue_id, offset, pop_time, batch.request.invisible_time_ms,
+            tuple(q - offset for q in result.queue_offsets), ctx.config.broker_name,
+        )  # fmt: skip
+        try:
+            put = (await ctx.writer.append([(ck, batch.revive_queue_id)]))[0]
+        except BaseException:
+            ctx.table.release(ck.key)
+            raise
+        if not put.is_ok:
+            ctx.table.release(ck.key)
+            log.error("pop_checkpoint_not_stored", topic=topic, group=group, queue_id=queue_id, status=put.status.value)
+            return None
+        row = InflightCheckPoint(ck, batch.revive_queue_id, put.queue_offset)
+        ctx.table.add(row)
+        return row
+
+    def _hand_out(self, batch: _PopBatch, row: InflightCheckPoint, result: GetMessageResult, is_retry: bool) -> None:
+        broker = self.context.config.broker_name
+        topic_type = topic_type_of(row.topic)
+        for record, queue_offset in zip(result.messages, result.queue_offsets, strict=True):
+            handle = ReceiptHandle(
+                row.start_offset, row.pop_time_ms, row.invisible_time_ms, row.revive_queue_id, topic_type, broker,
+                row.queue_id, queue_offset, _I64.unpack_from(record, PHYSICAL_OFFSET_POS)[0],
+            )  # fmt: skip
+            message = _with_origin_topic(record, batch.request.topic) if is_retry else record
+            batch.messages.append(PoppedMessage(message, handle.encode()))
+
+
+def _answer(batch: _PopBatch) -> PopMessageResponseHeader:
+    if not batch.messages:
+        return PopMessageResponseHeader(
+            int(ResponseCode.POLLING_TIMEOUT),
+            GetMessageStatus.NO_MESSAGE_IN_QUEUE.value,
+            pop_time_ms=batch.pop_time_ms,
+            invisible_time_ms=batch.request.invisible_time_ms,
+        )
+    return PopMessageResponseHeader(
+        int(ResponseCode.SUCCESS),
+        GetMessageStatus.FOUND.value,
+        tuple(batch.messages),
+        batch.pop_time_ms,
+        batch.request.invisible_time_ms,
+    )
+
+
+def _with_origin_topic(record: bytes, fallback_topic: str) -> bytes:
+    """A retry record re-encoded under its original topic (the RETRY_TOPIC property, else ``fallback_topic``), as
+    PopMessageProcessor does unless popResponseReturnActualRetryTopic; body, CRC and offsets unchanged."""
+    msg = decode_message(record, check_crc=False, decompress=False)
+    topic = msg.properties.get(MessageConst.RETRY_TOPIC) or fallback_topic
+    return encode_message(
+        topic=topic.encode(),
+        body=msg.body,
+        properties=encode_properties(msg.properties).encode(),
+        queue_id=msg.queue_id,
+        flag=msg.flag,
+        queue_offset=msg.queue_offset,
+        physical_offset=msg.commit_log_offset,
+        sys_flag=msg.sys_flag,
+        born_timestamp_ms=msg.born_timestamp_ms,
+        born_host=host_to_bytes(*msg.born_host),
+        store_timestamp_ms=msg.store_timestamp_ms,
+        store_host=host_to_bytes(*msg.store_host),
+        reconsume_times=msg.reconsume_times,
+        prepared_transaction_offset=msg.prepared_transaction_offset,
+        crc=msg.body_crc,
+    )

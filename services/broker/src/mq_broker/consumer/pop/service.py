@@ -1,0 +1,106 @@
+"""The broker's POP consumption as one object: pop, ack, change of invisible time, revive, in-flight counts.
+
+Mirrors what BrokerController wires for POP: PopMessageProcessor, AckMessageProcessor, ChangeInvisibleTimeProcessor,
+the PopReviveService threads and PopInflightMessageCounter, plus the revive topic TopicConfigManager#init creates
+(``rmq_sys_REVIVE_LOG_<cluster>``, revive_queue_num queues). :meth:`PopService.start` creates that topic when
+missing, rebuilds the in-flight table from the revive log and starts reviving; call it after the store, the topic
+table and the consumer offsets are loaded and before serving. Event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mq_common.constants import PermName
+from mq_common.logging import get_logger
+from mq_common.protocol import (
+    AckMessageRequestHeader,
+    AckMessageResponseHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    TopicConfig,
+)
+
+from mq_broker.consumer.long_polling import LongPollingService
+from mq_broker.consumer.pop.ack_processor import AckMessageProcessor, ChangeInvisibleTimeProcessor
+from mq_broker.consumer.pop.context import GroupLookup, OffsetStore, PopConfig, PopContext, ReviveLogWriter
+from mq_broker.consumer.pop.inflight import InflightTable
+from mq_broker.consumer.pop.pop_processor import PopMessageProcessor
+from mq_broker.consumer.pop.recovery import RecoveryStats, recover_inflight
+from mq_broker.consumer.pop.revive_service import PopReviveService
+from mq_broker.consumer.retry_dlq import RetryDlqService
+from mq_broker.store.api import MessageStore
+from mq_broker.topic_config import TopicConfigManager
+
+log = get_logger("mq_broker.consumer.pop")
+
+
+class PopService:
+    """POP for one broker (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: PopConfig,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: GroupLookup,
+        offsets: OffsetStore,
+        long_polling: LongPollingService,
+        retry_dlq: RetryDlqService,
+    ) -> None:
+        self.config = config
+        self.context = PopContext(
+            config,
+            store,
+            topics,
+            groups,
+            offsets,
+            InflightTable(config.revive_queue_num),
+            ReviveLogWriter(store, config),
+        )
+        self.pop_processor = PopMessageProcessor(self.context, long_polling)
+        self.ack_processor = AckMessageProcessor(self.context)
+        self.change_processor = ChangeInvisibleTimeProcessor(self.context)
+        self.revive_service = PopReviveService(self.context, retry_dlq, long_polling)
+
+    def start(self) -> RecoveryStats:
+        """Create the revive topic when missing, rebuild the in-flight table, start the revive task."""
+        cfg = self.config
+        existing = self.context.topics.select_topic_config(cfg.revive_topic)
+        if existing is None or existing.read_queue_nums < cfg.revive_queue_num:
+            rw = PermName.PERM_READ | PermName.PERM_WRITE
+            revive = TopicConfig(cfg.revive_topic, cfg.revive_queue_num, cfg.revive_queue_num, rw)
+            self.context.topics.update_topic_config(revive)
+        stats = recover_inflight(self.context)
+        self.revive_service.start()
+        return stats
+
+    async def stop(self) -> None:
+        """Stop reviving and commit the revive offsets (call before the consumer offsets are persisted)."""
+        await self.revive_service.stop()
+
+    async def pop(self, request: PopMessageRequestHeader, peer: str = "") -> PopMessageResponseHeader:
+        """See mq_broker.consumer.pop.pop_processor (raises MQError for a refused request)."""
+        return await self.pop_processor.pop(request, peer)
+
+    async def ack(self, request: AckMessageRequestHeader) -> AckMessageResponseHeader:
+        """See mq_broker.consumer.pop.ack_processor (raises MQError for a refused request)."""
+        return await self.ack_processor.ack(request)
+
+    async def change_invisible_time(
+        self, request: ChangeInvisibleTimeRequestHeader
+    ) -> ChangeInvisibleTimeResponseHeader:
+        """See mq_broker.consumer.pop.ack_processor (raises MQError for a refused request)."""
+        return await self.change_processor.change_invisible_time(request)
+
+    def inflight_count(self, group: str, topic: str, queue_id: int) -> int:
+        """Messages of ``topic``/``queue_id`` popped by ``group`` and neither acked nor revived (consume stats'
+        inflight_counter; PopInflightMessageCounter#getGroupPopInFlightMessageNum)."""
+        return self.context.table.inflight_count(group, topic, queue_id)
+
+    def inflight_by_group_topic(self) -> Mapping[tuple[str, str], int]:
+        """(group, topic) -> messages popped and neither acked nor revived (for metrics)."""
+        return self.context.table.inflight_by_group_topic()
