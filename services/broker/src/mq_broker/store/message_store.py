@@ -555,6 +555,15 @@ class DefaultMessageStore:
             return 0
         return self.commit_log.store_timestamp_at(unit.commit_log_offset, unit.size)
 
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        """The message at ``consume_offset`` exists and its bytes are in the page cache (reading it costs no disk
+        I/O). Event loop (a mincore call). Mirrors DefaultMessageStore#checkInMemByConsumeOffset (batch of 1)."""
+        cq = self.find_consume_queue(topic, queue_id)
+        unit = cq.get_unit(consume_offset) if cq is not None else None
+        if unit is None or unit.is_blank:
+            return False
+        return self.commit_log.is_in_page_cache(unit.commit_log_offset, unit.size)
+
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms`` (ms since the epoch): the
         max offset when every message is older, the min offset when every one is newer (0 for an unknown queue).
