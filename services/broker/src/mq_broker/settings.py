@@ -133,6 +133,23 @@ class BrokerSettings(ServiceSettings):
         description="Pulls held at once for long polling (as maxPopPollingSize bounds POP's); one more is answered "
         "POLLING_FULL (209). RocketMQ's PullRequestHoldService has no bound.",
     )
+    flush_consumer_offset_interval_ms: int = Field(
+        default=5_000,
+        gt=0,
+        description="BrokerConfig.flushConsumerOffsetInterval: how often changed consumer offsets are written to "
+        "config/consumerOffset.json, ms (a crash loses at most this much of commits).",
+    )
+    auto_create_subscription_group: bool = Field(
+        default=True,
+        description="BrokerConfig.autoCreateSubscriptionGroup: create an unknown consumer group with the defaults "
+        "on first use.",
+    )
+    channel_expired_timeout_ms: int = Field(
+        default=120_000,
+        gt=0,
+        description="BrokerConfig.channelExpiredTimeout: a consumer instance without a heartbeat for this long is "
+        "dropped from its group, ms.",
+    )
     shutdown_grace_ms: int = Field(
         default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
     )
