@@ -31,6 +31,7 @@ from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.consumer.consumer_manager import SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_MS, ConsumerManager
 from mq_broker.consumer.long_polling import LongPollingService
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
+from mq_broker.consumer.pop.service import PopService
 from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
@@ -40,7 +41,7 @@ from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.registration import BrokerRegistrar, NamesrvClient
 from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
-from mq_broker.settings import BrokerSettings
+from mq_broker.settings import BrokerSettings, pop_config
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
 from mq_broker.topic_config import TopicConfigManager
 
@@ -74,6 +75,7 @@ class BrokerController:
         self.registrar: BrokerRegistrar | None = None
         self.long_polling: LongPollingService | None = None
         self.retry_dlq: RetryDlqService | None = None
+        self.pop: PopService | None = None
         self.metrics: BrokerMetrics | None = None
         if settings.metrics_port:
             self.metrics = BrokerMetrics(
@@ -137,6 +139,8 @@ class BrokerController:
         self.topics, self.subscription_groups, self.consumer_offsets = topics, groups, offsets
         self._build_processors(server, store, topics)
         self._start_metrics(store, topics)
+        assert self.pop is not None
+        self.pop.start()  # the in-flight table from the revive log, before any request is served
         await server.start()
         self.server = server
         offsets.start()
@@ -160,16 +164,18 @@ class BrokerController:
             max_message_size_bytes=s.max_message_size_bytes,
         )
         pull, send_back = self._build_pull_side(store, topics)
+        pop = self.pop = self._build_pop(store, topics)
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
         assert self.subscription_groups is not None
         assert self.consumer_offsets is not None
         self.consumer_manage_processor = ConsumerManageProcessor(
-            store, topics, self.subscription_groups, self.consumer_offsets, self.consumer_manager, s.broker_name
-        )
+            store, topics, self.subscription_groups, self.consumer_offsets, self.consumer_manager, s.broker_name,
+            inflight_counter=pop.inflight_count,
+        )  # fmt: skip
         observe = self.metrics.observe_rpc if self.metrics is not None else None
         self.servicer = BrokerServicer(
             self.send_processor, pull, admin, observe=observe, consumer=self.consumer_manage_processor,
-            send_back=send_back,
+            send_back=send_back, pop=pop,
         )  # fmt: skip
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
 
@@ -199,6 +205,17 @@ class BrokerController:
             store, groups, self.retry_dlq, broker_permission=s.broker_permission, broker_ip=s.broker_ip
         )
         return pull, send_back
+
+    def _build_pop(self, store: DefaultMessageStore, topics: TopicConfigManager) -> PopService:
+        """POP over the consumer state and the pull side's long polling and send-back (started in _start_on)."""
+        assert self.subscription_groups is not None
+        assert self.consumer_offsets is not None
+        assert self.long_polling is not None
+        assert self.retry_dlq is not None
+        return PopService(
+            pop_config(self.settings), store=store, topics=topics, groups=self.subscription_groups,
+            offsets=self.consumer_offsets, long_polling=self.long_polling, retry_dlq=self.retry_dlq,
+        )  # fmt: skip
 
     def _start_metrics(self, store: DefaultMessageStore, topics: TopicConfigManager) -> None:
         """Hook the metrics into the store and the send path and serve /metrics (RuntimeError: port busy)."""
@@ -266,6 +283,8 @@ class BrokerController:
             self.long_polling.close()
         if self.server is not None:
             await self.server.stop(self.settings.shutdown_grace_ms / 1000)
+        if self.pop is not None:
+            await self.pop.stop()
         await self._stop_consumer_state()
         if self.topics is not None:
             await self.topics.wait_persisted()

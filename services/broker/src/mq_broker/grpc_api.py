@@ -2,7 +2,8 @@
 (the send, pull and query headers with mq_common.protocol.convert, the converters the clients use too).
 
 Mirrors the request dispatch of org.apache.rocketmq.broker.processor.{SendMessageProcessor,
-PullMessageProcessor, QueryMessageProcessor, AdminBrokerProcessor, ConsumerManageProcessor, ClientManageProcessor} and,
+PullMessageProcessor, QueryMessageProcessor, AdminBrokerProcessor, ConsumerManageProcessor, ClientManageProcessor,
+PopMessageProcessor, AckMessageProcessor, ChangeInvisibleTimeProcessor} and,
 as a client,
 org.apache.rocketmq.broker.out.BrokerOuterAPI.
 Handlers run on the service's asyncio loop. Business outcomes travel as ``code`` + ``remark``; a handler never
@@ -23,8 +24,12 @@ from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_common.errors import MQError
 from mq_common.logging import get_logger
 from mq_common.protocol.convert import (
+    ack_request_from_proto,
+    ack_response_to_proto,
     batch_request_from_proto,
     batch_response_to_proto,
+    change_invisible_request_from_proto,
+    change_invisible_response_to_proto,
     consume_stats_request_from_proto,
     consume_stats_to_proto,
     consumer_connection_info_to_proto,
@@ -33,6 +38,8 @@ from mq_common.protocol.convert import (
     data_version_to_proto,
     delete_group_request_from_proto,
     heartbeat_from_proto,
+    pop_request_from_proto,
+    pop_response_to_proto,
     pull_request_from_proto,
     pull_response_to_proto,
     query_consumer_offset_request_from_proto,
@@ -57,6 +64,7 @@ from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
 
 from mq_broker.admin_processor import AdminBrokerProcessor
+from mq_broker.consumer.pop.service import PopService
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.query_processor import QueryMessageProcessor
@@ -119,12 +127,14 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         *,
         consumer: ConsumerManageProcessor | None = None,
         send_back: ConsumerSendMsgBackProcessor,
+        pop: PopService | None = None,
     ) -> None:
         self._send = send
         self._pull = pull
         self._send_back = send_back
         self._admin = admin
         self._consumer = consumer
+        self._pop = pop
         self._query = query if query is not None else QueryMessageProcessor(pull.store)
         self._streams: SendStreamSessions[broker_pb2.SendStreamRequest, broker_pb2.SendStreamResponse] = (
             SendStreamSessions(self._send_frame, _frame_failed, observe)
@@ -196,6 +206,39 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             return pull_response_to_proto(reply)
 
         return await _guard("PullMessage", broker_pb2.PullMessageResponse, handle)
+
+    # --- POP (mq_broker.consumer.pop.PopService; REQUEST_CODE_NOT_SUPPORTED without one) --------------------------
+
+    def _pop_service(self) -> PopService:
+        if self._pop is None:
+            raise MQError("this broker serves no POP requests", ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+        return self._pop
+
+    async def PopMessage(
+        self, request: broker_pb2.PopMessageRequest, context: _Context
+    ) -> broker_pb2.PopMessageResponse:
+        async def handle() -> broker_pb2.PopMessageResponse:
+            reply = await self._pop_service().pop(pop_request_from_proto(request), peer_to_host_port(context.peer()))
+            return pop_response_to_proto(reply)
+
+        return await _guard("PopMessage", broker_pb2.PopMessageResponse, handle)
+
+    async def AckMessage(
+        self, request: broker_pb2.AckMessageRequest, context: _Context
+    ) -> broker_pb2.AckMessageResponse:
+        async def handle() -> broker_pb2.AckMessageResponse:
+            return ack_response_to_proto(await self._pop_service().ack(ack_request_from_proto(request)))
+
+        return await _guard("AckMessage", broker_pb2.AckMessageResponse, handle)
+
+    async def ChangeInvisibleTime(
+        self, request: broker_pb2.ChangeInvisibleTimeRequest, context: _Context
+    ) -> broker_pb2.ChangeInvisibleTimeResponse:
+        async def handle() -> broker_pb2.ChangeInvisibleTimeResponse:
+            header = change_invisible_request_from_proto(request)
+            return change_invisible_response_to_proto(await self._pop_service().change_invisible_time(header))
+
+        return await _guard("ChangeInvisibleTime", broker_pb2.ChangeInvisibleTimeResponse, handle)
 
     async def ConsumerSendMsgBack(
         self, request: broker_pb2.ConsumerSendMsgBackRequest, context: _Context

@@ -6,6 +6,7 @@ field's description names the RocketMQ property). Read once at start-up on the m
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import socket
 from pathlib import Path
@@ -16,6 +17,7 @@ from mq_common.settings import ServiceSettings, config_from_settings, mirrored_f
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from mq_broker.consumer.pop.context import PopConfig
 from mq_broker.store.config import MIN_COMMIT_LOG_FILE_SIZE_BYTES, FlushDiskType, MessageStoreConfig
 
 DEFAULT_STORE_PATH_ROOT_DIR = Path.home() / "store"
@@ -150,6 +152,54 @@ class BrokerSettings(ServiceSettings):
         description="BrokerConfig.channelExpiredTimeout: a consumer instance without a heartbeat for this long is "
         "dropped from its group, ms.",
     )
+    revive_queue_num: int = Field(
+        default=8,
+        gt=0,
+        le=64,
+        description="BrokerConfig.reviveQueueNum: queues of the revive topic rmq_sys_REVIVE_LOG_<cluster> (POP "
+        "checkpoints and acks).",
+    )
+    revive_interval_ms: int = Field(
+        default=1_000, gt=0, description="BrokerConfig.reviveInterval: how often un-acked POP messages are revived, ms."
+    )
+    pop_max_batch_num: int = Field(
+        default=32,
+        gt=0,
+        le=32,
+        description="Messages one PopMessage returns at most (PopMessageProcessor's 32); more is INVALID_PARAMETER.",
+    )
+    pop_invisible_time_min_ms: int = Field(
+        default=1_000,
+        ge=0,
+        description="Shortest invisible time a PopMessage may ask, ms (RocketMQ's broker has none; its proxy asks 10 s "
+        "of SDK clients).",
+    )
+    pop_invisible_time_max_ms: int = Field(
+        default=12 * 3600 * 1000,
+        gt=0,
+        description="Longest invisible time a PopMessage or ChangeInvisibleTime may ask, ms (the proxy's "
+        "maxInvisibleTimeMills, 12 h).",
+    )
+    pop_poll_time_max_ms: int = Field(
+        default=60_000, ge=0, description="Longest a PopMessage that found nothing is held (a longer poll time is cut)."
+    )
+    pop_from_retry_probability: int = Field(
+        default=20,
+        ge=0,
+        le=100,
+        description="BrokerConfig.popFromRetryProbability: percent of pops that read %RETRY%<group> first.",
+    )
+    pop_max_inflight_messages: int = Field(
+        default=1_000_000,
+        gt=0,
+        description="POP messages in flight (popped, not acked) the broker keeps at most; past it pops read nothing "
+        "(as popInflightMessageThreshold, broker-wide). About 400 bytes each.",
+    )
+    init_pop_offset_by_check_msg_in_mem: bool = Field(
+        default=True,
+        description="BrokerConfig.initPopOffsetByCheckMsgInMem: a new POP group with init mode LAST starts at 0 "
+        "while the queue's first message is in the page cache.",
+    )
     shutdown_grace_ms: int = Field(
         default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
     )
@@ -186,3 +236,9 @@ class BrokerSettings(ServiceSettings):
     def message_store_config(self) -> MessageStoreConfig:
         """The store's config: every MessageStoreConfig field this class has, by name."""
         return config_from_settings(MessageStoreConfig, self)
+
+
+def pop_config(settings: BrokerSettings) -> PopConfig:
+    """The POP settings of ``settings`` (PopConfig's fields by name)."""
+    names = [f.name for f in dataclasses.fields(PopConfig)]
+    return PopConfig(**{name: getattr(settings, name) for name in names})

@@ -4,8 +4,8 @@ or its invisible time ends, with a receipt handle each.
 Mirrors org.apache.rocketmq.broker.processor.PopMessageProcessor (non-orderly; #processRequest, #popMsgFromQueue,
 #getPopOffset, #getInitOffset, #appendCheckPoint) and PopLongPollingService#polling. Per queue read: the group's
 offset (a new group starts at the first offset, or, for ConsumeInitMode.LAST, at the last message, or at 0 while
-the queue was never cleaned: RocketMQ's initPopOffsetByCheckMsgInMem, with "its first message is still stored"
-standing for "in memory"), a tag-filtered read, ONE checkpoint record on the revive topic (awaited: stored with
+the queue was never cleaned and its first message is in the page cache: RocketMQ's initPopOffsetByCheckMsgInMem),
+a tag-filtered read, ONE checkpoint record on the revive topic (awaited: stored with
 the store's flush semantics), then the group's offset moves past what was read. A queue another pop of the same
 group is reading is skipped (QueueLockManager#tryLock), as is every queue once the broker holds
 pop_max_inflight_messages un-acked messages. Nothing found: the call waits for an arrival on the topic (any queue,
@@ -219,7 +219,11 @@ class PopMessageProcessor:
         min_offset = ctx.store.get_min_offset_in_queue(topic, queue_id)
         if batch.request.init_mode == ConsumeInitMode.FIRST or topic_type_of(topic) != "0":
             offset = min_offset
-        elif ctx.config.init_pop_offset_by_check_msg_in_mem and min_offset <= 0:
+        elif (
+            ctx.config.init_pop_offset_by_check_msg_in_mem
+            and min_offset <= 0
+            and ctx.store.check_in_mem_by_consume_offset(topic, queue_id, 0)
+        ):
             offset = 0
         else:
             offset = max(0, ctx.store.get_max_offset_in_queue(topic, queue_id) - 1)
