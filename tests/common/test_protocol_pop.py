@@ -13,9 +13,9 @@ from mq_common.protocol import (
     AckMessageResponseHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
-    PoppedMessage,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
+    PoppedMessage,
     PopStatus,
     ReceiptHandle,
     convert,
@@ -50,10 +50,13 @@ def test_receipt_handle_text_is_rocketmq_order() -> None:
     handle = ReceiptHandle(10, 1_700_000_000_000, 30_000, 3, "1", "broker-a", 2, 12, 4096)
     assert handle.encode() == "10 1700000000000 30000 3 1 broker-a 2 12 4096"
     assert handle.next_visible_time_ms == 1_700_000_030_000
-    assert handle.is_expired(1_700_000_030_000) and not handle.is_expired(1_700_000_029_999)
-    assert handle.is_retry and handle.real_topic("T", "G") == "%RETRY%G"
+    assert handle.is_expired(1_700_000_030_000)
+    assert not handle.is_expired(1_700_000_029_999)
+    assert handle.is_retry
+    assert handle.real_topic("T", "G") == "%RETRY%G"
     eight = ReceiptHandle.decode("10 1700000000000 30000 3 0 broker-a 2 12")
-    assert eight.commit_log_offset == -1 and eight.real_topic("T", "G") == "T"
+    assert eight.commit_log_offset == -1
+    assert eight.real_topic("T", "G") == "T"
 
 
 @pytest.mark.parametrize(
