@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
-from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
+from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool, StubCache
 from mq_common.channels import seconds as _seconds
 from mq_common.codec import MessageExt
 from mq_common.constants import MixAll
@@ -80,16 +79,12 @@ class BrokerClient:
 
     def __init__(self, pool: ChannelPool) -> None:
         self._pool = pool
-        self._stubs: dict[str, tuple[grpc.aio.Channel, broker_pb2_grpc.BrokerAsyncStub]] = {}
+        self._stubs: StubCache[broker_pb2_grpc.BrokerAsyncStub] = StubCache(pool, broker_pb2_grpc.BrokerStub)
         self._send_streams: dict[str, BrokerSendStream] = {}
 
     def _stub(self, addr: str) -> broker_pb2_grpc.BrokerAsyncStub:
         """The stub of ``addr``'s current channel (one per channel: a stub builds a callable per method)."""
-        channel = self._pool.get(addr)
-        cached = self._stubs.get(addr)
-        if cached is None or cached[0] is not channel:
-            cached = self._stubs[addr] = (channel, broker_pb2_grpc.BrokerStub(channel))
-        return cached[1]
+        return self._stubs.get(addr)
 
     def _send_stream(self, addr: str) -> BrokerSendStream:
         stream = self._send_streams.get(addr)

@@ -13,9 +13,8 @@ Mirrors MQClientAPIImpl#popMessageAsync, #ackMessageAsync / #batchAckMessageAsyn
 
 from __future__ import annotations
 
-import grpc
 from mq.broker.v1 import broker_pb2_grpc
-from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
+from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool, StubCache
 from mq_common.channels import seconds as _seconds
 from mq_common.errors import error_for_code
 from mq_common.grpc_errors import invoke as _invoke
@@ -45,15 +44,10 @@ class PopBrokerCalls:
     """The POP RPCs of the Broker service, one method each; stubs cached per channel of ``pool``."""
 
     def __init__(self, pool: ChannelPool) -> None:
-        self._pool = pool
-        self._stubs: dict[str, tuple[grpc.aio.Channel, broker_pb2_grpc.BrokerAsyncStub]] = {}
+        self._stubs: StubCache[broker_pb2_grpc.BrokerAsyncStub] = StubCache(pool, broker_pb2_grpc.BrokerStub)
 
     def _stub(self, addr: str) -> broker_pb2_grpc.BrokerAsyncStub:
-        channel = self._pool.get(addr)
-        cached = self._stubs.get(addr)
-        if cached is None or cached[0] is not channel:
-            cached = self._stubs[addr] = (channel, broker_pb2_grpc.BrokerStub(channel))
-        return cached[1]
+        return self._stubs.get(addr)
 
     async def pop_message(
         self,

@@ -6,7 +6,8 @@ loop that created them).
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Final, Generic, TypeVar
 
 import grpc
 
@@ -21,6 +22,8 @@ CLIENT_CHANNEL_OPTIONS: Final[list[tuple[str, int]]] = [
     *CHANNEL_OPTIONS,
     ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
 ]
+
+_S = TypeVar("_S")
 
 
 def seconds(timeout_ms: int) -> float:
@@ -51,3 +54,21 @@ class ChannelPool:
         self._channels.clear()
         for channel in channels:
             await channel.close()
+
+
+class StubCache(Generic[_S]):
+    """One stub per peer address over a :class:`ChannelPool`, built again when the pool's channel changed (a stub
+    builds a callable per method: worth keeping on a hot path)."""
+
+    def __init__(self, pool: ChannelPool, make_stub: Callable[[grpc.aio.Channel], _S]) -> None:
+        self._pool = pool
+        self._make_stub = make_stub
+        self._stubs: dict[str, tuple[grpc.aio.Channel, _S]] = {}
+
+    def get(self, addr: str) -> _S:
+        """The stub of ``addr``'s current channel. Raises like :meth:`ChannelPool.get`."""
+        channel = self._pool.get(addr)
+        cached = self._stubs.get(addr)
+        if cached is None or cached[0] is not channel:
+            cached = self._stubs[addr] = (channel, self._make_stub(channel))
+        return cached[1]

@@ -83,18 +83,12 @@ class CheckPoint:
         return self.pop_time_ms + self.invisible_time_ms
 
     def to_json(self) -> dict[str, Any]:
-        body = {
-            "so": self.start_offset,
-            "pt": self.pop_time_ms,
+        body = _name_to_json(self) | {
             "it": self.invisible_time_ms,
             "bm": 0,
             "n": len(self.queue_offset_diff),
-            "q": self.queue_id,
-            "t": self.topic,
-            "c": self.group,
             "ro": 0,
             "d": list(self.queue_offset_diff),
-            "bn": self.broker_name,
         }
         if self.re_put_times:
             body["rp"] = str(self.re_put_times)
@@ -109,14 +103,9 @@ class CheckPoint:
         if not 0 < len(offsets) <= MAX_CHECKPOINT_MESSAGES:
             raise ValueError(f"checkpoint of {len(offsets)} messages")
         return cls(
-            topic=str(data["t"]),
-            group=str(data["c"]),
-            queue_id=int(data["q"]),
-            start_offset=int(data["so"]),
-            pop_time_ms=int(data["pt"]),
+            **_name_from_json(data),
             invisible_time_ms=int(data["it"]),
             queue_offset_diff=offsets,
-            broker_name=str(data.get("bn") or ""),
             re_put_times=int(data.get("rp") or 0),
         )
 
@@ -143,15 +132,7 @@ class AckMsg:
         return ACK_TAG if len(self.ack_offsets) == 1 else BATCH_ACK_TAG
 
     def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "ao": self.ack_offsets[0] if len(self.ack_offsets) == 1 else -1,
-            "so": self.start_offset,
-            "c": self.group,
-            "t": self.topic,
-            "q": self.queue_id,
-            "pt": self.pop_time_ms,
-            "bn": self.broker_name,
-        }
+        body = {"ao": self.ack_offsets[0] if len(self.ack_offsets) == 1 else -1} | _name_to_json(self)
         if len(self.ack_offsets) != 1:
             body["aol"] = list(self.ack_offsets)
         return body
@@ -160,15 +141,31 @@ class AckMsg:
     def from_json(cls, data: Mapping[str, Any], batch: bool) -> AckMsg:
         """Raises KeyError/ValueError/TypeError for a malformed body."""
         offsets = tuple(int(o) for o in data["aol"]) if batch else (int(data["ao"]),)
-        return cls(
-            topic=str(data["t"]),
-            group=str(data["c"]),
-            queue_id=int(data["q"]),
-            start_offset=int(data["so"]),
-            pop_time_ms=int(data["pt"]),
-            ack_offsets=offsets,
-            broker_name=str(data.get("bn") or ""),
-        )
+        return cls(**_name_from_json(data), ack_offsets=offsets)
+
+
+def _name_to_json(record: CheckPoint | AckMsg) -> dict[str, Any]:
+    """The JSON fields that name a checkpoint (shared by checkpoints and acks)."""
+    return {
+        "so": record.start_offset,
+        "pt": record.pop_time_ms,
+        "q": record.queue_id,
+        "t": record.topic,
+        "c": record.group,
+        "bn": record.broker_name,
+    }
+
+
+def _name_from_json(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The dataclass fields of :func:`_name_to_json`'s. Raises KeyError/ValueError/TypeError."""
+    return {
+        "topic": str(data["t"]),
+        "group": str(data["c"]),
+        "queue_id": int(data["q"]),
+        "start_offset": int(data["so"]),
+        "pop_time_ms": int(data["pt"]),
+        "broker_name": str(data.get("bn") or ""),
+    }
 
 
 def _uniq_id(parts: Sequence[object]) -> str:
