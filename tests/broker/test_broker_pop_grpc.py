@@ -229,3 +229,16 @@ async def test_unknown_group_and_disabled_group(tmp_path: Path) -> None:
         created = await stub.UpdateSubscriptionGroup(broker_pb2.UpdateSubscriptionGroupRequest(config=config))
         assert created.code == ResponseCode.SUCCESS, created.remark
         assert (await pop(stub, TOPIC, group="disabled")).code == ResponseCode.NO_PERMISSION
+
+
+async def test_concurrent_pops_of_one_group_split_a_queue(broker: tuple[BrokerController, Stub]) -> None:
+    """Pops of one group never read a queue together; one that found the queue busy is woken when messages are
+    left behind, so 64 messages of one queue reach 4 concurrent long-polling pops without duplicates."""
+    _controller, stub = broker
+    await send(stub, TOPIC, [f"q{i}".encode() for i in range(64)])
+    replies = await asyncio.gather(*(pop(stub, TOPIC, queue_id=0, poll_time_ms=3_000) for _ in range(4)))
+    bodies = [m.body for reply in replies for m, _ in popped(reply)]
+    assert len(bodies) == len(set(bodies))
+    rest = [m.body for m, _ in await pop_all(stub, TOPIC, 64 - len(bodies))]
+    assert sorted(bodies + rest) == sorted(f"q{i}".encode() for i in range(64))
+    assert sum(1 for reply in replies if reply.messages) >= 2

@@ -77,6 +77,8 @@ class _PopBatch:
     revive_queue_id: int
     subscription: SubscriptionData
     messages: list[PoppedMessage] = field(default_factory=list)
+    more_left: set[tuple[str, int]] = field(default_factory=set)
+    """(topic, queue id) read with progress but not to the end (a full batch, or a filter's scan limit)."""
 
     @property
     def wanted(self) -> int:
@@ -109,14 +111,26 @@ class PopMessageProcessor:
         while True:
             batch = await self._pop_once(request, topic_config, subscription, peer)
             left_ms = int((deadline - asyncio.get_running_loop().time()) * 1000)
-            if batch.messages or left_ms <= 0:
+            if batch.messages:
+                self._wake_other_polls(batch)
                 return _answer(batch)
+            if left_ms <= 0:
+                return _answer(batch)
+            if batch.more_left:  # filtered out so far, the scan stopped before the end: read on
+                continue
             try:  # no await between the read that found nothing and parking (LongPollingService's contract)
                 arrived = await self.long_polling.wait_for_arrival(request.topic, queue_ids, left_ms)
             except PollingFullError as exc:
                 return PopMessageResponseHeader(int(ResponseCode.POLLING_FULL), str(exc))
             if not arrived:  # timed out, or the broker is stopping: one last look
                 return _answer(await self._pop_once(request, topic_config, subscription, peer))
+
+    def _wake_other_polls(self, batch: _PopBatch) -> None:
+        """PopMessageProcessor's restNum > 0 notify: messages are left where this pop stopped (or where another pop
+        of the group held the queue), so the polls parked on the topic look again."""
+        topic = batch.request.topic
+        for read_topic, queue_id in batch.more_left:
+            self.long_polling.notify_message_arriving(topic, queue_id if read_topic == topic else -1)
 
     def _check(self, request: PopMessageRequestHeader) -> TopicConfig:
         cfg = self.context.config
@@ -199,6 +213,8 @@ class PopMessageProcessor:
             offset = result.next_begin_offset
             ctx.offsets.commit_offset(batch.peer, group, topic, queue_id, offset)
             result = ctx.store.get_messages(topic, queue_id, offset, batch.wanted, message_filter)
+        if offset < result.next_begin_offset < result.max_offset:
+            batch.more_left.add((topic, queue_id))
         if not result.messages:
             if result.status in _SKIPPED_PAST and result.next_begin_offset > offset:
                 ctx.offsets.commit_offset(batch.peer, group, topic, queue_id, result.next_begin_offset)
