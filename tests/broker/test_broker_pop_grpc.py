@@ -242,3 +242,22 @@ async def test_concurrent_pops_of_one_group_split_a_queue(broker: tuple[BrokerCo
     rest = [m.body for m, _ in await pop_all(stub, TOPIC, 64 - len(bodies))]
     assert sorted(bodies + rest) == sorted(f"q{i}".encode() for i in range(64))
     assert sum(1 for reply in replies if reply.messages) >= 2
+
+
+async def test_too_many_parked_polls_answer_polling_full(tmp_path: Path) -> None:
+    async with pop_broker(tmp_path / "store", max_pull_polling_size=1) as (controller, stub):
+        await create_topic(stub, TOPIC)
+        parked = asyncio.create_task(pop(stub, TOPIC, poll_time_ms=20_000))
+        await wait_until(lambda: controller.long_polling is not None and controller.long_polling.parked_count == 1)
+        full = await pop(stub, TOPIC, poll_time_ms=20_000, group="second")
+        assert full.code == ResponseCode.POLLING_FULL
+        await send(stub, TOPIC, [b"wake"])
+        assert [m.body for m, _ in popped(await asyncio.wait_for(parked, RPC_TIMEOUT_S))] == [b"wake"]
+
+
+async def test_unreadable_broker_refuses_pops(tmp_path: Path) -> None:
+    async with pop_broker(tmp_path / "store", broker_permission=2) as (_controller, stub):
+        await create_topic(stub, TOPIC)
+        reply = await pop(stub, TOPIC)
+        assert reply.code == ResponseCode.NO_PERMISSION
+        assert "forbidden" in reply.remark

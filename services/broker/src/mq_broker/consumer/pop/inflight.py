@@ -9,7 +9,8 @@ single-message checkpoints), one entry in a per-queue dict, and two heap referen
 checkpoint of one message, so 100,000 in-flight messages cost at most ~40 MiB (tests/broker/test_broker_pop_inflight
 measures it); a pop of 32 messages shares one checkpoint.
 
-Event loop only (no locks): every read-modify-write here is synchronous.
+Event loop only (no locks): every read-modify-write here is synchronous; the two count queries may be called from
+any thread (the metrics scrape).
 """
 
 from __future__ import annotations
@@ -240,12 +241,14 @@ class InflightTable:
         return heap[0].revive_offset if heap else None
 
     def inflight_count(self, group: str, topic: str, queue_id: int) -> int:
-        """Messages of ``topic``/``queue_id`` popped by ``group`` and not acked (nor revived)."""
+        """Messages of ``topic``/``queue_id`` popped by ``group`` and not acked (nor revived). Any thread (one
+        dict read; the metrics scrape runs on its HTTP thread)."""
         return self._unacked.get((topic, group, queue_id), 0)
 
     def inflight_by_group_topic(self) -> Mapping[tuple[str, str], int]:
-        """(group, topic) -> messages popped and not acked."""
+        """(group, topic) -> messages popped and not acked. Any thread: it sums a copy of the counts (dict() copies
+        without releasing the GIL)."""
         out: dict[tuple[str, str], int] = {}
-        for (topic, group, _queue_id), count in self._unacked.items():
+        for (topic, group, _queue_id), count in dict(self._unacked).items():
             out[(group, topic)] = out.get((group, topic), 0) + count
         return out

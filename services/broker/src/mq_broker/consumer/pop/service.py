@@ -98,9 +98,9 @@ class PopService:
 
     def inflight_count(self, group: str, topic: str, queue_id: int) -> int:
         """Messages of ``topic``/``queue_id`` popped by ``group`` and neither acked nor revived (consume stats'
-        inflight_counter; PopInflightMessageCounter#getGroupPopInFlightMessageNum)."""
+        inflight_counter; PopInflightMessageCounter#getGroupPopInFlightMessageNum). Any thread."""
         return self.context.table.inflight_count(group, topic, queue_id)
 
     def inflight_by_group_topic(self) -> Mapping[tuple[str, str], int]:
-        """(group, topic) -> messages popped and neither acked nor revived (for metrics)."""
+        """(group, topic) -> messages popped and neither acked nor revived (for metrics). Any thread."""
         return self.context.table.inflight_by_group_topic()
