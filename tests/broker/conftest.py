@@ -28,3 +28,13 @@ async def broker(tmp_path: Path) -> AsyncIterator[tuple[BrokerController, broker
         yield await running.start(tmp_path / "store")
     finally:
         await running.stop_all()
+
+
+@pytest.fixture
+async def brokers() -> AsyncIterator[RunningBrokers]:
+    """Starts in-process brokers on demand (RunningBrokers.start(root, **settings)); stops them all afterwards."""
+    running = RunningBrokers()
+    try:
+        yield running
+    finally:
+        await running.stop_all()

@@ -6,7 +6,6 @@ deadline covers the hold, and a pull's commit offset reaches the offset manager 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,15 +31,6 @@ HOLD_MS = 60_000  # never reached: every wait in these tests ends on an event or
 GUARD_S = 30.0
 GROUP = "LongPollGroup"
 APPEND_PATHS = ["c-append", "python-append"] if native_append.AVAILABLE else ["python-append"]
-
-
-@pytest.fixture
-async def brokers() -> AsyncIterator[RunningBrokers]:
-    running = RunningBrokers()
-    try:
-        yield running
-    finally:
-        await running.stop_all()
 
 
 def pull_request(

@@ -4,7 +4,6 @@ is refused, and the group checks come before the topic checks, as in RocketMQ.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,15 +18,6 @@ from mq_common.response_code import ResponseCode
 
 if TYPE_CHECKING:
     Stub = broker_pb2_grpc.BrokerAsyncStub
-
-
-@pytest.fixture
-async def brokers() -> AsyncIterator[RunningBrokers]:
-    running = RunningBrokers()
-    try:
-        yield running
-    finally:
-        await running.stop_all()
 
 
 def pull(group: str, topic: str = "Grouped") -> broker_pb2.PullMessageRequest:

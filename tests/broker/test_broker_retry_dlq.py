@@ -6,7 +6,6 @@ reconsume times reach the limit (the group's retryMaxTimes or the request's) or 
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,20 +27,6 @@ if TYPE_CHECKING:
 GROUP = "RetryGroup"
 RETRY = f"%RETRY%{GROUP}"
 DLQ = f"%DLQ%{GROUP}"
-
-
-@pytest.fixture
-async def brokers() -> AsyncIterator[RunningBrokers]:
-    running = RunningBrokers()
-    try:
-        yield running
-    finally:
-        await running.stop_all()
-
-
-@pytest.fixture
-async def broker(brokers: RunningBrokers, tmp_path: Path) -> tuple[BrokerController, Stub]:
-    return await brokers.start(tmp_path / "store")
 
 
 def set_group(controller: BrokerController, **fields: object) -> None:
