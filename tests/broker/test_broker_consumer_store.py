@@ -123,4 +123,3 @@ async def test_delete_topics_drops_their_queues_only(tmp_path: Path, mode: Flush
         assert sorted(p.name for p in cfg.consume_queue_dir.iterdir()) == ["Doomed", "Kept-1"]
     finally:
         store.shutdown()
-
