@@ -21,20 +21,20 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[tuple[BrokerController, broker_pb2_grpc.BrokerAsyncStub]]:
-    """One in-process broker (broker_grpc_testkit.broker_settings: auto-create on, SYNC_FLUSH) and its stub."""
+async def brokers() -> AsyncIterator[RunningBrokers]:
+    """Start in-process brokers with ``brokers.start(root, **settings)``; every one is stopped at teardown."""
     running = RunningBrokers()
     try:
-        yield await running.start(tmp_path / "store")
+        yield running
     finally:
         await running.stop_all()
 
 
 @pytest.fixture
-async def brokers() -> AsyncIterator[RunningBrokers]:
-    """Starts in-process brokers on demand (RunningBrokers.start(root, **settings)); stops them all afterwards."""
+async def broker(tmp_path: Path) -> AsyncIterator[tuple[BrokerController, broker_pb2_grpc.BrokerAsyncStub]]:
+    """One in-process broker (broker_grpc_testkit.broker_settings: auto-create on, SYNC_FLUSH) and its stub."""
     running = RunningBrokers()
     try:
-        yield running
+        yield await running.start(tmp_path / "store")
     finally:
         await running.stop_all()
