@@ -174,9 +174,14 @@ class BrokerController:
         )  # fmt: skip
         observe = self.metrics.observe_rpc if self.metrics is not None else None
         self.servicer = BrokerServicer(
-            self.send_processor, pull, admin, observe=observe, consumer=self.consumer_manage_processor,
-            send_back=send_back, pop=pop,
-        )  # fmt: skip
+            self.send_processor,
+            pull,
+            admin,
+            observe=observe,
+            consumer=self.consumer_manage_processor,
+            send_back=send_back,
+            pop=pop,
+        )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
 
     def _build_pull_side(
