@@ -49,7 +49,6 @@ class PopReviveService:
         self.context = context
         self.retry_dlq = retry_dlq
         self.long_polling = long_polling
-        self._committed: list[int | None] = [None] * context.config.revive_queue_num
         self._task: asyncio.Task[None] | None = None
         self.revived_messages = 0
 
@@ -172,7 +171,8 @@ class PopReviveService:
                 ctx.table.settle(row, index, stored=True)
 
     def commit_revive_offsets(self) -> None:
-        """Commit each quiet revive queue's offset: its oldest live checkpoint's record, else the queue's end."""
+        """Commit each quiet revive queue's offset when it moved: its oldest live checkpoint's record, else the
+        queue's end (a broker that never popped commits nothing)."""
         ctx = self.context
         topic = ctx.config.revive_topic
         for queue_id in range(ctx.config.revive_queue_num):
@@ -180,9 +180,11 @@ class PopReviveService:
                 continue
             live = ctx.table.min_live_revive_offset(queue_id)
             offset = live if live is not None else ctx.store.get_max_offset_in_queue(topic, queue_id)
-            if offset != self._committed[queue_id]:
+            committed = ctx.offsets.query_offset(REVIVE_GROUP, topic, queue_id)
+            if committed < 0:  # none yet: a scan would start at the queue's first record
+                committed = ctx.store.get_min_offset_in_queue(topic, queue_id)
+            if offset != committed:
                 ctx.offsets.commit_offset(LOCAL_HOST, REVIVE_GROUP, topic, queue_id, offset)
-                self._committed[queue_id] = offset
 
 
 def _unique(rows: Iterable[InflightCheckPoint]) -> Iterable[InflightCheckPoint]:
