@@ -4,7 +4,8 @@ Mirrors what BrokerController wires for POP: PopMessageProcessor, AckMessageProc
 the PopReviveService threads and PopInflightMessageCounter, plus the revive topic TopicConfigManager#init creates
 (``rmq_sys_REVIVE_LOG_<cluster>``, revive_queue_num queues). :meth:`PopService.start` creates that topic when
 missing, rebuilds the in-flight table from the revive log and starts reviving; call it after the store, the topic
-table and the consumer offsets are loaded and before serving. Event loop.
+table and the consumer offsets are loaded and before serving. revive_queue_num must not shrink between starts
+(checkpoints in the queues left out would not be revived; logged). Event loop.
 """
 
 from __future__ import annotations
@@ -70,6 +71,13 @@ class PopService:
         """Create the revive topic when missing, rebuild the in-flight table, start the revive task."""
         cfg = self.config
         existing = self.context.topics.select_topic_config(cfg.revive_topic)
+        if existing is not None and existing.read_queue_nums > cfg.revive_queue_num:
+            log.error(  # as in RocketMQ, reviveQueueNum must not shrink
+                "pop_revive_queue_num_shrunk",
+                revive_topic=cfg.revive_topic,
+                queues=existing.read_queue_nums,
+                revive_queue_num=cfg.revive_queue_num,
+            )
         if existing is None or existing.read_queue_nums < cfg.revive_queue_num:
             rw = PermName.PERM_READ | PermName.PERM_WRITE
             revive = TopicConfig(cfg.revive_topic, cfg.revive_queue_num, cfg.revive_queue_num, rw)
