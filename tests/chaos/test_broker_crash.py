@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -82,15 +81,6 @@ class Ledger:
     acked: dict[str, Ack] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
     codes: dict[int, int] = field(default_factory=dict)
-
-
-@pytest.fixture
-def brokers(tmp_path: Path) -> Iterator[BrokerProcesses]:
-    started = BrokerProcesses(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close_all()
 
 
 def random_body(rng: random.Random, file_size: int) -> bytes:

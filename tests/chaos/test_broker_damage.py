@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -52,15 +52,6 @@ class Stored:
     commit_log_offset: int
     store_size: int
     body: bytes
-
-
-@pytest.fixture
-def brokers(tmp_path: Path) -> Iterator[BrokerProcesses]:
-    started = BrokerProcesses(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close_all()
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -77,15 +76,6 @@ class Ledger:
     # per queue: the offset after the last message the pull consumer received (its position)
     positions: dict[int, int] = field(default_factory=dict)
     rewinds: list[int] = field(default_factory=list)
-
-
-@pytest.fixture
-def brokers(tmp_path: Path) -> Iterator[BrokerProcesses]:
-    started = BrokerProcesses(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close_all()
 
 
 def request(uniq_key: str, queue_id: int, body: bytes) -> SendMessageRequestHeader:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,15 +31,6 @@ INVISIBLE_TIME_MS: Final = 10_000
 """Long enough for the pops, the acks and the offset persist before the kill; revive comes after the restart."""
 RPC_TIMEOUT_S: Final = 30.0
 DEADLINE_S: Final = 90.0
-
-
-@pytest.fixture
-def brokers(tmp_path: Path) -> Iterator[BrokerProcesses]:
-    started = BrokerProcesses(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close_all()
 
 
 async def setup_topic(stub: Any) -> None:
