@@ -106,8 +106,9 @@ class BackgroundPersister:
     ``snapshot`` (called on the event loop, so it sees a consistent table) gives the JSON object to write.
     :meth:`schedule` marks the file stale; one task at a time takes a fresh snapshot and writes it through
     ``asyncio.to_thread`` until nothing is stale, so any number of changes cost at most one pending write (the
-    bound). Without a running loop (start-up, tests) :meth:`schedule` writes at once. A failed write is logged and
-    the next change or :meth:`wait_persisted` caller's persist tries again; nothing raises into the caller.
+    bound). Without a running loop (start-up, tests) :meth:`schedule` writes at once. A failed write is logged (the
+    next change writes the whole table again, and the broker persists once more when it stops); nothing raises into
+    the caller.
     """
 
     def __init__(self, path: Path, snapshot: Callable[[], Mapping[str, Any]]) -> None:
