@@ -5,23 +5,24 @@ updateTopicConfig, persist). The JSON keeps RocketMQ's shape: ``{"dataVersion": 
 {name: {"topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order", "attributes"}}}``.
 
 Threads: every method runs on the event loop except :meth:`load` and :meth:`persist` (blocking, start-up and
-shutdown); changes while serving are written by a background task through ``asyncio.to_thread``.
+shutdown); changes while serving are written by a background task through ``asyncio.to_thread``. The file is
+written as RocketMQ's ConfigManager does (mq_broker.consumer.config_file: temp file, fsync, rename, ``.bak`` of
+the previous version, read back from the ``.bak`` when the file is unusable).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from mq_common.constants import MixAll, PermName, is_system_topic, validate_topic
 from mq_common.logging import get_logger
-from mq_common.protocol import DataVersion, TopicConfig
+from mq_common.protocol import TopicConfig
 from mq_common.protocol.topic import MAX_PERM
+
+from mq_broker.consumer.config_file import ConfigManager
 
 log = get_logger("mq_broker.topic_config")
 
@@ -44,10 +45,13 @@ def check_topic_config(config: TopicConfig) -> str | None:
     return None
 
 
-class TopicConfigManager:
-    """The broker's topic table. ``on_change`` (event loop) runs after a topic is created or updated (the
-    registrar uses it to register at once, like TopicConfigManager#registerBrokerData).
+class TopicConfigManager(ConfigManager):
+    """The broker's topic table (persisted as config_file.ConfigManager says). ``on_change`` (event loop) runs
+    after a topic is created, updated or deleted (the registrar uses it to register at once, like
+    TopicConfigManager#registerBrokerData).
     """
+
+    table_name = "topic config"
 
     def __init__(
         self,
@@ -58,15 +62,12 @@ class TopicConfigManager:
         auto_create_topic_enable: bool,
         default_topic_queue_nums: int,
     ) -> None:
-        self.config_path = config_path
+        super().__init__(config_path)
         self.auto_create_topic_enable = auto_create_topic_enable
         self.default_topic_queue_nums = default_topic_queue_nums
         self.topic_config_table: dict[str, TopicConfig] = {}
-        self.data_version = DataVersion()
         self.system_topics: set[str] = set()
         self.on_change: Callable[[], None] | None = None
-        self._persist_tasks: set[asyncio.Task[None]] = set()
-        self._persist_lock = asyncio.Lock()
         self._init_system_topics(cluster_name, broker_name)
 
     def _init_system_topics(self, cluster_name: str, broker_name: str) -> None:
@@ -91,66 +92,23 @@ class TopicConfigManager:
 
     # --- persistence ------------------------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Read the persisted table over the system topics. Blocking. Raises ValueError on a malformed file."""
-        try:
-            text = self.config_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return
-        try:
-            data = json.loads(text)
-            version = data.get("dataVersion") or {}
-            self.data_version = DataVersion(
-                int(version.get("stateVersion", 0)), int(version.get("timestamp", 0)), int(version.get("counter", 0))
-            )
-            for name, raw in dict(data.get("topicConfigTable") or {}).items():
-                self.topic_config_table[str(name)] = TopicConfig.from_json(raw)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise ValueError(f"{self.config_path}: malformed topic config: {exc}") from exc
+    def decode(self, data: Mapping[str, Any]) -> None:
+        """The persisted topics over the system topics."""
+        for name, raw in dict(data.get("topicConfigTable") or {}).items():
+            self.topic_config_table[str(name)] = TopicConfig.from_json(raw)
 
-    def encode(self) -> str:
-        """TopicConfigManager#encode(prettyFormat)."""
-        return json.dumps(
-            {
-                "dataVersion": {
-                    "stateVersion": self.data_version.state_version,
-                    "timestamp": self.data_version.timestamp_ms,
-                    "counter": self.data_version.counter,
-                },
-                "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.topic_config_table.items())},
-            },
-            indent=2,
-        )
-
-    def persist(self) -> None:
-        """Write the table atomically (temp file, fsync, rename). Blocking."""
-        _write_atomically(self.config_path, self.encode())
-
-    async def wait_persisted(self) -> None:
-        """Wait for background writes scheduled so far."""
-        while self._persist_tasks:
-            await asyncio.gather(*list(self._persist_tasks), return_exceptions=True)
+    def encode(self) -> dict[str, Any]:
+        """TopicConfigManager#encode: the JSON object of the file (topics sorted by name)."""
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.topic_config_table.items())},
+        }
 
     def _changed(self) -> None:
         self.data_version = self.data_version.next_version()
-        text = self.encode()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            _write_atomically(self.config_path, text)
-        else:
-            task = loop.create_task(self._persist_in_thread(text))
-            self._persist_tasks.add(task)
-            task.add_done_callback(self._persist_tasks.discard)
+        self.persist_soon()
         if self.on_change is not None:
             self.on_change()
-
-    async def _persist_in_thread(self, text: str) -> None:
-        async with self._persist_lock:  # writes land in the order of the changes
-            try:
-                await asyncio.to_thread(_write_atomically, self.config_path, text)
-            except OSError as exc:
-                log.error("topic_config_persist_failed", path=str(self.config_path), error=str(exc))
 
     # --- queries and changes (event loop) ------------------------------------------------------------------------
 
@@ -197,17 +155,13 @@ class TopicConfigManager:
         self._changed()
         return True
 
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as out:
-        out.write(text.encode("utf-8"))
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    def delete_topic_config(self, topic: str) -> bool:
+        """Remove ``topic``; False when it was not there. Persisted in the background; ``on_change`` runs, so the
+        registrar registers the table without it. Mirrors TopicConfigManager#deleteTopicConfig."""
+        old = self.topic_config_table.pop(topic, None)
+        if old is None:
+            return False
+        self.system_topics.discard(topic)
+        log.info("topic_config_deleted", topic=topic, config=str(old))
+        self._changed()
+        return True
