@@ -134,7 +134,7 @@ async def test_consume_stats(broker: Broker) -> None:
     q0 = rows[("T", 0)]
     assert (q0.broker_name, q0.broker_offset, q0.consumer_offset, q0.inflight_count) == ("broker-a", 5, 3, 0)
     pulled = await stub.PullMessage(
-        broker_pb2.PullMessageRequest(topic="T", queue_id=0, queue_offset=2, max_msg_nums=1)
+        broker_pb2.PullMessageRequest(consumer_group="G", topic="T", queue_id=0, queue_offset=2, max_msg_nums=1)
     )
     (third,) = iter_messages(pulled.message_bytes)
     assert q0.last_timestamp_ms == third.store_timestamp_ms > 0
@@ -168,7 +168,7 @@ async def test_search_offset_by_timestamp(broker: Broker) -> None:
     for _ in range(3):  # three frames: store times that need not differ, but never go back
         await send_to_queue(stub, "T", 0, 2)
     pulled = await stub.PullMessage(
-        broker_pb2.PullMessageRequest(topic="T", queue_id=0, queue_offset=0, max_msg_nums=32)
+        broker_pb2.PullMessageRequest(consumer_group="G", topic="T", queue_id=0, queue_offset=0, max_msg_nums=32)
     )
     times = [m.store_timestamp_ms for m in iter_messages(pulled.message_bytes)]
     assert len(times) == 6

@@ -153,7 +153,9 @@ async def test_delete_topic_drops_config_offsets_queues_and_route(
     assert "Doomed" not in controller.build_registration().topic_configs
     stats = await stub.GetTopicStats(broker_pb2.GetTopicStatsRequest(topic="Doomed"))
     assert stats.code == ResponseCode.TOPIC_NOT_EXIST
-    pulled = await stub.PullMessage(broker_pb2.PullMessageRequest(topic="Doomed", queue_id=0, max_msg_nums=8))
+    pulled = await stub.PullMessage(
+        broker_pb2.PullMessageRequest(consumer_group="CG", topic="Doomed", queue_id=0, max_msg_nums=8)
+    )
     assert pulled.code == ResponseCode.TOPIC_NOT_EXIST
     assert controller.store is not None
     assert controller.store.find_consume_queue("Doomed", 0) is None
@@ -167,7 +169,9 @@ async def test_delete_topic_drops_config_offsets_queues_and_route(
     await create_topic(stub, "Doomed", 1)  # created again: an empty queue
     assert (await stub.GetTopicStats(broker_pb2.GetTopicStatsRequest(topic="Doomed"))).offsets[0].max_offset == 0
     await send_to_queue(stub, "Doomed", 0, 1)
-    again = await stub.PullMessage(broker_pb2.PullMessageRequest(topic="Doomed", queue_id=0, max_msg_nums=8))
+    again = await stub.PullMessage(
+        broker_pb2.PullMessageRequest(consumer_group="CG", topic="Doomed", queue_id=0, max_msg_nums=8)
+    )
     assert (again.code, again.message_count) == (ResponseCode.SUCCESS, 1)
 
 

@@ -19,7 +19,7 @@ from typing import Final
 from mq.broker.v1 import broker_pb2_grpc
 from mq_common.channels import ChannelPool
 from mq_common.codec import host_to_bytes
-from mq_common.constants import PermName
+from mq_common.constants import MixAll, PermName
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
@@ -29,13 +29,16 @@ from mq_common.request_context import RequestContextInterceptor
 
 from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.consumer.consumer_manager import SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_MS, ConsumerManager
+from mq_broker.consumer.long_polling import LongPollingService
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
+from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.registration import BrokerRegistrar, NamesrvClient
+from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.settings import BrokerSettings
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
@@ -69,6 +72,8 @@ class BrokerController:
         self.send_processor: SendMessageProcessor | None = None
         self.servicer: BrokerServicer | None = None
         self.registrar: BrokerRegistrar | None = None
+        self.long_polling: LongPollingService | None = None
+        self.retry_dlq: RetryDlqService | None = None
         self.metrics: BrokerMetrics | None = None
         if settings.metrics_port:
             self.metrics = BrokerMetrics(
@@ -154,7 +159,7 @@ class BrokerController:
             cluster_name=s.cluster_name,
             max_message_size_bytes=s.max_message_size_bytes,
         )
-        pull = PullMessageProcessor(store, topics, broker_permission=s.broker_permission, broker_ip=s.broker_ip)
+        pull, send_back = self._build_pull_side(store, topics)
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
         assert self.subscription_groups is not None
         assert self.consumer_offsets is not None
@@ -163,9 +168,41 @@ class BrokerController:
         )
         observe = self.metrics.observe_rpc if self.metrics is not None else None
         self.servicer = BrokerServicer(
-            self.send_processor, pull, admin, observe=observe, consumer=self.consumer_manage_processor
+            self.send_processor,
+            pull,
+            admin,
+            observe=observe,
+            consumer=self.consumer_manage_processor,
+            send_back=send_back,
         )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
+
+    def _build_pull_side(
+        self, store: DefaultMessageStore, topics: TopicConfigManager
+    ) -> tuple[PullMessageProcessor, ConsumerSendMsgBackProcessor]:
+        """Long polling woken by the store's dispatch, the pull processor, and send-back to %RETRY%/%DLQ%."""
+        s = self.settings
+        groups, offsets = self.subscription_groups, self.consumer_offsets
+        assert groups is not None
+        assert offsets is not None
+        self.long_polling = LongPollingService(max_parked=s.max_pull_polling_size)
+        store.message_arriving_listener = self.long_polling.notify_message_arriving
+        self.retry_dlq = RetryDlqService(store, topics, groups)
+        pull = PullMessageProcessor(
+            store,
+            topics,
+            broker_permission=s.broker_permission,
+            broker_ip=s.broker_ip,
+            groups=groups,
+            offsets=offsets,
+            long_polling=self.long_polling,
+            suspend_max_time_ms=s.broker_suspend_max_time_ms,
+            is_master=s.broker_id == MixAll.MASTER_ID,
+        )
+        send_back = ConsumerSendMsgBackProcessor(
+            store, groups, self.retry_dlq, broker_permission=s.broker_permission, broker_ip=s.broker_ip
+        )
+        return pull, send_back
 
     def _start_metrics(self, store: DefaultMessageStore, topics: TopicConfigManager) -> None:
         """Hook the metrics into the store and the send path and serve /metrics (RuntimeError: port busy)."""
@@ -229,6 +266,8 @@ class BrokerController:
             self.servicer.close_send_streams()
         if self.registrar is not None:
             await self.registrar.stop()
+        if self.long_polling is not None:  # held pulls answer now, within the grace period
+            self.long_polling.close()
         if self.server is not None:
             await self.server.stop(self.settings.shutdown_grace_ms / 1000)
         await self._stop_consumer_state()

@@ -40,6 +40,7 @@ from mq_common.protocol.convert import (
     query_response_to_proto,
     reset_offset_request_from_proto,
     search_offset_request_from_proto,
+    send_msg_back_request_from_proto,
     send_request_from_proto,
     send_response_to_proto,
     subscription_group_config_from_proto,
@@ -59,6 +60,7 @@ from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.query_processor import QueryMessageProcessor
+from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.stream_sessions import SendStreamSessions
 
@@ -116,9 +118,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         observe: RpcObserver | None = None,
         *,
         consumer: ConsumerManageProcessor | None = None,
+        send_back: ConsumerSendMsgBackProcessor,
     ) -> None:
         self._send = send
         self._pull = pull
+        self._send_back = send_back
         self._admin = admin
         self._consumer = consumer
         self._query = query if query is not None else QueryMessageProcessor(pull.store)
@@ -188,10 +192,20 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.PullMessageRequest, context: _Context
     ) -> broker_pb2.PullMessageResponse:
         async def handle() -> broker_pb2.PullMessageResponse:
-            reply = self._pull.pull(pull_request_from_proto(request), peer_to_host_port(context.peer()))
+            reply = await self._pull.pull(pull_request_from_proto(request), peer_to_host_port(context.peer()))
             return pull_response_to_proto(reply)
 
         return await _guard("PullMessage", broker_pb2.PullMessageResponse, handle)
+
+    async def ConsumerSendMsgBack(
+        self, request: broker_pb2.ConsumerSendMsgBackRequest, context: _Context
+    ) -> broker_pb2.ConsumerSendMsgBackResponse:
+        async def handle() -> broker_pb2.ConsumerSendMsgBackResponse:
+            header = send_msg_back_request_from_proto(request)
+            await self._send_back.consumer_send_msg_back(header, peer_to_host_port(context.peer()))
+            return broker_pb2.ConsumerSendMsgBackResponse(code=ResponseCode.SUCCESS)
+
+        return await _guard("ConsumerSendMsgBack", broker_pb2.ConsumerSendMsgBackResponse, handle)
 
     async def CreateTopic(
         self, request: broker_pb2.CreateTopicRequest, context: _Context

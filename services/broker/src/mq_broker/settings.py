@@ -138,6 +138,18 @@ class BrokerSettings(ServiceSettings):
         description="BrokerConfig.channelExpiredTimeout: a consumer instance without a heartbeat for this long is "
         "dropped from its group, ms.",
     )
+    broker_suspend_max_time_ms: int = Field(
+        default=15_000,
+        ge=0,
+        description="brokerSuspendMaxTimeMillis (a consumer setting in RocketMQ): the longest a pull that found "
+        "nothing is held for a message to arrive, ms; a longer suspend_timeout_ms is cut to it; 0 never holds.",
+    )
+    max_pull_polling_size: int = Field(
+        default=10_000,
+        gt=0,
+        description="Pulls held at once for long polling (as maxPopPollingSize bounds POP's); one more is answered "
+        "POLLING_FULL (209). RocketMQ's PullRequestHoldService has no bound.",
+    )
     shutdown_grace_ms: int = Field(
         default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
     )
