@@ -121,11 +121,10 @@ class RemoteBrokerOffsetStore:
         for mq in [mq for mq in self._offsets if mq not in keep]:
             del self._offsets[mq]
 
-    async def persist(self, mq: MessageQueue) -> None:
-        """Send ``mq``'s offset (if any) to its broker; failures are logged. Mirrors #persist."""
-        offset = self._offsets.get(mq)
-        if offset is not None:
-            await self._persist({mq: offset})
+    async def persist(self, mqs: Collection[MessageQueue]) -> None:
+        """Send the offsets (if any) of ``mqs`` to their brokers, one RPC per broker, keeping every other offset;
+        failures are logged. Mirrors RemoteBrokerOffsetStore#persist, for several queues at once."""
+        await self._persist({mq: self._offsets[mq] for mq in mqs if mq in self._offsets})
 
     async def _persist(self, offsets: Mapping[MessageQueue, int]) -> None:
         by_broker: dict[str, list[tuple[MessageQueue, int]]] = {}

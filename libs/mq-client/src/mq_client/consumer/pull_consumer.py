@@ -18,7 +18,13 @@ from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
 from mq_common.errors import MQClientError, RemotingError
 from mq_common.namesrv_client import NameServerClient
-from mq_common.protocol import MessageQueue, PullResult, TopicQueueOffset, TopicRouteData
+from mq_common.protocol import (
+    ConsumerSendMsgBackRequestHeader,
+    MessageQueue,
+    PullResult,
+    TopicQueueOffset,
+    TopicRouteData,
+)
 from mq_common.response_code import ResponseCode
 
 from mq_client.broker_client import BrokerClient
@@ -222,6 +228,36 @@ class PullConsumer:
         return await self._calls.search_offset_by_timestamp(
             addr, mq.topic, mq.queue_id, timestamp_ms, self.route_timeout_ms
         )
+
+    async def send_message_back(
+        self,
+        msg: MessageExt,
+        delay_level: int = 0,
+        broker_name: str | None = None,
+        max_reconsume_times: int | None = None,
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK: give ``msg`` back for this consumer group, to the broker ``broker_name`` (route
+        lookup) or, when None, the broker at the message's store host. It comes again through
+        ``%RETRY%<group>`` with reconsume_times + 1, or goes to ``%DLQ%<group>`` once past
+        ``max_reconsume_times`` (None: the group's retryMaxTimes) or at once for ``delay_level`` < 0. Mirrors
+        DefaultMQPullConsumer#sendMessageBack / MQClientAPIImpl#consumerSendMessageBack.
+
+        Raises the broker's error (error_for_code, e.g. SUBSCRIPTION_GROUP_NOT_EXIST 26, SYSTEM_ERROR for an
+        offset that holds no message), MQClientError (BROKER_NOT_EXIST), transport errors."""
+        if broker_name is None:
+            host, port = msg.store_host
+            addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        else:
+            addr = await self.find_broker_addr(broker_name, msg.topic)
+        header = ConsumerSendMsgBackRequestHeader(
+            group=self.consumer_group,
+            offset=msg.commit_log_offset,
+            delay_level=delay_level,
+            origin_msg_id=msg.uniq_key or msg.offset_msg_id,
+            origin_topic=msg.topic,
+            max_reconsume_times=max_reconsume_times,
+        )
+        await self._broker.consumer_send_msg_back(addr, header, self.pull_timeout_ms)
 
     async def close(self) -> None:
         """Close the channels (only when this consumer created the pool) and forget cached routes."""
