@@ -207,6 +207,17 @@ class TopicConfigManager:
         self._changed()
         return True
 
+    def delete_topic_config(self, topic: str) -> bool:
+        """Remove ``topic``; False when it was not there. Persisted in the background; ``on_change`` runs, so the
+        registrar registers the table without it. Mirrors TopicConfigManager#deleteTopicConfig."""
+        old = self.topic_config_table.pop(topic, None)
+        if old is None:
+            return False
+        self.system_topics.discard(topic)
+        log.info("topic_config_deleted", topic=topic, config=str(old))
+        self._changed()
+        return True
+
 
 def _write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
