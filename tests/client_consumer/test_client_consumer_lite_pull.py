@@ -22,7 +22,9 @@ from consumer_testkit import (
 from mq_client.consumer import ConsumeFromWhere, LitePullConsumer, PullConsumer, allocate_message_queue_averagely
 from mq_client.producer import DefaultMQProducer
 from mq_common.constants import MessageConst, retry_topic
+from mq_common.errors import MQClientError
 from mq_common.protocol import MessageQueue, PullResult
+from mq_common.response_code import ResponseCode
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic, read_all
 
@@ -230,3 +232,32 @@ async def test_long_polling_delivers_a_message_sent_while_the_pull_is_parked(
     got = await polling
     assert bodies(got) == [b"parked-0"]
     assert delivering == [False], "the pull parked before the send brought the message"
+
+
+async def test_seek_replays_a_queue_and_refuses_offsets_outside_it(
+    cluster: LocalCluster, producer: DefaultMQProducer, consumers: Factory
+) -> None:
+    topic = await make_topic(cluster, "seek", 1)
+    consumer = consumers("g_seek", consume_from_where=FIRST)
+    consumer.subscribe(topic)
+    await consumer.start()
+    await wait_for(lambda: _holds(consumer, topic, 2), "both queues")
+    sent = await send_bodies(producer, topic, "seek", 10)
+    await drain([consumer], 10)
+
+    mq = sent[0].message_queue
+    on_mq = [r for r in sent if r.message_queue == mq]
+    from_one = sorted(f"seek-{sent.index(r)}".encode() for r in on_mq if r.queue_offset >= 1)
+    await consumer.seek(mq, 1)
+    replayed = bodies((await drain([consumer], len(from_one)))[0]) + bodies(await poll_quiet(consumer))
+    assert sorted(replayed) == from_one
+
+    with pytest.raises(MQClientError) as outside:
+        await consumer.seek(mq, len(on_mq) + 1)
+    assert outside.value.code == ResponseCode.INVALID_PARAMETER
+    with pytest.raises(MQClientError, match="not in assigned list"):
+        await consumer.seek(MessageQueue(topic, "no-such-broker", 0), 0)
+
+
+async def _holds(consumer: LitePullConsumer, topic: str, count: int) -> bool:
+    return len(topic_queues(consumer, topic)) == count
