@@ -29,6 +29,13 @@ async def send_bodies(producer: DefaultMQProducer, topic: str, prefix: str, coun
     return results
 
 
+async def started(consumer: LitePullConsumer, topic: str) -> LitePullConsumer:
+    """``consumer`` subscribed to every tag of ``topic`` and started."""
+    consumer.subscribe(topic)
+    await consumer.start()
+    return consumer
+
+
 async def wait_for(condition: Callable[[], Awaitable[bool]], what: str, deadline_s: float = DEADLINE_S) -> None:
     """Poll ``condition`` every 0.1 s until true; fail naming ``what`` after ``deadline_s``."""
     loop = asyncio.get_running_loop()

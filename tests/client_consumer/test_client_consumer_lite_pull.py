@@ -15,6 +15,7 @@ from consumer_testkit import (
     drain,
     poll_quiet,
     send_bodies,
+    started,
     topic_queues,
     wait_for,
     wait_split,
@@ -40,10 +41,7 @@ async def test_two_consumers_split_the_queues_and_get_every_message_exactly_once
     cluster: LocalCluster, producer: DefaultMQProducer, consumers: Factory
 ) -> None:
     topic = await make_topic(cluster, "split", QUEUES_PER_BROKER)
-    group = [consumers("g_split", consume_from_where=FIRST) for _ in range(2)]
-    for c in group:
-        c.subscribe(topic)
-        await c.start()
+    group = [await started(consumers("g_split", consume_from_where=FIRST), topic) for _ in range(2)]
     shares = await wait_split(group, topic, QUEUES)
     assert [len(s) for s in shares] == [4, 4]
     # AllocateMessageQueueAveragely over the sorted client ids: each one holds its contiguous slice
@@ -65,16 +63,10 @@ async def test_a_third_consumer_joining_gets_its_share(
     cluster: LocalCluster, producer: DefaultMQProducer, consumers: Factory
 ) -> None:
     topic = await make_topic(cluster, "join", QUEUES_PER_BROKER)
-    group = [consumers("g_join", consume_from_where=FIRST) for _ in range(2)]
-    for c in group:
-        c.subscribe(topic)
-        await c.start()
+    group = [await started(consumers("g_join", consume_from_where=FIRST), topic) for _ in range(2)]
     await wait_split(group, topic, QUEUES)
 
-    third = consumers("g_join", consume_from_where=FIRST)
-    third.subscribe(topic)
-    await third.start()
-    group.append(third)
+    group.append(await started(consumers("g_join", consume_from_where=FIRST), topic))
     shares = await wait_split(group, topic, QUEUES)
     assert sorted(len(s) for s in shares) == [2, 3, 3]
 
@@ -88,11 +80,9 @@ async def test_a_leaving_consumer_hands_its_queues_over_from_the_committed_offse
     cluster: LocalCluster, producer: DefaultMQProducer, consumers: Factory
 ) -> None:
     topic = await make_topic(cluster, "leave", QUEUES_PER_BROKER)
-    stays = consumers("g_leave", consume_from_where=FIRST, auto_commit=False)
-    leaves = consumers("g_leave", consume_from_where=FIRST, auto_commit=False)
-    for c in (stays, leaves):
-        c.subscribe(topic)
-        await c.start()
+    stays, leaves = [
+        await started(consumers("g_leave", consume_from_where=FIRST, auto_commit=False), topic) for _ in range(2)
+    ]
     await wait_split([stays, leaves], topic, QUEUES)
 
     await send_bodies(producer, topic, "a", 80)
@@ -105,7 +95,7 @@ async def test_a_leaving_consumer_hands_its_queues_over_from_the_committed_offse
     uncommitted = set(bodies(window[0]))
     await leaves.close()
 
-    await wait_for(lambda: _holds_all(stays, topic), "the staying consumer to take every queue")
+    await wait_for(lambda: _holds(stays, topic), "the staying consumer to take every queue")
     await send_bodies(producer, topic, "c", 40)
     # stays gets all of b (its own queues' and, again from the committed offsets, those of `leaves`) and c
     got_b_and_c = bodies((await drain([stays], 80 + 40))[0])
@@ -117,18 +107,12 @@ async def test_a_leaving_consumer_hands_its_queues_over_from_the_committed_offse
     assert duplicated == uncommitted, "duplicates are exactly what was polled and not committed"
 
 
-async def _holds_all(consumer: LitePullConsumer, topic: str) -> bool:
-    return len(topic_queues(consumer, topic)) == QUEUES
-
-
 async def test_a_restarted_consumer_resumes_from_the_committed_offset(
     cluster: LocalCluster, producer: DefaultMQProducer, consumers: Factory
 ) -> None:
     topic = await make_topic(cluster, "restart", QUEUES_PER_BROKER)
-    first = consumers("g_restart", consume_from_where=FIRST)
-    first.subscribe(topic)
-    await first.start()
-    await wait_for(lambda: _holds_all(first, topic), "the queues")
+    first = await started(consumers("g_restart", consume_from_where=FIRST), topic)
+    await wait_for(lambda: _holds(first, topic), "the queues")
     await send_bodies(producer, topic, "before", 40)
     assert len((await drain([first], 40))[0]) == 40
     await first.commit_sync()
@@ -136,9 +120,7 @@ async def test_a_restarted_consumer_resumes_from_the_committed_offset(
 
     await send_bodies(producer, topic, "after", 40)
     # FIRST would start at 0 for a new group; this group's committed offsets win
-    again = consumers("g_restart", consume_from_where=FIRST)
-    again.subscribe(topic)
-    await again.start()
+    again = await started(consumers("g_restart", consume_from_where=FIRST), topic)
     got = bodies((await drain([again], 40))[0]) + bodies(await poll_quiet(again))
     assert sorted(got) == sorted(f"after-{i}".encode() for i in range(40))
     mq = sorted(topic_queues(again, topic))[0]
@@ -157,10 +139,8 @@ async def test_a_new_group_starts_where_consume_from_where_says(
     await send_bodies(producer, topic, "mid", 24)
 
     kwargs: dict[str, Any] = {"consume_from_where": where, "consume_timestamp_ms": boundary_ms}
-    consumer = consumers(f"g_from_{where.name}", **kwargs)
-    consumer.subscribe(topic)
-    await consumer.start()
-    await wait_for(lambda: _holds_all(consumer, topic), "the queues")
+    consumer = await started(consumers(f"g_from_{where.name}", **kwargs), topic)
+    await wait_for(lambda: _holds(consumer, topic), "the queues")
     await send_bodies(producer, topic, "new", 24)
 
     expected = {
@@ -180,9 +160,7 @@ async def test_send_message_back_comes_again_through_the_retry_topic(
     cluster: LocalCluster, producer: DefaultMQProducer, consumers: Factory
 ) -> None:
     topic = await make_topic(cluster, "retry", QUEUES_PER_BROKER)
-    consumer = consumers("g_retry", consume_from_where=FIRST)
-    consumer.subscribe(topic)
-    await consumer.start()
+    consumer = await started(consumers("g_retry", consume_from_where=FIRST), topic)
     await send_bodies(producer, topic, "retry", 1)
     [msg] = (await drain([consumer], 1))[0]
     assert msg.reconsume_times == 0
@@ -216,8 +194,7 @@ async def test_long_polling_delivers_a_message_sent_while_the_pull_is_parked(
         return result
 
     monkeypatch.setattr(queues, "pull", watched_pull)
-    consumer.subscribe(topic)
-    await consumer.start()
+    await started(consumer, topic)
 
     async def parked() -> bool:
         return {mq for mq, _ in pulls if mq.topic == topic} == topic_queues(consumer, topic) != set()
@@ -238,9 +215,7 @@ async def test_seek_replays_a_queue_and_refuses_offsets_outside_it(
     cluster: LocalCluster, producer: DefaultMQProducer, consumers: Factory
 ) -> None:
     topic = await make_topic(cluster, "seek", 1)
-    consumer = consumers("g_seek", consume_from_where=FIRST)
-    consumer.subscribe(topic)
-    await consumer.start()
+    consumer = await started(consumers("g_seek", consume_from_where=FIRST), topic)
     await wait_for(lambda: _holds(consumer, topic, 2), "both queues")
     sent = await send_bodies(producer, topic, "seek", 10)
     await drain([consumer], 10)
@@ -259,5 +234,5 @@ async def test_seek_replays_a_queue_and_refuses_offsets_outside_it(
         await consumer.seek(MessageQueue(topic, "no-such-broker", 0), 0)
 
 
-async def _holds(consumer: LitePullConsumer, topic: str, count: int) -> bool:
+async def _holds(consumer: LitePullConsumer, topic: str, count: int = QUEUES) -> bool:
     return len(topic_queues(consumer, topic)) == count
