@@ -1,5 +1,5 @@
 """Lite pull consumer tests: a real local cluster (mqnamesrv + two mqbroker groups + mqgateway on 127.0.0.1), a
-producer sending straight to the brokers, a factory of consumers closed after each test; makes consumer_testkit.py
+producer sending straight to the brokers, a factory of consumers closed after each test; makes lite_pull_testkit.py
 importable (the suite runs --import-mode=importlib)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from consumer_testkit import FAST  # noqa: E402
+from lite_pull_testkit import FAST  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from consumer_testkit import send_bodies
+from lite_pull_testkit import send_bodies
 from mq_client.consumer_calls import ConsumerBrokerCalls
 from mq_client.producer import DefaultMQProducer
 from mq_common.channels import ChannelPool

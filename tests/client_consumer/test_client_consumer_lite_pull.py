@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from consumer_testkit import (
+from lite_pull_testkit import (
     bodies,
     drain,
     poll_quiet,
