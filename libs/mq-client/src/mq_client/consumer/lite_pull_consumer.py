@@ -193,8 +193,9 @@ class LitePullConsumer:
             await self._offsets.persist_all(self._assigned.queues())
             await self._unregister()
         self._assigned.remove(self._assigned.queues())
+        await self._queues.close()
         if self._own_pool:
-            await self._queues.close()
+            await self._pool.close()
 
     # ---- consuming --------------------------------------------------------------------------------------
 
