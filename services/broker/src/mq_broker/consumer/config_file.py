@@ -6,7 +6,9 @@ never leaves a half-written ``path``: the new text goes to ``path.tmp`` (fsynced
 directory is fsynced. A reader takes ``path`` and falls back to ``path.bak`` when ``path`` is missing, empty or
 not a JSON object; a ``path.tmp`` left by a crash is ignored (and replaced by the next write).
 
-Both functions block (file I/O and fsync): call them at start/stop or through ``asyncio.to_thread``.
+:func:`load_json` and :func:`persist_json` block (file I/O and fsync): call them at start/stop or through
+``asyncio.to_thread``; :class:`BackgroundPersister` does the latter for a table changed on the event loop. Used by
+the subscription group, consumer offset and topic tables.
 """
 
 from __future__ import annotations
@@ -104,8 +106,9 @@ class BackgroundPersister:
     ``snapshot`` (called on the event loop, so it sees a consistent table) gives the JSON object to write.
     :meth:`schedule` marks the file stale; one task at a time takes a fresh snapshot and writes it through
     ``asyncio.to_thread`` until nothing is stale, so any number of changes cost at most one pending write (the
-    bound). Without a running loop (start-up, tests) :meth:`schedule` writes at once. A failed write is logged and
-    the next change or :meth:`wait_persisted` caller's persist tries again; nothing raises into the caller.
+    bound). Without a running loop (start-up, tests) :meth:`schedule` writes at once. A failed write is logged (the
+    next change writes the whole table again, and the broker persists once more when it stops); nothing raises into
+    the caller.
     """
 
     def __init__(self, path: Path, snapshot: Callable[[], Mapping[str, Any]]) -> None:
