@@ -55,7 +55,11 @@ async def run_pull_task(state: MessageQueueState, ctx: PullTaskContext) -> None:
     CancelledError when cancelled."""
     pq = state.process_queue
     while not pq.dropped:
-        delay_ms = await _pull_once(state, pq, ctx)
+        try:
+            delay_ms = await _pull_once(state, pq, ctx)
+        except Exception as exc:  # a bug must not stop the queue's pulls for good
+            _log.error("pull_task_crashed", mq=str(state.mq), error=repr(exc))
+            delay_ms = PULL_TIME_DELAY_MS_ON_EXCEPTION
         if delay_ms > 0:
             await asyncio.sleep(delay_ms / 1000)
 
