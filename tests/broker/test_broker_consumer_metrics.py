@@ -149,7 +149,7 @@ def test_pairs_past_the_cap_fold_into_other_summed_and_earliest(store: DefaultMe
 
 
 def test_one_scrape_reads_a_bounded_number_of_queues(store: DefaultMessageStore) -> None:
-    queues = {q: 0 for q in range(MAX_SCRAPE_QUEUES + 10)}
+    queues = dict.fromkeys(range(MAX_SCRAPE_QUEUES + 10), 0)
     queues[0] = 5  # caught up on the only queue with messages: nothing to read
     calls: list[int] = []
 

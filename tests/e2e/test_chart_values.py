@@ -180,7 +180,8 @@ def test_monitors_give_targets_the_component_labels_the_down_alerts_select(kind:
     docs = render_docs({"metrics": {key: {"enabled": True}}})
     monitor = next(d for d in docs if d["kind"] == kind)
     assert monitor["spec"]["podTargetLabels"] == ["app.kubernetes.io/part-of", "app.kubernetes.io/component"]
-    pod_labels = [d["spec"]["template"]["metadata"]["labels"] for d in docs if d["kind"] in ("StatefulSet", "Deployment")]
+    workloads = [d for d in docs if d["kind"] in ("StatefulSet", "Deployment")]
+    pod_labels = [d["spec"]["template"]["metadata"]["labels"] for d in workloads]
     assert {labels["app.kubernetes.io/part-of"] for labels in pod_labels} == {"pyrocketmq"}
     assert {labels["app.kubernetes.io/component"] for labels in pod_labels} == {"namesrv", "broker", "gateway"}
     rules = yaml.safe_load((CHART / "files/rules/pyrocketmq.rules.yaml").read_text("utf-8"))
