@@ -13,6 +13,7 @@ from broker_testkit import message, open_store, store_config
 from mq_broker.consumer_metrics import (
     CONSUMER_LABELS,
     MAX_SCRAPE_QUEUES,
+    SNAPSHOT_ATTEMPTS,
     ConsumerLag,
     ConsumerLagSources,
     ConsumerPairLabels,
@@ -50,6 +51,21 @@ class BrokenTable:
     @property
     def offset_table(self) -> Mapping[str, Mapping[int, int]]:
         raise RuntimeError("dictionary changed size during iteration")
+
+
+class FlakyTable(OffsetTable):
+    """A table whose first ``failures`` reads fail as a dict the event loop grows during the copy."""
+
+    def __init__(self, table: dict[str, dict[int, int]], failures: int) -> None:
+        super().__init__(table)
+        self.failures = failures
+
+    @property
+    def offset_table(self) -> Mapping[str, Mapping[int, int]]:
+        if self.failures > 0:
+            self.failures -= 1
+            raise RuntimeError("dictionary changed size during iteration")
+        return self.table
 
 
 @pytest.fixture
@@ -136,6 +152,14 @@ def test_retry_system_and_inflight_only_pairs_are_labelled(store: DefaultMessage
     assert rows[("%RETRY%g1", "g1", "true", "false")].lag_messages == 0  # an empty queue: nothing stored
     late = rows[(TOPIC, "late", "false", "false")]
     assert (late.lag_messages, late.inflight_messages, late.ready_messages) == (7, 7, 0)
+
+
+def test_a_table_changed_during_the_copy_is_copied_again(store: DefaultMessageStore) -> None:
+    offsets = FlakyTable({f"{TOPIC}@g1": {0: 0}}, failures=SNAPSHOT_ATTEMPTS - 1)
+    [row] = ConsumerLagSources(offsets, store).compute()
+    assert row.lag_messages == PER_QUEUE[0]
+    with pytest.raises(RuntimeError):
+        ConsumerLagSources(FlakyTable({}, failures=SNAPSHOT_ATTEMPTS), store).compute()
 
 
 def test_pairs_past_the_cap_fold_into_other_summed_and_earliest(store: DefaultMessageStore) -> None:

@@ -23,8 +23,9 @@ TopicValidator#isSystemTopic or a ``CID_RMQ_SYS_`` group (BrokerMetricsManager#i
 
 Bounds: the first ``max_pairs`` (topic, group) pairs keep their names; later ones fold into
 ``topic="_other", consumer_group="_other"`` (counts summed, latencies maxed). One scrape looks at most
-:data:`MAX_SCRAPE_QUEUES` queues. The collector runs on the metrics HTTP thread: it copies the tables it reads (plain
-dicts mutated on the event loop; a copy is one C-level pass under the GIL) and reads at most one record per queue.
+:data:`MAX_SCRAPE_QUEUES` queues. The collector runs on the metrics HTTP thread: it copies the tables it reads (dicts
+the event loop mutates; a copy the loop disturbed is retried, :data:`SNAPSHOT_ATTEMPTS` at most) and reads at most
+one record per queue (two with POP's per-queue in-flight counts).
 
 Mirrors: org.apache.rocketmq.broker.metrics.ConsumerLagCalculator and BrokerMetricsManager#initLagAndDlqMetrics.
 """
@@ -35,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
 
 from mq_common.constants import MixAll, is_system_topic
 from mq_common.metrics import NODE_LABELS, OTHER_TOPIC, NodeIdentity
@@ -44,6 +45,8 @@ from prometheus_client.registry import Collector
 
 DEFAULT_MAX_CONSUMER_PAIRS: Final = 1024
 MAX_SCRAPE_QUEUES: Final = 32_768
+# Copies of a table the event loop mutates meanwhile ("dictionary changed size during iteration") tried per scrape.
+SNAPSHOT_ATTEMPTS: Final = 3
 SYSTEM_GROUP_PREFIX: Final = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX
 OTHER_GROUP: Final = OTHER_TOPIC
 CONSUMER_LABELS: Final = ("topic", "consumer_group", "is_retry", "is_system")
@@ -161,10 +164,10 @@ class ConsumerLagSources:
     def compute(self) -> list[ConsumerLag]:
         """Every row, sorted by labels. Runs on the caller's thread; reads at most one record per queue and at most
         :data:`MAX_SCRAPE_QUEUES` queues (later queues are skipped)."""
-        inflight = dict(self.inflight()) if self.inflight is not None else {}
+        inflight = dict(_snapshot(self.inflight)) if self.inflight is not None else {}
         rows: dict[ConsumerLabelValues, _LagRow] = {}
         budget = MAX_SCRAPE_QUEUES
-        for key, queues in list(self.offsets.offset_table.items()):
+        for key, queues in _snapshot(lambda: self.offsets.offset_table):
             topic, sep, group = key.partition(_TOPIC_GROUP_SEPARATOR)
             if not sep:
                 continue
@@ -207,6 +210,21 @@ class ConsumerLagSources:
             rows[values] = row
         else:
             found.add(row)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _snapshot(read: Callable[[], Mapping[K, V]]) -> list[tuple[K, V]]:
+    """The items of ``read()``, copied; retried when the owner (the event loop) changed the table meanwhile.
+    Raises RuntimeError after SNAPSHOT_ATTEMPTS failed copies."""
+    for _ in range(SNAPSHOT_ATTEMPTS - 1):
+        try:
+            return list(read().items())
+        except RuntimeError:
+            continue
+    return list(read().items())
 
 
 def _export(labels: ConsumerLabelValues, row: _LagRow) -> ConsumerLag:
