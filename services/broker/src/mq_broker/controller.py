@@ -80,6 +80,7 @@ class BrokerController:
                 NodeIdentity(settings.cluster_name, "broker", settings.broker_name),
                 max_topics=settings.metrics_max_topics,
                 flush_disk_type=str(settings.flush_disk_type),
+                max_consumer_pairs=settings.metrics_max_consumer_pairs,
             )
         self._stopped = False
 
