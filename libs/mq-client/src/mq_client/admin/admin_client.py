@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Self
 
@@ -23,6 +24,7 @@ from mq_common.response_code import ResponseCode
 
 from mq_client.broker_client import BrokerClient
 from mq_client.consumer import DEFAULT_CONSUMER_GROUP, PullConsumer
+from mq_client.consumer_admin_calls import ConsumerAdminCalls
 from mq_client.gateway_client import GatewayMessage, GatewaySendResult, gateway_send
 
 DEFAULT_GATEWAY_ADDR: Final = "127.0.0.1:8081"
@@ -32,9 +34,24 @@ CONSUME_BATCH_NUMS: Final = 32
 # QueryMsgByKeySubCommand's default maxNum (also the broker's maxMsgsNumBatch).
 DEFAULT_QUERY_MAX_NUM: Final = 64
 MAX_CONSUME_MESSAGES: Final = 100_000
+# printMsg's default bound on the messages it prints (RocketMQ's command prints every message in the range).
+DEFAULT_PRINT_MAX_NUM: Final = 1024
+# The group the admin's pulls use: RocketMQ's tools pull as MixAll.TOOLS_CONSUMER_GROUP.
+TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
 CLUSTER_NOT_FOUND_REMARK: Final = (
     "Make sure the specified clusterName exists or the name server connected to is correct."
 )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueMessages:
+    """What :meth:`MQAdminClient.print_messages` read from one queue: the offsets [min_offset, max_offset) it
+    covered (from the time range, else the queue's min/max) and the messages found there, in offset order."""
+
+    queue: MessageQueue
+    min_offset: int
+    max_offset: int
+    messages: tuple[MessageExt, ...]
 
 
 class MQAdminClient:
@@ -55,7 +72,8 @@ class MQAdminClient:
         self._pool = ChannelPool()
         self._namesrv = NameServerClient(namesrv_addrs, self._pool)
         self._broker = BrokerClient(self._pool)
-        self._consumer = PullConsumer(namesrv_addrs, pool=self._pool, route_timeout_ms=timeout_ms)
+        self._calls = ConsumerAdminCalls(self._pool)
+        self._consumer = PullConsumer(namesrv_addrs, TOOLS_CONSUMER_GROUP, pool=self._pool, route_timeout_ms=timeout_ms)
         self.gateway_addr = gateway_addr
         self.timeout_ms = timeout_ms
 
@@ -93,13 +111,33 @@ class MQAdminClient:
         (broker name, queue id). Mirrors DefaultMQAdminExt#examineTopicStats.
 
         Raises TopicNotExistError (17) without a route, the broker's error (error_for_code) otherwise."""
-        route = await self.topic_route(topic)
+        return await self._topic_stats(topic, await self.topic_route(topic))
+
+    async def _topic_stats(self, topic: str, route: TopicRouteData) -> list[TopicQueueOffset]:
         offsets: list[TopicQueueOffset] = []
         for broker in sorted(route.broker_datas, key=lambda b: b.broker_name):
             addr = broker.select_broker_addr()
             if addr is not None:
                 offsets.extend(await self._broker.get_topic_stats(addr, topic, self.timeout_ms))
         return sorted(offsets, key=lambda o: (o.broker_name, o.queue_id))
+
+    async def resolve_broker_addrs(self, broker_addr: str | None = None, cluster_name: str | None = None) -> list[str]:
+        """``[broker_addr]``, or the master addresses of ``cluster_name`` sorted (exactly one must be given): the
+        ``-b`` / ``-c`` targets of the update/delete verbs. Mirrors CommandUtil#fetchMasterAddrByClusterName.
+
+        Raises MQClientError INVALID_PARAMETER (29) unless exactly one is given, MQClientError BROKER_NOT_EXIST
+        (211) when the cluster has no master, RemotingError when no name server answers."""
+        if (broker_addr is None) == (cluster_name is None):
+            raise MQClientError(
+                "set exactly one of brokerAddr (-b) and clusterName (-c)", ResponseCode.INVALID_PARAMETER
+            )
+        if broker_addr is not None:
+            return [broker_addr]
+        assert cluster_name is not None
+        addrs = sorted((await self.cluster_list()).master_addrs_of_cluster(cluster_name))
+        if not addrs:
+            raise MQClientError(f"{CLUSTER_NOT_FOUND_REMARK} cluster: {cluster_name}", ResponseCode.BROKER_NOT_EXIST)
+        return addrs
 
     async def update_topic(
         self, config: TopicConfig, *, broker_addr: str | None = None, cluster_name: str | None = None
@@ -110,22 +148,10 @@ class MQAdminClient:
         addresses updated, in order. Raises MQClientError (INVALID_PARAMETER) unless exactly one target is
         given or when the topic name is illegal, MQClientError (BROKER_NOT_EXIST) when the cluster has no
         master, the broker's error (error_for_code) on refusal, RemotingError on transport failure."""
-        if (broker_addr is None) == (cluster_name is None):
-            raise MQClientError(
-                "set exactly one of brokerAddr (-b) and clusterName (-c)", ResponseCode.INVALID_PARAMETER
-            )
         remark = validate_topic(config.topic_name)
         if remark is not None:
             raise MQClientError(remark, ResponseCode.INVALID_PARAMETER)
-        if broker_addr is not None:
-            addrs = [broker_addr]
-        else:
-            assert cluster_name is not None
-            addrs = sorted((await self.cluster_list()).master_addrs_of_cluster(cluster_name))
-            if not addrs:
-                raise MQClientError(
-                    f"{CLUSTER_NOT_FOUND_REMARK} cluster: {cluster_name}", ResponseCode.BROKER_NOT_EXIST
-                )
+        addrs = await self.resolve_broker_addrs(broker_addr, cluster_name)
         for addr in addrs:
             await self._broker.create_topic(addr, config, self.timeout_ms)
         return addrs
@@ -162,13 +188,17 @@ class MQAdminClient:
                 break
         return messages
 
-    async def _consume_queue(self, mq: MessageQueue, offset: int, count: int, subscription: str) -> list[MessageExt]:
+    async def _consume_queue(
+        self, mq: MessageQueue, offset: int, count: int, subscription: str, end_offset: int | None = None
+    ) -> list[MessageExt]:
+        """Up to ``count`` messages of ``mq`` from ``offset`` (below ``end_offset`` when given), in pulls of
+        CONSUME_BATCH_NUMS; stops at NO_NEW_MSG / OFFSET_ILLEGAL or when a pull does not move forward."""
         out: list[MessageExt] = []
         for _ in range(MAX_CONSUME_MESSAGES // CONSUME_BATCH_NUMS + 1):
-            if len(out) >= count:
+            if len(out) >= count or (end_offset is not None and offset >= end_offset):
                 break
             result = await self._consumer.pull(mq, offset, min(CONSUME_BATCH_NUMS, count - len(out)), subscription)
-            out.extend(result.messages)
+            out.extend(m for m in result.messages if end_offset is None or m.queue_offset < end_offset)
             if (
                 result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL)
                 or result.next_begin_offset <= offset
@@ -176,6 +206,66 @@ class MQAdminClient:
                 break
             offset = result.next_begin_offset
         return out[:count]
+
+    async def query_message_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:
+        """The message at queue ``offset`` of (``topic``, ``broker_name``, ``queue_id``): one pull of one message.
+        Mirrors QueryMsgByOffsetSubCommand (DefaultMQPullConsumer#pull(mq, "*", offset, 1)).
+
+        Raises MQClientError NO_MESSAGE (208) when the pull finds none (the remark names the pull status and the
+        queue's min/max offsets), MQClientError INVALID_PARAMETER (29) for a negative offset, MQClientError
+        BROKER_NOT_EXIST (211) when the route has no such broker, TopicNotExistError (17) without a route."""
+        mq = MessageQueue(topic, broker_name, queue_id)
+        result = await self._consumer.pull(mq, offset, 1)
+        if result.status is PullStatus.FOUND and result.messages:
+            return result.messages[0]
+        raise MQClientError(
+            f"no message at offset {offset} of {mq}: {result.status.name} "
+            f"(min offset {result.min_offset}, max offset {result.max_offset})",
+            ResponseCode.NO_MESSAGE,
+        )
+
+    async def print_messages(
+        self,
+        topic: str,
+        begin_timestamp_ms: int | None = None,
+        end_timestamp_ms: int | None = None,
+        subscription: str = "*",
+        max_num: int = DEFAULT_PRINT_MAX_NUM,
+    ) -> list[QueueMessages]:
+        """The messages of every queue of ``topic`` stored in [begin, end) (a queue's min/max offset when a bound is
+        None; the offsets come from SearchOffsetByTimestamp), matching ``subscription``, in (broker name, queue id)
+        then offset order, ``max_num`` at most in all. Mirrors PrintMessageSubCommand (``-b -e -s``), bounded.
+
+        Raises MQClientError INVALID_PARAMETER (29) for ``max_num`` outside 1..100000 or begin > end,
+        TopicNotExistError (17) without a route, the broker's error (error_for_code) or RemotingError."""
+        if not 0 < max_num <= MAX_CONSUME_MESSAGES:
+            raise MQClientError(
+                f"maxNum out of range [1, {MAX_CONSUME_MESSAGES}]: {max_num}", ResponseCode.INVALID_PARAMETER
+            )
+        if begin_timestamp_ms is not None and end_timestamp_ms is not None and begin_timestamp_ms > end_timestamp_ms:
+            raise MQClientError(
+                f"begin timestamp {begin_timestamp_ms} is after end timestamp {end_timestamp_ms}",
+                ResponseCode.INVALID_PARAMETER,
+            )
+        route = await self.topic_route(topic)
+        found: list[QueueMessages] = []
+        remaining = max_num
+        for stats in await self._topic_stats(topic, route):
+            addr = route.find_broker_addr(stats.broker_name)
+            if addr is None or remaining <= 0:
+                continue
+            begin = await self._offset_at(addr, topic, stats.queue_id, begin_timestamp_ms, stats.min_offset)
+            end = await self._offset_at(addr, topic, stats.queue_id, end_timestamp_ms, stats.max_offset)
+            mq = MessageQueue(topic, stats.broker_name, stats.queue_id)
+            messages = await self._consume_queue(mq, begin, remaining, subscription, end)
+            remaining -= len(messages)
+            found.append(QueueMessages(mq, begin, end, tuple(messages)))
+        return found
+
+    async def _offset_at(self, addr: str, topic: str, queue_id: int, timestamp_ms: int | None, default: int) -> int:
+        if timestamp_ms is None:
+            return default
+        return await self._calls.search_offset_by_timestamp(addr, topic, queue_id, timestamp_ms, self.timeout_ms)
 
     # ----------------------------------------------------------------------------------------------- queries
 

@@ -1,0 +1,1 @@
+"""``mqadmin`` consumer-side verbs (filled in below)."""
