@@ -110,12 +110,34 @@ class MixAll:
     DEFAULT_CLUSTER: Final = "DefaultCluster"
     RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
     DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+    DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
+    TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
+    FILTERSRV_CONSUMER_GROUP: Final = "FILTERSRV_CONSUMER"
+    SELF_TEST_CONSUMER_GROUP: Final = "SELF_TEST_C_GROUP"
+    ONS_HTTP_PROXY_GROUP: Final = "CID_ONS-HTTP-PROXY"
+    CID_ONSAPI_PULL_GROUP: Final = "CID_ONSAPI_PULL"
+    CID_ONSAPI_PERMISSION_GROUP: Final = "CID_ONSAPI_PERMISSION"
+    CID_ONSAPI_OWNER_GROUP: Final = "CID_ONSAPI_OWNER"
+    CID_RMQ_SYS_PREFIX: Final = "CID_RMQ_SYS_"
+    CID_SYS_RMQ_TRANS: Final = "CID_RMQ_SYS_TRANS"
+
+
+def retry_topic(group: str) -> str:
+    """MixAll#getRetryTopic: ``%RETRY%<group>``, where a group's messages given back wait to be consumed again."""
+    return MixAll.RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """MixAll#getDLQTopic: ``%DLQ%<group>``, where a group's messages go after retryMaxTimes failed deliveries."""
+    return MixAll.DLQ_GROUP_TOPIC_PREFIX + group
 
 
 # Limits (docs/architecture.md "Broker store"; MessageStoreConfig.maxMessageSize, TopicValidator.TOPIC_MAX_LENGTH).
 MAX_MESSAGE_SIZE_BYTES: Final = 4 * 1024 * 1024
 TOPIC_MAX_LENGTH: Final = 127
 RETRY_OR_DLQ_TOPIC_MAX_LENGTH: Final = 255
+GROUP_MAX_LENGTH: Final = 120
+"""TopicValidator.GROUP_MAX_LENGTH (so ``%RETRY%<group>`` and ``%DLQ%<group>`` stay within 255)."""
 MAX_PROPERTIES_SIZE_BYTES: Final = 32_767
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS: Final = 120_000
@@ -167,6 +189,20 @@ def validate_topic(topic: str) -> str | None:
             )
     elif len(topic) > TOPIC_MAX_LENGTH:
         return f"The specified topic: {topic}, is longer than topic max length: {TOPIC_MAX_LENGTH}"
+    return None
+
+
+def validate_group(group: str) -> str | None:
+    """Check a consumer/producer group name; RocketMQ's remark when it is illegal, else None.
+
+    Mirrors TopicValidator#validateGroup: not blank, only ``^[%|a-zA-Z0-9_-]+$``, at most GROUP_MAX_LENGTH (120).
+    """
+    if not group or group.isspace():
+        return "The specified group is blank."
+    if _VALID_TOPIC.fullmatch(group) is None:
+        return f"The specified group: {group}, contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(group) > GROUP_MAX_LENGTH:
+        return f"The specified group: {group}, is longer than group max length: {GROUP_MAX_LENGTH}"
     return None
 
 

@@ -99,10 +99,7 @@ class TopicConfigManager:
             return
         try:
             data = json.loads(text)
-            version = data.get("dataVersion") or {}
-            self.data_version = DataVersion(
-                int(version.get("stateVersion", 0)), int(version.get("timestamp", 0)), int(version.get("counter", 0))
-            )
+            self.data_version = DataVersion.from_json(data.get("dataVersion"))
             for name, raw in dict(data.get("topicConfigTable") or {}).items():
                 self.topic_config_table[str(name)] = TopicConfig.from_json(raw)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -112,11 +109,7 @@ class TopicConfigManager:
         """TopicConfigManager#encode(prettyFormat)."""
         return json.dumps(
             {
-                "dataVersion": {
-                    "stateVersion": self.data_version.state_version,
-                    "timestamp": self.data_version.timestamp_ms,
-                    "counter": self.data_version.counter,
-                },
+                "dataVersion": self.data_version.to_json(),
                 "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.topic_config_table.items())},
             },
             indent=2,

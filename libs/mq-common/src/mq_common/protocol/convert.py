@@ -26,6 +26,24 @@ from mq.namesrv.v1 import namesrv_pb2
 
 from mq_common.protocol.admin import TopicQueueOffset
 from mq_common.protocol.cluster import BrokerLiveInfo, ClusterInfo
+from mq_common.protocol.consumer import (
+    ConsumerConnection,
+    ConsumerConnectionInfo,
+    ConsumerQueueOffset,
+    ConsumeStats,
+    ConsumeType,
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
+    HeartbeatData,
+    MessageModel,
+    QueryConsumerOffsetRequestHeader,
+    QueueConsumeStats,
+    ResetOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    SubscriptionData,
+    SubscriptionGroupConfig,
+    UnregisterClientRequestHeader,
+)
 from mq_common.protocol.pull import PullMessageRequestHeader, PullMessageResponseHeader, PullStatus
 from mq_common.protocol.query import (
     QueryMessageByUniqueKeyRequestHeader,
@@ -336,3 +354,170 @@ def view_response_to_proto(header: ViewMessageResponseHeader) -> broker_pb2.View
 def view_response_from_proto(msg: broker_pb2.ViewMessageByIdResponse) -> ViewMessageResponseHeader:
     """ViewMessageByIdResponse -> header; see :func:`mq_common.protocol.query.viewed_message_of` for the message."""
     return _from_proto(msg, ViewMessageResponseHeader)
+
+
+# --- consumer side (subscription groups, offsets, consume stats, heartbeats, connections) ---------------------------
+
+_CONSUME_TYPE_TO_PROTO: Final = {t: broker_pb2.ConsumeType.Value(f"CONSUME_TYPE_{t.value}") for t in ConsumeType}
+_CONSUME_TYPE_FROM_PROTO: Final = {v: k for k, v in _CONSUME_TYPE_TO_PROTO.items()}
+_MESSAGE_MODEL_TO_PROTO: Final = {m: broker_pb2.MessageModel.Value(f"MESSAGE_MODEL_{m.value}") for m in MessageModel}
+_MESSAGE_MODEL_FROM_PROTO: Final = {v: k for k, v in _MESSAGE_MODEL_TO_PROTO.items()}
+
+
+def consume_type_from_proto(value: broker_pb2.ConsumeType.ValueType) -> ConsumeType:
+    """The proto enum -> ConsumeType; UNSPECIFIED (or an unknown number) -> CONSUME_PASSIVELY (a push consumer)."""
+    return _CONSUME_TYPE_FROM_PROTO.get(value, ConsumeType.CONSUME_PASSIVELY)
+
+
+def message_model_from_proto(value: broker_pb2.MessageModel.ValueType) -> MessageModel:
+    """The proto enum -> MessageModel; UNSPECIFIED (or an unknown number) -> CLUSTERING."""
+    return _MESSAGE_MODEL_FROM_PROTO.get(value, MessageModel.CLUSTERING)
+
+
+def subscription_group_config_to_proto(config: SubscriptionGroupConfig) -> broker_pb2.SubscriptionGroupConfig:
+    return _to_proto(config, broker_pb2.SubscriptionGroupConfig, attributes=dict(config.attributes))
+
+
+def subscription_group_config_from_proto(msg: broker_pb2.SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+    """The message as it is: proto3 has no "unset", so a field left out is 0/false, not RocketMQ's default."""
+    return _from_proto(msg, SubscriptionGroupConfig, attributes=dict(msg.attributes))
+
+
+def consumer_queue_offset_to_proto(offset: ConsumerQueueOffset) -> broker_pb2.ConsumerQueueOffset:
+    return _to_proto(offset, broker_pb2.ConsumerQueueOffset)
+
+
+def consumer_queue_offset_from_proto(msg: broker_pb2.ConsumerQueueOffset) -> ConsumerQueueOffset:
+    return _from_proto(msg, ConsumerQueueOffset)
+
+
+def queue_consume_stats_to_proto(stats: QueueConsumeStats) -> broker_pb2.QueueConsumeStats:
+    return _to_proto(stats, broker_pb2.QueueConsumeStats)
+
+
+def queue_consume_stats_from_proto(msg: broker_pb2.QueueConsumeStats) -> QueueConsumeStats:
+    return _from_proto(msg, QueueConsumeStats)
+
+
+def consume_stats_to_proto(stats: ConsumeStats) -> broker_pb2.GetConsumeStatsResponse:
+    """ConsumeStats -> a GetConsumeStatsResponse with code 0 (SUCCESS)."""
+    return broker_pb2.GetConsumeStatsResponse(
+        queues=[queue_consume_stats_to_proto(q) for q in stats.queues], consume_tps=stats.consume_tps
+    )
+
+
+def consume_stats_from_proto(msg: broker_pb2.GetConsumeStatsResponse) -> ConsumeStats:
+    return ConsumeStats(tuple(queue_consume_stats_from_proto(q) for q in msg.queues), msg.consume_tps)
+
+
+def subscription_data_to_proto(data: SubscriptionData) -> broker_pb2.SubscriptionData:
+    return _to_proto(data, broker_pb2.SubscriptionData)
+
+
+def subscription_data_from_proto(msg: broker_pb2.SubscriptionData) -> SubscriptionData:
+    return _from_proto(msg, SubscriptionData)
+
+
+def heartbeat_to_proto(heartbeat: HeartbeatData) -> broker_pb2.HeartbeatRequest:
+    return _to_proto(
+        heartbeat,
+        broker_pb2.HeartbeatRequest,
+        consume_type=_CONSUME_TYPE_TO_PROTO[heartbeat.consume_type],
+        message_model=_MESSAGE_MODEL_TO_PROTO[heartbeat.message_model],
+        subscriptions=[subscription_data_to_proto(d) for d in heartbeat.subscriptions],
+    )
+
+
+def heartbeat_from_proto(msg: broker_pb2.HeartbeatRequest) -> HeartbeatData:
+    """HeartbeatRequest -> HeartbeatData (not validated: the broker does that); UNSPECIFIED enums take the
+    defaults of :func:`consume_type_from_proto` / :func:`message_model_from_proto`."""
+    return _from_proto(
+        msg,
+        HeartbeatData,
+        consume_type=consume_type_from_proto(msg.consume_type),
+        message_model=message_model_from_proto(msg.message_model),
+        subscriptions=tuple(subscription_data_from_proto(d) for d in msg.subscriptions),
+    )
+
+
+def consumer_connection_to_proto(connection: ConsumerConnection) -> broker_pb2.ConsumerConnection:
+    return _to_proto(connection, broker_pb2.ConsumerConnection)
+
+
+def consumer_connection_from_proto(msg: broker_pb2.ConsumerConnection) -> ConsumerConnection:
+    return _from_proto(msg, ConsumerConnection)
+
+
+def consumer_connection_info_to_proto(info: ConsumerConnectionInfo) -> broker_pb2.GetConsumerConnectionListResponse:
+    """ConsumerConnectionInfo -> a GetConsumerConnectionListResponse with code 0 (SUCCESS)."""
+    return broker_pb2.GetConsumerConnectionListResponse(
+        connections=[consumer_connection_to_proto(c) for c in info.connections],
+        subscriptions=[subscription_data_to_proto(d) for d in info.subscriptions],
+        consume_type=_CONSUME_TYPE_TO_PROTO[info.consume_type],
+        message_model=_MESSAGE_MODEL_TO_PROTO[info.message_model],
+    )
+
+
+def consumer_connection_info_from_proto(msg: broker_pb2.GetConsumerConnectionListResponse) -> ConsumerConnectionInfo:
+    return ConsumerConnectionInfo(
+        connections=tuple(consumer_connection_from_proto(c) for c in msg.connections),
+        subscriptions=tuple(subscription_data_from_proto(d) for d in msg.subscriptions),
+        consume_type=consume_type_from_proto(msg.consume_type),
+        message_model=message_model_from_proto(msg.message_model),
+    )
+
+
+def query_consumer_offset_request_to_proto(
+    header: QueryConsumerOffsetRequestHeader,
+) -> broker_pb2.QueryConsumerOffsetRequest:
+    return _to_proto(header, broker_pb2.QueryConsumerOffsetRequest)
+
+
+def query_consumer_offset_request_from_proto(
+    msg: broker_pb2.QueryConsumerOffsetRequest,
+) -> QueryConsumerOffsetRequestHeader:
+    return _from_proto(msg, QueryConsumerOffsetRequestHeader)
+
+
+def consume_stats_request_to_proto(header: GetConsumeStatsRequestHeader) -> broker_pb2.GetConsumeStatsRequest:
+    return _to_proto(header, broker_pb2.GetConsumeStatsRequest)
+
+
+def consume_stats_request_from_proto(msg: broker_pb2.GetConsumeStatsRequest) -> GetConsumeStatsRequestHeader:
+    return _from_proto(msg, GetConsumeStatsRequestHeader)
+
+
+def search_offset_request_to_proto(header: SearchOffsetRequestHeader) -> broker_pb2.SearchOffsetByTimestampRequest:
+    return _to_proto(header, broker_pb2.SearchOffsetByTimestampRequest)
+
+
+def search_offset_request_from_proto(msg: broker_pb2.SearchOffsetByTimestampRequest) -> SearchOffsetRequestHeader:
+    return _from_proto(msg, SearchOffsetRequestHeader)
+
+
+def reset_offset_request_to_proto(header: ResetOffsetRequestHeader) -> broker_pb2.ResetOffsetByTimestampRequest:
+    return _to_proto(header, broker_pb2.ResetOffsetByTimestampRequest)
+
+
+def reset_offset_request_from_proto(msg: broker_pb2.ResetOffsetByTimestampRequest) -> ResetOffsetRequestHeader:
+    return _from_proto(msg, ResetOffsetRequestHeader)
+
+
+def delete_group_request_to_proto(
+    header: DeleteSubscriptionGroupRequestHeader,
+) -> broker_pb2.DeleteSubscriptionGroupRequest:
+    return _to_proto(header, broker_pb2.DeleteSubscriptionGroupRequest)
+
+
+def delete_group_request_from_proto(
+    msg: broker_pb2.DeleteSubscriptionGroupRequest,
+) -> DeleteSubscriptionGroupRequestHeader:
+    return _from_proto(msg, DeleteSubscriptionGroupRequestHeader)
+
+
+def unregister_client_request_to_proto(header: UnregisterClientRequestHeader) -> broker_pb2.UnregisterClientRequest:
+    return _to_proto(header, broker_pb2.UnregisterClientRequest)
+
+
+def unregister_client_request_from_proto(msg: broker_pb2.UnregisterClientRequest) -> UnregisterClientRequestHeader:
+    return _from_proto(msg, UnregisterClientRequestHeader)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from mq_common.protocol.topic import TopicConfig
 
@@ -29,6 +30,18 @@ class DataVersion:
     def next_version(self) -> DataVersion:
         """DataVersion#nextVersion: counter + 1, timestamp now."""
         return DataVersion(self.state_version, time.time_ns() // 1_000_000, self.counter + 1)
+
+    def to_json(self) -> dict[str, int]:
+        """RocketMQ's JSON shape: ``{"stateVersion", "timestamp", "counter"}`` (the ``dataVersion`` of its config
+        files)."""
+        return {"stateVersion": self.state_version, "timestamp": self.timestamp_ms, "counter": self.counter}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> DataVersion:
+        """The inverse of :meth:`to_json`; missing fields (or no object) are 0. Raises ValueError/TypeError for a
+        field that is not a number."""
+        data = data or {}
+        return cls(int(data.get("stateVersion", 0)), int(data.get("timestamp", 0)), int(data.get("counter", 0)))
 
 
 @dataclass(frozen=True, slots=True)

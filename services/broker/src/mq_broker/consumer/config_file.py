@@ -1,0 +1,140 @@
+"""Atomic persistence of the broker's JSON config files, with a ``.bak`` copy of the previous version.
+
+Mirrors org.apache.rocketmq.common.ConfigManager (#load, #loadBak, #persist) and MixAll#string2File. A write
+never leaves a half-written ``path``: the new text goes to ``path.tmp`` (fsynced), the current file is kept as
+``path.bak`` (a hard link, so ``path`` exists at every instant), ``path.tmp`` is renamed over ``path`` and the
+directory is fsynced. A reader takes ``path`` and falls back to ``path.bak`` when ``path`` is missing, empty or
+not a JSON object; a ``path.tmp`` left by a crash is ignored (and replaced by the next write).
+
+Both functions block (file I/O and fsync): call them at start/stop or through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from mq_common.logging import get_logger
+
+log = get_logger("mq_broker.consumer.config_file")
+
+BAK_SUFFIX: Final = ".bak"
+TMP_SUFFIX: Final = ".tmp"
+
+
+def _sibling(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def _read_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when the file does not exist. Raises ValueError when it is empty, not
+    UTF-8, not JSON or not an object."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a JSON document: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return data
+
+
+def load_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object of ``path``, else of ``path.bak``; None when neither exists. Blocking.
+
+    Raises ValueError when no file holds a usable object (``path`` corrupt and ``path.bak`` missing or corrupt,
+    or ``path`` missing and ``path.bak`` corrupt): the broker then refuses to start rather than lose state.
+    """
+    primary_error: ValueError | None = None
+    try:
+        data = _read_object(path)
+    except ValueError as exc:
+        log.error("config_file_corrupt_trying_bak", path=str(path), error=str(exc))
+        data, primary_error = None, exc
+    if data is not None:
+        return data
+    bak = _sibling(path, BAK_SUFFIX)
+    backup = _read_object(bak)  # ValueError when the backup is corrupt too
+    if backup is None and primary_error is not None:
+        raise ValueError(f"{primary_error}; and no {bak.name}") from primary_error
+    if backup is not None:
+        log.warning("config_file_loaded_from_bak", path=str(bak))
+    return backup
+
+
+def persist_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Write ``data`` as indented JSON to ``path`` atomically, keeping the previous file as ``path.bak``.
+    Blocking (fsync of the file and of its directory). Raises OSError (disk full, permissions); ``path`` is then
+    unchanged."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=2, sort_keys=False)
+    tmp = _sibling(path, TMP_SUFFIX)
+    with tmp.open("wb") as out:
+        out.write(text.encode("utf-8"))
+        out.flush()
+        os.fsync(out.fileno())
+    if path.exists():
+        bak = _sibling(path, BAK_SUFFIX)
+        bak_tmp = _sibling(bak, TMP_SUFFIX)
+        bak_tmp.unlink(missing_ok=True)
+        os.link(path, bak_tmp)
+        os.replace(bak_tmp, bak)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class BackgroundPersister:
+    """Writes a config file off the event loop whenever its owner changed, in the order of the changes.
+
+    ``snapshot`` (called on the event loop, so it sees a consistent table) gives the JSON object to write.
+    :meth:`schedule` marks the file stale; one task at a time takes a fresh snapshot and writes it through
+    ``asyncio.to_thread`` until nothing is stale, so any number of changes cost at most one pending write (the
+    bound). Without a running loop (start-up, tests) :meth:`schedule` writes at once. A failed write is logged and
+    the next change or :meth:`wait_persisted` caller's persist tries again; nothing raises into the caller.
+    """
+
+    def __init__(self, path: Path, snapshot: Callable[[], Mapping[str, Any]]) -> None:
+        self.path = path
+        self._snapshot = snapshot
+        self._stale = False
+        self._task: asyncio.Task[None] | None = None
+
+    def schedule(self) -> None:
+        """Persist soon (event loop) or now (no running loop; blocking)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            persist_json(self.path, self._snapshot())
+            return
+        self._stale = True
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._write_while_stale())
+
+    async def wait_persisted(self) -> None:
+        """Wait until the changes scheduled so far are written (or their write failed and was logged)."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    async def _write_while_stale(self) -> None:
+        while self._stale:
+            self._stale = False
+            data = self._snapshot()
+            try:
+                await asyncio.to_thread(persist_json, self.path, data)
+            except OSError as exc:
+                log.error("config_file_persist_failed", path=str(self.path), error=str(exc))
