@@ -19,6 +19,20 @@ from mq_common.channels import seconds as _seconds
 from mq_common.errors import MQError, RemotingError, error_for_code
 from mq_common.grpc_errors import invoke as _invoke
 from mq_common.namesrv_client import check_code as _check
+from mq_common.protocol import (
+    ConsumerQueueOffset,
+    HeartbeatData,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+)
+from mq_common.protocol.convert import (
+    consumer_queue_offset_to_proto,
+    heartbeat_to_proto,
+    query_consumer_offset_request_to_proto,
+    search_offset_request_to_proto,
+    unregister_client_request_to_proto,
+)
 from mq_common.response_code import ResponseCode
 
 __all__ = ["ConsumerBrokerCalls"]
@@ -37,13 +51,12 @@ class ConsumerBrokerCalls:
         # built per call: these calls are rare (seconds apart), unlike BrokerClient's hot send/pull path
         return broker_pb2_grpc.BrokerStub(self._pool.get(addr))
 
-    async def heartbeat(
-        self, addr: str, heartbeat: broker_pb2.HeartbeatRequest, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
-    ) -> None:
+    async def heartbeat(self, addr: str, heartbeat: HeartbeatData, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> None:
         """HEART_BEAT: register (or refresh) one consumer client of a group with its subscriptions.
 
         Mirrors MQClientAPIImpl#sendHeartbeat. Raises error_for_code(...) on a non-zero code."""
-        resp = await _invoke(self._stub(addr).Heartbeat(heartbeat, timeout=_seconds(timeout_ms)), addr)
+        request = heartbeat_to_proto(heartbeat)
+        resp = await _invoke(self._stub(addr).Heartbeat(request, timeout=_seconds(timeout_ms)), addr)
         _check(resp.code, resp.remark)
 
     async def unregister_client(
@@ -52,7 +65,7 @@ class ConsumerBrokerCalls:
         """UNREGISTER_CLIENT: ``client_id`` leaves ``consumer_group`` on this broker.
 
         Mirrors MQClientAPIImpl#unregisterClient. Raises error_for_code(...) on a non-zero code."""
-        request = broker_pb2.UnregisterClientRequest(client_id=client_id, consumer_group=consumer_group)
+        request = unregister_client_request_to_proto(UnregisterClientRequestHeader(client_id, consumer_group))
         resp = await _invoke(self._stub(addr).UnregisterClient(request, timeout=_seconds(timeout_ms)), addr)
         _check(resp.code, resp.remark)
 
@@ -70,7 +83,7 @@ class ConsumerBrokerCalls:
     async def update_consumer_offsets(
         self,
         addr: str,
-        offsets: Sequence[broker_pb2.ConsumerQueueOffset],
+        offsets: Sequence[ConsumerQueueOffset],
         timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS,
     ) -> list[MQError | None]:
         """UPDATE_CONSUMER_OFFSET for many queues in one call: one outcome per offset, in order (None:
@@ -78,7 +91,7 @@ class ConsumerBrokerCalls:
 
         Mirrors MQClientAPIImpl#updateConsumerOffset, batched. Raises error_for_code(...) when the whole call is
         refused, RemotingError when the broker answers a different number of codes."""
-        request = broker_pb2.UpdateConsumerOffsetsRequest(offsets=offsets)
+        request = broker_pb2.UpdateConsumerOffsetsRequest(offsets=[consumer_queue_offset_to_proto(o) for o in offsets])
         resp = await _invoke(self._stub(addr).UpdateConsumerOffsets(request, timeout=_seconds(timeout_ms)), addr)
         _check(resp.code, resp.remark)
         if len(resp.codes) != len(offsets):
@@ -103,9 +116,8 @@ class ConsumerBrokerCalls:
 
         Mirrors MQClientAPIImpl#queryConsumerOffset. Raises MQBrokerError QUERY_NOT_FOUND (22) when the group has
         no offset there (RocketMQ's OffsetNotFoundException), error_for_code(...) for other non-zero codes."""
-        request = broker_pb2.QueryConsumerOffsetRequest(
-            consumer_group=consumer_group, topic=topic, queue_id=queue_id, set_zero_if_not_found=set_zero_if_not_found
-        )
+        header = QueryConsumerOffsetRequestHeader(consumer_group, topic, queue_id, set_zero_if_not_found)
+        request = query_consumer_offset_request_to_proto(header)
         resp = await _invoke(self._stub(addr).QueryConsumerOffset(request, timeout=_seconds(timeout_ms)), addr)
         _check(resp.code, resp.remark)
         return resp.offset
@@ -117,7 +129,7 @@ class ConsumerBrokerCalls:
         ``timestamp_ms`` (the max offset when every message is older).
 
         Mirrors MQClientAPIImpl#searchOffset. Raises error_for_code(...) on a non-zero code."""
-        request = broker_pb2.SearchOffsetByTimestampRequest(topic=topic, queue_id=queue_id, timestamp_ms=timestamp_ms)
+        request = search_offset_request_to_proto(SearchOffsetRequestHeader(topic, queue_id, timestamp_ms))
         resp = await _invoke(self._stub(addr).SearchOffsetByTimestamp(request, timeout=_seconds(timeout_ms)), addr)
         _check(resp.code, resp.remark)
         return resp.offset
