@@ -1,34 +1,30 @@
-"""Operator calls against name servers, brokers and the producer gateway.
+"""Operator calls against name servers, brokers and the producer gateway: :class:`MQAdminClient`.
 
-Mirrors org.apache.rocketmq.tools.admin.DefaultMQAdminExt (examineBrokerClusterInfo, fetchAllTopicList,
-examineTopicRouteInfo, examineTopicStats, createAndUpdateTopicConfig) plus what ConsumeMessageCommand and
-SendMessageCommand do. Runs on the caller's asyncio loop; errors are the typed mq_common.errors.
+Mirrors org.apache.rocketmq.tools.admin.DefaultMQAdminExt: this module holds the topic, message and send
+operations (examineTopicStats, createAndUpdateTopicConfig, queryMessage, viewMessage, plus what
+ConsumeMessageCommand, QueryMsgByOffsetSubCommand, PrintMessageSubCommand and SendMessageCommand do); the name
+server part is in mq_client.admin.admin_base, the consumer side in mq_client.admin.consumer_admin. Runs on the
+caller's asyncio loop; errors are the typed mq_common.errors.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Final, Self
+from typing import Final
 
-from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
 from mq_common.constants import validate_topic
-from mq_common.errors import MQClientError, MQError
+from mq_common.errors import MQClientError
 from mq_common.message_id import decode_offset_msg_id
-from mq_common.namesrv_client import NameServerClient
-from mq_common.protocol import ClusterInfo, MessageQueue, PullStatus, TopicConfig, TopicQueueOffset, TopicRouteData
+from mq_common.protocol import MessageQueue, PullStatus, TopicConfig, TopicQueueOffset, TopicRouteData
 from mq_common.response_code import ResponseCode
 
-from mq_client.broker_client import BrokerClient
-from mq_client.consumer import DEFAULT_CONSUMER_GROUP, PullConsumer
-from mq_client.consumer_admin_calls import ConsumerAdminCalls
+from mq_client.admin.admin_base import DEFAULT_GATEWAY_ADDR, gather_answers
+from mq_client.admin.consumer_admin import ConsumerAdmin
+from mq_client.consumer import DEFAULT_CONSUMER_GROUP
 from mq_client.gateway_client import GatewayMessage, GatewaySendResult, gateway_send
 
-DEFAULT_GATEWAY_ADDR: Final = "127.0.0.1:8081"
-DEFAULT_ADMIN_TIMEOUT_MS: Final = 5000
 # ConsumeMessageCommand pulls 32 messages a call; bound the loop so a huge count cannot spin forever.
 CONSUME_BATCH_NUMS: Final = 32
 # QueryMsgByKeySubCommand's default maxNum (also the broker's maxMsgsNumBatch).
@@ -36,11 +32,6 @@ DEFAULT_QUERY_MAX_NUM: Final = 64
 MAX_CONSUME_MESSAGES: Final = 100_000
 # printMsg's default bound on the messages it prints (RocketMQ's command prints every message in the range).
 DEFAULT_PRINT_MAX_NUM: Final = 1024
-# The group the admin's pulls use: RocketMQ's tools pull as MixAll.TOOLS_CONSUMER_GROUP.
-TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
-CLUSTER_NOT_FOUND_REMARK: Final = (
-    "Make sure the specified clusterName exists or the name server connected to is correct."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,55 +45,13 @@ class QueueMessages:
     messages: tuple[MessageExt, ...]
 
 
-class MQAdminClient:
+class MQAdminClient(ConsumerAdmin):
     """Admin operations. Mirrors org.apache.rocketmq.tools.admin.DefaultMQAdminExt.
 
-    ``namesrv_addrs`` are tried with failover; ``gateway_addr`` is the producer gateway used by
-    :meth:`send_message`. Use as ``async with MQAdminClient([...]) as admin:`` or call :meth:`close`.
+    Construction, channels and name server queries: :class:`mq_client.admin.admin_base.AdminBase`; consumer-side
+    operations: :class:`mq_client.admin.consumer_admin.ConsumerAdmin`. Use as ``async with MQAdminClient([...]) as
+    admin:`` or call :meth:`close`.
     """
-
-    def __init__(
-        self,
-        namesrv_addrs: Sequence[str],
-        *,
-        gateway_addr: str = DEFAULT_GATEWAY_ADDR,
-        timeout_ms: int = DEFAULT_ADMIN_TIMEOUT_MS,
-    ) -> None:
-        """Raises MQClientError (RPC_ADDR_IS_NULL) when ``namesrv_addrs`` is empty."""
-        self._pool = ChannelPool()
-        self._namesrv = NameServerClient(namesrv_addrs, self._pool)
-        self._broker = BrokerClient(self._pool)
-        self._calls = ConsumerAdminCalls(self._pool)
-        self._consumer = PullConsumer(namesrv_addrs, TOOLS_CONSUMER_GROUP, pool=self._pool, route_timeout_ms=timeout_ms)
-        self.gateway_addr = gateway_addr
-        self.timeout_ms = timeout_ms
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close every channel."""
-        await self._consumer.close()
-        await self._pool.close()
-
-    # ------------------------------------------------------------------------------------------ name server
-
-    async def cluster_list(self) -> ClusterInfo:
-        """Brokers per cluster with their last heartbeat. Mirrors DefaultMQAdminExt#examineBrokerClusterInfo."""
-        return await self._namesrv.get_broker_cluster_info(self.timeout_ms)
-
-    async def topic_list(self) -> list[str]:
-        """Every topic with a route, sorted. Mirrors DefaultMQAdminExt#fetchAllTopicList."""
-        return await self._namesrv.get_all_topic_list(self.timeout_ms)
-
-    async def topic_route(self, topic: str) -> TopicRouteData:
-        """``topic``'s route. Mirrors #examineTopicRouteInfo. Raises TopicNotExistError (17)."""
-        return await self._namesrv.get_route_info_by_topic(topic, self.timeout_ms)
 
     # ------------------------------------------------------------------------------------------------ broker
 
@@ -120,24 +69,6 @@ class MQAdminClient:
             if addr is not None:
                 offsets.extend(await self._broker.get_topic_stats(addr, topic, self.timeout_ms))
         return sorted(offsets, key=lambda o: (o.broker_name, o.queue_id))
-
-    async def resolve_broker_addrs(self, broker_addr: str | None = None, cluster_name: str | None = None) -> list[str]:
-        """``[broker_addr]``, or the master addresses of ``cluster_name`` sorted (exactly one must be given): the
-        ``-b`` / ``-c`` targets of the update/delete verbs. Mirrors CommandUtil#fetchMasterAddrByClusterName.
-
-        Raises MQClientError INVALID_PARAMETER (29) unless exactly one is given, MQClientError BROKER_NOT_EXIST
-        (211) when the cluster has no master, RemotingError when no name server answers."""
-        if (broker_addr is None) == (cluster_name is None):
-            raise MQClientError(
-                "set exactly one of brokerAddr (-b) and clusterName (-c)", ResponseCode.INVALID_PARAMETER
-            )
-        if broker_addr is not None:
-            return [broker_addr]
-        assert cluster_name is not None
-        addrs = sorted((await self.cluster_list()).master_addrs_of_cluster(cluster_name))
-        if not addrs:
-            raise MQClientError(f"{CLUSTER_NOT_FOUND_REMARK} cluster: {cluster_name}", ResponseCode.BROKER_NOT_EXIST)
-        return addrs
 
     async def update_topic(
         self, config: TopicConfig, *, broker_addr: str | None = None, cluster_name: str | None = None
@@ -317,21 +248,10 @@ class MQAdminClient:
     async def _query_route(self, topic: str, ask: Callable[[str], Awaitable[list[MessageExt]]]) -> list[MessageExt]:
         """Run ``ask`` on each broker group of ``topic``'s route at once; merge newest first. A broker's
         QUERY_NOT_FOUND counts as no message; other errors are raised only when no broker answered."""
-        route = await self.topic_route(topic)
-        addrs = sorted({a for b in route.broker_datas if (a := b.select_broker_addr()) is not None})
-        outcomes = await asyncio.gather(*(ask(a) for a in addrs), return_exceptions=True)
-        found: list[MessageExt] = []
-        errors: list[MQError] = []
-        for outcome in outcomes:
-            if isinstance(outcome, MQError):
-                if outcome.code != ResponseCode.QUERY_NOT_FOUND:
-                    errors.append(outcome)
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                found.extend(outcome)
-        if not found and errors and len(errors) == len(addrs):
-            raise errors[0]
+        answers = await gather_answers(
+            [ask(a) for a in await self.route_addrs(topic)], ignore_code=ResponseCode.QUERY_NOT_FOUND
+        )
+        found = [m for messages in answers for m in messages]
         if not found:
             raise MQClientError("query message by key finished, but no message.", ResponseCode.NO_MESSAGE)
         found.sort(key=lambda m: (m.store_timestamp_ms, m.commit_log_offset), reverse=True)
