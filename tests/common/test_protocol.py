@@ -17,6 +17,7 @@ from mq_common.protocol import (
     BrokerLiveInfo,
     BrokerRegistration,
     ClusterInfo,
+    ConsumerSendMsgBackRequestHeader,
     DataVersion,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
@@ -194,6 +195,8 @@ def test_batch_request_fills_a_frame_in_place_and_keeps_sender_only_fields_off_t
         max_msg_nums=signed32,
         consumer_group=texts,
         subscription=texts,
+        commit_offset=st.none() | signed64,
+        suspend_timeout_ms=signed64,
     ),
     st.builds(
         PullMessageResponseHeader,
@@ -210,6 +213,29 @@ def test_batch_request_fills_a_frame_in_place_and_keeps_sender_only_fields_off_t
 def test_pull_headers_round_trip(request: PullMessageRequestHeader, response: PullMessageResponseHeader) -> None:
     assert convert.pull_request_from_proto(convert.pull_request_to_proto(request)) == request
     assert convert.pull_response_from_proto(convert.pull_response_to_proto(response)) == response
+
+
+@given(
+    st.builds(
+        ConsumerSendMsgBackRequestHeader,
+        group=names,
+        offset=signed64,
+        delay_level=signed32,
+        origin_msg_id=texts,
+        origin_topic=texts,
+        max_reconsume_times=st.none() | st.integers(min_value=1, max_value=2**31 - 1),
+    )
+)
+def test_send_msg_back_header_round_trips(header: ConsumerSendMsgBackRequestHeader) -> None:
+    assert convert.send_msg_back_request_from_proto(convert.send_msg_back_request_to_proto(header)) == header
+
+
+def test_send_msg_back_zero_max_reconsume_times_means_the_groups() -> None:
+    header = ConsumerSendMsgBackRequestHeader(group="g", offset=1, max_reconsume_times=0)
+    assert (
+        convert.send_msg_back_request_from_proto(convert.send_msg_back_request_to_proto(header)).max_reconsume_times
+        is None
+    )
 
 
 @given(

@@ -26,6 +26,9 @@ class MessageConst:
     CLUSTER: Final = "CLUSTER"
     MSG_REGION: Final = "MSG_REGION"
     TRACE_SWITCH: Final = "TRACE_ON"
+    RETRY_TOPIC: Final = "RETRY_TOPIC"
+    ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
+    RECONSUME_TIME: Final = "RECONSUME_TIME"
     KEY_SEPARATOR: Final = " "
 
     RESERVED: Final = frozenset(

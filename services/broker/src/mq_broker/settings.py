@@ -121,6 +121,18 @@ class BrokerSettings(ServiceSettings):
     max_hash_slot_num: int = mirrored_field(MessageStoreConfig, "max_hash_slot_num", gt=0)
     max_index_num: int = mirrored_field(MessageStoreConfig, "max_index_num", gt=1)
     max_msgs_num_batch: int = mirrored_field(MessageStoreConfig, "max_msgs_num_batch", gt=0)
+    broker_suspend_max_time_ms: int = Field(
+        default=15_000,
+        ge=0,
+        description="brokerSuspendMaxTimeMillis (a consumer setting in RocketMQ): the longest a pull that found "
+        "nothing is held for a message to arrive, ms; a longer suspend_timeout_ms is cut to it; 0 never holds.",
+    )
+    max_pull_polling_size: int = Field(
+        default=10_000,
+        gt=0,
+        description="Pulls held at once for long polling (as maxPopPollingSize bounds POP's); one more is answered "
+        "POLLING_FULL (209). RocketMQ's PullRequestHoldService has no bound.",
+    )
     shutdown_grace_ms: int = Field(
         default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
     )

@@ -181,6 +181,23 @@ class TopicConfigManager:
         self._changed()
         return created
 
+    def create_topic_in_send_message_back_method(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0
+    ) -> TopicConfig:
+        """The config of ``topic`` (a %RETRY% or %DLQ% topic), created on first use with ``queue_nums`` read and
+        write queues, ``perm`` and ``topic_sys_flag`` (persisted in the background, registered through
+        ``on_change``). An existing config is returned as it is. Event loop.
+        Mirrors TopicConfigManager#createTopicInSendMessageBackMethod (non-order).
+        """
+        existing = self.topic_config_table.get(topic)
+        if existing is not None:
+            return existing
+        created = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag, attributes={})
+        self.topic_config_table[topic] = created
+        log.info("topic_created_by_send_back", topic=topic, queue_nums=queue_nums, perm=PermName.to_string(perm))
+        self._changed()
+        return created
+
     def update_topic_config(self, config: TopicConfig) -> bool:
         """Create or replace; returns False when nothing changed. Mirrors TopicConfigManager#updateTopicConfig."""
         if self.topic_config_table.get(config.topic_name) == config:

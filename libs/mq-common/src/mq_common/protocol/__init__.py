@@ -31,6 +31,7 @@ from mq_common.protocol.consumer import (
 )
 from mq_common.protocol.pull import (
     PULL_STATUS_BY_CODE,
+    ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullResult,
@@ -71,6 +72,7 @@ __all__ = [
     "ConsumerConnection",
     "ConsumerConnectionInfo",
     "ConsumerQueueOffset",
+    "ConsumerSendMsgBackRequestHeader",
     "DataVersion",
     "DeleteSubscriptionGroupRequestHeader",
     "GetConsumeStatsRequestHeader",

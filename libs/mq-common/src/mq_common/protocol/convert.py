@@ -44,7 +44,12 @@ from mq_common.protocol.consumer import (
     SubscriptionGroupConfig,
     UnregisterClientRequestHeader,
 )
-from mq_common.protocol.pull import PullMessageRequestHeader, PullMessageResponseHeader, PullStatus
+from mq_common.protocol.pull import (
+    ConsumerSendMsgBackRequestHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    PullStatus,
+)
 from mq_common.protocol.query import (
     QueryMessageByUniqueKeyRequestHeader,
     QueryMessageByUniqueKeyResponseHeader,
@@ -279,11 +284,14 @@ def batch_response_from_proto(msg: broker_pb2.SendMessageBatchResponse) -> SendM
 
 
 def pull_request_to_proto(header: PullMessageRequestHeader) -> broker_pb2.PullMessageRequest:
-    return _to_proto(header, broker_pb2.PullMessageRequest)
+    """``commit_offset`` None leaves the optional field unset."""
+    return _to_proto(header, broker_pb2.PullMessageRequest, commit_offset=header.commit_offset)
 
 
 def pull_request_from_proto(msg: broker_pb2.PullMessageRequest) -> PullMessageRequestHeader:
-    return _from_proto(msg, PullMessageRequestHeader)
+    """An unset ``commit_offset`` becomes None."""
+    commit_offset = msg.commit_offset if msg.HasField("commit_offset") else None
+    return _from_proto(msg, PullMessageRequestHeader, commit_offset=commit_offset)
 
 
 def pull_response_to_proto(header: PullMessageResponseHeader) -> broker_pb2.PullMessageResponse:
@@ -294,6 +302,18 @@ def pull_response_from_proto(msg: broker_pb2.PullMessageResponse) -> PullMessage
     """PullMessageResponse -> header (PULL_STATUS_UNSPECIFIED -> ``status`` None); see
     :func:`mq_common.protocol.pull.pull_result_of` for the consumer's PullResult."""
     return _from_proto(msg, PullMessageResponseHeader, status=pull_status_from_proto(msg.status))
+
+
+def send_msg_back_request_to_proto(header: ConsumerSendMsgBackRequestHeader) -> broker_pb2.ConsumerSendMsgBackRequest:
+    """``max_reconsume_times`` None travels as 0 (the group's retryMaxTimes)."""
+    times = header.max_reconsume_times
+    return _to_proto(header, broker_pb2.ConsumerSendMsgBackRequest, max_reconsume_times=times or 0)
+
+
+def send_msg_back_request_from_proto(msg: broker_pb2.ConsumerSendMsgBackRequest) -> ConsumerSendMsgBackRequestHeader:
+    """``max_reconsume_times`` 0 becomes None."""
+    times = msg.max_reconsume_times or None
+    return _from_proto(msg, ConsumerSendMsgBackRequestHeader, max_reconsume_times=times)
 
 
 # --- query (QUERY_MESSAGE, QUERY_MESSAGE by UNIQ_KEY, VIEW_MESSAGE_BY_ID) -------------------------------------------

@@ -41,7 +41,12 @@ PULL_STATUS_BY_CODE: Final[Mapping[int, PullStatus]] = {
 class PullMessageRequestHeader:
     """One pull: at most ``max_msg_nums`` messages of ``topic``/``queue_id`` from logical offset ``queue_offset``.
     ``subscription``: a tag expression, ``"*"`` or empty for all, else ``"TagA || TagB"``.
-    Mirrors PullMessageRequestHeader (consumerGroup, topic, queueId, queueOffset, maxMsgNums, subscription)."""
+    ``commit_offset``: also commit this offset of the queue for ``consumer_group`` (None: commit nothing; RocketMQ's
+    commitOffset with sysFlag FLAG_COMMIT_OFFSET). ``suspend_timeout_ms``: when nothing is there, the broker holds
+    the call until a message arrives or this many ms pass (capped by its broker_suspend_max_time_ms; 0: answer at
+    once; RocketMQ's suspendTimeoutMillis with FLAG_SUSPEND).
+    Mirrors PullMessageRequestHeader (consumerGroup, topic, queueId, queueOffset, maxMsgNums, subscription,
+    commitOffset, suspendTimeoutMillis)."""
 
     topic: str
     queue_id: int
@@ -49,6 +54,8 @@ class PullMessageRequestHeader:
     max_msg_nums: int
     consumer_group: str = ""
     subscription: str = ""
+    commit_offset: int | None = None
+    suspend_timeout_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,22 @@ class PullMessageResponseHeader:
     max_offset: int = 0
     message_bytes: bytes = b""
     message_count: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerSendMsgBackRequestHeader:
+    """A consumer gives back the message at CommitLog ``offset`` for ``group``: to ``%RETRY%<group>``, or
+    ``%DLQ%<group>`` once its reconsume times reach ``max_reconsume_times`` (None: the group's retryMaxTimes).
+    ``delay_level``: 0 lets the broker pick 3 + reconsume times, < 0 sends it to the DLQ at once.
+    ``origin_msg_id`` / ``origin_topic``: the message's id and topic as the consumer knows them.
+    Mirrors org.apache.rocketmq.remoting.protocol.header.ConsumerSendMsgBackRequestHeader."""
+
+    group: str
+    offset: int
+    delay_level: int = 0
+    origin_msg_id: str = ""
+    origin_topic: str = ""
+    max_reconsume_times: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

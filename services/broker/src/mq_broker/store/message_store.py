@@ -16,7 +16,7 @@ import errno
 import fcntl
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from mq_common.codec import MessageExt
@@ -88,6 +88,9 @@ class DefaultMessageStore:
             self.prefault_service = PrefaultService()
         self._watch(self.commit_log.mapped_file_queue, config.prefault_ahead_commit_log_bytes)
         self.dispatched_offset = 0
+        # NotifyMessageArrivingListener: (topic, queue id) once per queue a put wrote, on the event loop, after
+        # the put's ConsumeQueue dispatch (the broker sets it to LongPollingService#notify_message_arriving).
+        self.message_arriving_listener: Callable[[str, int], None] | None = None
         self.last_exit_ok = True
         self.failure: str | None = None
         self._writeable = False
@@ -286,6 +289,19 @@ class DefaultMessageStore:
             assert group[-1].queue_offset - group[0].queue_offset == len(group) - 1, "one writer: dense offsets"
             cq.put_units(group[0].queue_offset, [(r.commit_log_offset, r.msg_size, r.tags_code) for r in group])
             cq.mapped_file_queue.after_write()
+        self._notify_arriving(by_queue)
+
+    def _notify_arriving(self, queues: Iterable[tuple[str, int]]) -> None:
+        """Tell the message arriving listener about each (topic, queue id) of a put; a failing listener is logged,
+        never the put's failure (the records are stored)."""
+        listener = self.message_arriving_listener
+        if listener is None:
+            return
+        try:
+            for topic, queue_id in queues:
+                listener(topic, queue_id)
+        except Exception:
+            log.exception("message_arriving_listener_failed")
 
     def _dispatch_recovered(self, request: DispatchRequest) -> None:
         """Recovery: the ConsumeQueue unit, then the index entries of a record the index does not hold yet."""
@@ -431,6 +447,7 @@ class DefaultMessageStore:
         except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
             self._fail(f"consume queue dispatch failed: {exc}")
         cq.mapped_file_queue.after_write()
+        self._notify_arriving(((cq.topic, cq.queue_id),))
         if self.config.message_index_enable:
             mapped = appended.mapped
             try:
