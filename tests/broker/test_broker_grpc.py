@@ -98,11 +98,11 @@ async def test_send_and_pull_round_trip(broker: tuple[BrokerController, Stub]) -
     assert msg.offset_msg_id == resp.msg_id
 
     caught_up = await stub.PullMessage(
-        broker_pb2.PullMessageRequest(topic="Orders", queue_id=2, queue_offset=1, max_msg_nums=10)
+        broker_pb2.PullMessageRequest(consumer_group="CG", topic="Orders", queue_id=2, queue_offset=1, max_msg_nums=10)
     )
     assert (caught_up.code, caught_up.status) == (ResponseCode.PULL_NOT_FOUND, broker_pb2.PULL_STATUS_NO_NEW_MSG)
     beyond = await stub.PullMessage(
-        broker_pb2.PullMessageRequest(topic="Orders", queue_id=2, queue_offset=7, max_msg_nums=1)
+        broker_pb2.PullMessageRequest(consumer_group="CG", topic="Orders", queue_id=2, queue_offset=7, max_msg_nums=1)
     )
     assert (beyond.status, beyond.next_begin_offset) == (broker_pb2.PULL_STATUS_OFFSET_ILLEGAL, 1)
 
@@ -164,7 +164,14 @@ async def test_bad_inputs_get_a_code_and_a_remark(strict_broker: tuple[BrokerCon
     )
 
     def pull(**kw: object) -> broker_pb2.PullMessageRequest:
-        fields: dict[str, object] = {"topic": "Known", "queue_id": 0, "queue_offset": 0, "max_msg_nums": 8, **kw}
+        fields: dict[str, object] = {
+            "consumer_group": "CG",
+            "topic": "Known",
+            "queue_id": 0,
+            "queue_offset": 0,
+            "max_msg_nums": 8,
+            **kw,
+        }
         return broker_pb2.PullMessageRequest(**fields)  # type: ignore[arg-type]
 
     negative = await stub.PullMessage(pull(max_msg_nums=-1))
@@ -223,7 +230,9 @@ async def test_unexpected_failure_becomes_system_error(
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(store, "get_messages", broken)
-    resp = await stub.PullMessage(broker_pb2.PullMessageRequest(topic="TBW102", queue_id=0, max_msg_nums=1))
+    resp = await stub.PullMessage(
+        broker_pb2.PullMessageRequest(consumer_group="CG", topic="TBW102", queue_id=0, max_msg_nums=1)
+    )
     assert resp.code == ResponseCode.SYSTEM_ERROR
     assert "disk on fire" in resp.remark
     monkeypatch.undo()
@@ -258,5 +267,7 @@ async def test_read_only_broker_refuses_sends_and_masks_advertised_perms(
     )
     advertised = controller.build_registration().topic_configs
     assert advertised["TBW102"].perm == 4  # RWX & R--
-    pulled = await stub.PullMessage(broker_pb2.PullMessageRequest(topic="TBW102", queue_id=0, max_msg_nums=1))
+    pulled = await stub.PullMessage(
+        broker_pb2.PullMessageRequest(consumer_group="CG", topic="TBW102", queue_id=0, max_msg_nums=1)
+    )
     assert pulled.status == broker_pb2.PULL_STATUS_NO_NEW_MSG  # reads still served

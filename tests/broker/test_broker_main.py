@@ -112,7 +112,10 @@ def test_lifecycle_and_restart(processes: list[BrokerProcess], tmp_path: Path) -
     port = second.wait_event("started")["port"]
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         pulled = broker_pb2_grpc.BrokerStub(channel).PullMessage(
-            broker_pb2.PullMessageRequest(topic="Survives", queue_id=0, queue_offset=0, max_msg_nums=10), timeout=10
+            broker_pb2.PullMessageRequest(
+                consumer_group="CG", topic="Survives", queue_id=0, queue_offset=0, max_msg_nums=10
+            ),
+            timeout=10,
         )
     assert [m.body for m in iter_messages(pulled.message_bytes)] == [b"durable"]
 

@@ -28,7 +28,9 @@ def batch_frame(frame_id: int, *messages: broker_pb2.SendMessageRequest) -> brok
 
 async def stored_bodies(stub: Stub, topic: str, queue_id: int) -> list[bytes]:
     resp = await stub.PullMessage(
-        broker_pb2.PullMessageRequest(topic=topic, queue_id=queue_id, queue_offset=0, max_msg_nums=1000)
+        broker_pb2.PullMessageRequest(
+            consumer_group="CG", topic=topic, queue_id=queue_id, queue_offset=0, max_msg_nums=1000
+        )
     )
     if resp.status != broker_pb2.PULL_STATUS_FOUND:
         return []

@@ -23,10 +23,12 @@ from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
 from mq_common.channels import seconds as _seconds
 from mq_common.codec import MessageExt
+from mq_common.constants import MixAll
 from mq_common.errors import RemotingError
 from mq_common.grpc_errors import invoke as _invoke
 from mq_common.namesrv_client import check_code as _check
 from mq_common.protocol import (
+    ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
     PullResult,
     QueryMessageByUniqueKeyRequestHeader,
@@ -50,6 +52,7 @@ from mq_common.protocol.convert import (
     pull_response_from_proto,
     query_request_to_proto,
     query_response_from_proto,
+    send_msg_back_request_to_proto,
     send_request_to_proto,
     send_response_from_proto,
     topic_config_to_proto,
@@ -143,12 +146,20 @@ class BrokerClient:
         max_msg_nums: int,
         subscription: str = "*",
         timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS,
-        consumer_group: str = "",
+        consumer_group: str = MixAll.DEFAULT_CONSUMER_GROUP,
+        commit_offset: int | None = None,
+        suspend_timeout_ms: int = 0,
     ) -> PullResult:
-        """PULL_MESSAGE from one queue at ``queue_offset``, at most ``max_msg_nums`` messages.
+        """PULL_MESSAGE from one queue at ``queue_offset``, at most ``max_msg_nums`` messages, for
+        ``consumer_group`` (the broker checks it: SUBSCRIPTION_GROUP_NOT_EXIST 26, NO_PERMISSION 16).
+
+        ``commit_offset``: also commit this offset of the queue for the group. ``suspend_timeout_ms`` > 0: when
+        nothing is there the broker holds the call until a message arrives or that time passes (long polling);
+        the call's deadline is then ``suspend_timeout_ms + timeout_ms``. Mirrors MQClientAPIImpl#pullMessage.
 
         Raises like :func:`mq_common.protocol.pull_result_of` (error_for_code(...) for a code that is no pull
-        status, MQClientError SYSTEM_ERROR for undecodable bytes) plus transport errors."""
+        status, e.g. POLLING_FULL 209 when the broker holds too many pulls; MQClientError SYSTEM_ERROR for
+        undecodable bytes) plus transport errors."""
         header = PullMessageRequestHeader(
             topic=topic,
             queue_id=queue_id,
@@ -156,9 +167,25 @@ class BrokerClient:
             max_msg_nums=max_msg_nums,
             consumer_group=consumer_group,
             subscription=subscription,
+            commit_offset=commit_offset,
+            suspend_timeout_ms=suspend_timeout_ms,
         )
-        call = self._stub(addr).PullMessage(pull_request_to_proto(header), timeout=_seconds(timeout_ms))
+        deadline_s = _seconds(max(0, suspend_timeout_ms) + timeout_ms)
+        call = self._stub(addr).PullMessage(pull_request_to_proto(header), timeout=deadline_s)
         return pull_result_of(pull_response_from_proto(await _invoke(call, addr)))
+
+    async def consumer_send_msg_back(
+        self, addr: str, header: ConsumerSendMsgBackRequestHeader, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK to the broker that stored the message (``header.offset`` is its CommitLog
+        offset): the broker stores it again on %RETRY%<group>, or %DLQ%<group> past the group's retry limit.
+        Mirrors MQClientAPIImpl#consumerSendMessageBack.
+
+        Raises error_for_code(...) on a non-zero code (SUBSCRIPTION_GROUP_NOT_EXIST 26, NO_PERMISSION 16,
+        SYSTEM_ERROR 1 "look message by offset failed, ..." or a put failure) plus transport errors."""
+        request = send_msg_back_request_to_proto(header)
+        resp = await _invoke(self._stub(addr).ConsumerSendMsgBack(request, timeout=_seconds(timeout_ms)), addr)
+        _check(resp.code, resp.remark)
 
     async def create_topic(self, addr: str, config: TopicConfig, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> None:
         """UPDATE_AND_CREATE_TOPIC: create or replace. Raises error_for_code(...) on a non-zero code."""

@@ -15,7 +15,7 @@ from typing import Final
 from mq.broker.v1 import broker_pb2_grpc
 from mq_common.channels import ChannelPool
 from mq_common.codec import host_to_bytes
-from mq_common.constants import PermName
+from mq_common.constants import MixAll, PermName
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
@@ -24,10 +24,15 @@ from mq_common.protocol import BrokerRegistration
 from mq_common.request_context import RequestContextInterceptor
 
 from mq_broker.admin_processor import AdminBrokerProcessor
+from mq_broker.consumer.long_polling import LongPollingService
+from mq_broker.consumer.offset_manager import ConsumerOffsetManager
+from mq_broker.consumer.retry_dlq import RetryDlqService
+from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.registration import BrokerRegistrar, NamesrvClient
+from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.settings import BrokerSettings
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
@@ -56,6 +61,10 @@ class BrokerController:
         self.send_processor: SendMessageProcessor | None = None
         self.servicer: BrokerServicer | None = None
         self.registrar: BrokerRegistrar | None = None
+        self.subscription_groups: SubscriptionGroupManager | None = None
+        self.consumer_offsets: ConsumerOffsetManager | None = None
+        self.long_polling: LongPollingService | None = None
+        self.retry_dlq: RetryDlqService | None = None
         self.metrics: BrokerMetrics | None = None
         if settings.metrics_port:
             self.metrics = BrokerMetrics(
@@ -109,6 +118,7 @@ class BrokerController:
             await asyncio.to_thread(store.shutdown)
             raise StoreStartError(str(exc)) from exc
         self.topics = topics
+        await self._load_consumer_state(store)
         self._build_processors(server, store, topics)
         self._start_metrics(store, topics)
         await server.start()
@@ -125,11 +135,58 @@ class BrokerController:
             cluster_name=s.cluster_name,
             max_message_size_bytes=s.max_message_size_bytes,
         )
-        pull = PullMessageProcessor(store, topics, broker_permission=s.broker_permission, broker_ip=s.broker_ip)
+        pull, send_back = self._build_pull_side(store, topics)
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
         observe = self.metrics.observe_rpc if self.metrics is not None else None
-        self.servicer = BrokerServicer(self.send_processor, pull, admin, observe=observe)
+        self.servicer = BrokerServicer(self.send_processor, pull, admin, observe=observe, send_back=send_back)
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
+
+    async def _load_consumer_state(self, store: DefaultMessageStore) -> None:
+        """Subscription groups and consumer offsets from ``<store root>/config`` (StoreStartError when malformed);
+        the offsets' periodic persist task starts."""
+        s = self.settings
+        config_dir = s.store_path_root_dir / "config"
+        groups = SubscriptionGroupManager(
+            config_dir / "subscriptionGroup.json", auto_create_subscription_group=s.auto_create_subscription_group
+        )
+        offsets = ConsumerOffsetManager(
+            config_dir / "consumerOffset.json", persist_interval_ms=s.flush_consumer_offset_interval_ms
+        )
+        try:
+            await asyncio.to_thread(groups.load)
+            await asyncio.to_thread(offsets.load)
+        except ValueError as exc:
+            await asyncio.to_thread(store.shutdown)
+            raise StoreStartError(str(exc)) from exc
+        offsets.start()
+        self.subscription_groups, self.consumer_offsets = groups, offsets
+
+    def _build_pull_side(
+        self, store: DefaultMessageStore, topics: TopicConfigManager
+    ) -> tuple[PullMessageProcessor, ConsumerSendMsgBackProcessor]:
+        """Long polling woken by the store's dispatch, the pull processor, and send-back to %RETRY%/%DLQ%."""
+        s = self.settings
+        groups, offsets = self.subscription_groups, self.consumer_offsets
+        assert groups is not None
+        assert offsets is not None
+        self.long_polling = LongPollingService(max_parked=s.max_pull_polling_size)
+        store.message_arriving_listener = self.long_polling.notify_message_arriving
+        self.retry_dlq = RetryDlqService(store, topics, groups)
+        pull = PullMessageProcessor(
+            store,
+            topics,
+            broker_permission=s.broker_permission,
+            broker_ip=s.broker_ip,
+            groups=groups,
+            offsets=offsets,
+            long_polling=self.long_polling,
+            suspend_max_time_ms=s.broker_suspend_max_time_ms,
+            is_master=s.broker_id == MixAll.MASTER_ID,
+        )
+        send_back = ConsumerSendMsgBackProcessor(
+            store, groups, self.retry_dlq, broker_permission=s.broker_permission, broker_ip=s.broker_ip
+        )
+        return pull, send_back
 
     def _start_metrics(self, store: DefaultMessageStore, topics: TopicConfigManager) -> None:
         """Hook the metrics into the store and the send path and serve /metrics (RuntimeError: port busy)."""
@@ -193,17 +250,27 @@ class BrokerController:
             self.servicer.close_send_streams()
         if self.registrar is not None:
             await self.registrar.stop()
+        if self.long_polling is not None:  # held pulls answer now, within the grace period
+            self.long_polling.close()
         if self.server is not None:
             await self.server.stop(self.settings.shutdown_grace_ms / 1000)
         if self.topics is not None:
             await self.topics.wait_persisted()
             await asyncio.to_thread(self.topics.persist)
+        await self._persist_consumer_state()
         if self.store is not None:
             await asyncio.to_thread(self.store.shutdown)
         await self._channels.close()
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop_server)
         log.info("broker_stopped", broker_name=self.settings.broker_name, port=self.port)
+
+    async def _persist_consumer_state(self) -> None:
+        if self.consumer_offsets is not None:
+            await self.consumer_offsets.stop()
+        if self.subscription_groups is not None:
+            await self.subscription_groups.wait_persisted()
+            await asyncio.to_thread(self.subscription_groups.persist)
 
 
 async def resolve_store_ip(settings: BrokerSettings, retry_interval_s: float = STORE_IP_RETRY_INTERVAL_S) -> str:

@@ -28,6 +28,7 @@ from mq_common.protocol.convert import (
     pull_response_to_proto,
     query_request_from_proto,
     query_response_to_proto,
+    send_msg_back_request_from_proto,
     send_request_from_proto,
     send_response_to_proto,
     topic_config_from_proto,
@@ -43,6 +44,7 @@ from mq_common.response_code import ResponseCode
 from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.query_processor import QueryMessageProcessor
+from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.stream_sessions import SendStreamSessions
 
@@ -96,9 +98,12 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         admin: AdminBrokerProcessor,
         query: QueryMessageProcessor | None = None,
         observe: RpcObserver | None = None,
+        *,
+        send_back: ConsumerSendMsgBackProcessor,
     ) -> None:
         self._send = send
         self._pull = pull
+        self._send_back = send_back
         self._admin = admin
         self._query = query if query is not None else QueryMessageProcessor(pull.store)
         self._streams: SendStreamSessions[broker_pb2.SendStreamRequest, broker_pb2.SendStreamResponse] = (
@@ -167,10 +172,20 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.PullMessageRequest, context: _Context
     ) -> broker_pb2.PullMessageResponse:
         async def handle() -> broker_pb2.PullMessageResponse:
-            reply = self._pull.pull(pull_request_from_proto(request), peer_to_host_port(context.peer()))
+            reply = await self._pull.pull(pull_request_from_proto(request), peer_to_host_port(context.peer()))
             return pull_response_to_proto(reply)
 
         return await _guard("PullMessage", broker_pb2.PullMessageResponse, handle)
+
+    async def ConsumerSendMsgBack(
+        self, request: broker_pb2.ConsumerSendMsgBackRequest, context: _Context
+    ) -> broker_pb2.ConsumerSendMsgBackResponse:
+        async def handle() -> broker_pb2.ConsumerSendMsgBackResponse:
+            header = send_msg_back_request_from_proto(request)
+            await self._send_back.consumer_send_msg_back(header, peer_to_host_port(context.peer()))
+            return broker_pb2.ConsumerSendMsgBackResponse(code=ResponseCode.SUCCESS)
+
+        return await _guard("ConsumerSendMsgBack", broker_pb2.ConsumerSendMsgBackResponse, handle)
 
     async def CreateTopic(
         self, request: broker_pb2.CreateTopicRequest, context: _Context

@@ -121,6 +121,14 @@ class BrokerSettings(ServiceSettings):
     max_hash_slot_num: int = mirrored_field(MessageStoreConfig, "max_hash_slot_num", gt=0)
     max_index_num: int = mirrored_field(MessageStoreConfig, "max_index_num", gt=1)
     max_msgs_num_batch: int = mirrored_field(MessageStoreConfig, "max_msgs_num_batch", gt=0)
+    auto_create_subscription_group: bool = Field(
+        default=True, description="BrokerConfig.autoCreateSubscriptionGroup: create unknown groups on first use."
+    )
+    flush_consumer_offset_interval_ms: int = Field(
+        default=5_000,
+        gt=0,
+        description="BrokerConfig.flushConsumerOffsetInterval: consumer offsets persist period, ms.",
+    )
     broker_suspend_max_time_ms: int = Field(
         default=15_000,
         ge=0,

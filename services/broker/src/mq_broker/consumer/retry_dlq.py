@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Final
 
 from mq_common.codec import MessageExt, host_to_bytes
-from mq_common.constants import MessageConst, MessageSysFlag, MixAll, PermName
+from mq_common.constants import MessageConst, MessageSysFlag, PermName, dlq_topic, retry_topic
 from mq_common.errors import MQBrokerError
 from mq_common.logging import get_logger
 from mq_common.protocol import TopicConfig
 from mq_common.response_code import ResponseCode
 
+from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.store.api import MessageStore
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 from mq_broker.topic_config import TopicConfigManager
@@ -35,27 +36,11 @@ FIRST_RETRY_DELAY_LEVEL: Final = 3
 """Delay level 0 means 3 + reconsume times (10 s for the first retry with the default levels)."""
 
 
-class RetryGroupConfig(Protocol):
-    """What a send-back reads of a SubscriptionGroupConfig."""
-
-    @property
-    def retry_queue_nums(self) -> int: ...
-
-    @property
-    def retry_max_times(self) -> int: ...
-
-
-class SubscriptionGroupLookup(Protocol):
-    """SubscriptionGroupManager#findSubscriptionGroupConfig (None: unknown and not auto-created)."""
-
-    def find_subscription_group_config(self, group: str) -> RetryGroupConfig | None: ...
-
-
 class RetryDlqService:
     """Stores a given-back message again for its group. ``on_send_to_dlq(group, original topic)`` (event loop) is
     told about every message stored in a dead letter queue (rocketmq_send_to_dlq_messages_total)."""
 
-    def __init__(self, store: MessageStore, topics: TopicConfigManager, groups: SubscriptionGroupLookup) -> None:
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, groups: SubscriptionGroupManager) -> None:
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -92,7 +77,7 @@ class RetryDlqService:
         if config.retry_queue_nums <= 0:
             return PutMessageResult(PutMessageStatus.PUT_OK)
         retry = self.topics.create_topic_in_send_message_back_method(
-            MixAll.RETRY_GROUP_TOPIC_PREFIX + group, config.retry_queue_nums, RETRY_DLQ_PERM
+            retry_topic(group), config.retry_queue_nums, RETRY_DLQ_PERM
         )
         if not PermName.is_writeable(retry.perm):
             raise MQBrokerError(
@@ -102,7 +87,7 @@ class RetryDlqService:
         to_dlq = msg.reconsume_times >= max_times or delay_level < 0
         if to_dlq:
             target = self.topics.create_topic_in_send_message_back_method(
-                MixAll.DLQ_GROUP_TOPIC_PREFIX + group, DLQ_NUMS_PER_GROUP, RETRY_DLQ_PERM
+                dlq_topic(group), DLQ_NUMS_PER_GROUP, RETRY_DLQ_PERM
             )
             queue_id, delay = 0, 0
         else:

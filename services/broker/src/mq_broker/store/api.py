@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from mq_common.codec import MessageExt
+
 from mq_broker.store.config import MessageStoreConfig
 from mq_broker.store.index_service import QueryMessageResult
 from mq_broker.store.message import GetMessageResult, MessageExtBatch, MessageExtBrokerInner, PutMessageResult
@@ -51,3 +53,5 @@ class MessageStore(Protocol):
     def query_message_by_unique_key(self, topic: str, uniq_key: str) -> QueryMessageResult: ...
 
     def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None: ...
+
+    def lookup_message_by_offset(self, commit_log_offset: int) -> MessageExt | None: ...
