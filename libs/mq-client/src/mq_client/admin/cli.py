@@ -24,7 +24,17 @@ from rich.table import Table
 
 from mq_client.admin import cli_consumer, cli_message
 from mq_client.admin.admin_client import DEFAULT_GATEWAY_ADDR
-from mq_client.admin.cli_common import OutputFormat, OutputOption, age, app, emit, fail, run_admin, split_addrs
+from mq_client.admin.cli_common import (
+    OutputFormat,
+    OutputOption,
+    TopicOption,
+    age,
+    app,
+    emit,
+    fail,
+    run_admin,
+    split_addrs,
+)
 
 __all__ = ["app", "cli_consumer", "cli_message", "main", "split_addrs"]
 
@@ -76,9 +86,7 @@ def topic_list(output: OutputOption = OutputFormat.TABLE) -> None:
 
 
 @app.command("topicRoute")
-def topic_route(
-    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")], output: OutputOption = OutputFormat.TABLE
-) -> None:
+def topic_route(topic: TopicOption, output: OutputOption = OutputFormat.TABLE) -> None:
     """Show a topic's queue datas and broker datas."""
     route = run_admin(lambda admin: admin.topic_route(topic))
 
@@ -100,9 +108,7 @@ def topic_route(
 
 
 @app.command("topicStatus")
-def topic_status(
-    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")], output: OutputOption = OutputFormat.TABLE
-) -> None:
+def topic_status(topic: TopicOption, output: OutputOption = OutputFormat.TABLE) -> None:
     """Show min/max offset of every queue of a topic."""
     offsets = run_admin(lambda admin: admin.topic_status(topic))
 
@@ -121,7 +127,7 @@ def topic_status(
 
 @app.command("updateTopic")
 def update_topic(
-    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")],
+    topic: TopicOption,
     broker_addr: Annotated[str | None, typer.Option("-b", "--brokerAddr", help="create topic to which broker")] = None,
     cluster_name: Annotated[
         str | None, typer.Option("-c", "--clusterName", help="create topic to which cluster")
@@ -148,7 +154,7 @@ def update_topic(
 
 @app.command("sendMessage")
 def send_message(
-    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")],
+    topic: TopicOption,
     body: Annotated[str, typer.Option("-p", "--body", help="UTF-8 message body")],
     keys: Annotated[str, typer.Option("-k", "--key", help="message keys (space separated)")] = "",
     tags: Annotated[str, typer.Option("-c", "--tags", help="message tag")] = "",
@@ -175,7 +181,7 @@ def send_message(
 
 @app.command("consumeMessage")
 def consume_message(
-    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")],
+    topic: TopicOption,
     broker_name: Annotated[str | None, typer.Option("-b", "--brokerName", help="broker name")] = None,
     queue_id: Annotated[int | None, typer.Option("-i", "--queueId", help="queue id")] = None,
     offset: Annotated[int, typer.Option("-o", "--offset", help="queue offset")] = 0,

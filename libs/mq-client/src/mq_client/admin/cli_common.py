@@ -92,6 +92,8 @@ def run_admin(action: Callable[[MQAdminClient], Awaitable[_T]], gateway_addr: st
         raise fail(f"{ResponseCode.name_of(exc.code)} ({exc.code}): {exc.remark}") from None
 
 
+TopicOption = Annotated[str, typer.Option("-t", "--topic", help="topic name")]
+
 # ------------------------------------------------------------------------------------------------------ output
 
 

@@ -25,6 +25,7 @@ from mq_client.admin.cli_common import (
     TIMESTAMP_HELP,
     OutputFormat,
     OutputOption,
+    TopicOption,
     app,
     emit,
     fail,
@@ -282,7 +283,7 @@ def reset_offset_by_time(
 
 @app.command("deleteTopic")
 def delete_topic(
-    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")],
+    topic: TopicOption,
     cluster_name: Annotated[str, typer.Option("-c", "--clusterName", help="delete topic from which cluster")],
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:

@@ -21,6 +21,7 @@ from mq_client.admin.cli_common import (
     TIMESTAMP_HELP,
     OutputFormat,
     OutputOption,
+    TopicOption,
     app,
     emit,
     message_json,
@@ -135,7 +136,7 @@ def query_msg_by_id(
 
 @app.command("queryMsgByOffset")
 def query_msg_by_offset(
-    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")],
+    topic: TopicOption,
     broker_name: Annotated[str, typer.Option("-b", "--brokerName", help="Broker Name")],
     queue_id: Annotated[int, typer.Option("-i", "--queueId", help="Queue Id")],
     offset: Annotated[int, typer.Option("-o", "--offset", help="Queue Offset")],
@@ -153,7 +154,7 @@ def query_msg_by_offset(
 
 @app.command("printMsg")
 def print_msg(
-    topic: Annotated[str, typer.Option("-t", "--topic", help="topic name")],
+    topic: TopicOption,
     charset_name: Annotated[str, typer.Option("-c", "--charsetName", help="CharsetName(eg: UTF-8,GBK)")] = "UTF-8",
     sub_expression: Annotated[
         str, typer.Option("-s", "--subExpression", help="Subscribe Expression(eg: TagA || TagB)")
