@@ -31,7 +31,8 @@ from mq_client.admin.cli_common import (
     age,
     app,
     emit,
-    fail,
+    emit_updated,
+    require_one_target,
     run_admin,
     split_addrs,
 )
@@ -139,17 +140,10 @@ def update_topic(
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Create or update a topic on one broker (-b) or every master of a cluster (-c)."""
-    if (broker_addr is None) == (cluster_name is None):
-        raise fail("updateTopic: set exactly one of -b/--brokerAddr and -c/--clusterName", 2)
+    require_one_target("updateTopic", broker_addr, cluster_name)
     config = TopicConfig(topic.strip(), read_queue_nums, write_queue_nums, perm, order=order.strip().lower() == "true")
     addrs = run_admin(lambda admin: admin.update_topic(config, broker_addr=broker_addr, cluster_name=cluster_name))
-
-    def render(out: Console) -> None:
-        for addr in addrs:
-            out.print(f"create topic to {addr} success.")
-        out.print(str(config))
-
-    emit(output, {"updated": addrs, "topic_config": config}, render)
+    emit_updated(output, "topic", addrs, config, "topic_config")
 
 
 @app.command("sendMessage")

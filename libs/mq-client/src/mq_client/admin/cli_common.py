@@ -78,6 +78,12 @@ def fail(text: str, exit_code: int = 1) -> typer.Exit:
     return typer.Exit(exit_code)
 
 
+def require_one_target(verb: str, broker_addr: str | None, cluster_name: str | None) -> None:
+    """Usage check of the ``-b`` / ``-c`` verbs: raises typer.Exit(2) unless exactly one is given."""
+    if (broker_addr is None) == (cluster_name is None):
+        raise fail(f"{verb}: set exactly one of -b/--brokerAddr and -c/--clusterName", 2)
+
+
 def run_admin(action: Callable[[MQAdminClient], Awaitable[_T]], gateway_addr: str = DEFAULT_GATEWAY_ADDR) -> _T:
     """Run ``action`` with a fresh admin client on a new loop. An MQError prints ``NAME (code): remark`` on stderr
     and raises typer.Exit(1)."""
@@ -120,6 +126,18 @@ def emit(output: OutputFormat, document: object, render: Callable[[Console], Non
         typer.echo(json.dumps(jsonable(document), ensure_ascii=False, indent=2))
     else:
         render(out_console())
+
+
+def emit_updated(output: OutputFormat, what: str, addrs: list[str], config: object, config_key: str) -> None:
+    """The report of updateTopic / updateSubGroup: ``create <what> to <addr> success.`` per broker then the config
+    (UpdateTopicSubCommand's lines); JSON ``{"updated": [addrs], <config_key>: config}``."""
+
+    def render(out: Console) -> None:
+        for addr in addrs:
+            out.print(f"create {what} to {addr} success.")
+        out.print(str(config))
+
+    emit(output, {"updated": addrs, config_key: config}, render)
 
 
 def jsonable(value: object) -> object:

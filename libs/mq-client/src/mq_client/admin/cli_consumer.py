@@ -28,8 +28,9 @@ from mq_client.admin.cli_common import (
     TopicOption,
     app,
     emit,
-    fail,
+    emit_updated,
     parse_timestamp_ms,
+    require_one_target,
     run_admin,
     stamp_s,
 )
@@ -69,11 +70,6 @@ def parse_attributes(value: str | None) -> dict[str, str]:
     return attributes
 
 
-def _one_target(verb: str, broker_addr: str | None, cluster_name: str | None) -> None:
-    if (broker_addr is None) == (cluster_name is None):
-        raise fail(f"{verb}: set exactly one of -b/--brokerAddr and -c/--clusterName", 2)
-
-
 @app.command("updateSubGroup")
 def update_sub_group(
     group: GroupOption,
@@ -96,7 +92,7 @@ def update_sub_group(
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Update or create a subscription group on one broker (-b) or every master of a cluster (-c)."""
-    _one_target("updateSubGroup", broker_addr, cluster_name)
+    require_one_target("updateSubGroup", broker_addr, cluster_name)
     # UpdateSubGroupSubCommand starts from the defaults with broadcast and consume-from-min off.
     fields: dict[str, Any] = {"consume_broadcast_enable": False, "consume_from_min_enable": False}
     for name, value in (
@@ -117,13 +113,7 @@ def update_sub_group(
     addrs = run_admin(
         lambda admin: admin.update_subscription_group(config, broker_addr=broker_addr, cluster_name=cluster_name)
     )
-
-    def render(out: Console) -> None:
-        for addr in addrs:
-            out.print(f"create subscription group to {addr} success.")
-        out.print(str(config))
-
-    emit(output, {"updated": addrs, "subscription_group_config": config}, render)
+    emit_updated(output, "subscription group", addrs, config, "subscription_group_config")
 
 
 @app.command("deleteSubGroup")
@@ -136,7 +126,7 @@ def delete_sub_group(
 ) -> None:
     """Delete a subscription group from one broker (-b) or every master of a cluster (-c, with its retry and DLQ
     topics)."""
-    _one_target("deleteSubGroup", broker_addr, cluster_name)
+    require_one_target("deleteSubGroup", broker_addr, cluster_name)
     clean_offset = bool(parse_bool("removeOffset", remove_offset))
     g = group.strip()
     addrs = run_admin(
@@ -160,7 +150,7 @@ def sub_group_list(
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """List the subscription groups of one broker (-b) or of every master of a cluster (-c)."""
-    _one_target("subGroupList", broker_addr, cluster_name)
+    require_one_target("subGroupList", broker_addr, cluster_name)
 
     async def action(admin: MQAdminClient) -> dict[str, list[SubscriptionGroupConfig]]:
         addrs = await admin.resolve_broker_addrs(broker_addr, cluster_name)
