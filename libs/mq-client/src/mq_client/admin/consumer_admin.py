@@ -29,9 +29,9 @@ from mq_common.response_code import ResponseCode
 
 from mq_client.admin.admin_base import AdminBase, gather_answers
 
-CONSUMER_NOT_ONLINE_REMARK: Final = "Not found the consumer group connection"
+CONSUMER_NOT_ONLINE_REMARK: Final = "no instance of this consumer group is online"
 NO_CONSUME_STATS_REMARK: Final = (
-    "Not found the consumer group consume stats, because return offset table is empty, maybe the consumer not online"
+    "this consumer group has no consumer offsets on the brokers asked and no instance online"
 )
 
 
@@ -111,7 +111,7 @@ class ConsumerAdmin(AdminBase):
             try:
                 await self.examine_consumer_connection_info(group)
             except MQError:
-                raise MQClientError(NO_CONSUME_STATS_REMARK, ResponseCode.CONSUMER_NOT_ONLINE) from None
+                raise MQClientError(f"{NO_CONSUME_STATS_REMARK}: {group}", ResponseCode.CONSUMER_NOT_ONLINE) from None
         return merged
 
     async def update_consumer_offsets(self, group: str, offsets: Mapping[MessageQueue, int]) -> None:
@@ -182,7 +182,7 @@ class ConsumerAdmin(AdminBase):
         )
         online = [i for i in infos if i.connections]
         if not online:
-            raise MQClientError(CONSUMER_NOT_ONLINE_REMARK, ResponseCode.CONSUMER_NOT_ONLINE)
+            raise MQClientError(f"{CONSUMER_NOT_ONLINE_REMARK}: {group}", ResponseCode.CONSUMER_NOT_ONLINE)
         return _merge_connections(online)
 
     # ----------------------------------------------------------------------------------------------------- topics
