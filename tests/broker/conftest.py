@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
+async def brokers() -> AsyncIterator[RunningBrokers]:
+    """Start in-process brokers with ``brokers.start(root, **settings)``; every one is stopped at teardown."""
+    running = RunningBrokers()
+    try:
+        yield running
+    finally:
+        await running.stop_all()
+
+
+@pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[tuple[BrokerController, broker_pb2_grpc.BrokerAsyncStub]]:
     """One in-process broker (broker_grpc_testkit.broker_settings: auto-create on, SYNC_FLUSH) and its stub."""
     running = RunningBrokers()

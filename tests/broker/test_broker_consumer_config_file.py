@@ -1,4 +1,5 @@
-"""mq_broker.consumer.config_file: atomic writes with a .bak of the previous version, and the .bak fallback."""
+"""mq_broker.consumer.config_file: atomic writes with a .bak of the previous version, and the .bak fallback (also
+of the topic table, which persists through it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from mq_broker.consumer.config_file import BackgroundPersister, load_json, persist_json
+from mq_broker.topic_config import TopicConfigManager
+from mq_common.protocol import TopicConfig
 
 
 def test_missing_file_and_missing_bak_load_as_none(tmp_path: Path) -> None:
@@ -96,3 +99,19 @@ async def test_background_persister_logs_a_failed_write_and_keeps_going(tmp_path
     persister.schedule()
     await persister.wait_persisted()  # the OSError was logged, not raised
     assert blocker.is_file()
+
+
+def test_the_topic_table_uses_the_same_files(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "topics.json"
+    topics = TopicConfigManager(
+        path, cluster_name="C", broker_name="b", auto_create_topic_enable=True, default_topic_queue_nums=4
+    )
+    topics.update_topic_config(TopicConfig("First", 2, 2))  # no loop: written at once
+    topics.update_topic_config(TopicConfig("Second", 2, 2))
+    path.write_text('{"topicConfigTable": ')  # unusable: the previous version (.bak) is read
+    again = TopicConfigManager(
+        path, cluster_name="C", broker_name="b", auto_create_topic_enable=True, default_topic_queue_nums=4
+    )
+    again.load()
+    assert again.select_topic_config("First") == TopicConfig("First", 2, 2)
+    assert again.select_topic_config("Second") is None

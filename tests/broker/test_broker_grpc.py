@@ -7,7 +7,6 @@ which registration must tolerate.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,15 +24,6 @@ from mq_common.response_code import ResponseCode
 if TYPE_CHECKING:
     Stub = broker_pb2_grpc.BrokerAsyncStub
 FIVE_MIB = 5 * 1024 * 1024
-
-
-@pytest.fixture
-async def brokers() -> AsyncIterator[RunningBrokers]:
-    running = RunningBrokers()
-    try:
-        yield running
-    finally:
-        await running.stop_all()
 
 
 @pytest.fixture

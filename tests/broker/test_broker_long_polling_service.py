@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from broker_testkit import message, open_store, store_config
+from consumer_testkit import wait_until
 from mq_broker.consumer.long_polling import LongPollingService, PollingFullError
 from mq_broker.store import native_append
 from mq_broker.store.message import GetMessageStatus, MessageExtBatch
@@ -19,23 +20,13 @@ LONG_MS = 60_000  # never reached: a test that waits this long fails on the pyte
 NATIVE = [False, True] if native_append.AVAILABLE else [False]
 
 
-async def _until(condition: object, what: str) -> None:
-    """Poll ``condition()`` (a callable) every loop turn, up to 10 s."""
-    assert callable(condition)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
-    while not condition():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.001)
-
-
 async def test_arrival_wakes_the_queue_and_the_topic_wide_waiters_only() -> None:
     service = LongPollingService(max_parked=10)
     queue_1 = asyncio.create_task(service.wait_for_arrival("T", [1], LONG_MS))
     any_queue = asyncio.create_task(service.wait_for_arrival("T", None, LONG_MS))
     queue_2 = asyncio.create_task(service.wait_for_arrival("T", [2, 3], LONG_MS))
     other_topic = asyncio.create_task(service.wait_for_arrival("U", [1], LONG_MS))
-    await _until(lambda: service.parked_count == 4, "4 parked")
+    await wait_until(lambda: service.parked_count == 4)
     service.notify_message_arriving("T", 1)
     assert await queue_1 is True
     assert await any_queue is True
@@ -61,13 +52,13 @@ async def test_timeout_returns_false_and_frees_the_slot() -> None:
 async def test_bound_refuses_then_admits_again() -> None:
     service = LongPollingService(max_parked=2)
     parked = [asyncio.create_task(service.wait_for_arrival("T", [0], LONG_MS)) for _ in range(2)]
-    await _until(lambda: service.parked_count == 2, "2 parked")
+    await wait_until(lambda: service.parked_count == 2)
     with pytest.raises(PollingFullError):
         await service.wait_for_arrival("T", [0], LONG_MS)
     service.notify_message_arriving("T", 0)
     assert await asyncio.gather(*parked) == [True, True]
     third = asyncio.create_task(service.wait_for_arrival("T", [0], LONG_MS))
-    await _until(lambda: service.parked_count == 1, "1 parked")
+    await wait_until(lambda: service.parked_count == 1)
     service.notify_message_arriving("T", 0)
     assert await third is True
 
@@ -75,14 +66,14 @@ async def test_bound_refuses_then_admits_again() -> None:
 async def test_cancelled_waiter_frees_its_slot_and_registration() -> None:
     service = LongPollingService(max_parked=1)
     task = asyncio.create_task(service.wait_for_arrival("T", [0, 1], LONG_MS))
-    await _until(lambda: service.parked_count == 1, "parked")
+    await wait_until(lambda: service.parked_count == 1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert service.parked_count == 0
     assert not service._waiters, "no registration left behind"
     again = asyncio.create_task(service.wait_for_arrival("T", [1], LONG_MS))
-    await _until(lambda: service.parked_count == 1, "parked again")
+    await wait_until(lambda: service.parked_count == 1)
     service.notify_message_arriving("T", 1)
     assert await again is True
 

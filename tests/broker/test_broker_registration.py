@@ -12,53 +12,18 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-import grpc
 import pytest
 from broker_grpc_testkit import RunningBrokers, closed_port, stream_send
 from mq.broker.v1 import broker_pb2
 from mq.common.v1 import common_pb2
-from mq.namesrv.v1 import namesrv_pb2, namesrv_pb2_grpc
 from mq_common.response_code import ResponseCode
-
-
-class RecordingNameServer(namesrv_pb2_grpc.NameServerServicer):
-    def __init__(self) -> None:
-        self.registrations: list[namesrv_pb2.RegisterBrokerRequest] = []
-        self.unregistrations: list[namesrv_pb2.UnregisterBrokerRequest] = []
-
-    async def RegisterBroker(
-        self, request: namesrv_pb2.RegisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
-    ) -> namesrv_pb2.RegisterBrokerResponse:
-        self.registrations.append(request)
-        return namesrv_pb2.RegisterBrokerResponse(code=ResponseCode.SUCCESS)
-
-    async def UnregisterBroker(
-        self, request: namesrv_pb2.UnregisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
-    ) -> namesrv_pb2.UnregisterBrokerResponse:
-        self.unregistrations.append(request)
-        return namesrv_pb2.UnregisterBrokerResponse(code=ResponseCode.SUCCESS)
+from namesrv_testkit import RecordingNameServer, recording_namesrv
 
 
 @pytest.fixture
 async def namesrv() -> AsyncIterator[tuple[RecordingNameServer, str]]:
-    server = grpc.aio.server()
-    recorder = RecordingNameServer()
-    namesrv_pb2_grpc.add_NameServerServicer_to_server(recorder, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield recorder, f"127.0.0.1:{port}"
-    finally:
-        await server.stop(0)
-
-
-@pytest.fixture
-async def brokers() -> AsyncIterator[RunningBrokers]:
-    running = RunningBrokers()
-    try:
+    async with recording_namesrv() as running:
         yield running
-    finally:
-        await running.stop_all()
 
 
 async def wait_for(predicate: Callable[[], bool], limit_s: float = 10.0) -> None:

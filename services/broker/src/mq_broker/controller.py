@@ -1,14 +1,18 @@
-"""BrokerController: builds and runs one broker (store, topic table, processors, gRPC server, registration).
+"""BrokerController: builds and runs one broker (store, topic table, consumer state, processors, gRPC server,
+registration).
 
 Mirrors org.apache.rocketmq.broker.BrokerController (#initialize, #start, #shutdown). Start order: bind the gRPC
-port (so STOREHOST carries the real port), start the store (recovery; in a thread), load topics, serve, start
-registering. Stop order (SIGTERM): refuse new sends, unregister, stop the server (in-flight calls finish),
-persist topics, shut the store down cleanly (``abort`` removed). Runs on the service's asyncio loop.
+port (so STOREHOST carries the real port), start the store (recovery; in a thread), load topics, subscription
+groups and consumer offsets (``config/*.json``), serve, start the consumer offset persist task and the 10 s
+scan of silent consumers, start registering. Stop order (SIGTERM): refuse new sends, unregister, stop the
+server (in-flight calls finish), stop the consumer tasks and persist offsets, groups and topics, shut the store
+down cleanly (``abort`` removed). Runs on the service's asyncio loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import replace
 from typing import Final
 
@@ -24,10 +28,12 @@ from mq_common.protocol import BrokerRegistration
 from mq_common.request_context import RequestContextInterceptor
 
 from mq_broker.admin_processor import AdminBrokerProcessor
+from mq_broker.consumer.consumer_manager import SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_MS, ConsumerManager
 from mq_broker.consumer.long_polling import LongPollingService
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
 from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
+from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
@@ -58,11 +64,14 @@ class BrokerController:
         self.server: ServiceServer | None = None
         self.store: DefaultMessageStore | None = None
         self.topics: TopicConfigManager | None = None
+        self.subscription_groups: SubscriptionGroupManager | None = None
+        self.consumer_offsets: ConsumerOffsetManager | None = None
+        self.consumer_manager = ConsumerManager(channel_expired_timeout_ms=settings.channel_expired_timeout_ms)
+        self.consumer_manage_processor: ConsumerManageProcessor | None = None
+        self._scan_task: asyncio.Task[None] | None = None
         self.send_processor: SendMessageProcessor | None = None
         self.servicer: BrokerServicer | None = None
         self.registrar: BrokerRegistrar | None = None
-        self.subscription_groups: SubscriptionGroupManager | None = None
-        self.consumer_offsets: ConsumerOffsetManager | None = None
         self.long_polling: LongPollingService | None = None
         self.retry_dlq: RetryDlqService | None = None
         self.metrics: BrokerMetrics | None = None
@@ -112,18 +121,33 @@ class BrokerController:
             auto_create_topic_enable=s.auto_create_topic_enable,
             default_topic_queue_nums=s.default_topic_queue_nums,
         )
+        config_dir = s.store_path_root_dir / "config"
+        groups = SubscriptionGroupManager(
+            config_dir / "subscriptionGroup.json", auto_create_subscription_group=s.auto_create_subscription_group
+        )
+        offsets = ConsumerOffsetManager(
+            config_dir / "consumerOffset.json", persist_interval_ms=s.flush_consumer_offset_interval_ms
+        )
         try:
-            await asyncio.to_thread(topics.load)
+            for manager in (topics, groups, offsets):
+                await asyncio.to_thread(manager.load)
         except ValueError as exc:
             await asyncio.to_thread(store.shutdown)
             raise StoreStartError(str(exc)) from exc
-        self.topics = topics
-        await self._load_consumer_state(store)
+        self.topics, self.subscription_groups, self.consumer_offsets = topics, groups, offsets
         self._build_processors(server, store, topics)
         self._start_metrics(store, topics)
         await server.start()
         self.server = server
+        offsets.start()
+        self._scan_task = asyncio.create_task(self._scan_not_active_consumers())
         self._start_registration(topics)
+
+    async def _scan_not_active_consumers(self) -> None:
+        """BrokerController's ClientHousekeepingService: drop silent consumer instances every 10 s."""
+        while True:
+            await asyncio.sleep(SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_MS / 1000)
+            self.consumer_manager.scan_not_active_channel()
 
     def _build_processors(self, server: ServiceServer, store: DefaultMessageStore, topics: TopicConfigManager) -> None:
         s = self.settings
@@ -137,29 +161,21 @@ class BrokerController:
         )
         pull, send_back = self._build_pull_side(store, topics)
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
+        assert self.subscription_groups is not None
+        assert self.consumer_offsets is not None
+        self.consumer_manage_processor = ConsumerManageProcessor(
+            store, topics, self.subscription_groups, self.consumer_offsets, self.consumer_manager, s.broker_name
+        )
         observe = self.metrics.observe_rpc if self.metrics is not None else None
-        self.servicer = BrokerServicer(self.send_processor, pull, admin, observe=observe, send_back=send_back)
+        self.servicer = BrokerServicer(
+            self.send_processor,
+            pull,
+            admin,
+            observe=observe,
+            consumer=self.consumer_manage_processor,
+            send_back=send_back,
+        )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
-
-    async def _load_consumer_state(self, store: DefaultMessageStore) -> None:
-        """Subscription groups and consumer offsets from ``<store root>/config`` (StoreStartError when malformed);
-        the offsets' periodic persist task starts."""
-        s = self.settings
-        config_dir = s.store_path_root_dir / "config"
-        groups = SubscriptionGroupManager(
-            config_dir / "subscriptionGroup.json", auto_create_subscription_group=s.auto_create_subscription_group
-        )
-        offsets = ConsumerOffsetManager(
-            config_dir / "consumerOffset.json", persist_interval_ms=s.flush_consumer_offset_interval_ms
-        )
-        try:
-            await asyncio.to_thread(groups.load)
-            await asyncio.to_thread(offsets.load)
-        except ValueError as exc:
-            await asyncio.to_thread(store.shutdown)
-            raise StoreStartError(str(exc)) from exc
-        offsets.start()
-        self.subscription_groups, self.consumer_offsets = groups, offsets
 
     def _build_pull_side(
         self, store: DefaultMessageStore, topics: TopicConfigManager
@@ -254,10 +270,10 @@ class BrokerController:
             self.long_polling.close()
         if self.server is not None:
             await self.server.stop(self.settings.shutdown_grace_ms / 1000)
+        await self._stop_consumer_state()
         if self.topics is not None:
             await self.topics.wait_persisted()
             await asyncio.to_thread(self.topics.persist)
-        await self._persist_consumer_state()
         if self.store is not None:
             await asyncio.to_thread(self.store.shutdown)
         await self._channels.close()
@@ -265,12 +281,21 @@ class BrokerController:
             await asyncio.to_thread(self.metrics.stop_server)
         log.info("broker_stopped", broker_name=self.settings.broker_name, port=self.port)
 
-    async def _persist_consumer_state(self) -> None:
-        if self.consumer_offsets is not None:
-            await self.consumer_offsets.stop()
-        if self.subscription_groups is not None:
-            await self.subscription_groups.wait_persisted()
-            await asyncio.to_thread(self.subscription_groups.persist)
+    async def _stop_consumer_state(self) -> None:
+        """Stop the scan and the offset persist task; write offsets and groups one last time (errors logged: the
+        store must still shut down cleanly)."""
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
+        try:
+            if self.consumer_offsets is not None:
+                await self.consumer_offsets.stop()
+            if self.subscription_groups is not None:
+                await self.subscription_groups.wait_persisted()
+                await asyncio.to_thread(self.subscription_groups.persist)
+        except OSError as exc:
+            log.error("consumer_state_persist_failed", error=str(exc))
 
 
 async def resolve_store_ip(settings: BrokerSettings, retry_interval_s: float = STORE_IP_RETRY_INTERVAL_S) -> str:

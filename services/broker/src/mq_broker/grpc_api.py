@@ -2,7 +2,8 @@
 (the send, pull and query headers with mq_common.protocol.convert, the converters the clients use too).
 
 Mirrors the request dispatch of org.apache.rocketmq.broker.processor.{SendMessageProcessor,
-PullMessageProcessor, QueryMessageProcessor, AdminBrokerProcessor} and, as a client,
+PullMessageProcessor, QueryMessageProcessor, AdminBrokerProcessor, ConsumerManageProcessor, ClientManageProcessor} and,
+as a client,
 org.apache.rocketmq.broker.out.BrokerOuterAPI.
 Handlers run on the service's asyncio loop. Business outcomes travel as ``code`` + ``remark``; a handler never
 raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. Sends come only
@@ -24,17 +25,31 @@ from mq_common.logging import get_logger
 from mq_common.protocol.convert import (
     batch_request_from_proto,
     batch_response_to_proto,
+    consume_stats_request_from_proto,
+    consume_stats_to_proto,
+    consumer_connection_info_to_proto,
+    consumer_queue_offset_from_proto,
+    consumer_queue_offset_to_proto,
+    data_version_to_proto,
+    delete_group_request_from_proto,
+    heartbeat_from_proto,
     pull_request_from_proto,
     pull_response_to_proto,
+    query_consumer_offset_request_from_proto,
     query_request_from_proto,
     query_response_to_proto,
+    reset_offset_request_from_proto,
+    search_offset_request_from_proto,
     send_msg_back_request_from_proto,
     send_request_from_proto,
     send_response_to_proto,
+    subscription_group_config_from_proto,
+    subscription_group_config_to_proto,
     topic_config_from_proto,
     topic_queue_offset_to_proto,
     uniq_key_request_from_proto,
     uniq_key_response_to_proto,
+    unregister_client_request_from_proto,
     view_request_from_proto,
     view_response_to_proto,
 )
@@ -42,6 +57,7 @@ from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
 
 from mq_broker.admin_processor import AdminBrokerProcessor
+from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.query_processor import QueryMessageProcessor
 from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
@@ -52,6 +68,8 @@ log = get_logger("mq_broker.grpc_api")
 
 SERVICE_NAME: Final = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name
 MAX_SEND_BATCH_COUNT: Final = 10_000
+MAX_OFFSETS_PER_UPDATE: Final = 10_000
+"""Offsets one UpdateConsumerOffsets call may carry (more: INVALID_PARAMETER)."""
 _Resp = TypeVar("_Resp")
 _Context = grpc.aio.ServicerContext[object, object]
 
@@ -99,12 +117,14 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         query: QueryMessageProcessor | None = None,
         observe: RpcObserver | None = None,
         *,
+        consumer: ConsumerManageProcessor | None = None,
         send_back: ConsumerSendMsgBackProcessor,
     ) -> None:
         self._send = send
         self._pull = pull
         self._send_back = send_back
         self._admin = admin
+        self._consumer = consumer
         self._query = query if query is not None else QueryMessageProcessor(pull.store)
         self._streams: SendStreamSessions[broker_pb2.SendStreamRequest, broker_pb2.SendStreamResponse] = (
             SendStreamSessions(self._send_frame, _frame_failed, observe)
@@ -241,6 +261,144 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             return view_response_to_proto(self._query.view_message_by_id(view_request_from_proto(request)))
 
         return await _guard("ViewMessageById", broker_pb2.ViewMessageByIdResponse, handle)
+
+    # --- consumer side (ConsumerManageProcessor; REQUEST_CODE_NOT_SUPPORTED without one) ---------------------------
+
+    def _consumer_processor(self) -> ConsumerManageProcessor:
+        if self._consumer is None:
+            raise MQError("this broker serves no consumer requests", ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+        return self._consumer
+
+    async def UpdateSubscriptionGroup(
+        self, request: broker_pb2.UpdateSubscriptionGroupRequest, context: _Context
+    ) -> broker_pb2.UpdateSubscriptionGroupResponse:
+        async def handle() -> broker_pb2.UpdateSubscriptionGroupResponse:
+            config = subscription_group_config_from_proto(request.config)
+            self._consumer_processor().update_subscription_group(config)
+            return broker_pb2.UpdateSubscriptionGroupResponse(code=ResponseCode.SUCCESS)
+
+        return await _guard("UpdateSubscriptionGroup", broker_pb2.UpdateSubscriptionGroupResponse, handle)
+
+    async def DeleteSubscriptionGroup(
+        self, request: broker_pb2.DeleteSubscriptionGroupRequest, context: _Context
+    ) -> broker_pb2.DeleteSubscriptionGroupResponse:
+        async def handle() -> broker_pb2.DeleteSubscriptionGroupResponse:
+            self._consumer_processor().delete_subscription_group(delete_group_request_from_proto(request))
+            return broker_pb2.DeleteSubscriptionGroupResponse(code=ResponseCode.SUCCESS)
+
+        return await _guard("DeleteSubscriptionGroup", broker_pb2.DeleteSubscriptionGroupResponse, handle)
+
+    async def GetAllSubscriptionGroups(
+        self, request: broker_pb2.GetAllSubscriptionGroupsRequest, context: _Context
+    ) -> broker_pb2.GetAllSubscriptionGroupsResponse:
+        async def handle() -> broker_pb2.GetAllSubscriptionGroupsResponse:
+            configs, version = self._consumer_processor().get_all_subscription_groups()
+            return broker_pb2.GetAllSubscriptionGroupsResponse(
+                code=ResponseCode.SUCCESS,
+                configs=[subscription_group_config_to_proto(c) for c in configs],
+                data_version=data_version_to_proto(version),
+            )
+
+        return await _guard("GetAllSubscriptionGroups", broker_pb2.GetAllSubscriptionGroupsResponse, handle)
+
+    async def UpdateConsumerOffsets(
+        self, request: broker_pb2.UpdateConsumerOffsetsRequest, context: _Context
+    ) -> broker_pb2.UpdateConsumerOffsetsResponse:
+        async def handle() -> broker_pb2.UpdateConsumerOffsetsResponse:
+            if len(request.offsets) > MAX_OFFSETS_PER_UPDATE:
+                remark = f"{len(request.offsets)} offsets in one call, at most {MAX_OFFSETS_PER_UPDATE}"
+                raise MQError(remark, ResponseCode.INVALID_PARAMETER)
+            offsets = [consumer_queue_offset_from_proto(o) for o in request.offsets]
+            answers = self._consumer_processor().update_consumer_offsets(offsets, peer_to_host_port(context.peer()))
+            return broker_pb2.UpdateConsumerOffsetsResponse(
+                code=ResponseCode.SUCCESS, codes=[c for c, _ in answers], remarks=[r for _, r in answers]
+            )
+
+        return await _guard("UpdateConsumerOffsets", broker_pb2.UpdateConsumerOffsetsResponse, handle)
+
+    async def QueryConsumerOffset(
+        self, request: broker_pb2.QueryConsumerOffsetRequest, context: _Context
+    ) -> broker_pb2.QueryConsumerOffsetResponse:
+        async def handle() -> broker_pb2.QueryConsumerOffsetResponse:
+            header = query_consumer_offset_request_from_proto(request)
+            offset = self._consumer_processor().query_consumer_offset(header)
+            return broker_pb2.QueryConsumerOffsetResponse(code=ResponseCode.SUCCESS, offset=offset)
+
+        return await _guard("QueryConsumerOffset", broker_pb2.QueryConsumerOffsetResponse, handle)
+
+    async def GetConsumeStats(
+        self, request: broker_pb2.GetConsumeStatsRequest, context: _Context
+    ) -> broker_pb2.GetConsumeStatsResponse:
+        async def handle() -> broker_pb2.GetConsumeStatsResponse:
+            stats = self._consumer_processor().get_consume_stats(consume_stats_request_from_proto(request))
+            return consume_stats_to_proto(stats)
+
+        return await _guard("GetConsumeStats", broker_pb2.GetConsumeStatsResponse, handle)
+
+    async def SearchOffsetByTimestamp(
+        self, request: broker_pb2.SearchOffsetByTimestampRequest, context: _Context
+    ) -> broker_pb2.SearchOffsetByTimestampResponse:
+        async def handle() -> broker_pb2.SearchOffsetByTimestampResponse:
+            header = search_offset_request_from_proto(request)
+            offset = self._consumer_processor().search_offset_by_timestamp(header)
+            return broker_pb2.SearchOffsetByTimestampResponse(code=ResponseCode.SUCCESS, offset=offset)
+
+        return await _guard("SearchOffsetByTimestamp", broker_pb2.SearchOffsetByTimestampResponse, handle)
+
+    async def ResetOffsetByTimestamp(
+        self, request: broker_pb2.ResetOffsetByTimestampRequest, context: _Context
+    ) -> broker_pb2.ResetOffsetByTimestampResponse:
+        async def handle() -> broker_pb2.ResetOffsetByTimestampResponse:
+            header = reset_offset_request_from_proto(request)
+            reset = self._consumer_processor().reset_offset_by_timestamp(header, peer_to_host_port(context.peer()))
+            return broker_pb2.ResetOffsetByTimestampResponse(
+                code=ResponseCode.SUCCESS, offsets=[consumer_queue_offset_to_proto(o) for o in reset]
+            )
+
+        return await _guard("ResetOffsetByTimestamp", broker_pb2.ResetOffsetByTimestampResponse, handle)
+
+    async def DeleteTopic(
+        self, request: broker_pb2.DeleteTopicRequest, context: _Context
+    ) -> broker_pb2.DeleteTopicResponse:
+        async def handle() -> broker_pb2.DeleteTopicResponse:
+            await self._consumer_processor().delete_topic(request.topic)
+            return broker_pb2.DeleteTopicResponse(code=ResponseCode.SUCCESS)
+
+        return await _guard("DeleteTopic", broker_pb2.DeleteTopicResponse, handle)
+
+    async def Heartbeat(self, request: broker_pb2.HeartbeatRequest, context: _Context) -> broker_pb2.HeartbeatResponse:
+        async def handle() -> broker_pb2.HeartbeatResponse:
+            self._consumer_processor().heartbeat(heartbeat_from_proto(request), peer_to_host_port(context.peer()))
+            return broker_pb2.HeartbeatResponse(code=ResponseCode.SUCCESS)
+
+        return await _guard("Heartbeat", broker_pb2.HeartbeatResponse, handle)
+
+    async def UnregisterClient(
+        self, request: broker_pb2.UnregisterClientRequest, context: _Context
+    ) -> broker_pb2.UnregisterClientResponse:
+        async def handle() -> broker_pb2.UnregisterClientResponse:
+            self._consumer_processor().unregister_client(unregister_client_request_from_proto(request))
+            return broker_pb2.UnregisterClientResponse(code=ResponseCode.SUCCESS)
+
+        return await _guard("UnregisterClient", broker_pb2.UnregisterClientResponse, handle)
+
+    async def GetConsumerListByGroup(
+        self, request: broker_pb2.GetConsumerListByGroupRequest, context: _Context
+    ) -> broker_pb2.GetConsumerListByGroupResponse:
+        async def handle() -> broker_pb2.GetConsumerListByGroupResponse:
+            client_ids = self._consumer_processor().consumer_list_by_group(request.consumer_group)
+            return broker_pb2.GetConsumerListByGroupResponse(code=ResponseCode.SUCCESS, client_ids=client_ids)
+
+        return await _guard("GetConsumerListByGroup", broker_pb2.GetConsumerListByGroupResponse, handle)
+
+    async def GetConsumerConnectionList(
+        self, request: broker_pb2.GetConsumerConnectionListRequest, context: _Context
+    ) -> broker_pb2.GetConsumerConnectionListResponse:
+        async def handle() -> broker_pb2.GetConsumerConnectionListResponse:
+            info = self._consumer_processor().consumer_connection_list(request.consumer_group)
+            return consumer_connection_info_to_proto(info)
+
+        return await _guard("GetConsumerConnectionList", broker_pb2.GetConsumerConnectionListResponse, handle)
 
 
 def _too_many_remark(count: int) -> str:

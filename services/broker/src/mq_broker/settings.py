@@ -121,13 +121,22 @@ class BrokerSettings(ServiceSettings):
     max_hash_slot_num: int = mirrored_field(MessageStoreConfig, "max_hash_slot_num", gt=0)
     max_index_num: int = mirrored_field(MessageStoreConfig, "max_index_num", gt=1)
     max_msgs_num_batch: int = mirrored_field(MessageStoreConfig, "max_msgs_num_batch", gt=0)
-    auto_create_subscription_group: bool = Field(
-        default=True, description="BrokerConfig.autoCreateSubscriptionGroup: create unknown groups on first use."
-    )
     flush_consumer_offset_interval_ms: int = Field(
         default=5_000,
         gt=0,
-        description="BrokerConfig.flushConsumerOffsetInterval: consumer offsets persist period, ms.",
+        description="BrokerConfig.flushConsumerOffsetInterval: how often changed consumer offsets are written to "
+        "config/consumerOffset.json, ms (a crash loses at most this much of commits).",
+    )
+    auto_create_subscription_group: bool = Field(
+        default=True,
+        description="BrokerConfig.autoCreateSubscriptionGroup: create an unknown consumer group with the defaults "
+        "on first use.",
+    )
+    channel_expired_timeout_ms: int = Field(
+        default=120_000,
+        gt=0,
+        description="BrokerConfig.channelExpiredTimeout: a consumer instance without a heartbeat for this long is "
+        "dropped from its group, ms.",
     )
     broker_suspend_max_time_ms: int = Field(
         default=15_000,

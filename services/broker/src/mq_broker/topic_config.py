@@ -5,23 +5,24 @@ updateTopicConfig, persist). The JSON keeps RocketMQ's shape: ``{"dataVersion": 
 {name: {"topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order", "attributes"}}}``.
 
 Threads: every method runs on the event loop except :meth:`load` and :meth:`persist` (blocking, start-up and
-shutdown); changes while serving are written by a background task through ``asyncio.to_thread``.
+shutdown); changes while serving are written by a background task through ``asyncio.to_thread``. The file is
+written as RocketMQ's ConfigManager does (mq_broker.consumer.config_file: temp file, fsync, rename, ``.bak`` of
+the previous version, read back from the ``.bak`` when the file is unusable).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from mq_common.constants import MixAll, PermName, is_system_topic, validate_topic
 from mq_common.logging import get_logger
 from mq_common.protocol import DataVersion, TopicConfig
 from mq_common.protocol.topic import MAX_PERM
+
+from mq_broker.consumer.config_file import BackgroundPersister, load_json, persist_json
 
 log = get_logger("mq_broker.topic_config")
 
@@ -65,8 +66,7 @@ class TopicConfigManager:
         self.data_version = DataVersion()
         self.system_topics: set[str] = set()
         self.on_change: Callable[[], None] | None = None
-        self._persist_tasks: set[asyncio.Task[None]] = set()
-        self._persist_lock = asyncio.Lock()
+        self._persister = BackgroundPersister(config_path, self.encode)
         self._init_system_topics(cluster_name, broker_name)
 
     def _init_system_topics(self, cluster_name: str, broker_name: str) -> None:
@@ -92,58 +92,38 @@ class TopicConfigManager:
     # --- persistence ------------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Read the persisted table over the system topics. Blocking. Raises ValueError on a malformed file."""
-        try:
-            text = self.config_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        """Read the persisted table (or its ``.bak``) over the system topics. Blocking. Raises ValueError when
+        neither file is usable or an entry is malformed."""
+        data = load_json(self.config_path)
+        if data is None:
             return
         try:
-            data = json.loads(text)
             self.data_version = DataVersion.from_json(data.get("dataVersion"))
             for name, raw in dict(data.get("topicConfigTable") or {}).items():
                 self.topic_config_table[str(name)] = TopicConfig.from_json(raw)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"{self.config_path}: malformed topic config: {exc}") from exc
 
-    def encode(self) -> str:
-        """TopicConfigManager#encode(prettyFormat)."""
-        return json.dumps(
-            {
-                "dataVersion": self.data_version.to_json(),
-                "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.topic_config_table.items())},
-            },
-            indent=2,
-        )
+    def encode(self) -> dict[str, Any]:
+        """TopicConfigManager#encode: the JSON object of the file (topics sorted by name)."""
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.topic_config_table.items())},
+        }
 
     def persist(self) -> None:
-        """Write the table atomically (temp file, fsync, rename). Blocking."""
-        _write_atomically(self.config_path, self.encode())
+        """Write the table atomically (config_file.persist_json). Blocking; raises OSError."""
+        persist_json(self.config_path, self.encode())
 
     async def wait_persisted(self) -> None:
         """Wait for background writes scheduled so far."""
-        while self._persist_tasks:
-            await asyncio.gather(*list(self._persist_tasks), return_exceptions=True)
+        await self._persister.wait_persisted()
 
     def _changed(self) -> None:
         self.data_version = self.data_version.next_version()
-        text = self.encode()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            _write_atomically(self.config_path, text)
-        else:
-            task = loop.create_task(self._persist_in_thread(text))
-            self._persist_tasks.add(task)
-            task.add_done_callback(self._persist_tasks.discard)
+        self._persister.schedule()
         if self.on_change is not None:
             self.on_change()
-
-    async def _persist_in_thread(self, text: str) -> None:
-        async with self._persist_lock:  # writes land in the order of the changes
-            try:
-                await asyncio.to_thread(_write_atomically, self.config_path, text)
-            except OSError as exc:
-                log.error("topic_config_persist_failed", path=str(self.config_path), error=str(exc))
 
     # --- queries and changes (event loop) ------------------------------------------------------------------------
 
@@ -207,17 +187,13 @@ class TopicConfigManager:
         self._changed()
         return True
 
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as out:
-        out.write(text.encode("utf-8"))
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    def delete_topic_config(self, topic: str) -> bool:
+        """Remove ``topic``; False when it was not there. Persisted in the background; ``on_change`` runs, so the
+        registrar registers the table without it. Mirrors TopicConfigManager#deleteTopicConfig."""
+        old = self.topic_config_table.pop(topic, None)
+        if old is None:
+            return False
+        self.system_topics.discard(topic)
+        log.info("topic_config_deleted", topic=topic, config=str(old))
+        self._changed()
+        return True

@@ -6,7 +6,9 @@ never leaves a half-written ``path``: the new text goes to ``path.tmp`` (fsynced
 directory is fsynced. A reader takes ``path`` and falls back to ``path.bak`` when ``path`` is missing, empty or
 not a JSON object; a ``path.tmp`` left by a crash is ignored (and replaced by the next write).
 
-Both functions block (file I/O and fsync): call them at start/stop or through ``asyncio.to_thread``.
+:func:`load_json` and :func:`persist_json` block (file I/O and fsync): call them at start/stop or through
+``asyncio.to_thread``; :class:`BackgroundPersister` does the latter for a table changed on the event loop. Used by
+the subscription group, consumer offset and topic tables.
 """
 
 from __future__ import annotations

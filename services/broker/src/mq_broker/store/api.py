@@ -6,7 +6,7 @@ a test may pass any object with these members. Every method runs on the event lo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Protocol
 
 from mq_common.codec import MessageExt
@@ -47,6 +47,12 @@ class MessageStore(Protocol):
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int: ...
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int: ...
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool: ...
+
+    async def delete_topics(self, topics: Set[str]) -> int: ...
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryMessageResult: ...
 

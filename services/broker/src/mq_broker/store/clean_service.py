@@ -101,6 +101,12 @@ class CleanService:
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def round_lock(self) -> threading.Lock:
+        """Held for a whole clean round: whoever holds it knows no file is being cleaned meanwhile (the store's
+        delete_topics, closing consume queues). Any thread but the loop."""
+        return self._round_lock
+
     def wait_rounds(self, count: int, timeout_s: float) -> bool:
         """Block until ``rounds`` reaches ``count`` (True) or ``timeout_s`` passed (False). Any thread but the loop."""
         with self._round_done:

@@ -407,6 +407,15 @@ class CommitLog:
         raw = mapped.read(pos, size)
         return raw if len(raw) == size else None  # short: the file was deleted by the clean service meanwhile
 
+    def is_in_page_cache(self, commit_log_offset: int, size: int) -> bool:
+        """The ``size`` bytes at ``commit_log_offset`` are written and in the page cache (MappedFile's check).
+        Mirrors DefaultMessageStore#checkInMemByCommitOffset."""
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(commit_log_offset)
+        if mapped is None:
+            return False
+        pos = commit_log_offset - mapped.file_from_offset
+        return size > 0 and pos + size <= mapped.wrote_position and mapped.is_in_page_cache(pos, size)
+
     def lookup_message(self, commit_log_offset: int) -> MessageExt | None:
         """Decode the record at ``commit_log_offset`` with its body CRC checked; None when nothing is there.
 

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import ClassVar, Final
 
-from mq_broker.store.msync import mapping_address, msync, populate_write, unmap_pages
+from mq_broker.store.msync import is_resident, mapping_address, msync, populate_write, unmap_pages
 
 OS_PAGE_SIZE_BYTES: Final = mmap.PAGESIZE
 FILE_NAME_DIGITS: Final = 20
@@ -291,6 +291,16 @@ class MappedFile:
             _drop_file_cache(self.file_path, start, end - start)
             self.page_cache_dropped_until = end
             return end - start
+
+    def is_in_page_cache(self, pos: int, size: int) -> bool:
+        """Bytes [pos, pos + size) are in the page cache (reading them costs no disk I/O); False when the file is
+        closed, True when the OS cannot tell (msync.is_resident). Any thread. Mirrors
+        SelectMappedBufferResult#isInMem (MappedFile#isLoaded)."""
+        with self._close_lock:
+            if self._closed:
+                return False
+            resident = is_resident(self._address, pos, size)
+        return True if resident is None else resident
 
     def destroy(self) -> None:
         """Close and delete the file. Raises BufferError while a buffer export pins the mapping (the caller

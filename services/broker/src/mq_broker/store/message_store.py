@@ -11,12 +11,14 @@ event loop; the flusher thread runs :meth:`_flush_logics`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import fcntl
 import os
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Final
 
 from mq_common.codec import MessageExt
@@ -54,6 +56,12 @@ from mq_broker.store.message import (
 )
 from mq_broker.store.message_filter import MessageFilter
 from mq_broker.store.prefault import PrefaultService
+from mq_broker.store.queue_deletion import (
+    destroy_consume_queues,
+    is_deleted_queue_dir,
+    move_queue_dir_aside,
+    remove_queue_dir,
+)
 
 log = get_logger("mq_broker.store")
 
@@ -96,6 +104,8 @@ class DefaultMessageStore:
         self._writeable = False
         self._started = False
         self._lock_fd = -1
+        # Held by the flusher while it flushes the ConsumeQueues and by delete_topics while it closes some.
+        self._logics_lock = threading.Lock()
 
     # --- life cycle ------------------------------------------------------------------------------------------
 
@@ -209,6 +219,9 @@ class DefaultMessageStore:
         if not root.is_dir():
             return
         for topic_dir in sorted(root.iterdir()):
+            if is_deleted_queue_dir(topic_dir):
+                remove_queue_dir(topic_dir)  # delete_topics was interrupted
+                continue
             if not topic_dir.is_dir():
                 continue
             for queue_dir in sorted(topic_dir.iterdir()):
@@ -521,11 +534,12 @@ class DefaultMessageStore:
         assert checkpoint is not None
         commit_log_flushed = self.commit_log.mapped_file_queue.flushed_where
         safe = min(self.dispatched_offset, commit_log_flushed)
-        for cq in list(self.consume_queue_table.values()):
-            cq.flush(least_pages)
-            first_unflushed = cq.first_unflushed_physic_offset()
-            if first_unflushed is not None:
-                safe = min(safe, first_unflushed)
+        with self._logics_lock:
+            for cq in list(self.consume_queue_table.values()):
+                cq.flush(least_pages)
+                first_unflushed = cq.first_unflushed_physic_offset()
+                if first_unflushed is not None:
+                    safe = min(safe, first_unflushed)
         checkpoint.index_msg_timestamp_ms = self.index_service.flush()
         checkpoint.dispatch_flushed_offset = safe
         checkpoint.confirm_phy_offset = commit_log_flushed
@@ -550,10 +564,64 @@ class DefaultMessageStore:
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """STORETIMESTAMP (ms) of the message at ``queue_offset``, 0 when there is none."""
         cq = self.find_consume_queue(topic, queue_id)
-        unit = cq.get_unit(queue_offset) if cq is not None else None
+        return self._store_timestamp(cq, queue_offset) if cq is not None else 0
+
+    def _store_timestamp(self, cq: ConsumeQueue, queue_offset: int) -> int:
+        unit = cq.get_unit(queue_offset)
         if unit is None or unit.is_blank:
             return 0
         return self.commit_log.store_timestamp_at(unit.commit_log_offset, unit.size)
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        """The message at ``consume_offset`` exists and its bytes are in the page cache (reading it costs no disk
+        I/O). Event loop (a mincore call). Mirrors DefaultMessageStore#checkInMemByConsumeOffset (batch of 1)."""
+        cq = self.find_consume_queue(topic, queue_id)
+        unit = cq.get_unit(consume_offset) if cq is not None else None
+        if unit is None or unit.is_blank:
+            return False
+        return self.commit_log.is_in_page_cache(unit.commit_log_offset, unit.size)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after ``timestamp_ms`` (ms since the epoch): the
+        max offset when every message is older, the min offset when every one is newer (0 for an unknown queue).
+        Binary search over the units' STORETIMESTAMPs read from the CommitLog (store times of one queue do not
+        decrease); a unit whose message is gone counts as older. O(log n) page-cache reads; event loop. Mirrors
+        ConsumeQueue#getOffsetInQueueByTime (BoundaryType.LOWER).
+        """
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        low, high = cq.min_offset_in_queue, cq.max_offset_in_queue
+        while low < high:
+            mid = (low + high) // 2
+            if self._store_timestamp(cq, mid) < timestamp_ms:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    async def delete_topics(self, topics: Set[str]) -> int:
+        """Drop the consume queues of ``topics``; returns how many queues went. The CommitLog keeps the messages
+        (they expire with their files) and a topic sent to again starts at queue offset 0.
+
+        Event loop: the queues leave the table and their next queue offsets are forgotten at once (no later read
+        or dispatch sees them); the files go as mq_broker.store.queue_deletion says (renamed aside here, closed and
+        removed in a worker thread). Raises OSError when a rename fails.
+        Mirrors DefaultMessageStore#deleteTopics.
+        """
+        doomed = [cq for (topic, _q), cq in self.consume_queue_table.items() if topic in topics]
+        for cq in doomed:
+            del self.consume_queue_table[(cq.topic, cq.queue_id)]
+        queue_table = self.commit_log.topic_queue_table
+        for key in [k for k in queue_table if k.rsplit("-", 1)[0] in topics]:
+            del queue_table[key]
+        root = self.config.consume_queue_dir
+        moved = [d for d in (move_queue_dir_aside(root, t) for t in sorted(topics)) if d is not None]
+        if doomed or moved:
+            locks = (self._logics_lock, self.clean_service.round_lock)
+            await asyncio.to_thread(destroy_consume_queues, doomed, moved, locks)
+        log.info("store_topics_deleted", topics=sorted(topics), consume_queues=len(doomed))
+        return len(doomed)
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryMessageResult:
         """Messages of ``topic`` with ``key`` (a KEYS word or the UNIQ_KEY) stored within [begin_ms, end_ms],

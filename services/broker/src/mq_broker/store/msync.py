@@ -89,3 +89,37 @@ def msync(mm: mmap.mmap, address: int, start: int, length: int, path: object) ->
             raise OSError(err, f"msync {path}: {os.strerror(err)}")
         return
     mm.flush(start, length)
+
+
+def _load_mincore() -> Callable[[int, int, ctypes.Array[ctypes.c_ubyte]], int] | None:
+    """libc ``mincore(void *addr, size_t length, unsigned char *vec)`` through ctypes, or None (not Linux)."""
+    if sys.platform != "linux":
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    except OSError:
+        return None
+    fn = libc.mincore
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+    fn.restype = ctypes.c_int
+    call: Callable[[int, int, ctypes.Array[ctypes.c_ubyte]], int] = fn
+    return call
+
+
+_LIBC_MINCORE: Final = _load_mincore()
+MINCORE_MAX_PAGES: Final = 1024
+"""At most this many pages are asked about in one call (4 MiB of 4 KiB pages: a message's worth)."""
+
+
+def is_resident(address: int, start: int, length: int) -> bool | None:
+    """Whether every page of bytes [start, start + length) of the mapping at ``address`` is in the page cache
+    (mincore(2), a page-table lookup, no I/O: fine on the event loop); the first MINCORE_MAX_PAGES pages only.
+    None when mincore is not available or fails (then the caller cannot tell)."""
+    if _LIBC_MINCORE is None or not address or length <= 0:
+        return None
+    first = start - start % mmap.PAGESIZE
+    pages = min(MINCORE_MAX_PAGES, (start + length - first + mmap.PAGESIZE - 1) // mmap.PAGESIZE)
+    vec = (ctypes.c_ubyte * pages)()
+    if _LIBC_MINCORE(address + first, pages * mmap.PAGESIZE, vec) != 0:
+        return None
+    return all(b & 1 for b in vec)
