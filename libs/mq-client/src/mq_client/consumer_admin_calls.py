@@ -3,11 +3,8 @@ deletion, consumer connections; plus (inherited) mq_client.consumer_calls' consu
 
 A client adapter like mq_client.broker_client (the only kind of mq_client module that touches generated protobuf
 types): it translates between the mq_common.protocol domain types and broker.proto, nothing more. Used by
-mq_client.admin.MQAdminClient. Runs on the caller's asyncio loop (channels belong to the loop that created them).
-
-Error mapping as in mq_client.broker_client: a gRPC status -> mq_common.grpc_errors.transport_error
-(RemotingTimeoutError, InvalidParameterError, RemotingError); a non-zero business ``code`` ->
-mq_common.errors.error_for_code(code, remark), raised.
+mq_client.admin.MQAdminClient. Runs on the caller's asyncio loop; errors are mapped as in mq_client.consumer_calls
+(transport -> mq_common.grpc_errors.transport_error, a non-zero code -> error_for_code, raised).
 """
 
 from __future__ import annotations
