@@ -1,9 +1,11 @@
 """DefaultMessageStore for the consumer side: the queue offset of a store time (binary search over the units'
-STORETIMESTAMPs) and deleting topics' consume queues (while the flusher runs; then sent to again; restart)."""
+STORETIMESTAMPs), deleting topics' consume queues (while the flusher runs; then sent to again; restart) and the
+page-cache check behind set_zero_if_not_found."""
 
 from __future__ import annotations
 
 import asyncio
+import mmap
 import tempfile
 import time
 from pathlib import Path
@@ -16,6 +18,7 @@ from mq_broker.store import message_store
 from mq_broker.store.config import FlushDiskType
 from mq_broker.store.message import GetMessageStatus
 from mq_broker.store.message_store import DefaultMessageStore
+from mq_broker.store.msync import is_resident, mapping_address
 
 BASE_MS = 1_700_000_000_000
 
@@ -123,3 +126,21 @@ async def test_delete_topics_drops_their_queues_only(tmp_path: Path, mode: Flush
         assert sorted(p.name for p in cfg.consume_queue_dir.iterdir()) == ["Doomed", "Kept-1"]
     finally:
         store.shutdown()
+
+
+def test_page_cache_residency_is_read_with_mincore(tmp_path: Path) -> None:
+    size = 16 * 1024 * 1024  # big enough that the kernel's fault-around near page 0 never reaches the last page
+    last_page = size - mmap.PAGESIZE
+    path = tmp_path / "sparse"
+    with path.open("wb") as f:
+        f.truncate(size)  # a hole: no page of it is cached
+    with path.open("r+b") as f, mmap.mmap(f.fileno(), size) as mm:
+        address = mapping_address(mm)
+        if not address:
+            pytest.skip("libc msync/mincore not available here")
+        assert is_resident(address, last_page, 1) is False
+        mm[10] = 1  # the write brings page 0 into the page cache
+        assert is_resident(address, 0, mmap.PAGESIZE) is True
+        assert is_resident(address, 5, 20) is True
+        assert is_resident(address, last_page, mmap.PAGESIZE) is False
+        assert is_resident(address, 0, 0) is None

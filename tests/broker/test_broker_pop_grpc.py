@@ -261,3 +261,18 @@ async def test_unreadable_broker_refuses_pops(tmp_path: Path) -> None:
         reply = await pop(stub, TOPIC)
         assert reply.code == ResponseCode.NO_PERMISSION
         assert "forbidden" in reply.remark
+
+
+async def test_each_queue_read_is_reported_as_messages_out(broker: tuple[BrokerController, Stub]) -> None:
+    controller, stub = broker
+    seen: list[tuple[str, str, int, int, bool]] = []
+
+    class Recorder:
+        def on_messages_out(self, topic: str, group: str, count: int, size_bytes: int, *, is_retry: bool) -> None:
+            seen.append((topic, group, count, size_bytes, is_retry))
+
+    assert controller.pop is not None
+    controller.pop.pop_processor.metrics = Recorder()
+    await send(stub, TOPIC, [b"o0", b"o1"], queue_id=1)
+    reply = await pop(stub, TOPIC)
+    assert seen == [(TOPIC, GROUP, 2, sum(len(m.message) for m in reply.messages), False)]

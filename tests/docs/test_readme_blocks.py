@@ -6,6 +6,7 @@ ports and replace those two addresses (and only them) in the block's text before
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -122,6 +123,8 @@ def test_readme_mqadmin_verbs(cluster: LocalCluster) -> None:
             assert "order-1" in out, f"{line}:\n{out}"
         if args[1] == "consumeMessage":
             assert re.search(r"^[0-9]+ message\(s\)$", out, re.MULTILINE), f"{line}:\n{out}"
+        if args[1] == "consumerProgress":  # offsets reset to the start: the message sent above is the lag
+            assert json.loads(out)["diff_total"] >= 1, f"{line}:\n{out}"
     assert printed, "the block sends no message"
 
 

@@ -170,3 +170,26 @@ def test_service_monitor_selects_one_service_per_component(chart_copy: Path) -> 
         "mq-namesrv-headless",
     ]
     assert all(any(p["name"] == "metrics" for p in d["spec"]["ports"]) for d in selected)
+
+
+@pytest.mark.parametrize(("kind", "key"), [("PodMonitor", "podMonitor"), ("ServiceMonitor", "serviceMonitor")])
+def test_monitors_give_targets_the_component_labels_the_down_alerts_select(kind: str, key: str) -> None:
+    """A PodMonitor's job label is "<namespace>/<name>" for every pod, so the down alerts cannot go by job: both
+    monitors copy part-of and component onto each target, every scraped pod carries them, and each down alert
+    selects its component by exactly those labels."""
+    docs = render_docs({"metrics": {key: {"enabled": True}}})
+    monitor = next(d for d in docs if d["kind"] == kind)
+    assert monitor["spec"]["podTargetLabels"] == ["app.kubernetes.io/part-of", "app.kubernetes.io/component"]
+    workloads = [d for d in docs if d["kind"] in ("StatefulSet", "Deployment")]
+    pod_labels = [d["spec"]["template"]["metadata"]["labels"] for d in workloads]
+    assert {labels["app.kubernetes.io/part-of"] for labels in pod_labels} == {"pyrocketmq"}
+    assert {labels["app.kubernetes.io/component"] for labels in pod_labels} == {"namesrv", "broker", "gateway"}
+    rules = yaml.safe_load((CHART / "files/rules/pyrocketmq.rules.yaml").read_text("utf-8"))
+    exprs = {r["alert"]: r["expr"] for g in rules["groups"] for r in g["rules"]}
+    for alert, component in [
+        ("PyRocketMQNameServerDown", "namesrv"),
+        ("PyRocketMQBrokerDown", "broker"),
+        ("PyRocketMQGatewayDown", "gateway"),
+    ]:
+        selector = f'up{{app_kubernetes_io_part_of="pyrocketmq", app_kubernetes_io_component="{component}"}} == 0'
+        assert selector in exprs[alert], alert

@@ -1,4 +1,4 @@
-"""RouteInfoManager: register, route by topic, data version, unregister, expiry (injectable clock)."""
+"""RouteInfoManager: register, route by topic, data version, unregister, expiry (injectable clock), delete topic."""
 
 from __future__ import annotations
 
@@ -225,3 +225,82 @@ def test_ipv6_and_dns_addresses_are_accepted(manager: RouteInfoManager) -> None:
 def test_topic_perm_is_carried_into_queue_data(manager: RouteInfoManager) -> None:
     manager.register_broker(reg(topics={"RO": TopicConfig("RO", 2, 2, PermName.PERM_READ, topic_sys_flag=3)}))
     assert manager.pickup_topic_route_data("RO").queue_datas == (QueueData("broker-a", 2, 2, PermName.PERM_READ, 3),)
+
+
+def two_clusters(manager: RouteInfoManager) -> None:
+    """broker-a (DefaultCluster) and broker-b (Other) both serve TopicA; broker-a also Keep."""
+    both = {"TopicA": TopicConfig("TopicA"), "Keep": TopicConfig("Keep")}
+    manager.register_broker(reg("broker-a", "127.0.0.1:10911", topics=both))
+    manager.register_broker(reg("broker-b", "127.0.0.1:10921", cluster="Other"))
+
+
+def test_delete_topic_without_cluster_drops_the_whole_route(manager: RouteInfoManager) -> None:
+    two_clusters(manager)
+
+    assert manager.delete_topic("TopicA") == ("broker-a", "broker-b")
+
+    with pytest.raises(TopicNotExistError):
+        manager.pickup_topic_route_data("TopicA")
+    assert manager.get_all_topic_list() == ["Keep"]
+    assert manager.get_all_cluster_info().cluster_addr_table == {
+        "DefaultCluster": ("broker-a",),
+        "Other": ("broker-b",),
+    }
+
+
+def test_delete_topic_of_a_cluster_drops_only_its_brokers_queue_data(manager: RouteInfoManager) -> None:
+    two_clusters(manager)
+
+    assert manager.delete_topic("TopicA", "DefaultCluster") == ("broker-a",)
+    route = manager.pickup_topic_route_data("TopicA")
+    assert [q.broker_name for q in route.queue_datas] == ["broker-b"]
+    assert [b.broker_name for b in route.broker_datas] == ["broker-b"]
+
+    assert manager.delete_topic("TopicA", "Other") == ("broker-b",)  # the last QueueData: the topic goes
+    assert manager.get_all_topic_list() == ["Keep"]
+
+
+def test_delete_unknown_topic_or_cluster_changes_nothing(manager: RouteInfoManager) -> None:
+    two_clusters(manager)
+
+    assert manager.delete_topic("Nope") == ()
+    assert manager.delete_topic("Nope", "DefaultCluster") == ()
+    assert manager.delete_topic("TopicA", "NoSuchCluster") == ()
+    assert manager.delete_topic("TopicA", "") == ("broker-a", "broker-b")  # "" is no cluster
+    assert manager.get_all_topic_list() == ["Keep"]
+
+
+def test_deleted_topic_comes_back_only_when_a_broker_registers_it_again(manager: RouteInfoManager) -> None:
+    manager.register_broker(reg(topics={"TopicA": TopicConfig("TopicA"), "Gone": TopicConfig("Gone")}))
+    manager.delete_topic("TopicA")
+
+    manager.register_broker(reg(topics={"Gone": TopicConfig("Gone")}))  # same DataVersion, without TopicA
+    assert manager.get_all_topic_list() == ["Gone"]
+    manager.register_broker(reg(topics={"TopicA": TopicConfig("TopicA", 2, 2)}))  # same DataVersion, with it
+    assert manager.pickup_topic_route_data("TopicA").queue_datas == (QueueData("broker-a", 2, 2, 6),)
+
+
+def test_registration_without_a_topic_keeps_its_route(manager: RouteInfoManager) -> None:
+    # RocketMQ's namesrvConfig.deleteTopicWithBrokerRegistration is false by default: only a delete drops it.
+    manager.register_broker(reg(topics={"TopicA": TopicConfig("TopicA"), "Gone": TopicConfig("Gone")}))
+    manager.register_broker(reg(topics={"TopicA": TopicConfig("TopicA")}, version=DataVersion(0, 2, 2)))
+    assert manager.get_all_topic_list() == ["Gone", "TopicA"]
+
+
+@pytest.mark.parametrize(
+    ("topic", "cluster", "fragment"),
+    [
+        ("", None, "The specified topic is blank."),
+        ("bad topic", None, "contains illegal characters"),
+        ("T" * 128, "DefaultCluster", "longer than topic max length"),
+        ("TopicA", "bad cluster", "clusterName contains whitespace"),
+    ],
+)
+def test_delete_topic_refuses_bad_names_and_changes_nothing(
+    manager: RouteInfoManager, topic: str, cluster: str | None, fragment: str
+) -> None:
+    manager.register_broker(reg())
+    with pytest.raises(InvalidParameterError) as info:
+        manager.delete_topic(topic, cluster)
+    assert fragment in info.value.remark
+    assert manager.get_all_topic_list() == ["TopicA"]

@@ -106,6 +106,8 @@ def test_in_process_families_match_the_metric_list(service: str) -> None:
     elif service == "broker":
         metrics = broker_metrics()
         metrics.observe_rpc("SendBatch", "SUCCESS", 1.0)
+        metrics.on_messages_out("t", "g", 2, 200, is_retry=False)
+        metrics.on_send_to_dlq("g", "t")
     else:
         metrics = GatewayMetrics(NodeIdentity("c1", "proxy", "127.0.0.1:8081"), max_topics=10)
         metrics.on_call("batch", "success", 0.01, 100, 0)

@@ -2,7 +2,9 @@
 cluster every second while a bounded load runs through the gateway; then, through its HTTP API, every PromQL
 expression of every dashboard panel returns data, every alert expression parses and the rules file loads.
 Also: the scraped families match metric_names.yaml; the request id of a gateway call reaches the broker's log
-lines; no message body shows up in any log.
+lines; no message body shows up in any log. A consumer phase (obs_consumers.py: commit offsets, pull, send one
+message per broker to the DLQ) feeds the consumer families and the consumer dashboard: the tests that use it need the
+consumer side of issue 17 merged and wired (see obs_consumers.py).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from mq_common.request_context import REQUEST_ID_METADATA_KEY
 from mq_local.cluster import LocalCluster
 from mq_local.ports import free_port
 from mq_local.testing import make_topic, spec_for_tests
+from obs_consumers import CONSUMER_GROUP, ConsumedBroker, consume_on_every_broker
 from obs_testkit import RULES_FILE, alert_expressions, check_exposition, concrete, dashboard_queries
+from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [
     pytest.mark.integration,
@@ -42,6 +46,10 @@ BODY_MARK: Final = b"OBS-BODY-MARK-7f3a"
 REQUEST_ID: Final = "obs-test-request-0001"
 PROMETHEUS_START_S: Final = 30.0
 SCRAPE_WAIT_S: Final = 30.0
+# Scrapes of a new series before its rate() has data (two samples) with margin.
+SCRAPES_PER_NEW_SERIES: Final = 3
+# A lag latency above this means the store time was misread (the load ran a few seconds ago).
+MAX_PLAUSIBLE_LAG_LATENCY_MS: Final = 600_000
 
 
 def service_kind(name: str) -> str:
@@ -121,10 +129,9 @@ def query(url: str, expr: str) -> list[dict[str, Any]]:
     return result
 
 
-async def run_load(cluster: LocalCluster) -> int:
-    """Bounded load through the gateway: SendBatch calls (one with two bad messages), single Sends, a
+async def run_load(cluster: LocalCluster, topic: str) -> int:
+    """Bounded load through the gateway to ``topic``: SendBatch calls (one with two bad messages), single Sends, a
     SendOneway. Returns the number of messages the gateway accepted."""
-    topic = await make_topic(cluster, "obs_load")
     body = BODY_MARK + b"." * (1024 - len(BODY_MARK))
     batch = [gateway_pb2.Message(topic=topic, body=body, keys=[f"k{i}"]) for i in range(BATCH_SIZE)]
     bad = [gateway_pb2.Message(topic=topic, body=b""), gateway_pb2.Message(topic="", body=body)]
@@ -146,24 +153,52 @@ async def run_load(cluster: LocalCluster) -> int:
 
 
 @pytest.fixture(scope="module")
-def loaded(metrics_cluster: tuple[LocalCluster, dict[str, int]], prometheus: str) -> str:
+def load_topic(metrics_cluster: tuple[LocalCluster, dict[str, int]]) -> str:
+    return asyncio.run(make_topic(metrics_cluster[0], "obs_load"))
+
+
+def wait_for(url: str, expr: str, want: float) -> None:
+    """Poll Prometheus until ``expr`` (one sample) reaches ``want`` (SCRAPE_WAIT_S at most)."""
+    deadline = time.monotonic() + SCRAPE_WAIT_S
+    while True:
+        result = query(url, expr)
+        if result and float(result[0]["value"][1]) >= want:
+            return
+        assert time.monotonic() < deadline, f"{expr}: scraped {result}, want {want}"
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def loaded(metrics_cluster: tuple[LocalCluster, dict[str, int]], prometheus: str, load_topic: str) -> str:
     """Run the load, then wait until Prometheus has scraped all of it. Returns the Prometheus URL."""
     cluster, _ports = metrics_cluster
-    accepted = asyncio.run(run_load(cluster))
+    accepted = asyncio.run(run_load(cluster, load_topic))
     assert accepted == BATCH_CALLS * BATCH_SIZE + SINGLE_SENDS + 1
-    deadline = time.monotonic() + SCRAPE_WAIT_S
-    expr = 'sum(rocketmq_messages_in_total) + sum(mq_gateway_messages_total{result="success"})'
-    while True:
-        result = query(prometheus, expr)
-        if result and float(result[0]["value"][1]) >= 2 * accepted:
-            break
-        assert time.monotonic() < deadline, f"scraped {result}, want {2 * accepted}"
-        time.sleep(0.5)
+    wait_for(
+        prometheus, 'sum(rocketmq_messages_in_total) + sum(mq_gateway_messages_total{result="success"})', 2 * accepted
+    )
     time.sleep(2.5)  # a few more scrapes: rate() windows see the increase and the idle tail
     return prometheus
 
 
-def test_every_dashboard_query_returns_data(loaded: str) -> None:
+@pytest.fixture(scope="module")
+def consumed(
+    metrics_cluster: tuple[LocalCluster, dict[str, int]], loaded: str, load_topic: str
+) -> dict[str, ConsumedBroker]:
+    """After the load: the consumer phase on every broker (obs_consumers.py; needs issue 17's consumer side), then
+    wait until Prometheus has scraped its figures SCRAPES_PER_NEW_SERIES times. Broker name -> what was done."""
+    cluster, _ports = metrics_cluster
+    done = asyncio.run(consume_on_every_broker(cluster.broker_addrs, load_topic))
+    group = f'consumer_group="{CONSUMER_GROUP}"'
+    wait_for(loaded, f"sum(rocketmq_send_to_dlq_messages_total{{{group}}})", sum(d.sent_to_dlq for d in done.values()))
+    wait_for(loaded, f"sum(rocketmq_messages_out_total{{{group}}})", sum(d.pulled for d in done.values()))
+    wait_for(loaded, f"count(rocketmq_consumer_lag_messages{{{group}}})", len(done))
+    for name in ("rocketmq_send_to_dlq_messages_total", "rocketmq_messages_out_total"):
+        wait_for(loaded, f"min(count_over_time({name}{{{group}}}[1m]))", SCRAPES_PER_NEW_SERIES)
+    return done
+
+
+def test_every_dashboard_query_returns_data(loaded: str, consumed: dict[str, ConsumedBroker]) -> None:
     queries = dashboard_queries()
     assert len(queries) >= 40
     empty = [(board, title, expr) for board, title, expr in queries if not query(loaded, concrete(expr))]
@@ -187,7 +222,7 @@ def test_every_target_is_up(loaded: str) -> None:
 
 
 def test_scraped_families_match_the_metric_list(
-    metrics_cluster: tuple[LocalCluster, dict[str, int]], loaded: str
+    metrics_cluster: tuple[LocalCluster, dict[str, int]], consumed: dict[str, ConsumedBroker]
 ) -> None:
     _cluster, ports = metrics_cluster
     for name, port in ports.items():
@@ -203,3 +238,41 @@ def test_request_id_reaches_the_broker_and_no_body_is_logged(
     assert set(logs) >= {"gateway.log", "broker-a.log", "broker-b.log", "namesrv.log"}
     assert any(REQUEST_ID.encode() in logs[n] for n in ("broker-a.log", "broker-b.log"))
     assert all(BODY_MARK not in text for text in logs.values())
+
+
+def scrape_samples(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return out
+
+
+def one_value(samples: dict[str, list[tuple[dict[str, str], float]]], family: str, labels: dict[str, str]) -> float:
+    """The value of the only sample of ``family`` whose labels include ``labels``."""
+    found = [v for lab, v in samples.get(family, []) if lab.items() >= labels.items()]
+    assert len(found) == 1, (family, labels, samples.get(family))
+    return found[0]
+
+
+def test_each_broker_exports_the_consumer_figures_of_what_was_consumed(
+    metrics_cluster: tuple[LocalCluster, dict[str, int]], load_topic: str, consumed: dict[str, ConsumedBroker]
+) -> None:
+    """Scraped from each broker process: lag = every stored message of the topic (offset 0 committed, pulls commit
+    nothing), all of it ready and none in flight, dated by a real store time; out = what the pulls answered; one
+    message sent to the DLQ. Needs issue 17's consumer side merged and wired (obs_consumers.py)."""
+    _cluster, ports = metrics_cluster
+    base = {"topic": load_topic, "consumer_group": CONSUMER_GROUP, "is_system": "false"}
+    first = base | {"is_retry": "false"}
+    for name, done in consumed.items():
+        assert done.stored > 0, name
+        got = scrape_samples(ports[name])
+        assert one_value(got, "rocketmq_consumer_lag_messages", first) == done.stored, name
+        assert one_value(got, "rocketmq_consumer_ready_messages", first) == done.stored, name
+        assert one_value(got, "rocketmq_consumer_inflight_messages", first) == 0, name
+        for family in ("rocketmq_consumer_lag_latency", "rocketmq_consumer_queueing_latency"):
+            assert 0 < one_value(got, family, first) < MAX_PLAUSIBLE_LAG_LATENCY_MS, (name, family)
+        assert one_value(got, "rocketmq_messages_out_total", first) == done.pulled, name
+        assert one_value(got, "rocketmq_throughput_out_total", first) == done.pulled_bytes, name
+        assert one_value(got, "rocketmq_send_to_dlq_messages_total", base) == done.sent_to_dlq, name

@@ -21,15 +21,24 @@ from obs_testkit import (
     metric_list,
 )
 
-EXPECTED_DASHBOARDS = {"cluster-overview.json", "broker-store.json", "producer-gateway.json", "spark-publishing.json"}
+EXPECTED_DASHBOARDS = {
+    "cluster-overview.json",
+    "broker-store.json",
+    "producer-gateway.json",
+    "spark-publishing.json",
+    "consumer.json",
+}
 EXPECTED_ALERTS = {
     "PyRocketMQBrokerDown",
     "PyRocketMQBrokerExpired",
     "PyRocketMQNameServerDown",
+    "PyRocketMQGatewayDown",
     "PyRocketMQFlushDiskTimeouts",
     "PyRocketMQDiskUsageHigh",
     "PyRocketMQSendErrorRatioHigh",
     "PyRocketMQIsolationStorm",
+    "PyRocketMQConsumerLagHigh",
+    "PyRocketMQDeadLetterGrowing",
 }
 _METRIC_REF = re.compile(r"\b((?:rocketmq|mq)_[a-z_]+)")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (make prometheus)")

@@ -9,6 +9,7 @@ mq_common.errors.error_for_code(code, remark).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -43,8 +44,8 @@ class NameServerClient:
     Each query tries the name servers in turn, starting from the last one that answered; a transport
     failure (RemotingError) moves on to the next, each attempt with its own ``timeout_ms``. A business
     answer from any name server is final. (Un)registration goes to one given name server (a broker
-    registers to each of them). Raises MQClientError (RPC_ADDR_IS_NULL, -1002) when ``namesrv_addrs`` has
-    no address.
+    registers to each of them); a topic deletion goes to every name server. Raises MQClientError
+    (RPC_ADDR_IS_NULL, -1002) when ``namesrv_addrs`` has no address.
     """
 
     def __init__(self, namesrv_addrs: Sequence[str], pool: ChannelPool) -> None:
@@ -141,3 +142,27 @@ class NameServerClient:
         stub = self._stub(namesrv_addr)
         resp = await invoke(stub.UnregisterBroker(request, timeout=seconds(timeout_ms)), namesrv_addr)
         check_code(resp.code, resp.remark)
+
+    async def delete_topic_in_namesrv(
+        self, topic: str, cluster_name: str | None = None, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
+    ) -> tuple[str, ...]:
+        """DELETE_TOPIC_IN_NAMESRV at every name server, all at once; the addresses asked, in order.
+
+        Without ``cluster_name`` the whole route goes, else the QueueData of that cluster's brokers; an unknown
+        topic is no error. Mirrors MQClientAPIImpl#deleteTopicInNameServer called for each name server
+        (DefaultMQAdminExt#deleteTopicInNameServer), except that every name server is asked even when one
+        fails. Then raises the first failure in address order: error_for_code's MQBrokerError with the name
+        server's code (INVALID_PARAMETER 29 for an illegal topic name), RemotingError/RemotingTimeoutError for a
+        name server that did not answer.
+        """
+        request = namesrv_pb2.DeleteTopicInNamesrvRequest(topic=topic, cluster_name=cluster_name or "")
+
+        async def delete_at(addr: str) -> None:
+            resp = await invoke(self._stub(addr).DeleteTopicInNamesrv(request, timeout=seconds(timeout_ms)), addr)
+            check_code(resp.code, resp.remark)
+
+        outcomes = await asyncio.gather(*(delete_at(a) for a in self._addrs), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return self._addrs

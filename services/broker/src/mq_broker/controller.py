@@ -82,6 +82,7 @@ class BrokerController:
                 NodeIdentity(settings.cluster_name, "broker", settings.broker_name),
                 max_topics=settings.metrics_max_topics,
                 flush_disk_type=str(settings.flush_disk_type),
+                max_consumer_pairs=settings.metrics_max_consumer_pairs,
             )
         self._stopped = False
 
@@ -232,6 +233,8 @@ class BrokerController:
             store.flush_service.observer = metrics
         assert self.send_processor is not None
         self.send_processor.metrics = metrics
+        if self.pop is not None:
+            self.pop.pop_processor.metrics = metrics
         try:
             metrics.start_server(self.settings.listen_host, self.settings.metrics_port)
         except OSError as exc:

@@ -14,11 +14,15 @@ Series (every one also has cluster, node_type="broker", node_id=<broker name>):
 - ``mq_broker_flush_latency_ms`` histogram (one msync round that wrote something), ``mq_broker_messages_per_flush``
   histogram, ``mq_broker_flush_disk_timeout_total`` (group-commit requests answered FLUSH_DISK_TIMEOUT)
 - ``mq_broker_disk_util_ratio`` (used / size of the store's file system)
+- consumers {topic, consumer_group, is_retry, is_system}: ``rocketmq_messages_out_total``,
+  ``rocketmq_throughput_out_total`` (bytes handed out), ``rocketmq_send_to_dlq_messages_total`` (no is_retry), and
+  the scrape-time gauges of :mod:`mq_broker.consumer_metrics` (lag, lag latency, in flight, queueing latency, ready)
 
-Topic labels are bounded by ``metrics_max_topics`` (then ``topic="_other"``). Hot-path cost: one call per
+Topic labels are bounded by ``metrics_max_topics`` (then ``topic="_other"``), consumer label pairs by
+``metrics_max_consumer_pairs`` (then ``topic="_other", consumer_group="_other"``). Hot-path cost: one call per
 stored batch (:meth:`BrokerMetrics.on_put`): a dict count per message and one counter update per
-(topic, type). Runs on the broker's event loop, except the flush figures (flusher thread) and the scrape-time
-gauges (metrics HTTP thread).
+(topic, type); one call per pull/pop answer (:meth:`BrokerMetrics.on_messages_out`). Runs on the broker's event
+loop, except the flush figures (flusher thread) and the scrape-time gauges (metrics HTTP thread).
 """
 
 from __future__ import annotations
@@ -41,6 +45,16 @@ from mq_common.metrics import (
     ServiceMetrics,
 )
 
+from mq_broker.consumer_metrics import (
+    CONSUMER_LABELS,
+    DEFAULT_MAX_CONSUMER_PAIRS,
+    ConsumerLagCollector,
+    ConsumerLagSources,
+    ConsumerOffsetTable,
+    ConsumerPairLabels,
+    InflightByGroupTopic,
+    InflightInQueue,
+)
 from mq_broker.store.message import MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
@@ -79,7 +93,14 @@ def _all_normal(batch: Sequence[MessageExtBrokerInner]) -> bool:
 class BrokerMetrics(ServiceMetrics):
     """The broker's families; :meth:`bind` attaches the store and topic table for the scrape-time gauges."""
 
-    def __init__(self, node: NodeIdentity, *, max_topics: int, flush_disk_type: str) -> None:
+    def __init__(
+        self,
+        node: NodeIdentity,
+        *,
+        max_topics: int,
+        flush_disk_type: str,
+        max_consumer_pairs: int = DEFAULT_MAX_CONSUMER_PAIRS,
+    ) -> None:
         super().__init__(node, max_topics=max_topics)
         self.flush_disk_type = flush_disk_type
         tm = ("topic", "message_type")
@@ -113,6 +134,24 @@ class BrokerMetrics(ServiceMetrics):
         self._put_messages = 0
         self._flushed_messages = 0
         self._peers: dict[str, float] = {}
+        self._store: DefaultMessageStore | None = None
+        self._init_consumer_metrics(max_consumer_pairs)
+
+    def _init_consumer_metrics(self, max_consumer_pairs: int) -> None:
+        self.consumer_pairs = ConsumerPairLabels(max_consumer_pairs)
+        self.messages_out = self.counter(
+            "rocketmq_messages_out", "Messages handed to consumers (pull, pop).", CONSUMER_LABELS
+        )
+        self.throughput_out = self.counter(
+            "rocketmq_throughput_out", "Stored bytes handed to consumers (pull, pop).", CONSUMER_LABELS
+        )
+        self.send_to_dlq = self.counter(
+            "rocketmq_send_to_dlq_messages",
+            "Messages moved to a %DLQ% topic, by consumer group and original topic.",
+            ("topic", "consumer_group", "is_system"),
+        )
+        self.consumer_lag = ConsumerLagCollector(self.node)
+        self.registry.register(self.consumer_lag)
 
     # --- event loop -----------------------------------------------------------------------------------------
 
@@ -164,6 +203,28 @@ class BrokerMetrics(ServiceMetrics):
         self.message_size.observe_many([len(batch.body) // count] * count, label, "normal")
         self._put_messages += count
 
+    def on_messages_out(self, topic: str, group: str, count: int, size_bytes: int, *, is_retry: bool) -> None:
+        """One pull or pop answer handed ``count`` messages of ``size_bytes`` stored bytes (the records' total size,
+        RocketMQ's GetMessageResult#getBufferTotalSize) to ``group``. ``topic`` is the topic asked for (POP: the
+        original topic, ``is_retry`` True for messages of the group's retry topic; a ``%RETRY%`` topic name counts
+        as ``is_retry="true"``). Answers with no message count nothing.
+
+        Mirrors DefaultPullMessageResultHandler / PopMessageProcessor (COUNTER_MESSAGES_OUT_TOTAL,
+        COUNTER_THROUGHPUT_OUT_TOTAL). Event loop.
+        """
+        if count <= 0:
+            return
+        values = self.consumer_pairs(topic, group, is_retry=is_retry)
+        self.messages_out.child(*values).inc(count)
+        self.throughput_out.child(*values).inc(max(0, size_bytes))
+
+    def on_send_to_dlq(self, group: str, topic: str) -> None:
+        """One message of ``group`` (consumed from original ``topic``) moved to ``%DLQ%<group>``: the
+        ``RetryDlqService.on_send_to_dlq`` hook. Mirrors SendMessageProcessor / AbstractSendMessageProcessor
+        (COUNTER_CONSUMER_SEND_TO_DLQ_MESSAGES_TOTAL). Event loop."""
+        label_topic, label_group, _retry, system = self.consumer_pairs(topic, group, is_retry=False)
+        self.send_to_dlq.child(label_topic, label_group, system).inc()
+
     # --- flusher thread (mq_broker.store.flush.FlushObserver) -------------------------------------------------
 
     def on_flush(self, elapsed_ms: float) -> None:
@@ -179,6 +240,7 @@ class BrokerMetrics(ServiceMetrics):
 
     def bind(self, store: DefaultMessageStore, topics: TopicConfigManager) -> None:
         """Register the gauges read from ``store`` and ``topics`` (call once, after both started)."""
+        self._store = store
         commit_log = store.commit_log
         mfq = commit_log.mapped_file_queue
         root = store.config.store_path_root_dir
@@ -210,6 +272,28 @@ class BrokerMetrics(ServiceMetrics):
         )
         self.scalar_gauge(
             "mq_broker_commit_log_max_offset", "CommitLog max offset in bytes.", lambda: commit_log.max_offset
+        )
+
+    def bind_consumers(
+        self,
+        offsets: ConsumerOffsetTable,
+        inflight: InflightByGroupTopic | None,
+        *,
+        inflight_in_queue: InflightInQueue | None = None,
+    ) -> None:
+        """Feed the consumer gauges (lag, lag latency, in flight, queueing latency, ready) from ``offsets``
+        (ConsumerOffsetManager: ``offset_table``), the store given to :meth:`bind` (call that first) and POP's
+        in-flight figures: ``inflight()`` -> {(group, topic): messages} (``inflight_by_group_topic``) and
+        ``inflight_in_queue(group, topic, queue_id)`` (``inflight_count``; without it lag latency counts from the
+        first ready message). Computed when Prometheus scrapes (metrics HTTP thread), see
+        :mod:`mq_broker.consumer_metrics`. Call once, on start-up."""
+        assert self._store is not None, "bind(store, topics) comes first"
+        self.consumer_lag.sources = ConsumerLagSources(
+            offsets=offsets,
+            store=self._store,
+            inflight=inflight,
+            inflight_in_queue=inflight_in_queue,
+            labels=self.consumer_pairs,
         )
 
     def _producer_connections(self) -> float:

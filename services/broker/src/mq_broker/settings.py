@@ -18,6 +18,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from mq_broker.consumer.pop.context import PopConfig
+from mq_broker.consumer_metrics import DEFAULT_MAX_CONSUMER_PAIRS
 from mq_broker.store.config import MIN_COMMIT_LOG_FILE_SIZE_BYTES, FlushDiskType, MessageStoreConfig
 
 DEFAULT_STORE_PATH_ROOT_DIR = Path.home() / "store"
@@ -85,6 +86,12 @@ class BrokerSettings(ServiceSettings):
         ge=0,
         le=15,
         description="BrokerConfig.brokerPermission (PermName bits: 4 read, 2 write).",
+    )
+    metrics_max_consumer_pairs: int = Field(
+        default=DEFAULT_MAX_CONSUMER_PAIRS,
+        ge=0,
+        description="Distinct (topic, consumer_group) label pairs of the consumer metrics; later pairs count as "
+        "topic and consumer_group '_other'.",
     )
     max_message_size_bytes: int = mirrored_field(MessageStoreConfig, "max_message_size_bytes", gt=0)
     max_transfer_count_per_pull: int = mirrored_field(MessageStoreConfig, "max_transfer_count_per_pull", gt=0)

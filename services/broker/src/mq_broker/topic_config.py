@@ -12,17 +12,17 @@ the previous version, read back from the ``.bak`` when the file is unusable).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
 from mq_common.constants import MixAll, PermName, is_system_topic, validate_topic
 from mq_common.logging import get_logger
-from mq_common.protocol import DataVersion, TopicConfig
+from mq_common.protocol import TopicConfig
 from mq_common.protocol.topic import MAX_PERM
 
-from mq_broker.consumer.config_file import BackgroundPersister, load_json, persist_json
+from mq_broker.consumer.config_file import ConfigManager
 
 log = get_logger("mq_broker.topic_config")
 
@@ -45,10 +45,13 @@ def check_topic_config(config: TopicConfig) -> str | None:
     return None
 
 
-class TopicConfigManager:
-    """The broker's topic table. ``on_change`` (event loop) runs after a topic is created or updated (the
-    registrar uses it to register at once, like TopicConfigManager#registerBrokerData).
+class TopicConfigManager(ConfigManager):
+    """The broker's topic table (persisted as config_file.ConfigManager says). ``on_change`` (event loop) runs
+    after a topic is created, updated or deleted (the registrar uses it to register at once, like
+    TopicConfigManager#registerBrokerData).
     """
+
+    table_name = "topic config"
 
     def __init__(
         self,
@@ -59,14 +62,12 @@ class TopicConfigManager:
         auto_create_topic_enable: bool,
         default_topic_queue_nums: int,
     ) -> None:
-        self.config_path = config_path
+        super().__init__(config_path)
         self.auto_create_topic_enable = auto_create_topic_enable
         self.default_topic_queue_nums = default_topic_queue_nums
         self.topic_config_table: dict[str, TopicConfig] = {}
-        self.data_version = DataVersion()
         self.system_topics: set[str] = set()
         self.on_change: Callable[[], None] | None = None
-        self._persister = BackgroundPersister(config_path, self.encode)
         self._init_system_topics(cluster_name, broker_name)
 
     def _init_system_topics(self, cluster_name: str, broker_name: str) -> None:
@@ -91,18 +92,10 @@ class TopicConfigManager:
 
     # --- persistence ------------------------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Read the persisted table (or its ``.bak``) over the system topics. Blocking. Raises ValueError when
-        neither file is usable or an entry is malformed."""
-        data = load_json(self.config_path)
-        if data is None:
-            return
-        try:
-            self.data_version = DataVersion.from_json(data.get("dataVersion"))
-            for name, raw in dict(data.get("topicConfigTable") or {}).items():
-                self.topic_config_table[str(name)] = TopicConfig.from_json(raw)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise ValueError(f"{self.config_path}: malformed topic config: {exc}") from exc
+    def decode(self, data: Mapping[str, Any]) -> None:
+        """The persisted topics over the system topics."""
+        for name, raw in dict(data.get("topicConfigTable") or {}).items():
+            self.topic_config_table[str(name)] = TopicConfig.from_json(raw)
 
     def encode(self) -> dict[str, Any]:
         """TopicConfigManager#encode: the JSON object of the file (topics sorted by name)."""
@@ -111,17 +104,9 @@ class TopicConfigManager:
             "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.topic_config_table.items())},
         }
 
-    def persist(self) -> None:
-        """Write the table atomically (config_file.persist_json). Blocking; raises OSError."""
-        persist_json(self.config_path, self.encode())
-
-    async def wait_persisted(self) -> None:
-        """Wait for background writes scheduled so far."""
-        await self._persister.wait_persisted()
-
     def _changed(self) -> None:
         self.data_version = self.data_version.next_version()
-        self._persister.schedule()
+        self.persist_soon()
         if self.on_change is not None:
             self.on_change()
 

@@ -97,6 +97,15 @@ class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
 
         return _guard("GetAllTopicList", _topic_list_error, handle)
 
+    async def DeleteTopicInNamesrv(
+        self, request: namesrv_pb2.DeleteTopicInNamesrvRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> namesrv_pb2.DeleteTopicInNamesrvResponse:
+        def handle() -> namesrv_pb2.DeleteTopicInNamesrvResponse:
+            self._manager.delete_topic(request.topic, request.cluster_name or None)
+            return namesrv_pb2.DeleteTopicInNamesrvResponse(code=ResponseCode.SUCCESS)
+
+        return _guard("DeleteTopicInNamesrv", _delete_topic_error, handle)
+
 
 def _register_error(code: int, remark: str) -> namesrv_pb2.RegisterBrokerResponse:
     return namesrv_pb2.RegisterBrokerResponse(code=code, remark=remark)
@@ -116,6 +125,10 @@ def _cluster_error(code: int, remark: str) -> namesrv_pb2.GetBrokerClusterInfoRe
 
 def _topic_list_error(code: int, remark: str) -> namesrv_pb2.GetAllTopicListResponse:
     return namesrv_pb2.GetAllTopicListResponse(code=code, remark=remark)
+
+
+def _delete_topic_error(code: int, remark: str) -> namesrv_pb2.DeleteTopicInNamesrvResponse:
+    return namesrv_pb2.DeleteTopicInNamesrvResponse(code=code, remark=remark)
 
 
 def add_to_server(servicer: NameServerServicer, server: grpc.aio.Server) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from mq_common.constants import MixAll
+from mq_common.constants import MixAll, validate_topic
 from mq_common.errors import InvalidParameterError
 from mq_common.protocol import BrokerRegistration, TopicConfig
 
@@ -39,6 +39,13 @@ def require_name(what: str, value: str) -> None:
         raise InvalidParameterError(f"{what} is blank")
     if any(c.isspace() or not c.isprintable() for c in value):
         raise InvalidParameterError(f"{what} contains whitespace or control characters: {value!r}")
+
+
+def require_topic(topic: str) -> None:
+    """Raise InvalidParameterError with TopicValidator's remark when ``topic`` is not a legal topic name."""
+    remark = validate_topic(topic)
+    if remark is not None:
+        raise InvalidParameterError(remark)
 
 
 def require_broker_id(broker_id: int) -> None:

@@ -33,7 +33,14 @@ from mq_common.protocol import (
     TopicRouteData,
 )
 
-from mq_namesrv.model import is_master, require_broker_id, require_name, validate_addr, validate_registration
+from mq_namesrv.model import (
+    is_master,
+    require_broker_id,
+    require_name,
+    require_topic,
+    validate_addr,
+    validate_registration,
+)
 
 log = get_logger("mq_namesrv.route_info_manager")
 
@@ -231,6 +238,40 @@ class RouteInfoManager:
             if not queue_map:
                 del self.topic_queue_table[topic]
                 log.info("topic_removed", topic=topic, last_broker_name=broker_name)
+
+    # ------------------------------------------------------------------------------------------- delete topic
+
+    def delete_topic(self, topic: str, cluster_name: str | None = None) -> tuple[str, ...]:
+        """Drop ``topic``'s route; the broker names whose QueueData was removed, sorted.
+
+        Without ``cluster_name`` (None or "") the whole topic goes (Mirrors #deleteTopic(topic)); with it,
+        only the QueueData of that cluster's brokers, and the topic when none is left (Mirrors
+        #deleteTopic(topic, clusterName)). An unknown topic or cluster changes nothing (RocketMQ answers
+        SUCCESS). Raises InvalidParameterError (29) for an illegal topic name (TopicValidator) or a cluster
+        name with whitespace. A broker that registers the topic again brings its QueueData back.
+        """
+        require_topic(topic)
+        if cluster_name:
+            require_name("clusterName", cluster_name)
+        queue_map = self.topic_queue_table.get(topic)
+        if queue_map is None:
+            return ()
+        if cluster_name:
+            brokers = self.cluster_addr_table.get(cluster_name, set())
+            removed = tuple(sorted(n for n in brokers if queue_map.pop(n, None) is not None))
+        else:
+            removed = tuple(sorted(queue_map))
+            queue_map.clear()
+        if not queue_map:
+            del self.topic_queue_table[topic]
+        log.info(
+            "topic_deleted",
+            topic=topic,
+            cluster=cluster_name or None,
+            broker_names=list(removed),
+            route_left=bool(queue_map),
+        )
+        return removed
 
     def scan_not_active_broker(self) -> list[str]:
         """Unregister every broker whose last registration is older than its heartbeat timeout.

@@ -1,90 +1,57 @@
-"""Operator calls against name servers, brokers and the producer gateway.
+"""Operator calls against name servers, brokers and the producer gateway: :class:`MQAdminClient`.
 
-Mirrors org.apache.rocketmq.tools.admin.DefaultMQAdminExt (examineBrokerClusterInfo, fetchAllTopicList,
-examineTopicRouteInfo, examineTopicStats, createAndUpdateTopicConfig) plus what ConsumeMessageCommand and
-SendMessageCommand do. Runs on the caller's asyncio loop; errors are the typed mq_common.errors.
+Mirrors org.apache.rocketmq.tools.admin.DefaultMQAdminExt: this module holds the topic, message and send
+operations (examineTopicStats, createAndUpdateTopicConfig, queryMessage, viewMessage, plus what
+ConsumeMessageCommand, QueryMsgByOffsetSubCommand, PrintMessageSubCommand and SendMessageCommand do); the name
+server part is in mq_client.admin.admin_base, the consumer side in mq_client.admin.consumer_admin. Runs on the
+caller's asyncio loop; errors are the typed mq_common.errors.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
-from typing import Final, Self
+from dataclasses import dataclass
+from typing import Final
 
-from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
 from mq_common.constants import validate_topic
-from mq_common.errors import MQClientError, MQError
+from mq_common.errors import MQClientError
 from mq_common.message_id import decode_offset_msg_id
-from mq_common.namesrv_client import NameServerClient
-from mq_common.protocol import ClusterInfo, MessageQueue, PullStatus, TopicConfig, TopicQueueOffset, TopicRouteData
+from mq_common.protocol import MessageQueue, PullStatus, TopicConfig, TopicQueueOffset, TopicRouteData
 from mq_common.response_code import ResponseCode
 
-from mq_client.broker_client import BrokerClient
-from mq_client.consumer import DEFAULT_CONSUMER_GROUP, PullConsumer
+from mq_client.admin.admin_base import DEFAULT_GATEWAY_ADDR, gather_answers
+from mq_client.admin.consumer_admin import ConsumerAdmin
+from mq_client.consumer import DEFAULT_CONSUMER_GROUP
 from mq_client.gateway_client import GatewayMessage, GatewaySendResult, gateway_send
 
-DEFAULT_GATEWAY_ADDR: Final = "127.0.0.1:8081"
-DEFAULT_ADMIN_TIMEOUT_MS: Final = 5000
 # ConsumeMessageCommand pulls 32 messages a call; bound the loop so a huge count cannot spin forever.
 CONSUME_BATCH_NUMS: Final = 32
 # QueryMsgByKeySubCommand's default maxNum (also the broker's maxMsgsNumBatch).
 DEFAULT_QUERY_MAX_NUM: Final = 64
 MAX_CONSUME_MESSAGES: Final = 100_000
-CLUSTER_NOT_FOUND_REMARK: Final = (
-    "Make sure the specified clusterName exists or the name server connected to is correct."
-)
+# printMsg's default bound on the messages it prints (RocketMQ's command prints every message in the range).
+DEFAULT_PRINT_MAX_NUM: Final = 1024
 
 
-class MQAdminClient:
+@dataclass(frozen=True, slots=True)
+class QueueMessages:
+    """What :meth:`MQAdminClient.print_messages` read from one queue: the offsets [min_offset, max_offset) it
+    covered (from the time range, else the queue's min/max) and the messages found there, in offset order."""
+
+    queue: MessageQueue
+    min_offset: int
+    max_offset: int
+    messages: tuple[MessageExt, ...]
+
+
+class MQAdminClient(ConsumerAdmin):
     """Admin operations. Mirrors org.apache.rocketmq.tools.admin.DefaultMQAdminExt.
 
-    ``namesrv_addrs`` are tried with failover; ``gateway_addr`` is the producer gateway used by
-    :meth:`send_message`. Use as ``async with MQAdminClient([...]) as admin:`` or call :meth:`close`.
+    Construction, channels and name server queries: :class:`mq_client.admin.admin_base.AdminBase`; consumer-side
+    operations: :class:`mq_client.admin.consumer_admin.ConsumerAdmin`. Use as ``async with MQAdminClient([...]) as
+    admin:`` or call :meth:`close`.
     """
-
-    def __init__(
-        self,
-        namesrv_addrs: Sequence[str],
-        *,
-        gateway_addr: str = DEFAULT_GATEWAY_ADDR,
-        timeout_ms: int = DEFAULT_ADMIN_TIMEOUT_MS,
-    ) -> None:
-        """Raises MQClientError (RPC_ADDR_IS_NULL) when ``namesrv_addrs`` is empty."""
-        self._pool = ChannelPool()
-        self._namesrv = NameServerClient(namesrv_addrs, self._pool)
-        self._broker = BrokerClient(self._pool)
-        self._consumer = PullConsumer(namesrv_addrs, pool=self._pool, route_timeout_ms=timeout_ms)
-        self.gateway_addr = gateway_addr
-        self.timeout_ms = timeout_ms
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close every channel."""
-        await self._consumer.close()
-        await self._pool.close()
-
-    # ------------------------------------------------------------------------------------------ name server
-
-    async def cluster_list(self) -> ClusterInfo:
-        """Brokers per cluster with their last heartbeat. Mirrors DefaultMQAdminExt#examineBrokerClusterInfo."""
-        return await self._namesrv.get_broker_cluster_info(self.timeout_ms)
-
-    async def topic_list(self) -> list[str]:
-        """Every topic with a route, sorted. Mirrors DefaultMQAdminExt#fetchAllTopicList."""
-        return await self._namesrv.get_all_topic_list(self.timeout_ms)
-
-    async def topic_route(self, topic: str) -> TopicRouteData:
-        """``topic``'s route. Mirrors #examineTopicRouteInfo. Raises TopicNotExistError (17)."""
-        return await self._namesrv.get_route_info_by_topic(topic, self.timeout_ms)
 
     # ------------------------------------------------------------------------------------------------ broker
 
@@ -93,7 +60,9 @@ class MQAdminClient:
         (broker name, queue id). Mirrors DefaultMQAdminExt#examineTopicStats.
 
         Raises TopicNotExistError (17) without a route, the broker's error (error_for_code) otherwise."""
-        route = await self.topic_route(topic)
+        return await self._topic_stats(topic, await self.topic_route(topic))
+
+    async def _topic_stats(self, topic: str, route: TopicRouteData) -> list[TopicQueueOffset]:
         offsets: list[TopicQueueOffset] = []
         for broker in sorted(route.broker_datas, key=lambda b: b.broker_name):
             addr = broker.select_broker_addr()
@@ -110,22 +79,10 @@ class MQAdminClient:
         addresses updated, in order. Raises MQClientError (INVALID_PARAMETER) unless exactly one target is
         given or when the topic name is illegal, MQClientError (BROKER_NOT_EXIST) when the cluster has no
         master, the broker's error (error_for_code) on refusal, RemotingError on transport failure."""
-        if (broker_addr is None) == (cluster_name is None):
-            raise MQClientError(
-                "set exactly one of brokerAddr (-b) and clusterName (-c)", ResponseCode.INVALID_PARAMETER
-            )
         remark = validate_topic(config.topic_name)
         if remark is not None:
             raise MQClientError(remark, ResponseCode.INVALID_PARAMETER)
-        if broker_addr is not None:
-            addrs = [broker_addr]
-        else:
-            assert cluster_name is not None
-            addrs = sorted((await self.cluster_list()).master_addrs_of_cluster(cluster_name))
-            if not addrs:
-                raise MQClientError(
-                    f"{CLUSTER_NOT_FOUND_REMARK} cluster: {cluster_name}", ResponseCode.BROKER_NOT_EXIST
-                )
+        addrs = await self.resolve_broker_addrs(broker_addr, cluster_name)
         for addr in addrs:
             await self._broker.create_topic(addr, config, self.timeout_ms)
         return addrs
@@ -162,13 +119,17 @@ class MQAdminClient:
                 break
         return messages
 
-    async def _consume_queue(self, mq: MessageQueue, offset: int, count: int, subscription: str) -> list[MessageExt]:
+    async def _consume_queue(
+        self, mq: MessageQueue, offset: int, count: int, subscription: str, end_offset: int | None = None
+    ) -> list[MessageExt]:
+        """Up to ``count`` messages of ``mq`` from ``offset`` (below ``end_offset`` when given), in pulls of
+        CONSUME_BATCH_NUMS; stops at NO_NEW_MSG / OFFSET_ILLEGAL or when a pull does not move forward."""
         out: list[MessageExt] = []
         for _ in range(MAX_CONSUME_MESSAGES // CONSUME_BATCH_NUMS + 1):
-            if len(out) >= count:
+            if len(out) >= count or (end_offset is not None and offset >= end_offset):
                 break
             result = await self._consumer.pull(mq, offset, min(CONSUME_BATCH_NUMS, count - len(out)), subscription)
-            out.extend(result.messages)
+            out.extend(m for m in result.messages if end_offset is None or m.queue_offset < end_offset)
             if (
                 result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL)
                 or result.next_begin_offset <= offset
@@ -176,6 +137,66 @@ class MQAdminClient:
                 break
             offset = result.next_begin_offset
         return out[:count]
+
+    async def query_message_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:
+        """The message at queue ``offset`` of (``topic``, ``broker_name``, ``queue_id``): one pull of one message.
+        Mirrors QueryMsgByOffsetSubCommand (DefaultMQPullConsumer#pull(mq, "*", offset, 1)).
+
+        Raises MQClientError NO_MESSAGE (208) when the pull finds none (the remark names the pull status and the
+        queue's min/max offsets), MQClientError INVALID_PARAMETER (29) for a negative offset, MQClientError
+        BROKER_NOT_EXIST (211) when the route has no such broker, TopicNotExistError (17) without a route."""
+        mq = MessageQueue(topic, broker_name, queue_id)
+        result = await self._consumer.pull(mq, offset, 1)
+        if result.status is PullStatus.FOUND and result.messages:
+            return result.messages[0]
+        raise MQClientError(
+            f"no message at offset {offset} of {mq}: {result.status.name} "
+            f"(min offset {result.min_offset}, max offset {result.max_offset})",
+            ResponseCode.NO_MESSAGE,
+        )
+
+    async def print_messages(
+        self,
+        topic: str,
+        begin_timestamp_ms: int | None = None,
+        end_timestamp_ms: int | None = None,
+        subscription: str = "*",
+        max_num: int = DEFAULT_PRINT_MAX_NUM,
+    ) -> list[QueueMessages]:
+        """The messages of every queue of ``topic`` stored in [begin, end) (a queue's min/max offset when a bound is
+        None; the offsets come from SearchOffsetByTimestamp), matching ``subscription``, in (broker name, queue id)
+        then offset order, ``max_num`` at most in all. Mirrors PrintMessageSubCommand (``-b -e -s``), bounded.
+
+        Raises MQClientError INVALID_PARAMETER (29) for ``max_num`` outside 1..100000 or begin > end,
+        TopicNotExistError (17) without a route, the broker's error (error_for_code) or RemotingError."""
+        if not 0 < max_num <= MAX_CONSUME_MESSAGES:
+            raise MQClientError(
+                f"maxNum out of range [1, {MAX_CONSUME_MESSAGES}]: {max_num}", ResponseCode.INVALID_PARAMETER
+            )
+        if begin_timestamp_ms is not None and end_timestamp_ms is not None and begin_timestamp_ms > end_timestamp_ms:
+            raise MQClientError(
+                f"begin timestamp {begin_timestamp_ms} is after end timestamp {end_timestamp_ms}",
+                ResponseCode.INVALID_PARAMETER,
+            )
+        route = await self.topic_route(topic)
+        found: list[QueueMessages] = []
+        remaining = max_num
+        for stats in await self._topic_stats(topic, route):
+            addr = route.find_broker_addr(stats.broker_name)
+            if addr is None or remaining <= 0:
+                continue
+            begin = await self._offset_at(addr, topic, stats.queue_id, begin_timestamp_ms, stats.min_offset)
+            end = await self._offset_at(addr, topic, stats.queue_id, end_timestamp_ms, stats.max_offset)
+            mq = MessageQueue(topic, stats.broker_name, stats.queue_id)
+            messages = await self._consume_queue(mq, begin, remaining, subscription, end)
+            remaining -= len(messages)
+            found.append(QueueMessages(mq, begin, end, tuple(messages)))
+        return found
+
+    async def _offset_at(self, addr: str, topic: str, queue_id: int, timestamp_ms: int | None, default: int) -> int:
+        if timestamp_ms is None:
+            return default
+        return await self._calls.search_offset_by_timestamp(addr, topic, queue_id, timestamp_ms, self.timeout_ms)
 
     # ----------------------------------------------------------------------------------------------- queries
 
@@ -227,21 +248,10 @@ class MQAdminClient:
     async def _query_route(self, topic: str, ask: Callable[[str], Awaitable[list[MessageExt]]]) -> list[MessageExt]:
         """Run ``ask`` on each broker group of ``topic``'s route at once; merge newest first. A broker's
         QUERY_NOT_FOUND counts as no message; other errors are raised only when no broker answered."""
-        route = await self.topic_route(topic)
-        addrs = sorted({a for b in route.broker_datas if (a := b.select_broker_addr()) is not None})
-        outcomes = await asyncio.gather(*(ask(a) for a in addrs), return_exceptions=True)
-        found: list[MessageExt] = []
-        errors: list[MQError] = []
-        for outcome in outcomes:
-            if isinstance(outcome, MQError):
-                if outcome.code != ResponseCode.QUERY_NOT_FOUND:
-                    errors.append(outcome)
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                found.extend(outcome)
-        if not found and errors and len(errors) == len(addrs):
-            raise errors[0]
+        answers = await gather_answers(
+            [ask(a) for a in await self.route_addrs(topic)], ignore_code=ResponseCode.QUERY_NOT_FOUND
+        )
+        found = [m for messages in answers for m in messages]
         if not found:
             raise MQClientError("query message by key finished, but no message.", ResponseCode.NO_MESSAGE)
         found.sort(key=lambda m: (m.store_timestamp_ms, m.commit_log_offset), reverse=True)

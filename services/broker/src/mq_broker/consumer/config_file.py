@@ -18,9 +18,10 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from mq_common.logging import get_logger
+from mq_common.protocol import DataVersion
 
 log = get_logger("mq_broker.consumer.config_file")
 
@@ -106,8 +107,9 @@ class BackgroundPersister:
     ``snapshot`` (called on the event loop, so it sees a consistent table) gives the JSON object to write.
     :meth:`schedule` marks the file stale; one task at a time takes a fresh snapshot and writes it through
     ``asyncio.to_thread`` until nothing is stale, so any number of changes cost at most one pending write (the
-    bound). Without a running loop (start-up, tests) :meth:`schedule` writes at once. A failed write is logged and
-    the next change or :meth:`wait_persisted` caller's persist tries again; nothing raises into the caller.
+    bound). Without a running loop (start-up, tests) :meth:`schedule` writes at once. A failed write is logged (the
+    next change writes the whole table again, and the broker persists once more when it stops); nothing raises into
+    the caller.
     """
 
     def __init__(self, path: Path, snapshot: Callable[[], Mapping[str, Any]]) -> None:
@@ -140,3 +142,52 @@ class BackgroundPersister:
                 await asyncio.to_thread(persist_json, self.path, data)
             except OSError as exc:
                 log.error("config_file_persist_failed", path=str(self.path), error=str(exc))
+
+
+class ConfigManager:
+    """A table persisted as one JSON file with a ``dataVersion``: :meth:`load` / :meth:`persist` (blocking) over
+    the subclass's :meth:`encode` / :meth:`decode`, and :meth:`persist_soon` / :meth:`wait_persisted` (event loop)
+    for changes while serving. Mirrors org.apache.rocketmq.common.ConfigManager.
+
+    ``table_name`` names the table in a load error's text.
+    """
+
+    table_name: ClassVar[str] = "config"
+
+    def __init__(self, config_path: Path) -> None:
+        self.config_path = config_path
+        self.data_version = DataVersion()
+        self._persister = BackgroundPersister(config_path, self.encode)
+
+    def encode(self) -> dict[str, Any]:
+        """The JSON object of the file (with ``"dataVersion"``). Event loop."""
+        raise NotImplementedError
+
+    def decode(self, data: Mapping[str, Any]) -> None:
+        """Take the table of a loaded JSON object (its ``dataVersion`` is read already). Raises ValueError,
+        TypeError, KeyError or AttributeError for a malformed one."""
+        raise NotImplementedError
+
+    def load(self) -> None:
+        """Read the file (or its ``.bak``); nothing when neither exists. Blocking. Raises ValueError when neither
+        file is usable or the table is malformed."""
+        data = load_json(self.config_path)
+        if data is None:
+            return
+        try:
+            self.data_version = DataVersion.from_json(data.get("dataVersion"))
+            self.decode(data)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"{self.config_path}: malformed {self.table_name}: {exc}") from exc
+
+    def persist(self) -> None:
+        """Write the table atomically (:func:`persist_json`). Blocking; raises OSError."""
+        persist_json(self.config_path, self.encode())
+
+    def persist_soon(self) -> None:
+        """Write the table in the background (:class:`BackgroundPersister`). Event loop."""
+        self._persister.schedule()
+
+    async def wait_persisted(self) -> None:
+        """Wait for the background writes of the changes made so far."""
+        await self._persister.wait_persisted()

@@ -25,9 +25,8 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from mq_common.logging import get_logger
-from mq_common.protocol import DataVersion
 
-from mq_broker.consumer.config_file import load_json, persist_json
+from mq_broker.consumer.config_file import ConfigManager, persist_json
 
 log = get_logger("mq_broker.consumer.offset_manager")
 
@@ -48,14 +47,15 @@ def _split(key: str) -> tuple[str, str] | None:
     return (parts[0], parts[1]) if len(parts) == 2 else None
 
 
-class ConsumerOffsetManager:
+class ConsumerOffsetManager(ConfigManager):
     """The broker's ``topic@group -> {queue id: offset}`` table."""
+
+    table_name = "consumer offset table"
 
     def __init__(self, config_path: Path, *, persist_interval_ms: int) -> None:
         assert persist_interval_ms > 0
-        self.config_path = config_path
+        super().__init__(config_path)
         self.persist_interval_ms = persist_interval_ms
-        self.data_version = DataVersion()
         self._table: dict[str, dict[int, int]] = {}
         self._changes = 0
         self._persisted_changes = 0
@@ -68,21 +68,12 @@ class ConsumerOffsetManager:
 
     # --- persistence ------------------------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Read the persisted table (or, after a crash mid-write, its ``.bak``). Blocking. Raises ValueError
-        when neither file is usable or an entry is malformed."""
-        data = load_json(self.config_path)
-        if data is None:
-            return
-        try:
-            self.data_version = DataVersion.from_json(data.get("dataVersion"))
-            table = {
-                str(key): {int(q): int(o) for q, o in dict(queues).items()}
-                for key, queues in dict(data.get("offsetTable") or {}).items()
-            }
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{self.config_path}: malformed consumer offset table: {exc}") from exc
-        self._table = table
+    def decode(self, data: Mapping[str, Any]) -> None:
+        """The persisted table replaces the one in memory (after a crash: the last file written, or its .bak)."""
+        self._table = {
+            str(key): {int(q): int(o) for q, o in dict(queues).items()}
+            for key, queues in dict(data.get("offsetTable") or {}).items()
+        }
 
     def encode(self) -> dict[str, Any]:
         """ConsumerOffsetManager#encode: the JSON object of the file (keys sorted, queue ids as strings)."""
@@ -96,7 +87,7 @@ class ConsumerOffsetManager:
     def persist(self) -> None:
         """Write the table atomically (config_file.persist_json). Blocking; raises OSError."""
         changes = self._changes
-        persist_json(self.config_path, self.encode())
+        super().persist()
         self._persisted_changes = changes
 
     async def persist_async(self) -> None:

@@ -17,6 +17,7 @@ shutdown); everything else runs on the event loop, and changes are written in th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
@@ -24,9 +25,9 @@ from typing import Any, Final
 from mq_common.constants import MixAll, validate_group
 from mq_common.errors import InvalidParameterError
 from mq_common.logging import get_logger
-from mq_common.protocol import DataVersion, SubscriptionGroupConfig
+from mq_common.protocol import SubscriptionGroupConfig
 
-from mq_broker.consumer.config_file import BackgroundPersister, load_json, persist_json
+from mq_broker.consumer.config_file import ConfigManager
 
 log = get_logger("mq_broker.consumer.subscription_group")
 
@@ -64,31 +65,23 @@ def check_subscription_group_config(config: SubscriptionGroupConfig) -> str | No
     return None
 
 
-class SubscriptionGroupManager:
+class SubscriptionGroupManager(ConfigManager):
     """The broker's subscription group table. With ``auto_create_subscription_group`` an unknown (valid) group is
     created with RocketMQ's defaults on first use (autoCreateSubscriptionGroup)."""
 
+    table_name = "subscription group table"
+
     def __init__(self, config_path: Path, *, auto_create_subscription_group: bool) -> None:
-        self.config_path = config_path
+        super().__init__(config_path)
         self.auto_create_subscription_group = auto_create_subscription_group
-        self.data_version = DataVersion()
-        self._persister = BackgroundPersister(config_path, self.encode)
         self._table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
 
     # --- persistence ------------------------------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Read the persisted table (or its ``.bak``) over the system groups. Blocking. Raises ValueError when
-        neither file is usable or an entry is malformed."""
-        data = load_json(self.config_path)
-        if data is None:
-            return
-        try:
-            self.data_version = DataVersion.from_json(data.get("dataVersion"))
-            for name, raw in dict(data.get("subscriptionGroupTable") or {}).items():
-                self._table[str(name)] = SubscriptionGroupConfig.from_json(raw)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise ValueError(f"{self.config_path}: malformed subscription group table: {exc}") from exc
+    def decode(self, data: Mapping[str, Any]) -> None:
+        """The persisted groups over the system groups."""
+        for name, raw in dict(data.get("subscriptionGroupTable") or {}).items():
+            self._table[str(name)] = SubscriptionGroupConfig.from_json(raw)
 
     def encode(self) -> dict[str, Any]:
         """SubscriptionGroupManager#encode: the JSON object of the file (groups sorted by name)."""
@@ -97,17 +90,9 @@ class SubscriptionGroupManager:
             "dataVersion": self.data_version.to_json(),
         }
 
-    def persist(self) -> None:
-        """Write the table atomically (config_file.persist_json). Blocking; raises OSError."""
-        persist_json(self.config_path, self.encode())
-
-    async def wait_persisted(self) -> None:
-        """Wait for the background writes of the changes made so far."""
-        await self._persister.wait_persisted()
-
     def _changed(self) -> None:
         self.data_version = self.data_version.next_version()
-        self._persister.schedule()
+        self.persist_soon()
 
     # --- queries and changes (event loop) ------------------------------------------------------------------------
 

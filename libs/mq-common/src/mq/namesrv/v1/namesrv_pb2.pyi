@@ -531,3 +531,50 @@ class GetAllTopicListResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetAllTopicListResponse: _TypeAlias = GetAllTopicListResponse  # noqa: Y015
+
+@_typing.final
+class DeleteTopicInNamesrvRequest(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.header.namesrv.DeleteTopicFromNamesrvRequestHeader."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    CLUSTER_NAME_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    cluster_name: _builtins.str
+    """Empty: the whole topic; else only the QueueData of this cluster's brokers (the topic goes when none is left)."""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        cluster_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_name", b"cluster_name", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteTopicInNamesrvRequest: _TypeAlias = DeleteTopicInNamesrvRequest  # noqa: Y015
+
+@_typing.final
+class DeleteTopicInNamesrvResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteTopicInNamesrvResponse: _TypeAlias = DeleteTopicInNamesrvResponse  # noqa: Y015

@@ -59,6 +59,11 @@ class NameServerStub:
                 request_serializer=mq_dot_namesrv_dot_v1_dot_namesrv__pb2.GetAllTopicListRequest.SerializeToString,
                 response_deserializer=mq_dot_namesrv_dot_v1_dot_namesrv__pb2.GetAllTopicListResponse.FromString,
                 _registered_method=True)
+        self.DeleteTopicInNamesrv = channel.unary_unary(
+                '/mq.namesrv.v1.NameServer/DeleteTopicInNamesrv',
+                request_serializer=mq_dot_namesrv_dot_v1_dot_namesrv__pb2.DeleteTopicInNamesrvRequest.SerializeToString,
+                response_deserializer=mq_dot_namesrv_dot_v1_dot_namesrv__pb2.DeleteTopicInNamesrvResponse.FromString,
+                _registered_method=True)
 
 
 class NameServerServicer:
@@ -99,6 +104,13 @@ class NameServerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteTopicInNamesrv(self, request, context):
+        """DELETE_TOPIC_IN_NAMESRV (216): drop a topic's route (only its brokers of cluster_name when set).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NameServerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -126,6 +138,11 @@ def add_NameServerServicer_to_server(servicer, server):
                     servicer.GetAllTopicList,
                     request_deserializer=mq_dot_namesrv_dot_v1_dot_namesrv__pb2.GetAllTopicListRequest.FromString,
                     response_serializer=mq_dot_namesrv_dot_v1_dot_namesrv__pb2.GetAllTopicListResponse.SerializeToString,
+            ),
+            'DeleteTopicInNamesrv': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopicInNamesrv,
+                    request_deserializer=mq_dot_namesrv_dot_v1_dot_namesrv__pb2.DeleteTopicInNamesrvRequest.FromString,
+                    response_serializer=mq_dot_namesrv_dot_v1_dot_namesrv__pb2.DeleteTopicInNamesrvResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -263,6 +280,33 @@ class NameServer:
             '/mq.namesrv.v1.NameServer/GetAllTopicList',
             mq_dot_namesrv_dot_v1_dot_namesrv__pb2.GetAllTopicListRequest.SerializeToString,
             mq_dot_namesrv_dot_v1_dot_namesrv__pb2.GetAllTopicListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopicInNamesrv(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.namesrv.v1.NameServer/DeleteTopicInNamesrv',
+            mq_dot_namesrv_dot_v1_dot_namesrv__pb2.DeleteTopicInNamesrvRequest.SerializeToString,
+            mq_dot_namesrv_dot_v1_dot_namesrv__pb2.DeleteTopicInNamesrvResponse.FromString,
             options,
             channel_credentials,
             insecure,

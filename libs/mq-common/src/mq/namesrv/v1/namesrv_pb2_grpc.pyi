@@ -43,6 +43,8 @@ class NameServerStub:
     """GET_BROKER_CLUSTER_INFO (106)."""
     GetAllTopicList: _grpc.UnaryUnaryMultiCallable[_namesrv_pb2.GetAllTopicListRequest, _namesrv_pb2.GetAllTopicListResponse]
     """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)."""
+    DeleteTopicInNamesrv: _grpc.UnaryUnaryMultiCallable[_namesrv_pb2.DeleteTopicInNamesrvRequest, _namesrv_pb2.DeleteTopicInNamesrvResponse]
+    """DELETE_TOPIC_IN_NAMESRV (216): drop a topic's route (only its brokers of cluster_name when set)."""
 
 @_typing.type_check_only
 class NameServerAsyncStub(NameServerStub):
@@ -57,6 +59,8 @@ class NameServerAsyncStub(NameServerStub):
     """GET_BROKER_CLUSTER_INFO (106)."""
     GetAllTopicList: _aio.UnaryUnaryMultiCallable[_namesrv_pb2.GetAllTopicListRequest, _namesrv_pb2.GetAllTopicListResponse]  # type: ignore[assignment]
     """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)."""
+    DeleteTopicInNamesrv: _aio.UnaryUnaryMultiCallable[_namesrv_pb2.DeleteTopicInNamesrvRequest, _namesrv_pb2.DeleteTopicInNamesrvResponse]  # type: ignore[assignment]
+    """DELETE_TOPIC_IN_NAMESRV (216): drop a topic's route (only its brokers of cluster_name when set)."""
 
 class NameServerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -98,5 +102,13 @@ class NameServerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_namesrv_pb2.GetAllTopicListResponse, _abc.Awaitable[_namesrv_pb2.GetAllTopicListResponse]]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)."""
+
+    @_abc_1.abstractmethod
+    def DeleteTopicInNamesrv(
+        self,
+        request: _namesrv_pb2.DeleteTopicInNamesrvRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_namesrv_pb2.DeleteTopicInNamesrvResponse, _abc.Awaitable[_namesrv_pb2.DeleteTopicInNamesrvResponse]]:
+        """DELETE_TOPIC_IN_NAMESRV (216): drop a topic's route (only its brokers of cluster_name when set)."""
 
 def add_NameServerServicer_to_server(servicer: NameServerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -27,7 +27,7 @@ import itertools
 import random
 import struct
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from mq_common.codec import PHYSICAL_OFFSET_POS, decode_message, encode_message, encode_properties, host_to_bytes
 from mq_common.constants import MessageConst, retry_topic
@@ -85,8 +85,15 @@ class _PopBatch:
         return self.request.max_msg_nums - len(self.messages)
 
 
+class MessagesOutObserver(Protocol):
+    """mq_broker.metrics.BrokerMetrics#on_messages_out (rocketmq_messages_out_total / throughput_out_total)."""
+
+    def on_messages_out(self, topic: str, group: str, count: int, size_bytes: int, *, is_retry: bool) -> None: ...
+
+
 class PopMessageProcessor:
-    """Serves PopMessage over a :class:`PopContext` and the broker's LongPollingService."""
+    """Serves PopMessage over a :class:`PopContext` and the broker's LongPollingService. ``metrics`` (event loop)
+    is told about the messages each queue read hands out (the topic asked for, ``is_retry`` for the retry topic's)."""
 
     def __init__(self, context: PopContext, long_polling: LongPollingService) -> None:
         self.context = context
@@ -94,6 +101,7 @@ class PopMessageProcessor:
         self._ck_numbers = itertools.count()
         self._random = random.Random()
         self._reading: set[tuple[str, str, int]] = set()
+        self.metrics: MessagesOutObserver | None = None
 
     async def pop(self, request: PopMessageRequestHeader, peer: str = "") -> PopMessageResponseHeader:
         """Check, pop, and long-poll when nothing is there. Raises MQError (see the module docstring) for a
@@ -224,6 +232,9 @@ class PopMessageProcessor:
             return
         ctx.offsets.commit_offset(batch.peer, group, topic, queue_id, result.next_begin_offset)
         self._hand_out(batch, row, result, is_retry)
+        if self.metrics is not None:
+            size = sum(len(record) for record in result.messages)
+            self.metrics.on_messages_out(batch.request.topic, group, len(result.messages), size, is_retry=is_retry)
 
     def _pop_offset(self, batch: _PopBatch, topic: str, queue_id: int) -> int:
         """PopMessageProcessor#getPopOffset / #getInitOffset (the initial offset is committed at once)."""

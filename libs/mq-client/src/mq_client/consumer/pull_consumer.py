@@ -1,14 +1,16 @@
 """A minimal pull consumer: list a topic's queues, pull messages of one queue from an offset.
 
-Mirrors org.apache.rocketmq.client.consumer.DefaultMQPullConsumer (fetchSubscribeMessageQueues, pull) and
-DefaultLitePullConsumer's pull path, plus PullAPIWrapper#processPullResult's client-side tag filter.
-Offsets are the caller's business (no offset store, no rebalance). Runs on the caller's asyncio loop; one
-PullConsumer per loop.
+Mirrors org.apache.rocketmq.client.consumer.DefaultMQPullConsumer (fetchSubscribeMessageQueues, pull, minOffset,
+maxOffset, searchOffset: MQAdminImpl's queue calls) and DefaultLitePullConsumer's pull path (long polling,
+commit offset piggy-backed), plus PullAPIWrapper#processPullResult's client-side tag filter. Offsets are the
+caller's business (no offset store, no rebalance: mq_client.consumer.lite_pull_consumer builds those on top).
+Runs on the caller's asyncio loop; one PullConsumer per loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Final, Self
 
@@ -16,10 +18,17 @@ from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
 from mq_common.errors import MQClientError, RemotingError
 from mq_common.namesrv_client import NameServerClient
-from mq_common.protocol import MessageQueue, PullResult, TopicRouteData
+from mq_common.protocol import (
+    ConsumerSendMsgBackRequestHeader,
+    MessageQueue,
+    PullResult,
+    TopicQueueOffset,
+    TopicRouteData,
+)
 from mq_common.response_code import ResponseCode
 
 from mq_client.broker_client import BrokerClient
+from mq_client.consumer_calls import ConsumerBrokerCalls
 
 DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
 SUB_ALL: Final = "*"
@@ -46,6 +55,17 @@ def filter_by_tags(messages: Sequence[MessageExt], tags: frozenset[str]) -> tupl
     return tuple(m for m in messages if m.tags is not None and m.tags in tags)
 
 
+@dataclass(frozen=True, slots=True)
+class _PullArgs:
+    mq: MessageQueue
+    offset: int
+    max_nums: int
+    subscription: str
+    commit_offset: int | None
+    suspend_timeout_ms: int
+    timeout_ms: int
+
+
 class PullConsumer:
     """Pull messages from chosen queues. Mirrors DefaultMQPullConsumer / DefaultLitePullConsumer#pull.
 
@@ -68,6 +88,7 @@ class PullConsumer:
         self._pool = ChannelPool() if pool is None else pool
         self._namesrv = NameServerClient(namesrv_addrs, self._pool)
         self._broker = BrokerClient(self._pool)
+        self._calls = ConsumerBrokerCalls(self._pool)
         self.consumer_group = consumer_group
         self.pull_timeout_ms = pull_timeout_ms
         self.route_timeout_ms = route_timeout_ms
@@ -89,7 +110,8 @@ class PullConsumer:
         self._routes[topic] = route
         return route
 
-    async def _route(self, topic: str) -> TopicRouteData:
+    async def route(self, topic: str) -> TopicRouteData:
+        """``topic``'s cached route, fetched when not cached (raises like :meth:`refresh_route`)."""
         route = self._routes.get(topic)
         return route if route is not None else await self.refresh_route(topic)
 
@@ -107,7 +129,7 @@ class PullConsumer:
         """The address (master first) of ``broker_name`` in ``topic``'s route.
 
         Raises MQClientError (BROKER_NOT_EXIST, 211) when the route has no such broker group."""
-        route = await (self.refresh_route(topic) if refresh else self._route(topic))
+        route = await (self.refresh_route(topic) if refresh else self.route(topic))
         addr = route.find_broker_addr(broker_name)
         if addr is None and not refresh:
             addr = (await self.refresh_route(topic)).find_broker_addr(broker_name)
@@ -115,11 +137,25 @@ class PullConsumer:
             raise MQClientError(f"The broker[{broker_name}] not exist", ResponseCode.BROKER_NOT_EXIST)
         return addr
 
-    async def pull(self, mq: MessageQueue, offset: int, max_nums: int, subscription: str = SUB_ALL) -> PullResult:
+    async def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int,
+        subscription: str = SUB_ALL,
+        *,
+        commit_offset: int | None = None,
+        suspend_timeout_ms: int = 0,
+        timeout_ms: int | None = None,
+    ) -> PullResult:
         """Pull at most ``max_nums`` messages of ``mq`` starting at queue ``offset``.
 
         ``subscription`` is ``"*"`` or ``"TagA || TagB"``; the broker filters by tag hash and this method
         again by tag (messages of other tags are dropped, ``next_begin_offset`` still moves past them).
+        ``commit_offset``: also commit this offset of the consumer group (PullSysFlag's commitOffset);
+        ``suspend_timeout_ms`` > 0: long polling, the broker holds the call up to that long when nothing is
+        there (PullSysFlag's suspend); ``timeout_ms``: the call's deadline (default ``pull_timeout_ms``; with
+        long polling it must exceed ``suspend_timeout_ms``, as consumerTimeoutMillisWhenSuspend does).
         Bodies stored compressed are inflated. Raises MQClientError (INVALID_PARAMETER) for a negative
         offset or ``max_nums`` outside 1..1024, MQClientError (BROKER_NOT_EXIST) for an unknown broker, the
         broker's error (error_for_code) for other non-pull codes, RemotingError/RemotingTimeoutError.
@@ -131,14 +167,17 @@ class PullConsumer:
                 f"maxNums out of range [1, {MAX_PULL_NUMS}]: {max_nums}", ResponseCode.INVALID_PARAMETER
             )
         tags = parse_subscription(subscription)
+        request = _PullArgs(
+            mq, offset, max_nums, subscription, commit_offset, suspend_timeout_ms, timeout_ms or self.pull_timeout_ms
+        )
         addr = await self.find_broker_addr(mq.broker_name, mq.topic)
         try:
-            result = await self._pull_from(addr, mq, offset, max_nums, subscription)
+            result = await self._pull_from(addr, request)
         except RemotingError:
             new_addr = await self.find_broker_addr(mq.broker_name, mq.topic, refresh=True)
             if new_addr == addr:
                 raise
-            result = await self._pull_from(new_addr, mq, offset, max_nums, subscription)
+            result = await self._pull_from(new_addr, request)
         if not tags:
             return result
         return PullResult(
@@ -149,19 +188,76 @@ class PullConsumer:
             messages=filter_by_tags(result.messages, tags),
         )
 
-    async def _pull_from(
-        self, addr: str, mq: MessageQueue, offset: int, max_nums: int, subscription: str
-    ) -> PullResult:
+    async def _pull_from(self, addr: str, args: _PullArgs) -> PullResult:
         return await self._broker.pull_message(
             addr,
-            mq.topic,
-            mq.queue_id,
-            offset,
-            max_nums,
-            subscription=subscription.strip() or SUB_ALL,
-            timeout_ms=self.pull_timeout_ms,
+            args.mq.topic,
+            args.mq.queue_id,
+            args.offset,
+            args.max_nums,
+            subscription=args.subscription.strip() or SUB_ALL,
+            timeout_ms=args.timeout_ms,
             consumer_group=self.consumer_group or DEFAULT_CONSUMER_GROUP,
+            commit_offset=args.commit_offset,
+            suspend_timeout_ms=args.suspend_timeout_ms,
         )
+
+    async def queue_offsets(self, mq: MessageQueue) -> TopicQueueOffset:
+        """``mq``'s min/max offsets (max: one past the last message) from its broker's GetTopicStats; an empty
+        queue the broker does not list counts as 0/0. Mirrors MQAdminImpl#minOffset / #maxOffset. Raises
+        MQClientError (BROKER_NOT_EXIST), error_for_code(...) (TOPIC_NOT_EXIST 17), transport errors."""
+        addr = await self.find_broker_addr(mq.broker_name, mq.topic)
+        for stats in await self._broker.get_topic_stats(addr, mq.topic, self.route_timeout_ms):
+            if stats.queue_id == mq.queue_id:
+                return stats
+        return TopicQueueOffset(mq.broker_name, mq.queue_id, 0, 0, 0)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """One past ``mq``'s last message. Mirrors DefaultMQPullConsumer#maxOffset; raises like
+        :meth:`queue_offsets`."""
+        return (await self.queue_offsets(mq)).max_offset
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        """``mq``'s first offset still stored. Mirrors #minOffset; raises like :meth:`queue_offsets`."""
+        return (await self.queue_offsets(mq)).min_offset
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset of ``mq`` stored at or after ``timestamp_ms`` (max offset when all are older).
+        Mirrors DefaultMQPullConsumer#searchOffset; raises error_for_code(...) and transport errors."""
+        addr = await self.find_broker_addr(mq.broker_name, mq.topic)
+        return await self._calls.search_offset_by_timestamp(
+            addr, mq.topic, mq.queue_id, timestamp_ms, self.route_timeout_ms
+        )
+
+    async def send_message_back(
+        self,
+        msg: MessageExt,
+        delay_level: int = 0,
+        broker_name: str | None = None,
+        max_reconsume_times: int | None = None,
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK: give ``msg`` back for this consumer group, to the broker ``broker_name`` (route
+        lookup) or, when None, the broker at the message's store host. It comes again through
+        ``%RETRY%<group>`` with reconsume_times + 1, or goes to ``%DLQ%<group>`` once past
+        ``max_reconsume_times`` (None: the group's retryMaxTimes) or at once for ``delay_level`` < 0. Mirrors
+        DefaultMQPullConsumer#sendMessageBack / MQClientAPIImpl#consumerSendMessageBack.
+
+        Raises the broker's error (error_for_code, e.g. SUBSCRIPTION_GROUP_NOT_EXIST 26, SYSTEM_ERROR for an
+        offset that holds no message), MQClientError (BROKER_NOT_EXIST), transport errors."""
+        if broker_name is None:
+            host, port = msg.store_host
+            addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        else:
+            addr = await self.find_broker_addr(broker_name, msg.topic)
+        header = ConsumerSendMsgBackRequestHeader(
+            group=self.consumer_group,
+            offset=msg.commit_log_offset,
+            delay_level=delay_level,
+            origin_msg_id=msg.uniq_key or msg.offset_msg_id,
+            origin_topic=msg.topic,
+            max_reconsume_times=max_reconsume_times,
+        )
+        await self._broker.consumer_send_msg_back(addr, header, self.pull_timeout_ms)
 
     async def close(self) -> None:
         """Close the channels (only when this consumer created the pool) and forget cached routes."""
