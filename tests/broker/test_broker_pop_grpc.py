@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from broker_grpc_testkit import closed_port
 from consumer_testkit import wait_until
 from mq.broker.v1 import broker_pb2
 from mq_broker.controller import BrokerController
@@ -276,3 +278,18 @@ async def test_each_queue_read_is_reported_as_messages_out(broker: tuple[BrokerC
     await send(stub, TOPIC, [b"o0", b"o1"], queue_id=1)
     reply = await pop(stub, TOPIC)
     assert seen == [(TOPIC, GROUP, 2, sum(len(m.message) for m in reply.messages), False)]
+
+
+async def test_metrics_export_pop_figures(tmp_path: Path) -> None:
+    """The broker's /metrics counts popped messages out and gauges the un-acked ones in flight."""
+    port = closed_port()
+    async with pop_broker(tmp_path / "store", metrics_port=port) as (_controller, stub):
+        await create_topic(stub, TOPIC)
+        await send(stub, TOPIC, [b"f0", b"f1", b"f2"])
+        handles = [h for _, h in popped(await pop(stub, TOPIC))]
+        assert (await ack(stub, TOPIC, handles[:1])).code == ResponseCode.SUCCESS
+        url = f"http://127.0.0.1:{port}/metrics"
+        text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=RPC_TIMEOUT_S).read().decode())
+    samples = {line.split("{")[0]: line for line in text.splitlines() if f'consumer_group="{GROUP}"' in line}
+    assert samples["rocketmq_messages_out_total"].endswith(" 3.0")
+    assert samples["rocketmq_consumer_inflight_messages"].endswith(" 2.0")

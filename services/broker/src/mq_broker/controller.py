@@ -233,8 +233,14 @@ class BrokerController:
             store.flush_service.observer = metrics
         assert self.send_processor is not None
         self.send_processor.metrics = metrics
-        if self.pop is not None:
+        if self.retry_dlq is not None:
+            self.retry_dlq.on_send_to_dlq = metrics.on_send_to_dlq
+        if self.pop is not None and self.consumer_offsets is not None:
             self.pop.pop_processor.metrics = metrics
+            pop = self.pop
+            metrics.bind_consumers(
+                self.consumer_offsets, pop.inflight_by_group_topic, inflight_in_queue=pop.inflight_count
+            )
         try:
             metrics.start_server(self.settings.listen_host, self.settings.metrics_port)
         except OSError as exc:
