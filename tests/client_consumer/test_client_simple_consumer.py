@@ -1,4 +1,5 @@
-"""SimpleConsumer against a real local cluster (mqnamesrv + two mqbroker groups + mqgateway on 127.0.0.1): receive
+"""SimpleConsumer against a real local cluster (conftest: mqnamesrv + two mqbroker groups + mqgateway on 127.0.0.1,
+with the broker's default POP settings: invisible times from 1 s, revive every second): receive
 from both brokers with long polling, ack, ack_batch (one RPC per broker), change_invisible_duration (the old
 handle is refused), redelivery with delivery_attempt 2 after the invisible duration, tag filter, and the
 client-side and broker-side refusals."""
@@ -7,43 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 from typing import Final
 
 import pytest
-from mq_client.producer import DefaultMQProducer, Message, ProducerConfig
+from mq_client.producer import DefaultMQProducer, Message
 from mq_client.simple_consumer import MessageView, SimpleConsumer
 from mq_common.errors import MQBrokerError, MQClientError
 from mq_common.response_code import ResponseCode
 from mq_local.cluster import LocalCluster
-from mq_local.testing import make_topic, spec_for_tests
+from mq_local.testing import make_topic
 
 pytestmark = pytest.mark.integration
 
 AWAIT_MS: Final = 2_000
 DEADLINE_S: Final = 60.0
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    spec = spec_for_tests(
-        tmp_path_factory.mktemp("simple-consumer-cluster"),
-        broker_groups=2,
-        broker_env={"MQ_BROKER_REVIVE_INTERVAL_MS": "200", "MQ_BROKER_POP_INVISIBLE_TIME_MIN_MS": "1000"},
-        start_wait_s=90.0,
-    )
-    with LocalCluster(spec) as started:
-        yield started
-
-
-@pytest.fixture
-async def producer(cluster: LocalCluster) -> AsyncIterator[DefaultMQProducer]:
-    p = DefaultMQProducer.connect(ProducerConfig(producer_group="simple_consumer_producer"), [cluster.namesrv_addr])
-    await p.start()
-    try:
-        yield p
-    finally:
-        await p.shutdown()
 
 
 @pytest.fixture
