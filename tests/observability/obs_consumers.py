@@ -43,7 +43,9 @@ async def consume_on_broker(addr: str, topic: str) -> ConsumedBroker:
     committing, and send the first pulled message straight to the DLQ (delay level -1)."""
     async with grpc.aio.insecure_channel(addr, options=CHANNEL_OPTIONS) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)
-        config = broker_pb2.SubscriptionGroupConfig(group_name=CONSUMER_GROUP, consume_enable=True, retry_max_times=16)
+        config = broker_pb2.SubscriptionGroupConfig(
+            group_name=CONSUMER_GROUP, consume_enable=True, retry_max_times=16, retry_queue_nums=1
+        )
         created = await stub.UpdateSubscriptionGroup(
             broker_pb2.UpdateSubscriptionGroupRequest(config=config), timeout=CALL_TIMEOUT_S
         )

@@ -75,6 +75,7 @@ class BrokerController:
         self.registrar: BrokerRegistrar | None = None
         self.long_polling: LongPollingService | None = None
         self.retry_dlq: RetryDlqService | None = None
+        self.pull_processor: PullMessageProcessor | None = None
         self.pop: PopService | None = None
         self.metrics: BrokerMetrics | None = None
         if settings.metrics_port:
@@ -196,7 +197,7 @@ class BrokerController:
         self.long_polling = LongPollingService(max_parked=s.max_pull_polling_size)
         store.message_arriving_listener = self.long_polling.notify_message_arriving
         self.retry_dlq = RetryDlqService(store, topics, groups)
-        pull = PullMessageProcessor(
+        self.pull_processor = pull = PullMessageProcessor(
             store,
             topics,
             broker_permission=s.broker_permission,
@@ -233,6 +234,8 @@ class BrokerController:
             store.flush_service.observer = metrics
         assert self.send_processor is not None
         self.send_processor.metrics = metrics
+        if self.pull_processor is not None:
+            self.pull_processor.metrics = metrics
         if self.retry_dlq is not None:
             self.retry_dlq.on_send_to_dlq = metrics.on_send_to_dlq
         if self.pop is not None and self.consumer_offsets is not None:

@@ -10,11 +10,12 @@ copies.
 
 from __future__ import annotations
 
-from mq_common.constants import PermName
+from mq_common.constants import MixAll, PermName
 from mq_common.protocol import PULL_STATUS_BY_CODE, PullMessageRequestHeader, PullMessageResponseHeader
 from mq_common.response_code import ResponseCode
 
 from mq_broker.consumer.long_polling import LongPollingService, PollingFullError
+from mq_broker.consumer.messages_out import MessagesOutObserver
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.send_processor import QUEUE_ID_ILLEGAL_CODE
@@ -42,7 +43,8 @@ class PullMessageProcessor:
 
     ``groups`` / ``offsets``: the broker's SubscriptionGroupManager and ConsumerOffsetManager. ``long_polling``
     holds pulls that found nothing (None: never held), for at most ``suspend_max_time_ms``
-    (brokerSuspendMaxTimeMillis). ``is_master``: only a master stores the offsets pulls commit.
+    (brokerSuspendMaxTimeMillis). ``is_master``: only a master stores the offsets pulls commit. ``metrics`` (event
+    loop) is told about every answer that carries messages.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class PullMessageProcessor:
         self.long_polling = long_polling
         self.suspend_max_time_ms = suspend_max_time_ms
         self.is_master = is_master
+        self.metrics: MessagesOutObserver | None = None
 
     async def pull(self, request: PullMessageRequestHeader, peer_host: str = "") -> PullMessageResponseHeader:
         """Checks, DefaultMessageStore#getMessage, the offset commit, then long polling.
@@ -98,13 +101,23 @@ class PullMessageProcessor:
         self._try_commit_offset(request, peer_host)
         suspend_ms = min(request.suspend_timeout_ms, self.suspend_max_time_ms)
         if response.code != ResponseCode.PULL_NOT_FOUND or suspend_ms <= 0 or self.long_polling is None:
-            return response
+            return self._counted(request, response)
         # No await since the read above: a message stored from here on wakes the registration made below.
         try:
             await self.long_polling.wait_for_arrival(request.topic, (request.queue_id,), suspend_ms)
         except PollingFullError as exc:
             return PullMessageResponseHeader(int(ResponseCode.POLLING_FULL), f"pull polling full: {exc}")
-        return self._get(request, message_filter)
+        return self._counted(request, self._get(request, message_filter))
+
+    def _counted(
+        self, request: PullMessageRequestHeader, response: PullMessageResponseHeader
+    ) -> PullMessageResponseHeader:
+        if self.metrics is not None and response.message_count:
+            self.metrics.on_messages_out(
+                request.topic, request.consumer_group, response.message_count, len(response.message_bytes),
+                is_retry=request.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX),
+            )  # fmt: skip
+        return response
 
     def _get(
         self, request: PullMessageRequestHeader, message_filter: MessageFilter | None

@@ -44,6 +44,7 @@ from mq_common.protocol import (
 from mq_common.protocol.pop import topic_type_of
 from mq_common.response_code import ResponseCode
 
+from mq_broker.consumer.messages_out import MessagesOutObserver
 from mq_broker.consumer.long_polling import LongPollingService, PollingFullError
 from mq_broker.consumer.pop.context import PopContext, now_ms
 from mq_broker.consumer.pop.inflight import InflightCheckPoint
@@ -83,12 +84,6 @@ class _PopBatch:
     @property
     def wanted(self) -> int:
         return self.request.max_msg_nums - len(self.messages)
-
-
-class MessagesOutObserver(Protocol):
-    """mq_broker.metrics.BrokerMetrics#on_messages_out (rocketmq_messages_out_total / throughput_out_total)."""
-
-    def on_messages_out(self, topic: str, group: str, count: int, size_bytes: int, *, is_retry: bool) -> None: ...
 
 
 class PopMessageProcessor:
