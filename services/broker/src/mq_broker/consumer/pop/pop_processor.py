@@ -27,7 +27,7 @@ import itertools
 import random
 import struct
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Final
 
 from mq_common.codec import PHYSICAL_OFFSET_POS, decode_message, encode_message, encode_properties, host_to_bytes
 from mq_common.constants import MessageConst, retry_topic
@@ -44,8 +44,8 @@ from mq_common.protocol import (
 from mq_common.protocol.pop import topic_type_of
 from mq_common.response_code import ResponseCode
 
-from mq_broker.consumer.messages_out import MessagesOutObserver
 from mq_broker.consumer.long_polling import LongPollingService, PollingFullError
+from mq_broker.consumer.messages_out import MessagesOutObserver
 from mq_broker.consumer.pop.context import PopContext, now_ms
 from mq_broker.consumer.pop.inflight import InflightCheckPoint
 from mq_broker.consumer.pop.revive_log import CheckPoint
