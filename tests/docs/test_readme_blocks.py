@@ -61,7 +61,7 @@ def test_readme_commands_are_make_targets_ci_runs() -> None:
 
 
 def test_readme_python_send_and_receive(cluster: LocalCluster) -> None:
-    block = find(README, "PullConsumer")
+    block = find(README, "consumer import PullConsumer")
     out = run([sys.executable, "-c", for_cluster(block.text, cluster)]).stdout.splitlines()
     sent = out[0].split()
     # ResponseCode 0 (SUCCESS), then the broker, queue and offset that stored the message.
@@ -70,6 +70,14 @@ def test_readme_python_send_and_receive(cluster: LocalCluster) -> None:
     body = repr(b'{"id": 1}')
     received = [line for line in out[1:] if line.startswith(f"{sent[1]} {sent[2]} ")]
     assert received == [f"{sent[1]} {sent[2]} {sent[3]} {body}"], out
+
+
+def test_readme_consume_as_group(cluster: LocalCluster) -> None:
+    """Both groups get all five payments: billing by pull with offsets, audit by POP with acks."""
+    block = find(README, "SimpleConsumer")
+    out = run([sys.executable, "-c", for_cluster(block.text, cluster)]).stdout.splitlines()
+    payments = str(sorted(f"payment {i}" for i in range(5)))
+    assert out == [f"billing {payments}", f"audit {payments}"], out
 
 
 def test_readme_node_send_batch(cluster: LocalCluster, tmp_path: Path) -> None:
