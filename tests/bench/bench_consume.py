@@ -298,7 +298,7 @@ async def bench_nats_consume(port: int, backlog: int) -> Row:
             while consumed < backlog:
                 try:
                     msgs = await sub.fetch(NATS_FETCH, timeout=2)
-                except nats.errors.TimeoutError:
+                except asyncio.TimeoutError:  # nats-py raises its own subclass or asyncio's
                     return
                 for msg in msgs:
                     await msg.ack()
