@@ -45,7 +45,8 @@ async def test_pop_acks_the_handles_it_carries_then_pops(broker: tuple[BrokerCon
     assert list(reply.ack_codes) == [
         ResponseCode.SUCCESS, ResponseCode.INVALID_PARAMETER, ResponseCode.SUCCESS, ResponseCode.NO_MESSAGE,
     ]  # fmt: skip
-    assert reply.ack_remarks[0] == "" and "acked already" in reply.ack_remarks[3]
+    assert reply.ack_remarks[0] == ""
+    assert "acked already" in reply.ack_remarks[3]
     assert _inflight(controller) == 1  # m2 only
     replay = await ack(stub, TOPIC, first)
     assert list(replay.codes) == [ResponseCode.NO_MESSAGE] * 2
@@ -83,7 +84,8 @@ async def test_ack_records_do_not_wait_for_the_flush_checkpoints_do(broker: tupl
     await ack(stub, TOPIC, handles[:1])
     await pop(stub, TOPIC, acks=handles[1:])
     store, pop_service = controller.store, controller.pop
-    assert store is not None and pop_service is not None
+    assert store is not None
+    assert pop_service is not None
     revive_topic = pop_service.config.revive_topic
     waits: dict[str, list[str]] = {}
     for queue_id in range(pop_service.config.revive_queue_num):
