@@ -60,10 +60,13 @@ async def pop(
     queue_id: int = -1,
     expression: str = "",
     init_mode: int = 1,
+    acks: Sequence[str] = (),
 ) -> broker_pb2.PopMessageResponse:
+    """One PopMessage; ``acks``: receipt handles it acks first (ack_receipt_handles)."""
     request = broker_pb2.PopMessageRequest(
         consumer_group=group, topic=topic, queue_id=queue_id, max_msg_nums=max_msg_nums,
         invisible_time_ms=invisible_time_ms, poll_time_ms=poll_time_ms, expression=expression, init_mode=init_mode,
+        ack_receipt_handles=acks,
     )  # fmt: skip
     return await stub.PopMessage(request, timeout=RPC_TIMEOUT_S + poll_time_ms / 1000)
 

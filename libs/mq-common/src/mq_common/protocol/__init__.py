@@ -43,6 +43,7 @@ from mq_common.protocol.pop import (
     PopResult,
     PopStatus,
     ReceiptHandle,
+    encode_receipt_handles,
     pop_result_of,
 )
 from mq_common.protocol.pull import (
@@ -135,6 +136,7 @@ __all__ = [
     "UnregisterClientRequestHeader",
     "ViewMessageRequestHeader",
     "ViewMessageResponseHeader",
+    "encode_receipt_handles",
     "pop_result_of",
     "pull_result_of",
     "query_result_of",

@@ -560,18 +560,22 @@ def pop_request_to_proto(header: PopMessageRequestHeader) -> broker_pb2.PopMessa
 
 
 def pop_request_from_proto(msg: broker_pb2.PopMessageRequest) -> PopMessageRequestHeader:
-    return _from_proto(msg, PopMessageRequestHeader)
+    return _from_proto(msg, PopMessageRequestHeader, ack_receipt_handles=tuple(msg.ack_receipt_handles))
 
 
 def pop_response_to_proto(header: PopMessageResponseHeader) -> broker_pb2.PopMessageResponse:
-    messages = [_to_proto(m, broker_pb2.PoppedMessage) for m in header.messages]
+    popped = broker_pb2.PoppedMessage  # per message: built directly, the by-name helper costs a lookup each
+    messages = [popped(message=m.message, receipt_handle=m.receipt_handle) for m in header.messages]
     return _to_proto(header, broker_pb2.PopMessageResponse, messages=messages)
 
 
 def pop_response_from_proto(msg: broker_pb2.PopMessageResponse) -> PopMessageResponseHeader:
     """PopMessageResponse -> header; see :func:`mq_common.protocol.pop.pop_result_of` for the consumer's PopResult."""
-    messages = tuple(_from_proto(m, PoppedMessage) for m in msg.messages)
-    return _from_proto(msg, PopMessageResponseHeader, messages=messages)
+    messages = tuple(PoppedMessage(m.message, m.receipt_handle) for m in msg.messages)
+    return _from_proto(
+        msg, PopMessageResponseHeader, messages=messages, ack_codes=tuple(msg.ack_codes),
+        ack_remarks=tuple(msg.ack_remarks),
+    )  # fmt: skip
 
 
 def ack_request_to_proto(header: AckMessageRequestHeader) -> broker_pb2.AckMessageRequest:

@@ -26,7 +26,7 @@ belongs to another group or topic ("... not in flight").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Final
@@ -95,18 +95,16 @@ class ReceiptHandle:
 
     def encode(self) -> str:
         """ReceiptHandle#encode: the 9-field text."""
-        fields = (
-            self.start_offset,
-            self.retrieve_time_ms,
-            self.invisible_time_ms,
-            self.revive_queue_id,
-            self.topic_type,
-            self.broker_name,
-            self.queue_id,
-            self.offset,
-            self.commit_log_offset,
+        return f"{self.checkpoint_prefix()}{self.offset} {self.commit_log_offset}"
+
+    def checkpoint_prefix(self) -> str:
+        """The text of the first seven fields and a trailing separator: the same for every message of one
+        checkpoint, so a pop formats it once and appends ``f"{offset} {commit_log_offset}"`` per message
+        (:func:`encode_receipt_handles`)."""
+        return (
+            f"{self.start_offset} {self.retrieve_time_ms} {self.invisible_time_ms} {self.revive_queue_id} "
+            f"{self.topic_type} {self.broker_name} {self.queue_id} "
         )
-        return _SEPARATOR.join(str(f) for f in fields)
 
     @classmethod
     def decode(cls, text: str) -> ReceiptHandle:
@@ -131,6 +129,16 @@ class ReceiptHandle:
         return cls(start, retrieve, invisible, revive_qid, parts[4], parts[5], queue_id, offset, commit_log_offset)
 
 
+def encode_receipt_handles(
+    first: ReceiptHandle, offsets: Sequence[int], commit_log_offsets: Sequence[int]
+) -> list[str]:
+    """The handle texts of the messages of one checkpoint: ``first`` with its offset and commit log offset replaced
+    by each pair of ``offsets`` / ``commit_log_offsets`` (ReceiptHandle#encode of each, without a ReceiptHandle
+    apiece)."""
+    prefix = first.checkpoint_prefix()
+    return [f"{prefix}{o} {c}" for o, c in zip(offsets, commit_log_offsets, strict=True)]
+
+
 # --- POP_MESSAGE -----------------------------------------------------------------------------------------------------
 
 
@@ -139,7 +147,9 @@ class PopMessageRequestHeader:
     """One pop: at most ``max_msg_nums`` (1..32) messages of ``topic`` for ``consumer_group``, each invisible
     for ``invisible_time_ms`` unless acked. ``queue_id`` < 0: any queue (and the group's retry topic).
     ``poll_time_ms``: hold the call up to this long when nothing is there (0: answer at once). ``expression``:
-    ``"*"``, empty, or ``"TagA || TagB"``. ``init_mode``: :class:`ConsumeInitMode`.
+    ``"*"``, empty, or ``"TagA || TagB"``. ``init_mode``: :class:`ConsumeInitMode`. ``ack_receipt_handles``
+    (ours, not RocketMQ's): handles of earlier pops of this group and topic, acked before the pop as one
+    :class:`AckMessageRequestHeader` would (answered in PopMessageResponseHeader.ack_codes / ack_remarks).
     Mirrors PopMessageRequestHeader (consumerGroup, topic, queueId, maxMsgNums, invisibleTime, pollTime, exp,
     initMode)."""
 
@@ -151,6 +161,7 @@ class PopMessageRequestHeader:
     poll_time_ms: int = 0
     expression: str = ""
     init_mode: int = ConsumeInitMode.LAST
+    ack_receipt_handles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,13 +178,16 @@ class PopMessageResponseHeader:
     """The broker's answer to one pop: code, remark, the messages, the pop time (ms since the epoch) and the
     invisible time (ms). Codes: SUCCESS with messages; POLLING_TIMEOUT (210) when nothing was found within the
     poll time; POLLING_FULL (209) when the broker holds too many polls; else a refusal (see
-    PopMessageProcessor's docstring). Mirrors PopMessageResponseHeader plus the body."""
+    PopMessageProcessor's docstring). ``ack_codes`` / ``ack_remarks``: one per request ack_receipt_handles, in
+    order (as AckMessageResponseHeader's codes / remarks). Mirrors PopMessageResponseHeader plus the body."""
 
     code: int
     remark: str = ""
     messages: tuple[PoppedMessage, ...] = ()
     pop_time_ms: int = 0
     invisible_time_ms: int = 0
+    ack_codes: tuple[int, ...] = ()
+    ack_remarks: tuple[str, ...] = ()
 
 
 class PopStatus(Enum):

@@ -698,7 +698,9 @@ class DefaultMessageStore:
         total_bytes = 0
         scanned = 0
         while next_begin < max_offset and scanned < max_scan and len(messages) < max_nums:
-            units = cq.read_units(next_begin, min(_READ_UNITS_CHUNK, max_scan - scanned))
+            # without a filter every unit is a message (blank ones aside): read no more than are wanted
+            wanted = _READ_UNITS_CHUNK if message_filter is not None else max_nums - len(messages)
+            units = cq.read_units(next_begin, min(_READ_UNITS_CHUNK, wanted, max_scan - scanned))
             if units is None:
                 if not messages:
                     status = GetMessageStatus.OFFSET_FOUND_NULL

@@ -1753,6 +1753,7 @@ class PopMessageRequest(_message.Message):
     POLL_TIME_MS_FIELD_NUMBER: _builtins.int
     EXPRESSION_FIELD_NUMBER: _builtins.int
     INIT_MODE_FIELD_NUMBER: _builtins.int
+    ACK_RECEIPT_HANDLES_FIELD_NUMBER: _builtins.int
     consumer_group: _builtins.str
     topic: _builtins.str
     queue_id: _builtins.int
@@ -1767,6 +1768,12 @@ class PopMessageRequest(_message.Message):
     """Tag expression: "*" or "TagA || TagB"; empty means "*"."""
     init_mode: _builtins.int
     """Where a group without an offset starts: 0 CONSUME_FROM_LAST_OFFSET, 1 CONSUME_FROM_FIRST_OFFSET (ConsumeInitMode)."""
+    @_builtins.property
+    def ack_receipt_handles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Receipt handles of earlier pops of this group and topic to ack before popping (at most 1024, as an
+        AckMessage): one call instead of a pop and an ack. Answered per handle in PopMessageResponse.ack_codes.
+        """
+
     def __init__(
         self,
         *,
@@ -1778,10 +1785,11 @@ class PopMessageRequest(_message.Message):
         poll_time_ms: _builtins.int = ...,
         expression: _builtins.str = ...,
         init_mode: _builtins.int = ...,
+        ack_receipt_handles: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumer_group", b"consumer_group", "expression", b"expression", "init_mode", b"init_mode", "invisible_time_ms", b"invisible_time_ms", "max_msg_nums", b"max_msg_nums", "poll_time_ms", b"poll_time_ms", "queue_id", b"queue_id", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_receipt_handles", b"ack_receipt_handles", "consumer_group", b"consumer_group", "expression", b"expression", "init_mode", b"init_mode", "invisible_time_ms", b"invisible_time_ms", "max_msg_nums", b"max_msg_nums", "poll_time_ms", b"poll_time_ms", "queue_id", b"queue_id", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1823,12 +1831,20 @@ class PopMessageResponse(_message.Message):
     MESSAGES_FIELD_NUMBER: _builtins.int
     POP_TIME_MS_FIELD_NUMBER: _builtins.int
     INVISIBLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    ACK_CODES_FIELD_NUMBER: _builtins.int
+    ACK_REMARKS_FIELD_NUMBER: _builtins.int
     code: _builtins.int
     remark: _builtins.str
     pop_time_ms: _builtins.int
     invisible_time_ms: _builtins.int
     @_builtins.property
     def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___PoppedMessage]: ...
+    @_builtins.property
+    def ack_codes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """One code and remark per PopMessageRequest.ack_receipt_handles, in order (as AckMessageResponse.codes/remarks)."""
+
+    @_builtins.property
+    def ack_remarks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -1837,10 +1853,12 @@ class PopMessageResponse(_message.Message):
         messages: _abc.Iterable[Global___PoppedMessage] | None = ...,
         pop_time_ms: _builtins.int = ...,
         invisible_time_ms: _builtins.int = ...,
+        ack_codes: _abc.Iterable[_builtins.int] | None = ...,
+        ack_remarks: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "invisible_time_ms", b"invisible_time_ms", "messages", b"messages", "pop_time_ms", b"pop_time_ms", "remark", b"remark"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_codes", b"ack_codes", "ack_remarks", b"ack_remarks", "code", b"code", "invisible_time_ms", b"invisible_time_ms", "messages", b"messages", "pop_time_ms", b"pop_time_ms", "remark", b"remark"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,10 +1,12 @@
 """ACK_MESSAGE / BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME: resolve popped messages by receipt handle.
 
-Mirrors org.apache.rocketmq.broker.processor.AckMessageProcessor (#appendAck: one ``ack`` record per checkpoint,
-a ``bAck`` when it acks several of its messages) and ChangeInvisibleTimeProcessor (#appendCheckPointThenAckOrigin:
-a new one-message checkpoint from now, and an ack of the old one, stored in one put). Records are awaited before
-the answer; an ack's bit is set while its record is written, so a replay in the meantime is refused too, and
-cleared again when the store refuses the record.
+Mirrors org.apache.rocketmq.broker.processor.AckMessageProcessor (#appendAck: one ``ack`` record per checkpoint, a
+``bAck`` when it acks several of its messages) and ChangeInvisibleTimeProcessor (#appendCheckPointThenAckOrigin: a new
+one-message checkpoint from now, and an ack of the old one, stored in one put). Records are written before the answer;
+an ack's records do not wait for the SYNC_FLUSH group commit (``WAIT=false``: a killed process keeps them in the page
+cache, a machine crash may lose them, which only redelivers the messages), a change of invisible time waits for its new
+checkpoint. An ack's bit is set while its record is written, so a replay in the meantime is refused too, and cleared
+again when the store refuses the record.
 
 Refusals, per handle (see mq_common.protocol.pop for the mapping to INVALID_RECEIPT_HANDLE): INVALID_PARAMETER (29)
 for a handle that does not decode or names another broker; NO_MESSAGE (208) "receipt handle is expired" once the
@@ -75,7 +77,8 @@ class AckMessageProcessor:
         return _ack_answer(codes, remarks)
 
     async def _append_acks(self, claims: _Claims, codes: list[int], remarks: list[str]) -> None:
-        """One ack record per checkpoint, all in one put; settle every claim with the put's outcome."""
+        """One ack record per checkpoint, all in one put (not waiting for the flush); settle every claim with the
+        put's outcome."""
         if not claims:
             return
         ctx = self.context
@@ -86,7 +89,7 @@ class AckMessageProcessor:
             for row, claimed in entries
         ]
         try:
-            results = await ctx.writer.append(records)
+            results = await ctx.writer.append(records, wait=False)  # a lost ack is a redelivery, not a loss
         except BaseException:
             for row, claimed in entries:
                 for _, index in claimed:

@@ -94,11 +94,22 @@ class ReviveLogWriter:
         """No append to this revive queue is in progress."""
         return self._pending[revive_queue_id] == 0
 
-    async def append(self, records: Sequence[tuple[CheckPoint | AckMsg, int]]) -> list[PutMessageResult]:
-        """Store ``(record, revive queue id)`` pairs in one put (one group commit); results in order."""
+    async def append(
+        self, records: Sequence[tuple[CheckPoint | AckMsg, int]], *, wait: bool = True
+    ) -> list[PutMessageResult]:
+        """Store ``(record, revive queue id)`` pairs in one put (one group commit); results in order.
+
+        ``wait`` False: the records are written (in the page cache, so a killed broker process keeps them) but
+        the put does not wait for the SYNC_FLUSH group commit (``WAIT=false``); the next group commit or the
+        flush interval makes them durable. For consumer acks only: an ack lost to a machine crash means one
+        redelivery (at-least-once), as RocketMQ's buffered acks (PopBufferMergeService)."""
         inners = [
             build_record(
-                r, revive_topic_name=self.config.revive_topic, revive_queue_id=q, store_host=self.store.store_host
+                r,
+                revive_topic_name=self.config.revive_topic,
+                revive_queue_id=q,
+                store_host=self.store.store_host,
+                wait=wait,
             )
             for r, q in records
         ]

@@ -40,6 +40,7 @@ from mq_common.protocol import (
     PoppedMessage,
     ReceiptHandle,
     TopicConfig,
+    encode_receipt_handles,
 )
 from mq_common.protocol.pop import topic_type_of
 from mq_common.response_code import ResponseCode
@@ -278,15 +279,16 @@ class PopMessageProcessor:
         return row
 
     def _hand_out(self, batch: _PopBatch, row: InflightCheckPoint, result: GetMessageResult, is_retry: bool) -> None:
-        broker = self.context.config.broker_name
-        topic_type = topic_type_of(row.topic)
-        for record, queue_offset in zip(result.messages, result.queue_offsets, strict=True):
-            handle = ReceiptHandle(
-                row.start_offset, row.pop_time_ms, row.invisible_time_ms, row.revive_queue_id, topic_type, broker,
-                row.queue_id, queue_offset, _I64.unpack_from(record, PHYSICAL_OFFSET_POS)[0],
-            )  # fmt: skip
-            message = _with_origin_topic(record, batch.request.topic) if is_retry else record
-            batch.messages.append(PoppedMessage(message, handle.encode()))
+        first = ReceiptHandle(
+            row.start_offset, row.pop_time_ms, row.invisible_time_ms, row.revive_queue_id, topic_type_of(row.topic),
+            self.context.config.broker_name, row.queue_id, row.start_offset,
+        )  # fmt: skip
+        records = result.messages
+        physical_offsets = [_I64.unpack_from(record, PHYSICAL_OFFSET_POS)[0] for record in records]
+        handles = encode_receipt_handles(first, result.queue_offsets, physical_offsets)
+        if is_retry:
+            records = tuple(_with_origin_topic(record, batch.request.topic) for record in records)
+        batch.messages.extend(map(PoppedMessage, records, handles))
 
 
 def _answer(batch: _PopBatch) -> PopMessageResponseHeader:

@@ -185,21 +185,24 @@ def ack_uniq_id(ack: AckMsg) -> str:
 
 
 def build_record(
-    record: CheckPoint | AckMsg, *, revive_topic_name: str, revive_queue_id: int, store_host: bytes
+    record: CheckPoint | AckMsg, *, revive_topic_name: str, revive_queue_id: int, store_host: bytes, wait: bool = True
 ) -> MessageExtBrokerInner:
-    """The revive-topic message of ``record`` on ``revive_queue_id`` (tag, JSON body, UNIQ_KEY; the put waits
-    for the store's flush like any send). Mirrors PopMessageProcessor#buildCkMsg and AckMessageProcessor's
-    ack message."""
+    """The revive-topic message of ``record`` on ``revive_queue_id`` (tag, JSON body, UNIQ_KEY). ``wait``: the
+    put waits for the store's flush like any send; False adds ``WAIT=false`` (stored, not waited for: see
+    ReviveLogWriter#append). Mirrors PopMessageProcessor#buildCkMsg and AckMessageProcessor's ack message."""
     if isinstance(record, CheckPoint):
         tag, uniq = CK_TAG, checkpoint_uniq_id(record)
     else:
         tag, uniq = record.tag, ack_uniq_id(record)
     body = json.dumps(record.to_json(), separators=(",", ":")).encode()
+    properties = {MessageConst.TAGS: tag, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq}
+    if not wait:
+        properties[MessageConst.WAIT_STORE_MSG_OK] = "false"
     return MessageExtBrokerInner.build(
         topic=revive_topic_name,
         queue_id=revive_queue_id,
         body=body,
-        properties={MessageConst.TAGS: tag, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq},
+        properties=properties,
         born_timestamp_ms=int(time.time() * 1000),
         born_host=store_host,
     )

@@ -10,6 +10,7 @@ table and the consumer offsets are loaded and before serving. revive_queue_num m
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from mq_common.constants import PermName
@@ -91,8 +92,22 @@ class PopService:
         await self.revive_service.stop()
 
     async def pop(self, request: PopMessageRequestHeader, peer: str = "") -> PopMessageResponseHeader:
-        """See mq_broker.consumer.pop.pop_processor (raises MQError for a refused request)."""
-        return await self.pop_processor.pop(request, peer)
+        """See mq_broker.consumer.pop.pop_processor (raises MQError for a refused request).
+
+        ``request.ack_receipt_handles`` are acked first, as :meth:`ack` would (one code and remark per handle in
+        the answer's ack_codes / ack_remarks, whatever the pop finds); a request-level refusal of the acks (more
+        than MAX_ACK_HANDLES handles, an unknown topic) refuses the whole call before anything is acked or popped.
+        A pop refused after its acks were applied raises as usual: a client that acks again is answered
+        NO_MESSAGE (acked already) per handle. Ours, not RocketMQ's: one call instead of an ack and a pop."""
+        if not request.ack_receipt_handles:
+            return await self.pop_processor.pop(request, peer)
+        acked = await self.ack_processor.ack(
+            AckMessageRequestHeader(
+                consumer_group=request.consumer_group, topic=request.topic, receipt_handles=request.ack_receipt_handles
+            )
+        )
+        popped = await self.pop_processor.pop(request, peer)
+        return dataclasses.replace(popped, ack_codes=acked.codes, ack_remarks=acked.remarks)
 
     async def ack(self, request: AckMessageRequestHeader) -> AckMessageResponseHeader:
         """See mq_broker.consumer.pop.ack_processor (raises MQError for a refused request)."""
