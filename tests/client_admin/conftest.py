@@ -5,29 +5,19 @@ against it."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from click.testing import Result
 from mq_client.admin.cli import app
-from mq_common.channels import ChannelPool
 from mq_common.response_code import ResponseCode
 from mq_local.cluster import LocalCluster
 from mq_local.testing import spec_for_tests
 from typer.testing import CliRunner
 
 MQADMIN_ENV = {"COLUMNS": "250", "MQ_NAMESRV_ADDR": ""}
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[ChannelPool]:
-    p = ChannelPool()
-    try:
-        yield p
-    finally:
-        await p.close()
 
 
 @pytest.fixture(scope="session")

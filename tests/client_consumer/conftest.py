@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from mq_client.consumer import LitePullConsumer
 from mq_client.producer import DefaultMQProducer, ProducerConfig
-from mq_common.channels import ChannelPool
 from mq_local.cluster import LocalCluster
 from mq_local.testing import spec_for_tests
 
@@ -35,15 +34,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     )
     with LocalCluster(spec) as started:
         yield started
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[ChannelPool]:
-    p = ChannelPool()
-    try:
-        yield p
-    finally:
-        await p.close()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import grpc
@@ -47,15 +47,6 @@ def cluster_spec(data_dir: Path, common_env: Mapping[str, str]) -> ClusterSpec:
 def cluster(tmp_path_factory: pytest.TempPathFactory, send_path_env: Mapping[str, str]) -> Iterator[LocalCluster]:
     with LocalCluster(cluster_spec(tmp_path_factory.mktemp("gw-cluster"), send_path_env)) as c:
         yield c
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[ChannelPool]:
-    p = ChannelPool()
-    try:
-        yield p
-    finally:
-        await p.close()
 
 
 def test_the_services_run_the_send_paths_of_their_matrix_cell(

@@ -4,7 +4,7 @@ local cluster (mqnamesrv + two mqbroker on 127.0.0.1); every acked message is re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
@@ -35,15 +35,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, send_path_env: Mapping[str
     )
     with LocalCluster(spec) as c:
         yield c
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[ChannelPool]:
-    p = ChannelPool()
-    try:
-        yield p
-    finally:
-        await p.close()
 
 
 async def test_oneway_messages_are_stored(cluster: LocalCluster, pool: ChannelPool) -> None:

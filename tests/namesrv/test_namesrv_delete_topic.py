@@ -31,15 +31,6 @@ async def namesrvs() -> AsyncIterator[list[NamesrvController]]:
             await ctl.stop(0)
 
 
-@pytest.fixture
-async def pool() -> AsyncIterator[ChannelPool]:
-    channels = ChannelPool()
-    try:
-        yield channels
-    finally:
-        await channels.close()
-
-
 def register_request(cluster: str, broker_name: str, broker_addr: str) -> namesrv_pb2.RegisterBrokerRequest:
     return namesrv_pb2.RegisterBrokerRequest(
         cluster_name=cluster,
