@@ -50,8 +50,8 @@ proto: sync ## Regenerate the Python stubs from proto/
 .PHONY: proto-check
 proto-check: sync ## Fail if the committed stubs differ from what proto/ gives
 	bash proto/generate.sh
-	git diff --exit-code -- libs/mq-common/src/mq
-	@test -z "$$(git status --porcelain -- libs/mq-common/src/mq)" || { echo "untracked generated files"; exit 1; }
+	git diff --exit-code -- libs/mq-common/src/mq libs/mq-common/src/apache
+	@test -z "$$(git status --porcelain -- libs/mq-common/src/mq libs/mq-common/src/apache)" || { echo "untracked generated files"; exit 1; }
 
 BUF := .tools/node_modules/.bin/buf
 $(BUF): | node
