@@ -110,7 +110,12 @@ async def run(args: argparse.Namespace) -> None:
             try:
                 v2 = [service_pb2_grpc.MessagingServiceStub(c) for c in channels]
                 v1 = [gateway_pb2_grpc.ProducerGatewayStub(c) for c in channels]
-                calls = {"v2": v2_call(v2, topic), "v1": v1_call(v1, topic), "heartbeat": heartbeat_call(v2), "health": health_call(channels)}
+                calls = {
+                    "v2": v2_call(v2, topic),
+                    "v1": v1_call(v1, topic),
+                    "heartbeat": heartbeat_call(v2),
+                    "health": health_call(channels),
+                }
                 for name in args.rows:
                     call = calls[name]
                     await row(f"{name} x{args.callers}", pid, call, args.callers, args.seconds)
@@ -123,7 +128,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--callers", type=int, default=64)
-    parser.add_argument("--rows", nargs="+", default=["v2", "v1", "heartbeat", "health"], choices=["v2", "v1", "heartbeat", "health"])
+    rows = ["v2", "v1", "heartbeat", "health"]
+    parser.add_argument("--rows", nargs="+", default=rows, choices=rows)
     asyncio.run(run(parser.parse_args()))
 
 

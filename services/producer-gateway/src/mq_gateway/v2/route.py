@@ -10,6 +10,7 @@ Mirrors org.apache.rocketmq.proxy.grpc.v2.route.RouteActivity#queryRoute / #genM
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
@@ -39,9 +40,13 @@ async def default_message_types(topic: str) -> Sequence[definition_pb2.MessageTy
     return DEFAULT_ACCEPTED_TYPES
 
 
+# validate_topic's verdicts, cached: clients send to the same few topics over and over.
+_topic_remark: Final = functools.lru_cache(maxsize=4096)(validate_topic)
+
+
 def check_topic_name(topic: str) -> None:
     """Raises V2Error(ILLEGAL_TOPIC 40002) with RocketMQ's remark for an illegal topic name."""
-    remark = validate_topic(topic)
+    remark = _topic_remark(topic)
     if remark is not None:
         raise V2Error(Code.ILLEGAL_TOPIC, remark)
 
