@@ -80,6 +80,14 @@ def time_remaining_ms(context: _Context) -> float | None:
     return None if remaining is None else remaining * 1000.0
 
 
+def _enter(context: _Context) -> ClientContext:
+    """The call's ClientContext, its request id and client id bound to the log context. Raises V2Error
+    (CLIENT_ID_REQUIRED 40017)."""
+    ctx = client_context(context.invocation_metadata())
+    bind_call(ctx.request_id, client_id=ctx.client_id)
+    return ctx
+
+
 def _error_status(exc: Exception, method: str) -> definition_pb2.Status:
     if not isinstance(exc, V2Error | MQError):
         log.exception("v2_handler_failed", method=method)
@@ -128,9 +136,8 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         begin = time.perf_counter()
         language = ""
         try:
-            ctx = client_context(context.invocation_metadata())
+            ctx = _enter(context)
             language = ctx.language
-            bind_call(ctx.request_id, client_id=ctx.client_id)
             response = await handler(request, ctx, context)
         except Exception as exc:
             response = response_type(status=_error_status(exc, method))
@@ -151,9 +158,8 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         language = ""
         code: int = Code.OK
         try:
-            ctx = client_context(context.invocation_metadata())
+            ctx = _enter(context)
             language = ctx.language
-            bind_call(ctx.request_id, client_id=ctx.client_id)
             async for response in handler(request, ctx, time_remaining_ms(context)):
                 if response.HasField("status"):  # type: ignore[attr-defined]
                     code = response.status.code  # type: ignore[attr-defined]
@@ -232,11 +238,10 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request_iterator: AsyncIterator[service_pb2.TelemetryCommand], context: _Context
     ) -> AsyncIterator[service_pb2.TelemetryCommand]:
         try:
-            ctx = client_context(context.invocation_metadata())
+            ctx = _enter(context)
         except V2Error as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
             return
-        bind_call(ctx.request_id, client_id=ctx.client_id)
         async for command in self.telemetry.serve(ctx.client_id, request_iterator, context):
             yield command
 
