@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 from apache.rocketmq.v2 import service_pb2
-from prometheus_client.parser import text_string_to_metric_families
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_local.cluster import LocalCluster
 from mq_local.ports import free_port
 from mq_local.testing import make_topic
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.v2.conftest import metadata, resource, start_gateway
 
