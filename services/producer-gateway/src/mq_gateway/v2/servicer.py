@@ -34,6 +34,9 @@ log = get_logger("mq_gateway.v2.servicer")
 
 SERVICE_NAME: Final = service_pb2.DESCRIPTOR.services_by_name["MessagingService"].full_name
 METHOD_PREFIX: Final = f"/{SERVICE_NAME}/"
+# Of a call's deadline, what the send budget leaves for the answer to travel back (an in-band failure status
+# beats DEADLINE_EXCEEDED: clients retry on it).
+ANSWER_MARGIN_MS: Final = 50
 _R = TypeVar("_R")
 _Q = TypeVar("_Q")
 _Context = grpc.aio.ServicerContext[Any, Any]
@@ -192,7 +195,10 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request: service_pb2.SendMessageRequest, ctx: ClientContext, context: _Context
     ) -> service_pb2.SendMessageResponse:
         remaining = context.time_remaining()
-        timeout_ms = self._send_timeout_ms if remaining is None else max(1, int(remaining * 1000.0))
+        if remaining is None:
+            timeout_ms = self._send_timeout_ms
+        else:  # leave the answer time to reach the client before its deadline
+            timeout_ms = max(1, int(remaining * 1000.0) - ANSWER_MARGIN_MS)
         return await self.send.send_message(request, context.peer(), timeout_ms)
 
     async def Heartbeat(
