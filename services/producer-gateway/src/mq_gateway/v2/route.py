@@ -3,8 +3,9 @@
 Per broker (name server order) the queue ids are numbered READ-only first, then WRITE-only, then READ_WRITE (from
 the queue data's perm and read/write counts), ``broker.id`` is 0 (the master; the gateway proxies every call) and
 ``broker.endpoints`` is the gateway itself: the hosts the client addressed (the request's ``endpoints``) with the
-gateway's port, else the gateway's listen address (the host name for a wildcard bind); the address scheme is always set (IPv4 for dotted quads, IPv6
-for literals with ':', DOMAIN_NAME otherwise). Runs on the gateway's asyncio loop.
+gateway's port, else the gateway's listen address (the host name for a wildcard bind); the address scheme is
+always set (IPv4 for dotted quads, IPv6 for literals with ':', DOMAIN_NAME otherwise). Runs on the gateway's
+asyncio loop.
 Mirrors org.apache.rocketmq.proxy.grpc.v2.route.RouteActivity#queryRoute / #genMessageQueueFromQueueData.
 """
 

@@ -195,10 +195,8 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request: service_pb2.SendMessageRequest, ctx: ClientContext, context: _Context
     ) -> service_pb2.SendMessageResponse:
         remaining = context.time_remaining()
-        if remaining is None:
-            timeout_ms = self._send_timeout_ms
-        else:  # leave the answer time to reach the client before its deadline
-            timeout_ms = max(1, int(remaining * 1000.0) - ANSWER_MARGIN_MS)
+        # with a deadline, leave the answer time to reach the client before it
+        timeout_ms = self._send_timeout_ms if remaining is None else max(1, int(remaining * 1000.0) - ANSWER_MARGIN_MS)
         return await self.send.send_message(request, context.peer(), timeout_ms)
 
     async def Heartbeat(
