@@ -28,6 +28,7 @@ from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.producer import Message, SendResult, SendStatus
 from mq_common.constants import MessageConst
 from mq_common.errors import MQError, TopicNotExistError
+from mq_common.logging import get_logger
 from mq_common.response_code import ResponseCode
 
 from mq_gateway.v2.codes import Code, V2Code, V2Error, status_of, v2_code_for
@@ -35,6 +36,7 @@ from mq_gateway.v2.limits import V2Limits
 from mq_gateway.v2.route import TopicMessageTypes, check_topic_name
 from mq_gateway.v2.routes import TopicRouteCache
 
+log = get_logger("mq_gateway.v2.send")
 MessageType = definition_pb2.MessageType
 # Enum values as plain ints (the enum wrapper's attribute lookup costs a microsecond per use on the hot path).
 _UNSPECIFIED: Final = int(MessageType.MESSAGE_TYPE_UNSPECIFIED)
@@ -140,7 +142,9 @@ class SendMessageActivity:
         msg_id = msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
         try:
             result = await self.producer.send(msg, timeout_ms)
-        except MQError as exc:
+        except Exception as exc:  # each message answers its own failure; unexpected ones are logged
+            if not isinstance(exc, MQError):
+                log.exception("v2_send_failed", topic=msg.topic)
             return service_pb2.SendResultEntry(status=status_of(exc), message_id=msg_id)
         code = _SEND_STATUS_CODE[result.send_status]
         status = _OK_STATUS if code == _OK else definition_pb2.Status(code=code, message=result.send_status.value)
