@@ -235,6 +235,23 @@ async def test_every_bad_input_is_refused_and_nothing_is_lost(
     assert (await activity.ack_message(ack_request(group, topic, got), CTX)).status.code == Code.OK
 
 
+async def test_messages_not_handed_over_come_back_soon(
+    activity: ConsumerActivity, producer: DefaultMQProducer, topic: str
+) -> None:
+    sent = await send_all(producer, topic, 8)
+    hour_ms = 3_600_000
+    stream = activity.receive_message(
+        receive_request("v2c_nack", topic, broker_name="broker-a", invisible_ms=hour_ms), CTX, 30_000.0
+    )
+    assert (await anext(stream)).status.code == Code.OK
+    first = (await anext(stream)).message
+    await stream.aclose()  # the client went away while the first message was being written
+    await activity.close()  # waits for the nacks
+    back = await receive_both(activity, "v2c_nack", topic, len(sent), invisible_ms=hour_ms)
+    assert first.system_properties.message_id in {m.system_properties.message_id for m in back}
+    assert {m.system_properties.message_id for m in back} == set(sent)
+
+
 async def test_batch_is_clamped_to_32_and_auto_renew_pops_with_the_default(
     activity: ConsumerActivity, producer: DefaultMQProducer, topic: str
 ) -> None:

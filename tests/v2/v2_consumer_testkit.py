@@ -28,7 +28,7 @@ from mq_gateway.v2.routes import TopicRouteCache
 from mq_local.cluster import LocalCluster
 from mq_local.testing import read_all, spec_for_tests
 
-CTX: Final = ClientContext(client_id="127.0.0.1@4242@0@v2c-test", language="PYTHON")
+CTX: Final = ClientContext(client_id="127.0.0.1@4242@0@v2c-test", language="PYTHON", client_version="5.1.2")
 DEADLINE_S: Final = 60.0
 POLL_MS: Final = 5_000
 REMAINING_MS: Final = 30_000.0

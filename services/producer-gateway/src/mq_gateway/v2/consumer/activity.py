@@ -58,7 +58,7 @@ class ConsumerActivity:
     ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
         """ReceiveMessage's response stream: status first, messages, delivery_timestamp last (receive.py).
         ``time_remaining_ms``: the call's remaining deadline (None: no deadline)."""
-        return self._receive.receive_message(request, time_remaining_ms)
+        return self._receive.receive_message(request, ctx, time_remaining_ms)
 
     async def ack_message(
         self, request: service_pb2.AckMessageRequest, ctx: ClientContext
@@ -121,7 +121,8 @@ class ConsumerActivity:
         raise MQError(f"subscription group not exist, {group}", ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST)
 
     async def close(self) -> None:
-        """Release what this activity holds (its BrokerClient's streams; channels belong to the pool)."""
+        """Wait for running nacks, then release the BrokerClient's streams (channels belong to the pool)."""
+        await self._receive.close()
         await self._broker.close()
 
 
