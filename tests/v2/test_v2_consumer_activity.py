@@ -111,9 +111,13 @@ async def test_receive_converts_every_field_then_ack(
     assert system.queue_offset >= 0
     assert 0 <= system.queue_id < 4
 
-    acked = await activity.ack_message(ack_request("v2c_ack", topic, got), CTX)
+    acked = await activity.ack_message(ack_request("v2c_ack", topic, got[1:]), CTX)
     assert acked.status.code == Code.OK
-    assert [e.status.code for e in acked.entries] == [Code.OK] * 8
+    assert [e.status.code for e in acked.entries] == [Code.OK] * 7
+    mixed = await activity.ack_message(ack_request("v2c_ack", topic, got[:2]), CTX)  # one live, one spent
+    assert mixed.status.code == Code.MULTIPLE_RESULTS
+    assert [e.status.code for e in mixed.entries] == [Code.OK, Code.INVALID_RECEIPT_HANDLE]
+    assert [e.receipt_handle for e in mixed.entries] == [m.system_properties.receipt_handle for m in got[:2]]
     again = await activity.ack_message(ack_request("v2c_ack", topic, got[:1]), CTX)
     assert again.status.code == Code.INVALID_RECEIPT_HANDLE
     assert again.entries[0].status.code == Code.INVALID_RECEIPT_HANDLE
