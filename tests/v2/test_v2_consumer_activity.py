@@ -306,9 +306,12 @@ async def test_a_message_past_max_attempts_goes_to_the_dlq_instead_of_the_client
     assert first.system_properties.delivery_attempt == 1
     (retried,) = await stored(cluster, retry_topic(group), 1)  # revived: reconsume times 1, attempt 2 next
     assert retried.reconsume_times == 1
+    # the group's config without a topic: through the (now routed) %RETRY%<group>
+    assert (await fast.subscription_group_config(group)).retry_max_times == 16
     # the group's limit drops to one attempt while the message waits: the gateway dead-letters it
     await update_group(cluster, pool, topic, SubscriptionGroupConfig(group, retry_max_times=0))
     fresh = new_activity(cluster, pool)
+    assert (await fresh.subscription_group_config(group)).retry_max_times == 0
     for broker in BROKERS:
         answer = await receive(fresh, receive_request(group, topic, broker_name=broker))
         assert answer.messages == []
