@@ -3,8 +3,10 @@ mqgateway processes on 127.0.0.1) and an in-process GatewayController over it pe
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -15,6 +17,11 @@ from mq_gateway.settings import GatewaySettings
 from mq_gateway.v2.servicer import ConsumerActivities
 from mq_local.cluster import LocalCluster
 from mq_local.testing import spec_for_tests
+
+# The folder's helper modules (unwired_consumer.py, v2_consumer_testkit.py) import by name (--import-mode=importlib).
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
 
 
 def metadata(client_id: str = "v2-test-client", language: str = "PYTHON") -> tuple[tuple[str, str], ...]:

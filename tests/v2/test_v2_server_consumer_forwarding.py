@@ -11,8 +11,8 @@ from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_common.errors import MQBrokerError
 from mq_common.response_code import ResponseCode
 from mq_gateway.v2.context import ClientContext
-from mq_gateway.v2.unwired_consumer import UnwiredConsumer
 from mq_local.cluster import LocalCluster
+from unwired_consumer import UnwiredConsumer
 
 from tests.v2.conftest import Gateway, metadata, start_gateway
 
@@ -91,10 +91,3 @@ async def test_handler_failures_answer_in_band(forwarding: tuple[Gateway, Record
     assert answers[-1].status.code == Code.INTERNAL_SERVER_ERROR
     anonymous = gateway.stub.ReceiveMessage(service_pb2.ReceiveMessageRequest(), timeout=10)
     assert [a.status.code async for a in anonymous] == [Code.CLIENT_ID_REQUIRED]
-
-
-async def test_the_unwired_consumer_answers_not_implemented(gateway: Gateway) -> None:
-    ack = await gateway.stub.AckMessage(service_pb2.AckMessageRequest(), metadata=metadata(), timeout=10)
-    assert ack.status.code == Code.NOT_IMPLEMENTED
-    stream = gateway.stub.ReceiveMessage(service_pb2.ReceiveMessageRequest(), metadata=metadata(), timeout=10)
-    assert [a.status.code async for a in stream] == [Code.NOT_IMPLEMENTED]

@@ -15,8 +15,8 @@ from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_common.protocol import SubscriptionGroupConfig
 from mq_gateway.v2.client_settings import CONSUMER_BACKOFF_S
 from mq_gateway.v2.telemetry import TelemetrySession, TelemetrySessions
-from mq_gateway.v2.unwired_consumer import UnwiredConsumer
 from mq_local.cluster import LocalCluster
+from unwired_consumer import UnwiredConsumer
 
 from tests.v2.conftest import Gateway, metadata, resource, start_gateway
 
@@ -118,7 +118,7 @@ async def test_consumer_handshake_uses_the_default_group_policy(gateway: Gateway
 class OrderlyGroups(UnwiredConsumer):
     """A consumer side whose groups are orderly with 3 retries."""
 
-    async def subscription_group_config(self, group: str) -> SubscriptionGroupConfig:
+    async def subscription_group_config(self, group: str, topic: str = "") -> SubscriptionGroupConfig:
         return SubscriptionGroupConfig(group, consume_message_orderly=True, retry_max_times=3)
 
 

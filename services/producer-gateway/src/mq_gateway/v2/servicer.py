@@ -73,7 +73,9 @@ class ConsumerActivities(Protocol):
     def pull_message(
         self, request: service_pb2.PullMessageRequest, ctx: ClientContext, time_remaining_ms: float | None
     ) -> AsyncIterator[service_pb2.PullMessageResponse]: ...
-    async def subscription_group_config(self, group: str) -> SubscriptionGroupConfig: ...  # raises MQError
+    async def subscription_group_config(
+        self, group: str, topic: str = ""
+    ) -> SubscriptionGroupConfig: ...  # raises MQError
     async def close(self) -> None: ...
 
 

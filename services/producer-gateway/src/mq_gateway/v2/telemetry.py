@@ -35,7 +35,8 @@ MAX_PENDING_COMMANDS: Final = 64
 _CLOSE: Final = None
 
 # group -> its SubscriptionGroupConfig; raises when the group cannot be read (the defaults are used then).
-GroupConfigLookup = Callable[[str], Awaitable[SubscriptionGroupConfig]]
+# (group, a topic the group subscribes, "" when none) -> the group's config; raises MQError.
+GroupConfigLookup = Callable[[str, str], Awaitable[SubscriptionGroupConfig]]
 
 
 class TelemetrySession:
@@ -120,7 +121,9 @@ class TelemetryService:
             return producer_settings(client, self.limits)
         group: SubscriptionGroupConfig | None = None
         try:
-            group = await self._group_config(client.subscription.group.name)
+            subscriptions = client.subscription.subscriptions
+            topic = subscriptions[0].topic.name if subscriptions else ""
+            group = await self._group_config(client.subscription.group.name, topic)
         except Exception as exc:  # the defaults serve; the group may not exist yet
             log.debug("telemetry_group_config_failed", group=client.subscription.group.name, error=str(exc))
         return consumer_settings(client, self.limits, group)

@@ -108,7 +108,7 @@ class ConsumerActivity:
         """PullMessage's response stream: status, messages, next_offset (pull.py)."""
         return self._pull.pull_message(request, time_remaining_ms)
 
-    async def subscription_group_config(self, group: str, *, topic: str = "") -> SubscriptionGroupConfig:
+    async def subscription_group_config(self, group: str, topic: str = "") -> SubscriptionGroupConfig:
         """``group``'s config as the first broker that has it holds it (cached group_config_ttl_ms). The brokers
         are the masters of the route of ``topic`` (when given), else of ``%RETRY%<group>`` (created with the
         group), else of the default topic TBW102 (present while brokers auto-create topics). Raises MQError

@@ -1,6 +1,6 @@
-"""The ConsumerActivities the gateway uses until the real consumer side (mq_gateway.v2.consumer) is wired in:
-every consumer RPC answers NOT_IMPLEMENTED (50100) in-band, and group configs are unknown (Telemetry then merges
-the defaults). Runs on the gateway's asyncio loop."""
+"""A test base of the v2 ConsumerActivities protocol: every consumer RPC answers NOT_IMPLEMENTED (50100) in-band and
+group configs are unknown (Telemetry then merges the defaults). Tests of the servicer subclass it to record what the
+servicer forwards, without brokers behind it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_common.errors import MQClientError
 from mq_common.protocol import SubscriptionGroupConfig
 from mq_common.response_code import ResponseCode
-
 from mq_gateway.v2.codes import Code
 from mq_gateway.v2.context import ClientContext
 
@@ -69,7 +68,7 @@ class UnwiredConsumer:
     ) -> service_pb2.UpdateOffsetResponse:
         return service_pb2.UpdateOffsetResponse(status=_status())
 
-    async def subscription_group_config(self, group: str) -> SubscriptionGroupConfig:
+    async def subscription_group_config(self, group: str, topic: str = "") -> SubscriptionGroupConfig:
         raise MQClientError(REMARK, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST)
 
     async def close(self) -> None:
