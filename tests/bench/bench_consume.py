@@ -297,7 +297,9 @@ async def bench_memory(broker: Any, pid: int, topic: str, empty_topic: str, grou
 # -- NATS JetStream ----------------------------------------------------------------------------------------------
 
 
-async def bench_nats_consume(port: int, backlog: int) -> Row:
+async def bench_nats_consume(port: int, backlog: int, fetch: int = NATS_FETCH) -> Row:
+    """CONSUMERS pull subscribers of one durable consumer drain ``backlog`` messages (published first), each
+    ``fetch``-ing up to ``fetch`` messages and acking every one."""
     import nats  # type: ignore[import-not-found]  # nats-py, dev-only
     from nats.js.api import AckPolicy, ConsumerConfig, StorageType  # type: ignore[import-not-found]
 
@@ -308,7 +310,7 @@ async def bench_nats_consume(port: int, backlog: int) -> Row:
         for _ in range(backlog):
             await js.publish_async("consume.m", BODY)
         await js.publish_async_completed()
-        config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=CONSUMERS * NATS_FETCH * 4)
+        config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=CONSUMERS * fetch * 4)
         subs = [await js.pull_subscribe("consume.m", durable="bench", config=config) for _ in range(CONSUMERS)]
         consumed = 0
 
@@ -316,7 +318,7 @@ async def bench_nats_consume(port: int, backlog: int) -> Row:
             nonlocal consumed
             while consumed < backlog:
                 try:
-                    msgs = await sub.fetch(NATS_FETCH, timeout=2)
+                    msgs = await sub.fetch(fetch, timeout=2)
                 except TimeoutError:  # nats-py raises its own subclass or the builtin
                     return
                 for msg in msgs:
@@ -331,7 +333,7 @@ async def bench_nats_consume(port: int, backlog: int) -> Row:
         await nc.close()
     if consumed < backlog:
         raise RuntimeError(f"JetStream consumed {consumed} of {backlog}")
-    return Row("nats-jetstream", f"fetch({NATS_FETCH}) + ack", CONSUMERS, consumed, round(secs, 2),
+    return Row("nats-jetstream", f"fetch({fetch}) + ack", CONSUMERS, consumed, round(secs, 2),
                round(consumed / secs, 1))  # fmt: skip
 
 

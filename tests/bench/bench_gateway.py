@@ -452,8 +452,15 @@ def targets(rows: Sequence[Row]) -> list[dict[str, object]]:
     return out
 
 
-def print_report(rows: Sequence[Row], checks: Sequence[dict[str, object]]) -> None:
-    table = Table(title="Gateway benchmark: 1 KiB messages, end to end (client -> gateway -> broker -> ack)")
+def print_report(
+    rows: Sequence[Row],
+    checks: Sequence[dict[str, object]],
+    title: str = "Gateway benchmark: 1 KiB messages, end to end (client -> gateway -> broker -> ack)",
+    goals_title: str = "gateway targets",
+    verdicts: tuple[str, str] = ("pass", "FAIL"),
+) -> None:
+    """The rows and the targets as rich tables on stdout; ``verdicts`` names a met and a missed target."""
+    table = Table(title=title)
     columns = ("system", "flush", "api", "clients", "messages", "failed", "msgs/s", "p50 ms", "p99 ms")
     for column in (*columns, "gw CPU us/msg", "brokers CPU us/msg"):
         table.add_column(column, justify="right" if column not in ("system", "flush", "api") else "left")
@@ -462,11 +469,12 @@ def print_report(rows: Sequence[Row], checks: Sequence[dict[str, object]]) -> No
             r.system, r.flush, r.api, str(r.clients), f"{r.messages:,}", str(r.failed), f"{r.msgs_per_s:,.0f}",
             f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.gateway_cpu_us_per_msg:.1f}", f"{r.brokers_cpu_us_per_msg:.1f}",
         )  # fmt: skip
-    goals = Table(title="gateway targets")
+    goals = Table(title=goals_title)
     for column in ("target", "measured", "result"):
         goals.add_column(column)
+    met, missed = verdicts
     for c in checks:
-        verdict = "n/a" if c["pass"] is None else ("[green]pass[/green]" if c["pass"] else "[red]FAIL[/red]")
+        verdict = "n/a" if c["pass"] is None else (f"[green]{met}[/green]" if c["pass"] else f"[red]{missed}[/red]")
         goals.add_row(str(c["target"]), str(c["measured"]), verdict)
     console = Console(width=160)
     console.print(table)
