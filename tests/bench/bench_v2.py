@@ -108,12 +108,14 @@ async def run_ours(args: argparse.Namespace, only: frozenset[str], console: Cons
                 await fill(gateway_pb2_grpc.ProducerGatewayStub(channels[0]), topic, args.backlog)
                 console.log(f"backlog of {args.backlog:,} stored in {time.perf_counter() - began:.1f} s")
                 freeze_client_heap()
-                rows.append(await drain_row(channels, topic, "bench_v2_drain", args.backlog, DRAIN_CALLERS))
+                rows.append(await drain_row(channels, topic, "bench_v2_drain", (args.backlog, DRAIN_CALLERS), meter))
                 console.log(summary(rows[-1]))
             if "latency" in only:
                 topic = await make_topic(cluster, "v2_latency", queues=QUEUES)
                 freeze_client_heap()
-                rows.append(await latency_row(channels, topic, "bench_v2_latency", PACED_RATE, args.latency_seconds))
+                rows.append(
+                    await latency_row(channels, topic, "bench_v2_latency", (PACED_RATE, args.latency_seconds), meter)
+                )
                 console.log(summary(rows[-1]))
             if "sdk" in only:
                 if SDK_PYTHON.is_file():
@@ -203,7 +205,7 @@ def targets(rows: Sequence[Row]) -> list[dict[str, object]]:
     def find(system: str, *words: str) -> Row | None:
         return next((r for r in rows if r.system == system and all(w in r.api for w in words)), None)
 
-    send = find("gateway v2", "SendMessage x1", "[node") or find("gateway v2", "SendMessage x1")
+    send = find("gateway v2", "SendMessage x1", "node generator") or find("gateway v2", "SendMessage x1")
     latency = find("gateway v2", "long-polling")
     out = []
     if send is None:

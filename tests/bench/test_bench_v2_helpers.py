@@ -92,7 +92,7 @@ async def test_node_generator_sends_unique_ids_and_counts_refusals(fake_server: 
 
 
 def test_targets_pass_and_miss() -> None:
-    send = replace(make_row("gateway v2", "SYNC_FLUSH", "v2 SendMessage x1 [node: 9 us CPU/msg]", 64, (900, 0),
+    send = replace(make_row("gateway v2", "SYNC_FLUSH", "v2 SendMessage x1 (node generator 9 us CPU/msg)", 64, (900, 0),
                             1.0, []), gateway_cpu_us_per_msg=90.0)  # fmt: skip
     publish = make_row("nats-jetstream", "file store", "nats-py await js.publish x1", 64, (2_000, 0), 1.0, [])
     drain = make_row("gateway v2", "SYNC_FLUSH", "v2 ReceiveMessage(32) + AckMessage per message", 16, (500, 0),

@@ -152,7 +152,7 @@ async def node_send_row(load: SendLoad, node_modules: Path, meter: CpuMeter) -> 
         raise RuntimeError(f"node generator: {result['error']}")
     counts, latencies = (result["ok"], result["failed"]), [us / 1e6 for us in result["latenciesUs"]]
     codes = f", codes {result['codes']}" if result["codes"] else ""
-    api = f"v2 SendMessage x1 [node: {result['cpuUs'] / max(1, result['calls']):.0f} us CPU/msg{codes}]"
+    api = f"v2 SendMessage x1 (node generator {result['cpuUs'] / max(1, result['calls']):.0f} us CPU/msg{codes})"
     return meter.finish(make_row("gateway v2", "SYNC_FLUSH", api, load.callers, counts, result["seconds"], latencies))
 
 
@@ -186,7 +186,7 @@ async def python_send_row(load: SendLoad, channels: Sequence[Any], meter: CpuMet
     began, cpu_began = time.perf_counter(), time.process_time()
     await asyncio.gather(*(caller(stubs[i % len(stubs)]) for i in range(load.callers)))
     secs, cpu_us = time.perf_counter() - began, (time.process_time() - cpu_began) * 1e6
-    api = f"v2 SendMessage x1 [python: {cpu_us / max(1, sum(counts)):.0f} us CPU/msg]"
+    api = f"v2 SendMessage x1 (python generator {cpu_us / max(1, sum(counts)):.0f} us CPU/msg)"
     return meter.finish(
         make_row("gateway v2", "SYNC_FLUSH", api, load.callers, (counts[0], counts[1]), secs, latencies)
     )
@@ -260,10 +260,11 @@ async def receivers(channels: Sequence[Any], topic: str, group: str, count: int,
     return [V2Receiver(stubs[i % len(stubs)], group, queues[i % len(queues)], poll_s, base) for i in range(count)]
 
 
-async def drain_row(channels: Sequence[Any], topic: str, group: str, backlog: int, callers: int) -> Row:
+async def drain_row(channels: Sequence[Any], topic: str, group: str, counts: tuple[int, int], meter: CpuMeter) -> Row:
     """``callers`` receivers drain ``backlog`` messages, each receive's messages acked concurrently (one AckMessage
     each, as SimpleConsumer.ack_async would). The row ends when the last ack of the backlog is answered; receives
-    still long-polling an empty topic then are cancelled."""
+    still long-polling an empty topic then are cancelled. ``counts`` = (backlog, callers)."""
+    backlog, callers = counts
     pool = await receivers(channels, topic, group, callers, DRAIN_POLL_S)
     acked = 0
     drained = asyncio.Event()
@@ -277,12 +278,13 @@ async def drain_row(channels: Sequence[Any], topic: str, group: str, backlog: in
             if acked >= backlog:
                 drained.set()
 
-    began = time.perf_counter()
+    meter.start()
+    began, cpu_began = time.perf_counter(), time.process_time()
     tasks = [asyncio.create_task(caller(r)) for r in pool]
     waiter = asyncio.create_task(drained.wait())
     try:
         done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED, timeout=backlog / 100)
-        secs = time.perf_counter() - began
+        secs, cpu_us = time.perf_counter() - began, (time.process_time() - cpu_began) * 1e6
         for task in done:
             if task is not waiter:
                 task.result()  # a caller ends only by raising before the drain: surface it
@@ -292,13 +294,14 @@ async def drain_row(channels: Sequence[Any], topic: str, group: str, backlog: in
         await asyncio.gather(*tasks, waiter, return_exceptions=True)
     if acked < backlog:
         raise RuntimeError(f"v2 receive drained {acked} of {backlog} in {secs:.1f} s")
-    api = f"v2 ReceiveMessage({RECEIVE_BATCH}) + AckMessage per message"
-    return make_row("gateway v2", "SYNC_FLUSH", api, callers, (acked, 0), secs, [])
+    api = f"v2 ReceiveMessage({RECEIVE_BATCH}) + AckMessage per message (client {cpu_us / acked:.0f} us CPU/msg)"
+    return meter.finish(make_row("gateway v2", "SYNC_FLUSH", api, callers, (acked, 0), secs, []))
 
 
-async def latency_row(channels: Sequence[Any], topic: str, group: str, rate: int, seconds: float) -> Row:
+async def latency_row(channels: Sequence[Any], topic: str, group: str, pace: tuple[int, float], meter: CpuMeter) -> Row:
     """v2 SendMessage paced at ``rate``/s (open loop, the send start time in the body) while LATENCY_RECEIVERS
-    long-polling receivers take them; latency = receive time - send start."""
+    long-polling receivers take them; latency = receive time - send start. ``pace`` = (rate, seconds)."""
+    rate, seconds = pace
     pool = await receivers(channels, topic, group, LATENCY_RECEIVERS, LATENCY_POLL_S)
     sender = service_pb2_grpc.MessagingServiceStub(channels[0])
     base = python_sdk_metadata(client_id())
@@ -331,6 +334,7 @@ async def latency_row(channels: Sequence[Any], topic: str, group: str, rate: int
 
     tasks = [asyncio.create_task(receive(r)) for r in pool]
     await asyncio.sleep(1.0)  # the receivers parked before the first send
+    meter.start()
     began = time.perf_counter()
     sends = []
     for n in range(total):
@@ -349,7 +353,8 @@ async def latency_row(channels: Sequence[Any], topic: str, group: str, rate: int
         await asyncio.gather(*tasks, *acks, return_exceptions=True)
     secs = time.perf_counter() - began
     api = f"v2 SendMessage {rate}/s -> long-polling ReceiveMessage"
-    return make_row("gateway v2", "SYNC_FLUSH", api, 1, (len(latencies), total - len(latencies)), secs, latencies)
+    counts = (len(latencies), total - len(latencies))
+    return meter.finish(make_row("gateway v2", "SYNC_FLUSH", api, 1, counts, secs, latencies))
 
 
 # -- row 4: the official Python SDK -------------------------------------------------------------------------------
