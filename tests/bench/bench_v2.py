@@ -77,6 +77,10 @@ SEND_CPU_MAX_US: Final = 100.0
 SEND_VS_JETSTREAM_MIN: Final = 0.5
 DRAIN_VS_JETSTREAM_MIN: Final = 1.0
 LATENCY_P99_MAX_MS: Final = 20.0
+JETSTREAM_NOTE: Final = (
+    "JetStream's file store acknowledges a publish before its data is fsynced (nats-server syncs on an interval); "
+    "the gateway rows are SYNC_FLUSH (each send acknowledged after the broker's flush)"
+)
 ROW_KINDS: Final = frozenset({"send", "pysend", "drain", "latency", "sdk", "nats"})
 
 
@@ -185,7 +189,7 @@ async def run_nats(args: argparse.Namespace, console: Console) -> tuple[list[Row
         rows.append(make_row("nats-jetstream", "file store", f"nats-py {drained.api}", drained.consumers,
                              (drained.messages, 0), drained.seconds, []))  # fmt: skip
         console.log(summary(rows[-1]))
-    return rows, []
+    return rows, [JETSTREAM_NOTE]
 
 
 def _ratio(row: Row | None, base: Row | None, minimum: float, label: str) -> dict[str, object]:
