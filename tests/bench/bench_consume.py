@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import struct
 import tempfile
 import time
@@ -41,7 +39,15 @@ from pathlib import Path
 from typing import Any, Final
 
 import grpc
-from bench_gateway import freeze_client_heap, nats_server_binary, percentile_ms, running_nats_server
+from bench_gateway import (
+    freeze_client_heap,
+    machine,
+    nats_server_binary,
+    pace,
+    percentile_ms,
+    running_nats_server,
+    write_report,
+)
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_common.codec import iter_messages
@@ -220,14 +226,7 @@ async def bench_latency(gateway: Any, broker: Any, topic: str, group: str, secon
 
     consumers = [asyncio.create_task(consumer(q)) for q in range(QUEUES)]
     await asyncio.sleep(1.0)  # every consumer parked on the broker before the first send
-    began = time.perf_counter()
-    sends = []
-    for i in range(total):
-        delay = began + i / PACED_RATE - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        sends.append(asyncio.create_task(send(i)))
-    await asyncio.gather(*sends)
+    began = await pace(PACED_RATE, total, send)
     try:
         await asyncio.wait_for(done.wait(), timeout=RPC_TIMEOUT_S)
     finally:
@@ -478,7 +477,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
         "targets": checks,
         "backlog": args.backlog,
         "body_bytes": len(BODY),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
     }
 
 
@@ -496,10 +495,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print_report(rows, [])
         return
     report = asyncio.run(run(args, console))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"report written to {out}")
+    write_report(Path(args.out), report)
+    console.print(f"report written to {args.out}")
 
 
 if __name__ == "__main__":

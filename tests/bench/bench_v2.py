@@ -26,9 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import tempfile
 import time
 from collections.abc import Sequence
@@ -42,11 +39,13 @@ from bench_gateway import (
     CpuMeter,
     Row,
     freeze_client_heap,
+    machine,
     make_row,
     nats_server_binary,
     print_report,
     running_nats_server,
     summary,
+    write_report,
 )
 from mq.gateway.v1 import gateway_pb2_grpc
 from mq_common.grpc_server import CHANNEL_OPTIONS
@@ -253,7 +252,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
         "notes": notes,
         "params": {k: v for k, v in vars(args).items() if k != "out"},
         "body_bytes": len(BODY),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
     }
 
 
@@ -270,10 +269,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     report: dict[str, Any] = asyncio.run(run(args, console))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"report written to {out}")
+    write_report(Path(args.out), report)
+    console.print(f"report written to {args.out}")
 
 
 if __name__ == "__main__":

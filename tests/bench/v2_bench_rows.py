@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2, service_pb2_grpc
-from bench_gateway import CpuMeter, Row, make_row
+from bench_gateway import CpuMeter, Row, make_row, pace
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -298,10 +298,12 @@ async def drain_row(channels: Sequence[Any], topic: str, group: str, counts: tup
     return meter.finish(make_row("gateway v2", "SYNC_FLUSH", api, callers, (acked, 0), secs, []))
 
 
-async def latency_row(channels: Sequence[Any], topic: str, group: str, pace: tuple[int, float], meter: CpuMeter) -> Row:
+async def latency_row(
+    channels: Sequence[Any], topic: str, group: str, paced: tuple[int, float], meter: CpuMeter
+) -> Row:
     """v2 SendMessage paced at ``rate``/s (open loop, the send start time in the body) while LATENCY_RECEIVERS
-    long-polling receivers take them; latency = receive time - send start. ``pace`` = (rate, seconds)."""
-    rate, seconds = pace
+    long-polling receivers take them; latency = receive time - send start. ``paced`` = (rate, seconds)."""
+    rate, seconds = paced
     pool = await receivers(channels, topic, group, LATENCY_RECEIVERS, LATENCY_POLL_S)
     sender = service_pb2_grpc.MessagingServiceStub(channels[0])
     base = python_sdk_metadata(client_id())
@@ -335,14 +337,7 @@ async def latency_row(channels: Sequence[Any], topic: str, group: str, pace: tup
     tasks = [asyncio.create_task(receive(r)) for r in pool]
     await asyncio.sleep(1.0)  # the receivers parked before the first send
     meter.start()
-    began = time.perf_counter()
-    sends = []
-    for n in range(total):
-        delay = began + n / rate - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        sends.append(asyncio.create_task(send(n)))
-    await asyncio.gather(*(s for s in sends if not s.done()))
+    began = await pace(rate, total, send)
     try:
         await asyncio.wait_for(done.wait(), timeout=RPC_TIMEOUT_S)
     except TimeoutError:

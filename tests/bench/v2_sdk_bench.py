@@ -18,6 +18,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
@@ -27,6 +28,17 @@ RECEIVE_BATCH = 32
 INVISIBLE_S = 15
 AWAIT_S = 5
 DRAIN_IDLE_LIMIT = 3
+
+
+def run_threads(threads: int, worker: Callable[[], None]) -> float:
+    """Run ``worker`` in ``threads`` threads until all return; returns when they started (time.monotonic)."""
+    began = time.monotonic()
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return began
 
 
 def send_row(producer: Any, topic: str, threads: int, seconds: float, max_messages: int) -> dict[str, Any]:
@@ -51,12 +63,7 @@ def send_row(producer: Any, topic: str, threads: int, seconds: float, max_messag
             with lock:
                 counts[key] += 1
 
-    began = time.monotonic()
-    pool = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    began = run_threads(threads, worker)
     secs = time.monotonic() - began
     return {"api": "SDK Producer.send", "threads": threads, "messages": counts["sent"], "failed": counts["failed"],
             "seconds": secs}  # fmt: skip
@@ -93,12 +100,7 @@ def drain_row(consumer: Any, count: int, threads: int, timeout_s: float) -> dict
                 if counts["acked"] >= count and not drained_at:
                     drained_at.append(time.monotonic())
 
-    began = time.monotonic()
-    pool = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    began = run_threads(threads, worker)
     secs = (drained_at[0] if drained_at else time.monotonic()) - began
     return {"api": f"SDK SimpleConsumer receive({RECEIVE_BATCH}) + ack", "threads": threads,
             "messages": counts["acked"], "failed": counts["failed"], "seconds": secs}  # fmt: skip
