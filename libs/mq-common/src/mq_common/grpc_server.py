@@ -32,16 +32,34 @@ SERVER_OPTIONS: Final[list[tuple[str, int]]] = [
 ]
 
 
+def server_options(max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """SERVER_OPTIONS with both message length limits set to ``max_message_bytes``."""
+    limits = {"grpc.max_send_message_length", "grpc.max_receive_message_length"}
+    return [
+        *((name, value) for name, value in SERVER_OPTIONS if name not in limits),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+    ]
+
+
 class ServiceServer:
     """An aio server plus its health servicer.
 
     ``service_names`` are the full proto service names (``mq.broker.v1.Broker``); they are registered for
     reflection and marked SERVING by :meth:`start`, NOT_SERVING by :meth:`stop`. ``interceptors`` wrap every
     call (e.g. mq_common.request_context.RequestContextInterceptor: request ids, RPC latency).
+    ``max_message_bytes`` bounds one inbound or outbound gRPC message (the gateway raises it to the 5.x proxy's
+    130 MiB grpcMaxInboundMessageSize; its handlers enforce the 4 MiB body limit themselves).
     """
 
-    def __init__(self, service_names: Iterable[str], interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
-        self.server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=list(interceptors) or None)
+    def __init__(
+        self,
+        service_names: Iterable[str],
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+        *,
+        max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES,
+    ) -> None:
+        self.server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=list(interceptors) or None)
         self.health = health.aio.HealthServicer()
         self.service_names = list(service_names)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -6,6 +6,7 @@ Mirrors the 5.x proxy's ProxyStartup/ProducerProcessor wiring. Everything runs o
 from __future__ import annotations
 
 import asyncio
+from typing import Final
 
 from mq_client.broker_client import BrokerClient
 from mq_client.producer import DefaultMQProducer, ProducerConfig, ProducerHooks, TopicAccessList, load_hook
@@ -23,6 +24,17 @@ from mq_gateway.coalescer import CoalescingBrokerTransport
 from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
 from mq_gateway.metrics import GatewayMetrics, ObservedNameServer, ObservedTransport
 from mq_gateway.settings import GatewaySettings
+from mq_gateway.v2 import servicer as v2_servicer
+from mq_gateway.v2.limits import V2Limits
+from mq_gateway.v2.metrics import V2RpcMetrics
+from mq_gateway.v2.route import RouteActivity
+from mq_gateway.v2.routes import TopicRouteCache
+from mq_gateway.v2.send import SendMessageActivity
+from mq_gateway.v2.telemetry import TelemetryService
+from mq_gateway.v2.unwired_consumer import UnwiredConsumer
+
+# The 5.x proxy's grpcMaxInboundMessageSize: a v2 batch of 4 MiB bodies; the handlers enforce the body limit.
+MAX_GRPC_MESSAGE_BYTES: Final = 130 * 1024 * 1024
 
 log = get_logger("mq_gateway.controller")
 
@@ -30,6 +42,11 @@ log = get_logger("mq_gateway.controller")
 def producer_config(settings: GatewaySettings) -> ProducerConfig:
     """The producer core's config from the gateway settings: every ProducerConfig field they have, by name."""
     return config_from_settings(ProducerConfig, settings)
+
+
+def v2_limits(settings: GatewaySettings) -> V2Limits:
+    """The v2 limits from the gateway settings: every V2Limits field they have, by name."""
+    return config_from_settings(V2Limits, settings)
 
 
 def producer_hooks(settings: GatewaySettings) -> ProducerHooks:
@@ -45,6 +62,8 @@ def producer_hooks(settings: GatewaySettings) -> ProducerHooks:
 class GatewayController:
     """The gateway's parts. Create, ``await start()``, later ``await stop()``; one loop.
 
+    Serves mq.gateway.v1 and apache.rocketmq.v2.MessagingService (``self.v2``; its consumer RPCs go to
+    ``consumer``, default UnwiredConsumer) on one server with 130 MiB message limits.
     ``producer`` given: used as it is (no coalescing, no hooks from the settings). Otherwise one is built from
     the settings over ``namesrv`` / ``transport`` (default: gRPC to ``settings.namesrv_addrs()`` and a
     BrokerClient sending over one Broker.SendStream per broker), the transport wrapped in a
@@ -58,8 +77,11 @@ class GatewayController:
         *,
         namesrv: NameServerLookup | None = None,
         transport: BrokerTransport | None = None,
+        consumer: v2_servicer.ConsumerActivities | None = None,
     ) -> None:
         self.settings = settings
+        self._pool: ChannelPool | None = None
+        self.lookup: NameServerLookup | None = namesrv
         self.coalescer: CoalescingBrokerTransport | None = None
         self.metrics: GatewayMetrics | None = None
         if settings.metrics_port:
@@ -69,7 +91,14 @@ class GatewayController:
             )
         self.producer = producer or self._build_producer(namesrv, transport)
         observe = self.metrics.observe_rpc if self.metrics is not None else None
-        self.server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe, generate=True)])
+        interceptor = RequestContextInterceptor(
+            observe=observe, generate=True, self_observed_prefixes=(v2_servicer.METHOD_PREFIX,)
+        )
+        self.server = ServiceServer(
+            [SERVICE_NAME, v2_servicer.SERVICE_NAME], [interceptor], max_message_bytes=MAX_GRPC_MESSAGE_BYTES
+        )
+        self.v2 = self._build_v2(consumer or UnwiredConsumer())
+        v2_servicer.add_to_server(self.v2, self.server.server)
         servicer = ProducerGatewayServicer(
             self.producer,
             max_send_timeout_ms=settings.max_send_msg_timeout_ms,
@@ -77,6 +106,23 @@ class GatewayController:
             metrics=self.metrics,
         )
         add_to_server(servicer, self.server.server)
+
+    def _build_v2(self, consumer: v2_servicer.ConsumerActivities) -> v2_servicer.MessagingServiceServicer:
+        settings = self.settings
+        if self.lookup is None:
+            self._pool = ChannelPool()
+            self.lookup = NameServerClient(settings.namesrv_addrs(), self._pool)
+        routes = TopicRouteCache(self.lookup, route_ttl_ms=settings.poll_name_server_interval_ms)
+        limits = v2_limits(settings)
+        route = RouteActivity(routes, settings.listen_host, lambda: self.server.port)
+        return v2_servicer.MessagingServiceServicer(
+            route,
+            SendMessageActivity(self.producer, routes, route.message_types, limits),
+            TelemetryService(limits, consumer.subscription_group_config),
+            consumer,
+            metrics=V2RpcMetrics(self.metrics) if self.metrics is not None else None,
+            send_timeout_ms=settings.send_msg_timeout_ms,
+        )
 
     def _build_producer(self, namesrv: NameServerLookup | None, transport: BrokerTransport | None) -> DefaultMQProducer:
         settings = self.settings
@@ -89,6 +135,7 @@ class GatewayController:
         if self.metrics is not None:
             inner = ObservedTransport(inner, self.metrics, producer_config(settings).retry_response_codes)
             lookup = ObservedNameServer(lookup, self.metrics)
+        self.lookup = lookup
         coalescer = self.coalescer = CoalescingBrokerTransport(
             inner,
             linger_ms=settings.coalesce_linger_ms,
@@ -152,7 +199,10 @@ class GatewayController:
         producer down (route refresh task, channels)."""
         grace = self.settings.shutdown_grace_ms / 1000.0 if grace_s is None else grace_s
         await self.server.stop(grace)
+        await self.v2.consumer.close()
         await self.producer.shutdown()
+        if self._pool is not None:
+            await self._pool.close()
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop_server)
         log.info("gateway_stopped", port=self.server.port)

@@ -17,7 +17,10 @@ Series (every one also has cluster, node_type="proxy", node_id=<listen host:port
   histogram {result}.
 - ``mq_gateway_in_flight_messages`` / ``mq_gateway_in_flight_bytes``: what the in-flight limiter holds.
 - ``mq_gateway_backpressure_rejections_total`` {mode}: calls refused by flow control.
-- ``rocketmq_rpc_latency`` histogram {protocol_type="grpc", method, response_code}: every gRPC call.
+- ``rocketmq_rpc_latency`` histogram {protocol_type, method, response_code, language}: every gRPC call;
+  mq.gateway.v1 calls: protocol_type="grpc", response_code a ResponseCode name, language="OTHER";
+  apache.rocketmq.v2 calls: protocol_type="grpc_v2", response_code the v2 Code name, language from x-mq-language
+  (mq_gateway.v2.metrics.LANGUAGES, else OTHER).
 
 All updates run on the gateway's asyncio loop, once per gateway call or broker call.
 """
@@ -45,6 +48,8 @@ if TYPE_CHECKING:
     from mq_client.producer import DefaultMQProducer
 
 MODES = ("send", "batch", "oneway")
+# The language label of mq.gateway.v1 calls (they carry no x-mq-language header).
+V1_LANGUAGE = "OTHER"
 
 
 class GatewayMetrics(ServiceMetrics):
@@ -79,7 +84,7 @@ class GatewayMetrics(ServiceMetrics):
         self.rpc_latency = self.histogram(
             "rocketmq_rpc_latency",
             "gRPC call latency on the gateway in ms.",
-            ("protocol_type", "method", "response_code"),
+            ("protocol_type", "method", "response_code", "language"),
             buckets=LATENCY_BUCKETS_MS,
         )
         for mode in MODES:  # series exist from the start (rate() and ratios over fresh counters work at once)
@@ -90,7 +95,7 @@ class GatewayMetrics(ServiceMetrics):
 
     def observe_rpc(self, method: str, response_code: str, elapsed_ms: float) -> None:
         """RequestContextInterceptor callback (one per RPC)."""
-        self.rpc_latency.child("grpc", method, response_code).observe(elapsed_ms)
+        self.rpc_latency.child("grpc", method, response_code, V1_LANGUAGE).observe(elapsed_ms)
 
     def on_call(self, mode: str, result: str, elapsed_s: float, ok: int, failed: int) -> None:
         """One gateway call of ``mode`` ended with ``result``; ``ok`` / ``failed`` messages."""

@@ -98,6 +98,47 @@ class GatewaySettings(ServiceSettings):
         description="Extra producer hooks, 'package.module:factory' (CheckForbiddenHook and/or SendMessageHook).",
     )
 
+    # RocketMQ 5 proxy limits for apache.rocketmq.v2.MessagingService (ProxyConfig's names, units in ours).
+    max_user_property_size_bytes: int = Field(
+        default=16_384, gt=0, description="Most bytes of user properties + tag + keys of one v2 message (maxUserPropertySize)."
+    )
+    user_property_max_num: int = Field(
+        default=128, gt=0, description="Most user properties of one v2 message (userPropertyMaxNum)."
+    )
+    max_message_group_size_bytes: int = Field(
+        default=64, gt=0, description="A v2 message_group must be shorter than this many bytes (maxMessageGroupSize)."
+    )
+    max_delay_time_ms: int = Field(
+        default=86_400_000, gt=0, description="Latest delivery_timestamp a v2 message may ask for, ms from now."
+    )
+    default_invisible_time_ms: int = Field(
+        default=60_000, gt=0, description="Invisible time of auto-renewed v2 receives, ms (defaultInvisibleTimeMills)."
+    )
+    min_invisible_time_ms_for_recv: int = Field(
+        default=10_000, gt=0, description="Smallest invisible_duration of a v2 ReceiveMessage, ms."
+    )
+    max_invisible_time_ms: int = Field(
+        default=43_200_000, gt=0, description="Largest invisible_duration of a v2 call, ms (maxInvisibleTimeMills)."
+    )
+    long_polling_timeout_min_ms: int = Field(
+        default=5_000, gt=0, description="Shortest v2 long poll, ms; a shorter remaining deadline is refused (40018)."
+    )
+    long_polling_timeout_max_ms: int = Field(default=20_000, gt=0, description="Longest v2 long poll, ms.")
+    receive_batch_size_max: int = Field(
+        default=32, gt=0, le=32, description="Most messages of one v2 ReceiveMessage (the broker's POP cap)."
+    )
+    client_idle_timeout_ms: int = Field(
+        default=120_000,
+        gt=0,
+        description="A v2 Telemetry stream that sends nothing this long is closed, ms (grpcClientIdleTimeMills).",
+    )
+    max_telemetry_sessions: int = Field(
+        default=100_000, gt=0, description="Most v2 client sessions (one per client id) kept; the oldest is dropped."
+    )
+    v2_producer_max_attempts: int = Field(
+        default=3, gt=0, description="max_attempts the v2 settings give producers (grpcClientProducerMaxAttempts)."
+    )
+
     def namesrv_addrs(self) -> list[str]:
         """``namesrv_addr`` split on ';' and ','; blanks dropped."""
         return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]

@@ -1,0 +1,174 @@
+"""The receipt-handle RPCs: AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue.
+
+Stateless: the v2 receipt handle is the broker's POP handle (mq_common.protocol.pop.ReceiptHandle), which names
+its broker; the broker's address comes from the topic's route, so any gateway replica serves any handle. Refusals
+of a handle (it does not decode, names another broker, was acked, replaced or revived) answer
+INVALID_RECEIPT_HANDLE 40013 (codes.RECEIPT_HANDLE_OVERRIDES). Runs on the gateway's asyncio loop. Mirrors
+org.apache.rocketmq.proxy.grpc.v2.consumer.{AckMessageActivity, ChangeInvisibleDurationActivity} and
+org.apache.rocketmq.proxy.grpc.v2.producer.ForwardMessageToDLQActivity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Final
+
+from apache.rocketmq.v2 import definition_pb2, service_pb2
+from mq_client.broker_client import BrokerClient
+from mq_client.pop_calls import PopBrokerCalls
+from mq_common.protocol import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ConsumerSendMsgBackRequestHeader,
+    ReceiptHandle,
+)
+
+from mq_gateway.v2.codes import RECEIPT_HANDLE_OVERRIDES, Code, V2Error, ok_status, status_of, v2_code_for
+from mq_gateway.v2.consumer.config import ConsumerActivityConfig
+from mq_gateway.v2.consumer.validation import check_group, check_invisible_time, check_topic, duration_ms
+from mq_gateway.v2.routes import TopicRouteCache
+
+MAX_ACK_ENTRIES: Final = 1_024
+"""Entries one AckMessage may carry; more is BAD_REQUEST."""
+DLQ_DELAY_LEVEL: Final = -1
+"""ConsumerSendMsgBack's delay level that stores the message on %DLQ%<group> at once."""
+
+
+def decode_handle(text: str) -> ReceiptHandle:
+    """The broker handle of a v2 receipt handle. Raises InvalidReceiptHandleError (INVALID_PARAMETER 29, answered
+    as INVALID_RECEIPT_HANDLE 40013)."""
+    return ReceiptHandle.decode(text)
+
+
+def common_status(statuses: Sequence[definition_pb2.Status]) -> definition_pb2.Status:
+    """One status for many entries: OK when there are none, the shared one when every code is the same, else
+    MULTIPLE_RESULTS (30000). Mirrors AckMessageActivity#setAckResponseStatus."""
+    codes = {s.code for s in statuses}
+    if not codes:
+        return ok_status()
+    if len(codes) == 1:
+        return statuses[0]
+    return definition_pb2.Status(code=Code.MULTIPLE_RESULTS, message="ack results differ")
+
+
+class ReceiptHandleActivity:
+    """Ack, change of invisible time and forward to the DLQ by receipt handle, on the broker the handle names."""
+
+    def __init__(
+        self, routes: TopicRouteCache, pop: PopBrokerCalls, broker: BrokerClient, config: ConsumerActivityConfig
+    ) -> None:
+        self._routes = routes
+        self._pop = pop
+        self._broker = broker
+        self._config = config
+
+    async def ack_message(self, request: service_pb2.AckMessageRequest) -> service_pb2.AckMessageResponse:
+        """One entry status per request entry (handles of one broker acked in one call), top-level status by
+        :func:`common_status`. Bad group/topic names: 40003/40002; over MAX_ACK_ENTRIES: BAD_REQUEST."""
+        try:
+            group, topic = check_group(request.group), check_topic(request.topic)
+            if len(request.entries) > MAX_ACK_ENTRIES:
+                raise V2Error(Code.BAD_REQUEST, f"more than {MAX_ACK_ENTRIES} entries in one ack")
+        except V2Error as exc:
+            return service_pb2.AckMessageResponse(status=status_of(exc))
+        statuses: list[definition_pb2.Status] = [ok_status()] * len(request.entries)
+        by_broker: dict[str, list[int]] = defaultdict(list)
+        for index, entry in enumerate(request.entries):
+            try:
+                by_broker[decode_handle(entry.receipt_handle).broker_name].append(index)
+            except Exception as exc:
+                statuses[index] = status_of(exc, RECEIPT_HANDLE_OVERRIDES)
+        handles = [e.receipt_handle for e in request.entries]
+        outcomes = await asyncio.gather(
+            *(self._ack_on(group, topic, name, [handles[i] for i in idx]) for name, idx in by_broker.items())
+        )
+        for indexes, outcome in zip(by_broker.values(), outcomes, strict=True):
+            for index, status in zip(indexes, outcome, strict=True):
+                statuses[index] = status
+        entries = [
+            service_pb2.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=s)
+            for e, s in zip(request.entries, statuses, strict=True)
+        ]
+        return service_pb2.AckMessageResponse(status=common_status(statuses), entries=entries)
+
+    async def _ack_on(
+        self, group: str, topic: str, broker_name: str, handles: list[str]
+    ) -> list[definition_pb2.Status]:
+        try:
+            await self.ack(group, topic, broker_name, handles)
+        except V2Error as exc:
+            return [definition_pb2.Status(code=exc.code, message=exc.message)] * len(handles)
+        except Exception as exc:
+            return [status_of(exc, RECEIPT_HANDLE_OVERRIDES)] * len(handles)
+        return [ok_status()] * len(handles)
+
+    async def ack(self, group: str, topic: str, broker_name: str, handles: list[str]) -> None:
+        """Ack ``handles`` (all of ``broker_name``) in one broker call. Raises V2Error with the first refused
+        handle's code (INVALID_RECEIPT_HANDLE for a spent one) and MQError / transport errors."""
+        addr = await self._routes.master_addr(topic, broker_name)
+        header = AckMessageRequestHeader(consumer_group=group, topic=topic, receipt_handles=tuple(handles))
+        answer = await self._pop.ack_message(addr, header, self._config.broker_timeout_ms, broker_name)
+        for code, remark in zip(answer.codes, answer.remarks or [""] * len(answer.codes), strict=False):
+            v2_code = v2_code_for(code, RECEIPT_HANDLE_OVERRIDES)
+            if v2_code != Code.OK:
+                raise V2Error(v2_code, remark or f"ack refused: {code}")
+
+    async def change_invisible_duration(
+        self, request: service_pb2.ChangeInvisibleDurationRequest
+    ) -> service_pb2.ChangeInvisibleDurationResponse:
+        """The new receipt handle (the old one is then refused). Invisible duration outside 0 .. max: 40011;
+        garbage or spent handle: 40013."""
+        try:
+            group, topic = check_group(request.group), check_topic(request.topic)
+            invisible_ms = check_invisible_time(
+                duration_ms(request.invisible_duration), 0, self._config.max_invisible_time_ms
+            )
+            handle = await self.change_invisible(group, topic, request.receipt_handle, invisible_ms)
+        except Exception as exc:
+            return service_pb2.ChangeInvisibleDurationResponse(status=status_of(exc, RECEIPT_HANDLE_OVERRIDES))
+        return service_pb2.ChangeInvisibleDurationResponse(status=ok_status(), receipt_handle=handle)
+
+    async def change_invisible(self, group: str, topic: str, text: str, invisible_ms: int) -> str:
+        """Make the message of handle ``text`` invisible for ``invisible_ms`` from now; its new handle. Raises
+        InvalidReceiptHandleError, MQError (NO_MESSAGE 208 for a spent handle) and transport errors."""
+        broker_name = decode_handle(text).broker_name
+        addr = await self._routes.master_addr(topic, broker_name)
+        header = ChangeInvisibleTimeRequestHeader(
+            consumer_group=group, topic=topic, receipt_handle=text, invisible_time_ms=invisible_ms
+        )
+        answer = await self._pop.change_invisible_time(addr, header, self._config.broker_timeout_ms, broker_name)
+        return answer.receipt_handle
+
+    async def forward_message_to_dead_letter_queue(
+        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest
+    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+        """Move the message of the handle to %DLQ%<group>, then ack it. The handle is first checked (and the
+        message held invisible for forward_hold_ms) by a change of invisible time, so a spent handle (40013) stores
+        nothing; a failure after that leaves the message to come back later, never lost."""
+        try:
+            group, topic = check_group(request.group), check_topic(request.topic)
+            await self.forward_to_dlq(group, topic, request.receipt_handle, request.message_id)
+        except Exception as exc:
+            return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=status_of(exc, RECEIPT_HANDLE_OVERRIDES))
+        return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok_status())
+
+    async def forward_to_dlq(self, group: str, topic: str, text: str, message_id: str) -> None:
+        """ConsumerSendMsgBack (delay level -1: the DLQ) of the message the handle ``text`` holds, then its ack.
+        Raises V2Error INVALID_RECEIPT_HANDLE for a handle without a commit log offset, and what
+        :meth:`change_invisible`, BrokerClient.consumer_send_msg_back and :meth:`ack` raise."""
+        handle = decode_handle(text)
+        if handle.commit_log_offset < 0:
+            raise V2Error(Code.INVALID_RECEIPT_HANDLE, "the receipt handle carries no commit log offset")
+        held = await self.change_invisible(group, topic, text, self._config.forward_hold_ms)
+        addr = await self._routes.master_addr(topic, handle.broker_name)
+        header = ConsumerSendMsgBackRequestHeader(
+            group=group,
+            offset=handle.commit_log_offset,
+            delay_level=DLQ_DELAY_LEVEL,
+            origin_msg_id=message_id,
+            origin_topic=topic,
+        )
+        await self._broker.consumer_send_msg_back(addr, header, self._config.broker_timeout_ms)
+        await self.ack(group, topic, handle.broker_name, [held])

@@ -1,0 +1,165 @@
+"""ReceiveMessage: a POP of one broker, held by the broker (long polling), answered as the proxy's stream.
+
+Stream order (the proxy's ReceiveMessageResponseStreamWriter): ``{status: OK}`` first, one ``{message}`` per
+message, ``{delivery_timestamp: now}`` last; nothing found: MESSAGE_NOT_FOUND 40401 + delivery_timestamp; a full
+polling queue: TOO_MANY_REQUESTS 42900; any refusal: its status + delivery_timestamp. Dead letters: a popped
+message whose delivery attempt would exceed the group's max attempts (retryMaxTimes + 1) goes to %DLQ%<group> and
+is acked instead of delivered (the proxy's PopMessageResultFilterImpl; the broker's revive already sends messages
+past retryMaxTimes to the DLQ itself, so this only catches groups whose limit was lowered meanwhile). Runs on the
+gateway's asyncio loop. Mirrors org.apache.rocketmq.proxy.grpc.v2.consumer.ReceiveMessageActivity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from apache.rocketmq.v2 import definition_pb2, service_pb2
+from mq_client.pop_calls import PopBrokerCalls
+from mq_common.constants import PermName
+from mq_common.errors import MQError
+from mq_common.logging import get_logger
+from mq_common.protocol import ConsumeInitMode, PopMessageRequestHeader, PoppedMessageExt, PopResult, PopStatus
+
+from mq_gateway.v2.codes import Code, V2Error, ok_status, status_of
+from mq_gateway.v2.consumer.config import ConsumerActivityConfig
+from mq_gateway.v2.consumer.converter import message_to_v2, now_timestamp
+from mq_gateway.v2.consumer.groups import SubscriptionGroupCache
+from mq_gateway.v2.consumer.handles import ReceiptHandleActivity
+from mq_gateway.v2.consumer.validation import (
+    check_group,
+    check_topic,
+    poll_time_ms,
+    receive_invisible_time,
+    tag_expression,
+)
+from mq_gateway.v2.routes import TopicRouteCache
+
+log = get_logger("mq_gateway.v2.consumer.receive")
+
+
+@dataclass(frozen=True, slots=True)
+class PopPlan:
+    """One validated receive: where to pop (broker name and master address) and the broker's request."""
+
+    broker_name: str
+    addr: str
+    header: PopMessageRequestHeader
+    timeout_ms: int
+
+
+def _status(code: definition_pb2.Code.ValueType, message: str) -> service_pb2.ReceiveMessageResponse:
+    return service_pb2.ReceiveMessageResponse(status=definition_pb2.Status(code=code, message=message))
+
+
+def _closing() -> service_pb2.ReceiveMessageResponse:
+    return service_pb2.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
+
+
+class ReceiveActivity:
+    """ReceiveMessage over PopBrokerCalls.pop_message (queue id -1: any queue of the broker, and the group's
+    retry topic)."""
+
+    def __init__(
+        self,
+        routes: TopicRouteCache,
+        pop: PopBrokerCalls,
+        groups: SubscriptionGroupCache,
+        handles: ReceiptHandleActivity,
+        config: ConsumerActivityConfig,
+    ) -> None:
+        self._routes = routes
+        self._pop = pop
+        self._groups = groups
+        self._handles = handles
+        self._config = config
+
+    async def receive_message(
+        self, request: service_pb2.ReceiveMessageRequest, time_remaining_ms: float | None
+    ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
+        """The response stream of one receive (see the module docstring). Never raises but cancellation."""
+        try:
+            plan = await self.plan(request, time_remaining_ms)
+            result = await self._pop.pop_message(plan.addr, plan.header, plan.timeout_ms, plan.broker_name)
+            found = await self._deliverable(plan, result) if result.status is PopStatus.FOUND else []
+        except Exception as exc:
+            yield service_pb2.ReceiveMessageResponse(status=status_of(exc))
+            yield _closing()
+            return
+        if found:
+            yield service_pb2.ReceiveMessageResponse(status=ok_status())
+            for popped in found:
+                message = message_to_v2(popped.message, popped.receipt_handle, result.invisible_time_ms)
+                yield service_pb2.ReceiveMessageResponse(message=message)
+        elif result.status is PopStatus.POLLING_FULL:
+            yield _status(Code.TOO_MANY_REQUESTS, "polling full")
+        else:
+            yield _status(Code.MESSAGE_NOT_FOUND, "no new message")
+        yield _closing()
+
+    async def plan(self, request: service_pb2.ReceiveMessageRequest, time_remaining_ms: float | None) -> PopPlan:
+        """Validate a receive (proxy order: poll time 40018, names 40002/40003, invisible time 40011, filter
+        40010 / SQL92 50100) and resolve its broker (unknown topic: TOPIC_NOT_FOUND 40402; unknown broker
+        NOT_FOUND 40400; none readable: FORBIDDEN 40300)."""
+        poll_ms = poll_time_ms(request, time_remaining_ms, self._config)
+        topic = check_topic(request.message_queue.topic)
+        group = check_group(request.group)
+        invisible_ms = receive_invisible_time(request, self._config)
+        expression = tag_expression(request.filter_expression)
+        broker_name = request.message_queue.broker.name or await self._any_readable_broker(topic)
+        addr = await self._routes.master_addr(topic, broker_name)
+        header = PopMessageRequestHeader(
+            consumer_group=group,
+            topic=topic,
+            max_msg_nums=max(1, min(request.batch_size, self._config.receive_batch_size_max)),
+            invisible_time_ms=invisible_ms,
+            queue_id=-1,
+            poll_time_ms=poll_ms,
+            expression=expression,
+            init_mode=ConsumeInitMode.LAST,
+        )
+        timeout_ms = self._config.broker_timeout_ms
+        if time_remaining_ms is not None:
+            timeout_ms = max(1, min(timeout_ms, int(time_remaining_ms) - poll_ms))
+        return PopPlan(broker_name, addr, header, timeout_ms)
+
+    async def _any_readable_broker(self, topic: str) -> str:
+        route = await self._routes.route(topic)
+        for queue_data in route.queue_datas:
+            if queue_data.read_queue_nums > 0 and PermName.is_readable(queue_data.perm):
+                return queue_data.broker_name
+        raise V2Error(Code.FORBIDDEN, f"no readable queue of topic {topic}")
+
+    async def _deliverable(self, plan: PopPlan, result: PopResult) -> list[PoppedMessageExt]:
+        """The popped messages to deliver; those past the group's max attempts go to the DLQ (and are acked)."""
+        group = plan.header.consumer_group
+        try:
+            config = await self._groups.get(plan.addr, group)
+        except MQError as exc:
+            log.warning("v2_group_config_unavailable", group=group, addr=plan.addr, code=exc.code, remark=exc.remark)
+            return list(result.messages)
+        if config is None:
+            return list(result.messages)
+        max_attempts = config.retry_max_times + 1
+        keep: list[PoppedMessageExt] = []
+        for popped in result.messages:
+            if popped.message.reconsume_times < max_attempts:
+                keep.append(popped)
+                continue
+            await self._dead_letter(plan, popped)
+        return keep
+
+    async def _dead_letter(self, plan: PopPlan, popped: PoppedMessageExt) -> None:
+        message = popped.message
+        message_id = message.uniq_key or message.offset_msg_id
+        try:
+            await self._handles.forward_to_dlq(
+                plan.header.consumer_group, plan.header.topic, popped.receipt_handle, message_id
+            )
+        except (MQError, V2Error) as exc:
+            # not acked: the message comes back after its invisible time and is tried again
+            log.warning(
+                "v2_forward_to_dlq_failed", group=plan.header.consumer_group, message_id=message_id, error=str(exc)
+            )
+        else:
+            log.info("v2_max_attempts_to_dlq", group=plan.header.consumer_group, message_id=message_id)
