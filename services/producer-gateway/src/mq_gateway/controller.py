@@ -25,13 +25,13 @@ from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_se
 from mq_gateway.metrics import GatewayMetrics, ObservedNameServer, ObservedTransport
 from mq_gateway.settings import GatewaySettings
 from mq_gateway.v2 import servicer as v2_servicer
+from mq_gateway.v2.consumer import ConsumerActivity
 from mq_gateway.v2.limits import V2Limits
 from mq_gateway.v2.metrics import V2RpcMetrics
 from mq_gateway.v2.route import RouteActivity
 from mq_gateway.v2.routes import TopicRouteCache
 from mq_gateway.v2.send import SendMessageActivity
 from mq_gateway.v2.telemetry import TelemetryService
-from mq_gateway.v2.unwired_consumer import UnwiredConsumer
 
 # The 5.x proxy's grpcMaxInboundMessageSize: a v2 batch of 4 MiB bodies; the handlers enforce the body limit.
 MAX_GRPC_MESSAGE_BYTES: Final = 130 * 1024 * 1024
@@ -63,7 +63,8 @@ class GatewayController:
     """The gateway's parts. Create, ``await start()``, later ``await stop()``; one loop.
 
     Serves mq.gateway.v1 and apache.rocketmq.v2.MessagingService (``self.v2``; its consumer RPCs go to
-    ``consumer``, default UnwiredConsumer) on one server with 130 MiB message limits.
+    ``consumer``, default a ConsumerActivity over the gateway's route cache and channel pool) on one server with
+    130 MiB message limits.
     ``producer`` given: used as it is (no coalescing, no hooks from the settings). Otherwise one is built from
     the settings over ``namesrv`` / ``transport`` (default: gRPC to ``settings.namesrv_addrs()`` and a
     BrokerClient sending over one Broker.SendStream per broker), the transport wrapped in a
@@ -97,7 +98,7 @@ class GatewayController:
         self.server = ServiceServer(
             [SERVICE_NAME, v2_servicer.SERVICE_NAME], [interceptor], max_message_bytes=MAX_GRPC_MESSAGE_BYTES
         )
-        self.v2 = self._build_v2(consumer or UnwiredConsumer())
+        self.v2 = self._build_v2(consumer)
         v2_servicer.add_to_server(self.v2, self.server.server)
         servicer = ProducerGatewayServicer(
             self.producer,
@@ -107,12 +108,14 @@ class GatewayController:
         )
         add_to_server(servicer, self.server.server)
 
-    def _build_v2(self, consumer: v2_servicer.ConsumerActivities) -> v2_servicer.MessagingServiceServicer:
+    def _build_v2(self, consumer: v2_servicer.ConsumerActivities | None) -> v2_servicer.MessagingServiceServicer:
         settings = self.settings
+        self._pool = ChannelPool()
         if self.lookup is None:
-            self._pool = ChannelPool()
             self.lookup = NameServerClient(settings.namesrv_addrs(), self._pool)
         routes = TopicRouteCache(self.lookup, route_ttl_ms=settings.poll_name_server_interval_ms)
+        if consumer is None:
+            consumer = ConsumerActivity(routes, self._pool)
         limits = v2_limits(settings)
         route = RouteActivity(routes, settings.listen_host, lambda: self.server.port)
         return v2_servicer.MessagingServiceServicer(
