@@ -233,17 +233,23 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
             yield command
 
     # -- consumer side: forwarded -------------------------------------------------------------------------------
-    def ReceiveMessage(
+    # grpc.aio iterates a server-streaming handler only when it is an async generator function itself: a plain
+    # def returning one is taken for a sync iterator ("'async_generator' object is not iterable").
+    async def ReceiveMessage(
         self, request: service_pb2.ReceiveMessageRequest, context: _Context
     ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
-        return self._stream(
+        responses = self._stream(
             "ReceiveMessage", request, context, self.consumer.receive_message, service_pb2.ReceiveMessageResponse
         )
+        async for response in responses:
+            yield response
 
-    def PullMessage(
+    async def PullMessage(
         self, request: service_pb2.PullMessageRequest, context: _Context
     ) -> AsyncIterator[service_pb2.PullMessageResponse]:
-        return self._stream("PullMessage", request, context, self.consumer.pull_message, service_pb2.PullMessageResponse)
+        responses = self._stream("PullMessage", request, context, self.consumer.pull_message, service_pb2.PullMessageResponse)
+        async for response in responses:
+            yield response
 
     async def AckMessage(self, request: service_pb2.AckMessageRequest, context: _Context) -> service_pb2.AckMessageResponse:
         return await self._call(
