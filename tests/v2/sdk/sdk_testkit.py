@@ -154,9 +154,9 @@ def wait_stored(cluster: LocalCluster, topic: str, done: Callable[[list[MessageE
 def set_retry_max_times(cluster: LocalCluster, group: str, retry_max_times: int) -> None:
     """``mqadmin updateSubGroup -r`` on every broker of the cluster (the project's own admin CLI)."""
     mqadmin = Path(sys.executable).parent / "mqadmin"
-    args = [str(mqadmin), "updateSubGroup", "-n", cluster.namesrv_addr, "-c", cluster.spec.cluster_name]
-    args += ["-g", group, "-r", str(retry_max_times)]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=SCENARIO_BOUND_S, check=False)
+    args = [str(mqadmin), "updateSubGroup", "-c", cluster.spec.cluster_name, "-g", group, "-r", str(retry_max_times)]
+    env = {**os.environ, "MQ_NAMESRV_ADDR": cluster.namesrv_addr}
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=SCENARIO_BOUND_S, check=False)
     assert done.returncode == 0, f"{shlex.join(args)}: {done.stdout}\n{done.stderr}"
 
 
