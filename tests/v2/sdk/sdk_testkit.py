@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -70,7 +71,10 @@ class SdkRunner:
         done = subprocess.run(
             args, env=self.env, capture_output=True, text=True, timeout=SCENARIO_BOUND_S, check=False, cwd=ROOT
         )
-        shown = f"{shlex.join(args)} exited {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+        shown = (
+            f"{shlex.join(args)} exited {done.returncode} (SDK log under {self.env['HOME']}/logs)\n"
+            f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+        )
         assert done.returncode == 0, shown
         lines = done.stdout.strip().splitlines()
         assert lines, shown
@@ -92,8 +96,10 @@ def python_runner(home: Path) -> SdkRunner:
 
 def node_runner(home: Path) -> SdkRunner:
     assert (SDK_NODE_MODULES / "rocketmq-client-nodejs").is_dir(), f"{MISSING}: no {SDK_NODE_MODULES}"
+    node = shutil.which("node")
+    assert node is not None, f"{MISSING}: no node on PATH (make node installs it)"
     env = {**sdk_env(home), "NODE_PATH": str(SDK_NODE_MODULES)}
-    return SdkRunner("node", ("node", str(HERE / "node_sdk_scenarios.js")), env)
+    return SdkRunner("node", (node, str(HERE / "node_sdk_scenarios.js")), env)
 
 
 def sample_messages(prefix: str, count: int) -> list[dict[str, Any]]:
