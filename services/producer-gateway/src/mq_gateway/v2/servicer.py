@@ -247,7 +247,9 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
     async def PullMessage(
         self, request: service_pb2.PullMessageRequest, context: _Context
     ) -> AsyncIterator[service_pb2.PullMessageResponse]:
-        responses = self._stream("PullMessage", request, context, self.consumer.pull_message, service_pb2.PullMessageResponse)
+        responses = self._stream(
+            "PullMessage", request, context, self.consumer.pull_message, service_pb2.PullMessageResponse
+        )
         async for response in responses:
             yield response
 
