@@ -12,6 +12,7 @@ import pytest
 from apache.rocketmq.v2 import definition_pb2, service_pb2_grpc
 from mq_gateway.controller import GatewayController
 from mq_gateway.settings import GatewaySettings
+from mq_gateway.v2.servicer import ConsumerActivities
 from mq_local.cluster import LocalCluster
 from mq_local.testing import spec_for_tests
 
@@ -41,9 +42,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield c
 
 
-async def start_gateway(cluster: LocalCluster, **settings: Any) -> Gateway:
+async def start_gateway(cluster: LocalCluster, consumer: ConsumerActivities | None = None, **settings: Any) -> Gateway:
     controller = GatewayController(
-        GatewaySettings(listen_host="127.0.0.1", listen_port=0, namesrv_addr=cluster.namesrv_addr, **settings)
+        GatewaySettings(listen_host="127.0.0.1", listen_port=0, namesrv_addr=cluster.namesrv_addr, **settings),
+        consumer=consumer,
     )
     await controller.start()
     channel = grpc.aio.insecure_channel(controller.addr)

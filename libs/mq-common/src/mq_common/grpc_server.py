@@ -59,7 +59,9 @@ class ServiceServer:
         *,
         max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES,
     ) -> None:
-        self.server = grpc.aio.server(options=server_options(max_message_bytes), interceptors=list(interceptors) or None)
+        self.server = grpc.aio.server(
+            options=server_options(max_message_bytes), interceptors=list(interceptors) or None
+        )
         self.health = health.aio.HealthServicer()
         self.service_names = list(service_names)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

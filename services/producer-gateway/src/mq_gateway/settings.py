@@ -100,7 +100,9 @@ class GatewaySettings(ServiceSettings):
 
     # RocketMQ 5 proxy limits for apache.rocketmq.v2.MessagingService (ProxyConfig's names, units in ours).
     max_user_property_size_bytes: int = Field(
-        default=16_384, gt=0, description="Most bytes of user properties + tag + keys of one v2 message (maxUserPropertySize)."
+        default=16_384,
+        gt=0,
+        description="Most bytes of user properties + tag + keys of one v2 message (maxUserPropertySize).",
     )
     user_property_max_num: int = Field(
         default=128, gt=0, description="Most user properties of one v2 message (userPropertyMaxNum)."

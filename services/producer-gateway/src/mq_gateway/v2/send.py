@@ -75,6 +75,14 @@ def _has_control_character(text: str) -> bool:
     return any(ord(c) < 0x20 or ord(c) == 0x7F for c in text)
 
 
+def peer_host(peer: str) -> str:
+    """The host of a gRPC peer string (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``, ``unix:/path``)."""
+    kind, _, address = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return peer
+    return address.rsplit(":", 1)[0].strip("[]")
+
+
 def message_type_of(sp: definition_pb2.SystemProperties) -> definition_pb2.MessageType.ValueType:
     """The message's type: the declared one, else derived (group FIFO, delivery time DELAY, else NORMAL)."""
     if sp.message_type != MessageType.MESSAGE_TYPE_UNSPECIFIED:
@@ -98,13 +106,14 @@ class SendMessageActivity:
         self.limits = limits
 
     async def send_message(
-        self, request: service_pb2.SendMessageRequest, peer_host: str, timeout_ms: int | None
+        self, request: service_pb2.SendMessageRequest, peer: str, timeout_ms: int | None
     ) -> service_pb2.SendMessageResponse:
         """One entry per message (status, message_id, offset, transaction_id); top-level status = the common code
-        or MULTIPLE_RESULTS. A refused request answers the refusal at the top and in every entry."""
+        or MULTIPLE_RESULTS. A refused request answers the refusal at the top and in every entry. ``peer`` is the
+        gRPC peer string (the born host of messages without one); ``timeout_ms`` the send budget."""
         messages = request.messages
         try:
-            converted = await self._convert_all(messages, peer_host)
+            converted = await self._convert_all(messages, peer)
         except V2Error as exc:
             status = status_of(exc)
             entries = [service_pb2.SendResultEntry(status=status) for _ in messages]
@@ -132,7 +141,7 @@ class SendMessageActivity:
             status=status, message_id=msg_id, transaction_id=msg_id, offset=result.queue_offset
         )
 
-    async def _convert_all(self, messages: Sequence[definition_pb2.Message], peer_host: str) -> list[Message]:
+    async def _convert_all(self, messages: Sequence[definition_pb2.Message], peer: str) -> list[Message]:
         if not messages:
             raise V2Error(Code.MESSAGE_CORRUPTED, "no message to send")
         topic = messages[0].topic.name
@@ -144,14 +153,14 @@ class SendMessageActivity:
         except TopicNotExistError:
             raise V2Error(Code.TOPIC_NOT_FOUND, f"topic {topic} not found") from None
         accepted = await self.message_types(topic)
-        return [self._convert(m, topic, accepted, peer_host) for m in messages]
+        return [self._convert(m, topic, accepted, peer) for m in messages]
 
     def _convert(
         self,
         msg: definition_pb2.Message,
         topic: str,
         accepted: Sequence[definition_pb2.MessageType.ValueType],
-        peer_host: str,
+        peer: str,
     ) -> Message:
         sp = msg.system_properties
         if not sp.message_id.strip():
@@ -160,9 +169,7 @@ class SendMessageActivity:
         body = self._body(msg.body, sp.body_encoding)
         self._check_properties(msg.user_properties, sp)
         group = sp.message_group if sp.HasField("message_group") else ""
-        if group and (
-            len(group.encode()) >= self.limits.max_message_group_size_bytes or _has_control_character(group)
-        ):
+        if group and (len(group.encode()) >= self.limits.max_message_group_size_bytes or _has_control_character(group)):
             raise V2Error(
                 Code.ILLEGAL_MESSAGE_GROUP,
                 f"message_group must be shorter than {self.limits.max_message_group_size_bytes} bytes, no control"
@@ -173,7 +180,7 @@ class SendMessageActivity:
         properties[MessageConst.PRODUCER_GROUP] = topic
         born = sp.born_timestamp
         properties[BORN_TIMESTAMP] = str(born.seconds * 1000 + born.nanos // 1_000_000)
-        properties[BORN_HOST] = sp.born_host or peer_host
+        properties[BORN_HOST] = sp.born_host or peer_host(peer)
         if sp.HasField("trace_context") and sp.trace_context:
             properties[TRACE_CONTEXT] = sp.trace_context
         if sp.delivery_attempt > 0:
@@ -195,7 +202,8 @@ class SendMessageActivity:
             )
         if (kind == MessageType.FIFO) != sp.HasField("message_group"):
             raise V2Error(
-                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a FIFO message needs a message_group, others must not have one"
+                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                "a FIFO message needs a message_group, others must not have one",
             )
 
     def _body(self, body: bytes, encoding: definition_pb2.Encoding.ValueType) -> bytes:

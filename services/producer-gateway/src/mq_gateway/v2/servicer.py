@@ -61,7 +61,9 @@ class ConsumerActivities(Protocol):
     async def query_offset(
         self, request: service_pb2.QueryOffsetRequest, ctx: ClientContext
     ) -> service_pb2.QueryOffsetResponse: ...
-    async def get_offset(self, request: service_pb2.GetOffsetRequest, ctx: ClientContext) -> service_pb2.GetOffsetResponse: ...
+    async def get_offset(
+        self, request: service_pb2.GetOffsetRequest, ctx: ClientContext
+    ) -> service_pb2.GetOffsetResponse: ...
     async def update_offset(
         self, request: service_pb2.UpdateOffsetRequest, ctx: ClientContext
     ) -> service_pb2.UpdateOffsetResponse: ...
@@ -187,14 +189,20 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         timeout_ms = self._send_timeout_ms if remaining is None else max(1, int(remaining * 1000.0))
         return await self.send.send_message(request, context.peer(), timeout_ms)
 
-    async def Heartbeat(self, request: service_pb2.HeartbeatRequest, context: _Context) -> service_pb2.HeartbeatResponse:
+    async def Heartbeat(
+        self, request: service_pb2.HeartbeatRequest, context: _Context
+    ) -> service_pb2.HeartbeatResponse:
         return await self._call("Heartbeat", request, context, _heartbeat, service_pb2.HeartbeatResponse)
 
     async def NotifyClientTermination(
         self, request: service_pb2.NotifyClientTerminationRequest, context: _Context
     ) -> service_pb2.NotifyClientTerminationResponse:
         return await self._call(
-            "NotifyClientTermination", request, context, _notify_client_termination, service_pb2.NotifyClientTerminationResponse
+            "NotifyClientTermination",
+            request,
+            context,
+            _notify_client_termination,
+            service_pb2.NotifyClientTerminationResponse,
         )
 
     async def EndTransaction(
@@ -233,30 +241,25 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
             yield command
 
     # -- consumer side: forwarded -------------------------------------------------------------------------------
-    # grpc.aio iterates a server-streaming handler only when it is an async generator function itself: a plain
-    # def returning one is taken for a sync iterator ("'async_generator' object is not iterable").
+    # grpc.aio serves a method as server-streaming only when it is an async generator function itself
     async def ReceiveMessage(
         self, request: service_pb2.ReceiveMessageRequest, context: _Context
     ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
-        responses = self._stream(
-            "ReceiveMessage", request, context, self.consumer.receive_message, service_pb2.ReceiveMessageResponse
-        )
-        async for response in responses:
+        handler, kind = self.consumer.receive_message, service_pb2.ReceiveMessageResponse
+        async for response in self._stream("ReceiveMessage", request, context, handler, kind):
             yield response
 
     async def PullMessage(
         self, request: service_pb2.PullMessageRequest, context: _Context
     ) -> AsyncIterator[service_pb2.PullMessageResponse]:
-        responses = self._stream(
-            "PullMessage", request, context, self.consumer.pull_message, service_pb2.PullMessageResponse
-        )
-        async for response in responses:
+        handler, kind = self.consumer.pull_message, service_pb2.PullMessageResponse
+        async for response in self._stream("PullMessage", request, context, handler, kind):
             yield response
 
-    async def AckMessage(self, request: service_pb2.AckMessageRequest, context: _Context) -> service_pb2.AckMessageResponse:
-        return await self._call(
-            "AckMessage", request, context, self._ack_message, service_pb2.AckMessageResponse
-        )
+    async def AckMessage(
+        self, request: service_pb2.AckMessageRequest, context: _Context
+    ) -> service_pb2.AckMessageResponse:
+        return await self._call("AckMessage", request, context, self._ack_message, service_pb2.AckMessageResponse)
 
     async def ChangeInvisibleDuration(
         self, request: service_pb2.ChangeInvisibleDurationRequest, context: _Context
@@ -286,14 +289,12 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
     async def QueryOffset(
         self, request: service_pb2.QueryOffsetRequest, context: _Context
     ) -> service_pb2.QueryOffsetResponse:
-        return await self._call(
-            "QueryOffset", request, context, self._query_offset, service_pb2.QueryOffsetResponse
-        )
+        return await self._call("QueryOffset", request, context, self._query_offset, service_pb2.QueryOffsetResponse)
 
-    async def GetOffset(self, request: service_pb2.GetOffsetRequest, context: _Context) -> service_pb2.GetOffsetResponse:
-        return await self._call(
-            "GetOffset", request, context, self._get_offset, service_pb2.GetOffsetResponse
-        )
+    async def GetOffset(
+        self, request: service_pb2.GetOffsetRequest, context: _Context
+    ) -> service_pb2.GetOffsetResponse:
+        return await self._call("GetOffset", request, context, self._get_offset, service_pb2.GetOffsetResponse)
 
     async def UpdateOffset(
         self, request: service_pb2.UpdateOffsetRequest, context: _Context
@@ -339,7 +340,7 @@ async def _lite_unsupported(
 
 def add_to_server(servicer: MessagingServiceServicer, server: grpc.aio.Server) -> None:
     """Register ``servicer`` on ``server``."""
-    service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
 
 
 __all__ = ["METHOD_PREFIX", "SERVICE_NAME", "ConsumerActivities", "MessagingServiceServicer", "add_to_server"]

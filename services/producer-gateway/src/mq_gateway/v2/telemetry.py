@@ -14,6 +14,7 @@ org.apache.rocketmq.proxy.grpc.v2.channel.GrpcClientChannel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
@@ -61,10 +62,8 @@ class TelemetrySession:
     def close(self) -> None:
         """Ask the stream to end (it ends after the commands already queued, or at once when the queue is full)."""
         self.closed = True
-        try:
+        with contextlib.suppress(asyncio.QueueFull):
             self.queue.put_nowait(_CLOSE)
-        except asyncio.QueueFull:
-            pass
 
 
 class TelemetrySessions:

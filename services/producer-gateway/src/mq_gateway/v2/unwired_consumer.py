@@ -59,7 +59,9 @@ class UnwiredConsumer:
     ) -> service_pb2.QueryOffsetResponse:
         return service_pb2.QueryOffsetResponse(status=_status())
 
-    async def get_offset(self, request: service_pb2.GetOffsetRequest, ctx: ClientContext) -> service_pb2.GetOffsetResponse:
+    async def get_offset(
+        self, request: service_pb2.GetOffsetRequest, ctx: ClientContext
+    ) -> service_pb2.GetOffsetResponse:
         return service_pb2.GetOffsetResponse(status=_status())
 
     async def update_offset(
