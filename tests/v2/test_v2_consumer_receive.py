@@ -1,0 +1,242 @@
+"""ConsumerActivity against a real local cluster (mqnamesrv + broker-a + broker-b on 127.0.0.1), called directly
+with v2 proto requests (the servicer is tested elsewhere): receive + convert + ack, redelivery with attempt 2
+acked through a second replica, ChangeInvisibleDuration's new handle, the held empty receive, and every refusal
+of bad input, after which the messages are still receivable."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from apache.rocketmq.v2 import definition_pb2, service_pb2
+from mq_client.producer import DefaultMQProducer, ProducerConfig
+from mq_common.channels import ChannelPool
+from mq_gateway.v2.consumer import ConsumerActivity, ConsumerActivityConfig
+from mq_local.cluster import LocalCluster
+from mq_local.testing import make_topic
+
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+from v2_consumer_testkit import (  # noqa: E402  (importable only after the path insert)
+    CTX,
+    ack_request,
+    duration,
+    new_activity,
+    receive,
+    receive_request,
+    receive_until,
+    resource,
+    send_all,
+    started_cluster,
+)
+
+pytestmark = pytest.mark.integration
+Code = definition_pb2.Code
+BROKERS = ("broker-a", "broker-b")
+FAST_REDELIVERY = ConsumerActivityConfig(min_invisible_time_ms_for_recv=1_000)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with started_cluster(tmp_path_factory.mktemp("v2-consumer")) as started:
+        yield started
+
+
+@pytest.fixture
+async def producer(cluster: LocalCluster) -> AsyncIterator[DefaultMQProducer]:
+    p = DefaultMQProducer.connect(ProducerConfig(producer_group="v2c_producer"), [cluster.namesrv_addr])
+    await p.start()
+    try:
+        yield p
+    finally:
+        await p.shutdown()
+
+
+@pytest.fixture
+async def activity(cluster: LocalCluster, pool: ChannelPool) -> AsyncIterator[ConsumerActivity]:
+    made = new_activity(cluster, pool)
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+@pytest.fixture
+async def topic(cluster: LocalCluster, request: pytest.FixtureRequest) -> str:
+    return await make_topic(cluster, request.node.name)
+
+
+async def receive_both(
+    activity: ConsumerActivity, group: str, topic: str, want: int, invisible_ms: int = 60_000
+) -> list[definition_pb2.Message]:
+    requests = [receive_request(group, topic, broker_name=b, invisible_ms=invisible_ms) for b in BROKERS]
+    return await receive_until(activity, requests, want)
+
+
+async def test_receive_converts_every_field_then_ack(
+    activity: ConsumerActivity, producer: DefaultMQProducer, topic: str
+) -> None:
+    sent = await send_all(producer, topic, 8, tags="TagA")
+    got = await receive_both(activity, "v2c_ack", topic, 8)
+    assert {m.system_properties.message_id: m.body for m in got} == sent
+    assert {m.system_properties.receipt_handle.split(" ")[5] for m in got} == set(BROKERS)
+    message = got[0]
+    system = message.system_properties
+    assert message.topic.name == topic
+    assert dict(message.user_properties) == {"p": "v"}
+    assert system.tag == "TagA"
+    assert list(system.keys) == [f"k{message.body.decode()[1:]}", f"x{message.body.decode()[1:]}"]
+    assert system.body_digest.type == definition_pb2.DigestType.MD5
+    assert system.body_digest.checksum == hashlib.md5(message.body).hexdigest().upper()
+    assert system.body_encoding == definition_pb2.Encoding.IDENTITY
+    assert system.message_type == definition_pb2.MessageType.NORMAL
+    assert system.delivery_attempt == 1
+    assert system.invisible_duration.ToMilliseconds() == 60_000
+    assert system.born_timestamp.ToMilliseconds() > 0
+    assert system.store_timestamp.ToMilliseconds() >= system.born_timestamp.ToMilliseconds()
+    assert system.store_host
+    assert system.born_host
+    assert system.queue_offset >= 0
+    assert 0 <= system.queue_id < 4
+
+    acked = await activity.ack_message(ack_request("v2c_ack", topic, got), CTX)
+    assert acked.status.code == Code.OK
+    assert [e.status.code for e in acked.entries] == [Code.OK] * 8
+    again = await activity.ack_message(ack_request("v2c_ack", topic, got[:1]), CTX)
+    assert again.status.code == Code.INVALID_RECEIPT_HANDLE
+    assert again.entries[0].status.code == Code.INVALID_RECEIPT_HANDLE
+    for broker in BROKERS:
+        empty = await receive(activity, receive_request("v2c_ack", topic, broker_name=broker))
+        assert empty.status.code == Code.MESSAGE_NOT_FOUND
+
+
+async def test_unacked_message_comes_back_with_attempt_two_and_a_second_replica_acks_it(
+    cluster: LocalCluster, pool: ChannelPool, producer: DefaultMQProducer, topic: str
+) -> None:
+    first_replica = new_activity(cluster, pool, FAST_REDELIVERY)
+    second_replica = new_activity(cluster, pool)
+    sent = await send_all(producer, topic, 2)
+    first = await receive_both(first_replica, "v2c_retry", topic, 2, invisible_ms=1_000)
+    assert {m.system_properties.message_id for m in first} == set(sent)
+    again = await receive_both(first_replica, "v2c_retry", topic, 2)
+    assert {m.system_properties.message_id for m in again} == set(sent)
+    assert {(m.topic.name, m.system_properties.delivery_attempt) for m in again} == {(topic, 2)}
+    stale = await second_replica.ack_message(ack_request("v2c_retry", topic, first[:1]), CTX)
+    assert stale.status.code == Code.INVALID_RECEIPT_HANDLE
+    acked = await second_replica.ack_message(ack_request("v2c_retry", topic, again), CTX)
+    assert acked.status.code == Code.OK, acked
+    await first_replica.close()
+    await second_replica.close()
+
+
+async def test_change_invisible_duration_returns_a_new_handle_that_acks(
+    activity: ConsumerActivity, producer: DefaultMQProducer, topic: str
+) -> None:
+    await send_all(producer, topic, 1)
+    (message,) = await receive_both(activity, "v2c_change", topic, 1)
+    old = message.system_properties.receipt_handle
+
+    def change(handle: str, ms: int) -> service_pb2.ChangeInvisibleDurationRequest:
+        return service_pb2.ChangeInvisibleDurationRequest(
+            group=resource("v2c_change"),
+            topic=resource(topic),
+            receipt_handle=handle,
+            invisible_duration=duration(ms),
+            message_id=message.system_properties.message_id,
+        )
+
+    too_long = await activity.change_invisible_duration(change(old, 13 * 3_600_000), CTX)
+    assert too_long.status.code == Code.ILLEGAL_INVISIBLE_TIME
+    garbage = await activity.change_invisible_duration(change("not a handle", 30_000), CTX)
+    assert garbage.status.code == Code.INVALID_RECEIPT_HANDLE
+    changed = await activity.change_invisible_duration(change(old, 120_000), CTX)
+    assert changed.status.code == Code.OK
+    assert changed.receipt_handle
+    assert changed.receipt_handle != old
+    replaced = service_pb2.AckMessageRequest(
+        group=resource("v2c_change"),
+        topic=resource(topic),
+        entries=[service_pb2.AckMessageEntry(message_id="x", receipt_handle=old)],
+    )
+    assert (await activity.ack_message(replaced, CTX)).status.code == Code.INVALID_RECEIPT_HANDLE
+    replaced.entries[0].receipt_handle = changed.receipt_handle
+    assert (await activity.ack_message(replaced, CTX)).status.code == Code.OK
+
+
+async def test_empty_receive_is_held_for_the_poll_time(activity: ConsumerActivity, topic: str) -> None:
+    started = time.monotonic()
+    answer = await receive(activity, receive_request("v2c_empty", topic, broker_name="broker-a", poll_ms=5_000))
+    waited_s = time.monotonic() - started
+    assert answer.status.code == Code.MESSAGE_NOT_FOUND
+    assert answer.messages == []
+    assert waited_s >= 4.0
+
+
+async def test_every_bad_input_is_refused_and_nothing_is_lost(
+    activity: ConsumerActivity, producer: DefaultMQProducer, topic: str
+) -> None:
+    sent = await send_all(producer, topic, 4)
+    group = "v2c_bad"
+    refusals = {
+        Code.ILLEGAL_INVISIBLE_TIME: [
+            receive_request(group, topic, invisible_ms=1000),
+            receive_request(group, topic, invisible_ms=13 * 3600000),
+        ],
+        Code.ILLEGAL_FILTER_EXPRESSION: [
+            receive_request(group, topic, tag="||"),
+            receive_request(group, topic, tag="a||\x01"),
+        ],
+        Code.ILLEGAL_TOPIC: [receive_request(group, "bad topic!")],
+        Code.ILLEGAL_CONSUMER_GROUP: [receive_request("bad group!", topic)],
+        Code.TOPIC_NOT_FOUND: [receive_request(group, "v2c_no_such_topic")],
+        Code.NOT_FOUND: [receive_request(group, topic, broker_name="broker-zz")],
+    }
+    for code, requests in refusals.items():
+        for request in requests:
+            answer = await receive(activity, request)
+            assert answer.status.code == code, (request, answer.status)
+            assert answer.status.message
+    sql = receive_request(group, topic)
+    sql.filter_expression.type = definition_pb2.FilterType.SQL
+    sql.filter_expression.expression = "a > 1"
+    assert (await receive(activity, sql)).status.code == Code.NOT_IMPLEMENTED
+    short_deadline = await receive(activity, receive_request(group, topic), remaining_ms=3_000)
+    assert short_deadline.status.code == Code.ILLEGAL_POLLING_TIME
+
+    garbage = service_pb2.AckMessageRequest(
+        group=resource(group),
+        topic=resource(topic),
+        entries=[service_pb2.AckMessageEntry(message_id="m", receipt_handle="garbage")],
+    )
+    answered = await activity.ack_message(garbage, CTX)
+    assert answered.status.code == Code.INVALID_RECEIPT_HANDLE
+    assert answered.entries[0].status.code == Code.INVALID_RECEIPT_HANDLE
+    forward = service_pb2.ForwardMessageToDeadLetterQueueRequest(
+        group=resource(group), topic=resource(topic), receipt_handle="garbage", message_id="m"
+    )
+    assert (
+        await activity.forward_message_to_dead_letter_queue(forward, CTX)
+    ).status.code == Code.INVALID_RECEIPT_HANDLE
+
+    got = await receive_both(activity, group, topic, 4)
+    assert {m.system_properties.message_id for m in got} == set(sent)
+    assert (await activity.ack_message(ack_request(group, topic, got), CTX)).status.code == Code.OK
+
+
+async def test_batch_is_clamped_to_32_and_auto_renew_pops_with_the_default(
+    activity: ConsumerActivity, producer: DefaultMQProducer, topic: str
+) -> None:
+    await send_all(producer, topic, 80)
+    answer = await receive(activity, receive_request("v2c_batch", topic, broker_name="broker-a", batch_size=1_000))
+    assert answer.status.code == Code.OK
+    assert 1 <= len(answer.messages) <= 32
+    renew = receive_request("v2c_batch", topic, broker_name="broker-b", invisible_ms=None, auto_renew=True)
+    renewed = await receive(activity, renew)
+    assert renewed.status.code == Code.OK
+    assert {m.system_properties.invisible_duration.ToMilliseconds() for m in renewed.messages} == {60_000}
