@@ -219,6 +219,7 @@ class V2Receiver:
         self.topic = queue.topic
         self.base = base
         self.calls = 0
+        self.receives = [0, 0]  # ReceiveMessage calls, of which answered MESSAGE_NOT_FOUND
         self.request = service_pb2.ReceiveMessageRequest(
             group=self.group, message_queue=queue, batch_size=RECEIVE_BATCH,
             filter_expression=definition_pb2.FilterExpression(type=definition_pb2.FilterType.TAG, expression="*"),
@@ -242,6 +243,8 @@ class V2Receiver:
                 status = reply.status
         if status is None or status.code not in (OK, MESSAGE_NOT_FOUND):
             raise RuntimeError(f"ReceiveMessage answered {status}")
+        self.receives[0] += 1
+        self.receives[1] += not messages
         return messages
 
     async def ack(self, message: Any) -> None:
@@ -347,7 +350,8 @@ async def latency_row(
             task.cancel()
         await asyncio.gather(*tasks, *acks, return_exceptions=True)
     secs = time.perf_counter() - began
-    api = f"v2 SendMessage {rate}/s -> long-polling ReceiveMessage"
+    receives, empty = (sum(r.receives[i] for r in pool) for i in (0, 1))
+    api = f"v2 SendMessage {rate}/s -> long-polling ReceiveMessage ({receives:,} receives, {empty:,} empty)"
     counts = (len(latencies), total - len(latencies))
     return meter.finish(make_row("gateway v2", "SYNC_FLUSH", api, 1, counts, secs, latencies))
 
