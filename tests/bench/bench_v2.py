@@ -54,9 +54,11 @@ from mq_local.testing import make_topic
 from rich.console import Console
 from v2_bench_rows import (
     BODY,
+    FLOOR_SYSTEM,
     RECEIVE_BATCH,
     SendLoad,
     drain_row,
+    floor_send_row,
     latency_row,
     node_send_row,
     python_send_row,
@@ -80,7 +82,7 @@ JETSTREAM_NOTE: Final = (
     "JetStream's file store acknowledges a publish before its data is fsynced (nats-server syncs on an interval); "
     "the gateway rows are SYNC_FLUSH (each send acknowledged after the broker's flush)"
 )
-ROW_KINDS: Final = frozenset({"send", "pysend", "drain", "latency", "sdk", "nats"})
+ROW_KINDS: Final = frozenset({"send", "floor", "pysend", "drain", "latency", "sdk", "nats"})
 
 
 async def run_ours(args: argparse.Namespace, only: frozenset[str], console: Console) -> tuple[list[Row], list[str]]:
@@ -101,6 +103,10 @@ async def run_ours(args: argparse.Namespace, only: frozenset[str], console: Cons
                     console.log(summary(rows[-1]))
                 else:
                     notes.append(f"send row skipped: no {NODE_MODULES}/@grpc/grpc-js (run `make sdks`)")
+            if "floor" in only and NODE_MODULES.joinpath("@grpc/grpc-js").is_dir():
+                freeze_client_heap()
+                rows.append(await floor_send_row(load, NODE_MODULES))
+                console.log(summary(rows[-1]))
             if "pysend" in only:
                 freeze_client_heap()
                 rows.append(await python_send_row(load, channels, meter))
@@ -209,6 +215,8 @@ def targets(rows: Sequence[Row]) -> list[dict[str, object]]:
         return next((r for r in rows if r.system == system and all(w in r.api for w in words)), None)
 
     send = find("gateway v2", "SendMessage x1", "node generator") or find("gateway v2", "SendMessage x1")
+    floor = find(FLOOR_SYSTEM, "SendMessage x1")
+    floor_text = "" if floor is None else f"; a do-nothing grpc.aio handler: {floor.gateway_cpu_us_per_msg:.1f}"
     latency = find("gateway v2", "long-polling")
     out = []
     if send is None:
@@ -217,7 +225,7 @@ def targets(rows: Sequence[Row]) -> list[dict[str, object]]:
     else:
         out.append({
             "target": f"v2 SendMessage x1, {send.clients} callers: gateway CPU <= {SEND_CPU_MAX_US:g} us/msg",
-            "measured": f"{send.gateway_cpu_us_per_msg:.1f} us/msg ({send.failed} failed)",
+            "measured": f"{send.gateway_cpu_us_per_msg:.1f} us/msg ({send.failed} failed{floor_text})",
             "pass": send.gateway_cpu_us_per_msg <= SEND_CPU_MAX_US and not send.failed,
         })  # fmt: skip
     out.append(_ratio(send, find("nats-jetstream", "publish"), SEND_VS_JETSTREAM_MIN, "v2 SendMessage x1 msgs/s"))

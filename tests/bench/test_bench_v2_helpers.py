@@ -18,7 +18,15 @@ sys.path.insert(0, str(Path(__file__).parent))  # the bench scripts import each 
 
 import bench_v2
 from bench_gateway import CpuMeter, make_row
-from v2_bench_rows import NODE_WARMUP_CALLS, SendLoad, message_id, node_send_row, send_template
+from v2_bench_rows import (
+    FLOOR_SYSTEM,
+    NODE_WARMUP_CALLS,
+    SendLoad,
+    floor_send_row,
+    message_id,
+    node_send_row,
+    send_template,
+)
 
 NODE_MODULES = bench_v2.NODE_MODULES
 
@@ -76,8 +84,7 @@ async def fake_server() -> AsyncIterator[tuple[str, FakeMessaging]]:
 
 
 async def test_node_generator_sends_unique_ids_and_counts_refusals(fake_server: tuple[str, FakeMessaging]) -> None:
-    if shutil.which("node") is None or not NODE_MODULES.joinpath("@grpc/grpc-js").is_dir():
-        pytest.fail(f"node and {NODE_MODULES}/@grpc/grpc-js are required: run `make node sdks`")
+    require_node()
     addr, servicer = fake_server
     meter = CpuMeter(0, [])  # no such PID: CPU reads as 0
     row = await node_send_row(SendLoad(addr, "bench_topic", 8, 2_000, 120.0), NODE_MODULES, meter)
@@ -89,6 +96,18 @@ async def test_node_generator_sends_unique_ids_and_counts_refusals(fake_server: 
     assert "42900" in row.api  # the refusal code is reported
     assert all(len(mid) == 34 for mid in measured)
     assert len(servicer.client_ids) == 1
+
+
+def require_node() -> None:
+    if shutil.which("node") is None or not NODE_MODULES.joinpath("@grpc/grpc-js").is_dir():
+        pytest.fail(f"node and {NODE_MODULES}/@grpc/grpc-js are required: run `make node sdks`")
+
+
+async def test_floor_row_runs_the_do_nothing_server_and_stops_it() -> None:
+    require_node()
+    row = await floor_send_row(SendLoad("set by the row", "bench_topic", 8, 500, 120.0), NODE_MODULES)
+    assert (row.system, row.messages, row.failed) == (FLOOR_SYSTEM, 500, 0)
+    assert row.gateway_cpu_us_per_msg > 0  # the floor server's own CPU was read from /proc while it ran
 
 
 def test_targets_pass_and_miss() -> None:

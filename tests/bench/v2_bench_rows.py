@@ -13,9 +13,10 @@ import json
 import os
 import socket
 import struct
+import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,6 +29,7 @@ BODY: Final = os.urandom(1024)
 OK: Final = definition_pb2.Code.OK
 MESSAGE_NOT_FOUND: Final = definition_pb2.Code.MESSAGE_NOT_FOUND
 RPC_TIMEOUT_S: Final = 30.0
+FLOOR_SYSTEM: Final = "floor: do-nothing grpc.aio"
 RECEIVE_BATCH: Final = 32
 RECEIVE_INVISIBLE_S: Final = 60
 # the gateway clamps long polls to [5 s, 20 s] (the proxy's rule); 5 s keeps a drained row's stragglers short
@@ -40,6 +42,7 @@ SDK_TIMEOUT_S: Final = 600.0
 _TIME_PREFIX: Final = struct.Struct(">q")
 _NODE_GENERATOR: Final = Path(__file__).with_name("v2_send_load.js")
 _SDK_SCRIPT: Final = Path(__file__).with_name("v2_sdk_bench.py")
+_FLOOR_SERVER: Final = Path(__file__).with_name("v2_floor_server.py")
 
 
 # -- what the SDKs send -------------------------------------------------------------------------------------------
@@ -118,8 +121,11 @@ class SendLoad:
     max_seconds: float
 
 
-async def node_send_row(load: SendLoad, node_modules: Path, meter: CpuMeter) -> Row:
-    """Run v2_send_load.js; the CPU meter spans only its measured phase (after its warm-up, until its answer)."""
+async def node_send_row(
+    load: SendLoad, node_modules: Path, meter: CpuMeter, where: tuple[str, str] = ("gateway v2", "SYNC_FLUSH")
+) -> Row:
+    """Run v2_send_load.js; the CPU meter spans only its measured phase (after its warm-up, until its answer).
+    ``where`` = the row's (system, flush)."""
     prefix = os.urandom(8).hex().upper()
     raw, offset = send_template(load.topic, prefix)
     config = {
@@ -153,7 +159,21 @@ async def node_send_row(load: SendLoad, node_modules: Path, meter: CpuMeter) -> 
     counts, latencies = (result["ok"], result["failed"]), [us / 1e6 for us in result["latenciesUs"]]
     codes = f", codes {result['codes']}" if result["codes"] else ""
     api = f"v2 SendMessage x1 (node generator {result['cpuUs'] / max(1, result['calls']):.0f} us CPU/msg{codes})"
-    return meter.finish(make_row("gateway v2", "SYNC_FLUSH", api, load.callers, counts, result["seconds"], latencies))
+    return meter.finish(make_row(*where, api, load.callers, counts, result["seconds"], latencies))
+
+
+async def floor_send_row(load: SendLoad, node_modules: Path) -> Row:
+    """The same Node.js row against v2_floor_server.py (a do-nothing grpc.aio SendMessage handler in a process of
+    its own), that process's CPU metered: the floor under the gateway's figure."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, str(_FLOOR_SERVER), stdout=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None
+    try:
+        port = int(await asyncio.wait_for(proc.stdout.readline(), RPC_TIMEOUT_S))
+        floor = replace(load, addr=f"127.0.0.1:{port}")
+        return await node_send_row(floor, node_modules, CpuMeter(proc.pid, []), (FLOOR_SYSTEM, "-"))
+    finally:
+        proc.terminate()
+        await proc.wait()
 
 
 async def python_send_row(load: SendLoad, channels: Sequence[Any], meter: CpuMeter) -> Row:
