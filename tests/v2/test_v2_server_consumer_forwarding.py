@@ -93,8 +93,14 @@ async def test_handler_failures_answer_in_band(forwarding: tuple[Gateway, Record
     assert [a.status.code async for a in anonymous] == [Code.CLIENT_ID_REQUIRED]
 
 
-async def test_the_unwired_consumer_answers_not_implemented(gateway: Gateway) -> None:
-    ack = await gateway.stub.AckMessage(service_pb2.AckMessageRequest(), metadata=metadata(), timeout=10)
-    assert ack.status.code == Code.NOT_IMPLEMENTED
-    stream = gateway.stub.ReceiveMessage(service_pb2.ReceiveMessageRequest(), metadata=metadata(), timeout=10)
-    assert [a.status.code async for a in stream] == [Code.NOT_IMPLEMENTED]
+async def test_the_unwired_consumer_answers_not_implemented(cluster: LocalCluster) -> None:
+    # The controller's default is the real ConsumerActivity; UnwiredConsumer is what a gateway gets on request.
+    gateway = await start_gateway(cluster, UnwiredConsumer())
+    try:
+        ack = await gateway.stub.AckMessage(service_pb2.AckMessageRequest(), metadata=metadata(), timeout=10)
+        assert ack.status.code == Code.NOT_IMPLEMENTED
+        stream = gateway.stub.ReceiveMessage(service_pb2.ReceiveMessageRequest(), metadata=metadata(), timeout=10)
+        assert [a.status.code async for a in stream] == [Code.NOT_IMPLEMENTED]
+    finally:
+        await gateway.channel.close()
+        await gateway.controller.stop(0)
