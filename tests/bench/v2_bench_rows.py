@@ -168,9 +168,9 @@ async def floor_send_row(load: SendLoad, node_modules: Path) -> Row:
     proc = await asyncio.create_subprocess_exec(sys.executable, str(_FLOOR_SERVER), stdout=asyncio.subprocess.PIPE)
     assert proc.stdout is not None
     try:
-        port = int(await asyncio.wait_for(proc.stdout.readline(), RPC_TIMEOUT_S))
+        port, loop = (await asyncio.wait_for(proc.stdout.readline(), RPC_TIMEOUT_S)).decode().split()
         floor = replace(load, addr=f"127.0.0.1:{port}")
-        return await node_send_row(floor, node_modules, CpuMeter(proc.pid, []), (FLOOR_SYSTEM, "-"))
+        return await node_send_row(floor, node_modules, CpuMeter(proc.pid, []), (FLOOR_SYSTEM, f"- ({loop})"))
     finally:
         proc.terminate()
         await proc.wait()
