@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -244,12 +245,19 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
     only = frozenset(args.only.split(","))
     if not only <= ROW_KINDS:
         raise SystemExit(f"--only takes {','.join(sorted(ROW_KINDS))}, got {args.only}")
+    load_before = os.getloadavg()
     rows, notes = await run_ours(args, only, console) if only - {"nats"} else ([], [])
     if "nats" in only:
         nats_rows, nats_notes = await run_nats(args, console)
         rows.extend(nats_rows)
         notes.extend(nats_notes)
     checks = targets(rows)
+    load_after = os.getloadavg()
+    notes.append(
+        f"load average (1/5/15 min) before {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f}, after "
+        f"{load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f} on {os.cpu_count()} CPUs: other work on the "
+        "machine shows up in every figure, most in the paced latency row"
+    )
     print_report(rows, checks, title="RocketMQ 5 v2 API benchmark: 1 KiB messages, SYNC_FLUSH, through the gateway",
                  goals_title="v2 targets", verdicts=("PASS", "MISS"))  # fmt: skip
     for note in notes:
