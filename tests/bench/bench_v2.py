@@ -29,7 +29,7 @@ import asyncio
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
@@ -90,6 +90,14 @@ async def run_ours(args: argparse.Namespace, only: frozenset[str], console: Cons
     """The gateway rows on one fresh cluster; returns them and the notes of rows that could not run."""
     rows: list[Row] = []
     notes: list[str] = []
+    have_node = NODE_MODULES.joinpath("@grpc/grpc-js").is_dir()
+
+    async def measure(*made: Awaitable[Row]) -> None:
+        for one in made:
+            freeze_client_heap()
+            rows.append(await one)
+            console.log(summary(rows[-1]))
+
     with tempfile.TemporaryDirectory(prefix="bench-v2-") as tmp:
         cluster = await asyncio.to_thread(LocalCluster(cluster_spec(Path(tmp) / "data")).start)
         channels = [grpc.aio.insecure_channel(cluster.gateway_addr, options=CHANNEL_OPTIONS) for _ in range(CHANNELS)]
@@ -97,52 +105,43 @@ async def run_ours(args: argparse.Namespace, only: frozenset[str], console: Cons
             meter = CpuMeter(cluster.gateway.pid, [p.pid for p in cluster.brokers.values()])
             load = SendLoad(cluster.gateway_addr, await make_topic(cluster, "v2_send", queues=QUEUES),
                             SEND_CALLERS, args.send_messages, args.send_seconds)  # fmt: skip
-            if "send" in only:
-                if NODE_MODULES.joinpath("@grpc/grpc-js").is_dir():
-                    freeze_client_heap()
-                    rows.append(await node_send_row(load, NODE_MODULES, meter))
-                    console.log(summary(rows[-1]))
-                else:
-                    notes.append(f"send row skipped: no {NODE_MODULES}/@grpc/grpc-js (run `make sdks`)")
-            if "floor" in only and NODE_MODULES.joinpath("@grpc/grpc-js").is_dir():
-                freeze_client_heap()
-                rows.append(await floor_send_row(load, NODE_MODULES))
-                console.log(summary(rows[-1]))
+            if only & {"send", "floor"} and not have_node:
+                notes.append(f"send and floor rows skipped: no {NODE_MODULES}/@grpc/grpc-js (run `make sdks`)")
+            if "send" in only and have_node:
+                await measure(node_send_row(load, NODE_MODULES, meter))
+            if "floor" in only and have_node:
+                await measure(floor_send_row(load, NODE_MODULES))
             if "pysend" in only:
-                freeze_client_heap()
-                rows.append(await python_send_row(load, channels, meter))
-                console.log(summary(rows[-1]))
+                await measure(python_send_row(load, channels, meter))
             if "drain" in only:
                 topic = await make_topic(cluster, "v2_drain", queues=QUEUES)
                 began = time.perf_counter()
                 await fill(gateway_pb2_grpc.ProducerGatewayStub(channels[0]), topic, args.backlog)
                 console.log(f"backlog of {args.backlog:,} stored in {time.perf_counter() - began:.1f} s")
-                freeze_client_heap()
-                rows.append(await drain_row(channels, topic, "bench_v2_drain", (args.backlog, DRAIN_CALLERS), meter))
-                console.log(summary(rows[-1]))
+                await measure(drain_row(channels, topic, "bench_v2_drain", (args.backlog, DRAIN_CALLERS), meter))
             if "latency" in only:
                 topic = await make_topic(cluster, "v2_latency", queues=QUEUES)
-                freeze_client_heap()
-                rows.append(
-                    await latency_row(channels, topic, "bench_v2_latency", (PACED_RATE, args.latency_seconds), meter)
-                )
-                console.log(summary(rows[-1]))
+                paced = (PACED_RATE, args.latency_seconds)
+                await measure(latency_row(channels, topic, "bench_v2_latency", paced, meter))
             if "sdk" in only:
-                if SDK_PYTHON.is_file():
-                    topic = await make_topic(cluster, "v2_sdk", queues=QUEUES)
-                    sdk, error = await sdk_rows(SDK_PYTHON, cluster.gateway_addr, topic, "bench_v2_sdk",
-                                                args.sdk_seconds)  # fmt: skip
-                    rows.extend(sdk)
-                    notes.extend([f"python SDK: {error}"] if error else [])
-                    for row in sdk:
-                        console.log(summary(row))
-                else:
-                    notes.append(f"sdk rows skipped: no {SDK_PYTHON} (run `make sdks`)")
+                notes.extend(await run_sdk(cluster, args.sdk_seconds, rows, console))
         finally:
             for channel in channels:
                 await channel.close()
             await asyncio.to_thread(cluster.stop)
     return rows, notes
+
+
+async def run_sdk(cluster: LocalCluster, seconds: float, rows: list[Row], console: Console) -> list[str]:
+    """The official Python SDK's rows appended to ``rows``; returns notes (why they are missing, its error)."""
+    if not SDK_PYTHON.is_file():
+        return [f"sdk rows skipped: no {SDK_PYTHON} (run `make sdks`)"]
+    topic = await make_topic(cluster, "v2_sdk", queues=QUEUES)
+    sdk, error = await sdk_rows(SDK_PYTHON, cluster.gateway_addr, topic, "bench_v2_sdk", seconds)
+    rows.extend(sdk)
+    for row in sdk:
+        console.log(summary(row))
+    return [f"python SDK: {error}"] if error else []
 
 
 async def nats_publish(port: int, callers: int, max_messages: int, max_seconds: float) -> Row:
