@@ -164,3 +164,14 @@ async def test_a_bad_request_is_refused_and_stores_nothing(
     assert len(answer.entries) == len(messages)
     assert all(e.status.code == code for e in answer.entries)
     assert await read_all(cluster.namesrv_addr, topic) == []
+
+
+async def test_a_body_of_exactly_4_mib_is_stored(gateway: Gateway, cluster: LocalCluster) -> None:
+    """Above gRPC's default 4 MiB receive limit: the server takes up to 130 MiB, the handler enforces the body
+    limit itself."""
+    topic = await make_topic(cluster, "v2_send_4mib", queues=1)
+    body = bytes(range(256)) * (4 * MIB // 256)
+    answer = await send(gateway, v2_message(topic, body))
+    assert answer.status.code == Code.OK, answer.status.message
+    ((_queue, stored),) = await read_all(cluster.namesrv_addr, topic)
+    assert stored.body == body

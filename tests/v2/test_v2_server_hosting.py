@@ -4,6 +4,8 @@ QueryRoute's shape, Heartbeat / NotifyClientTermination / the not-yet RPCs, CLIE
 
 from __future__ import annotations
 
+import socket
+
 import grpc
 import pytest
 from apache.rocketmq.v2 import definition_pb2, service_pb2, service_pb2_grpc
@@ -12,7 +14,7 @@ from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_common.constants import PermName
 from mq_common.protocol import BrokerData, QueueData, TopicRouteData
 from mq_common.response_code import ResponseCode
-from mq_gateway.v2.route import address_scheme, gateway_endpoints, message_queues
+from mq_gateway.v2.route import address_scheme, advertised_host, gateway_endpoints, message_queues
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic
 
@@ -106,6 +108,8 @@ def test_queue_order_is_read_only_then_write_only_then_read_write() -> None:
     assert address_scheme("10.0.0.1") == definition_pb2.IPv4
     assert address_scheme("::1") == definition_pb2.IPv6
     assert address_scheme("gw.example") == definition_pb2.DOMAIN_NAME
+    assert advertised_host("0.0.0.0") == socket.gethostname()
+    assert advertised_host("10.0.0.7") == "10.0.0.7"
 
 
 async def test_lifecycle_and_not_yet_rpcs(gateway: Gateway) -> None:

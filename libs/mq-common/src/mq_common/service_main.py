@@ -82,12 +82,14 @@ def run_service(
     *,
     description: str,
     argv: Sequence[str] | None = None,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
 ) -> None:
     """Run ``script`` (``mqbroker``, ...) until SIGTERM/SIGINT; exits the process with 2 on a start failure.
 
     ``argv`` (default ``sys.argv[1:]``) is parsed first (mq_common.service_cli): ``--help`` (``description``
     and every field of ``settings_cls``) and ``--version`` print and raise SystemExit(0) before anything starts;
     another argument raises SystemExit(2). ``describe`` gives the extra fields of the ``started`` log line.
+    ``loop_factory`` makes the event loop (default: asyncio's; the gateway uses uvloop's).
     """
     parse_service_args(script, settings_cls, description, argv)
     try:
@@ -99,7 +101,8 @@ def run_service(
     malloc_tuned = tune_malloc()
     raise_open_files_limit()
     try:
-        asyncio.run(_serve(script, settings, make_controller, describe, malloc_tuned))
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(_serve(script, settings, make_controller, describe, malloc_tuned))
     except (RuntimeError, MQError, OSError) as exc:
         get_logger(f"{script}.main").error("start_failed", error=str(exc))
         sys.exit(2)

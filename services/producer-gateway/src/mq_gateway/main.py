@@ -8,6 +8,9 @@ producer down and exits 0; exit code 2 when the settings are invalid or the port
 
 from __future__ import annotations
 
+import asyncio
+
+import uvloop
 from mq_common.service_main import run_service
 
 from mq_gateway.controller import GatewayController
@@ -25,12 +28,20 @@ def _describe(settings: GatewaySettings, controller: GatewayController) -> dict[
         "latency_fault_tables": settings.latency_fault_tables,
         "coalesce_linger_ms": settings.coalesce_linger_ms,
         "max_in_flight_messages": settings.max_in_flight_messages,
+        "event_loop": type(asyncio.get_running_loop()).__module__,
     }
 
 
 def main() -> None:
     """Console script entry point."""
-    run_service("mqgateway", GatewaySettings, GatewayController, _describe, description=__doc__ or "")
+    run_service(
+        "mqgateway",
+        GatewaySettings,
+        GatewayController,
+        _describe,
+        description=__doc__ or "",
+        loop_factory=uvloop.new_event_loop,
+    )
 
 
 if __name__ == "__main__":

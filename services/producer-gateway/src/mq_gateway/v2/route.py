@@ -3,14 +3,17 @@
 Per broker (name server order) the queue ids are numbered READ-only first, then WRITE-only, then READ_WRITE (from
 the queue data's perm and read/write counts), ``broker.id`` is 0 (the master; the gateway proxies every call) and
 ``broker.endpoints`` is the gateway itself: the hosts the client addressed (the request's ``endpoints``) with the
-gateway's port, else the gateway's listen address; the address scheme is always set (IPv4 for dotted quads, IPv6
-for literals with ':', DOMAIN_NAME otherwise). Runs on the gateway's asyncio loop.
+gateway's port, else the gateway's listen address (the host name for a wildcard bind); the address scheme is
+always set (IPv4 for dotted quads, IPv6 for literals with ':', DOMAIN_NAME otherwise). Runs on the gateway's
+asyncio loop.
 Mirrors org.apache.rocketmq.proxy.grpc.v2.route.RouteActivity#queryRoute / #genMessageQueueFromQueueData.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
@@ -26,6 +29,7 @@ MessageType = definition_pb2.MessageType
 Permission = definition_pb2.Permission
 AddressScheme = definition_pb2.AddressScheme
 MASTER_BROKER_ID: Final = 0
+WILDCARD_HOSTS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
 # What a topic without a message-type attribute accepts through this gateway: NORMAL, and FIFO (message_group
 # maps onto the sharding-key queue selector). DELAY and TRANSACTION arrive with the message-types issue.
 DEFAULT_ACCEPTED_TYPES: Final = (MessageType.NORMAL, MessageType.FIFO)
@@ -39,9 +43,13 @@ async def default_message_types(topic: str) -> Sequence[definition_pb2.MessageTy
     return DEFAULT_ACCEPTED_TYPES
 
 
+# validate_topic's verdicts, cached: clients send to the same few topics over and over.
+_topic_remark: Final = functools.lru_cache(maxsize=4096)(validate_topic)
+
+
 def check_topic_name(topic: str) -> None:
     """Raises V2Error(ILLEGAL_TOPIC 40002) with RocketMQ's remark for an illegal topic name."""
-    remark = validate_topic(topic)
+    remark = _topic_remark(topic)
     if remark is not None:
         raise V2Error(Code.ILLEGAL_TOPIC, remark)
 
@@ -53,6 +61,11 @@ def address_scheme(host: str) -> definition_pb2.AddressScheme.ValueType:
     except ValueError:
         return AddressScheme.DOMAIN_NAME
     return AddressScheme.IPv4 if ip.version == 4 else AddressScheme.IPv6
+
+
+def advertised_host(listen_host: str) -> str:
+    """The host to name when a client gave none: ``listen_host``, or this machine's name for a wildcard bind."""
+    return socket.gethostname() if listen_host in WILDCARD_HOSTS else listen_host
 
 
 def gateway_endpoints(requested: definition_pb2.Endpoints, host: str, port: int) -> definition_pb2.Endpoints:
@@ -111,7 +124,7 @@ class RouteActivity:
     ) -> None:
         self.routes = routes
         self.message_types = message_types
-        self._listen_host = listen_host
+        self._listen_host = advertised_host(listen_host)
         self._port = port
 
     async def query_route(self, request: service_pb2.QueryRouteRequest) -> service_pb2.QueryRouteResponse:

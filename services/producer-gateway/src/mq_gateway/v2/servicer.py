@@ -34,6 +34,9 @@ log = get_logger("mq_gateway.v2.servicer")
 
 SERVICE_NAME: Final = service_pb2.DESCRIPTOR.services_by_name["MessagingService"].full_name
 METHOD_PREFIX: Final = f"/{SERVICE_NAME}/"
+# Of a call's deadline, what the send budget leaves for the answer to travel back (an in-band failure status
+# beats DEADLINE_EXCEEDED: clients retry on it).
+ANSWER_MARGIN_MS: Final = 50
 _R = TypeVar("_R")
 _Q = TypeVar("_Q")
 _Context = grpc.aio.ServicerContext[Any, Any]
@@ -78,6 +81,14 @@ def time_remaining_ms(context: _Context) -> float | None:
     """The call's remaining deadline in ms; None without a deadline."""
     remaining = context.time_remaining()
     return None if remaining is None else remaining * 1000.0
+
+
+def _enter(context: _Context) -> ClientContext:
+    """The call's ClientContext, its request id and client id bound to the log context. Raises V2Error
+    (CLIENT_ID_REQUIRED 40017)."""
+    ctx = client_context(context.invocation_metadata())
+    bind_call(ctx.request_id, client_id=ctx.client_id)
+    return ctx
 
 
 def _error_status(exc: Exception, method: str) -> definition_pb2.Status:
@@ -128,9 +139,8 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         begin = time.perf_counter()
         language = ""
         try:
-            ctx = client_context(context.invocation_metadata())
+            ctx = _enter(context)
             language = ctx.language
-            bind_call(ctx.request_id, client_id=ctx.client_id)
             response = await handler(request, ctx, context)
         except Exception as exc:
             response = response_type(status=_error_status(exc, method))
@@ -151,9 +161,8 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         language = ""
         code: int = Code.OK
         try:
-            ctx = client_context(context.invocation_metadata())
+            ctx = _enter(context)
             language = ctx.language
-            bind_call(ctx.request_id, client_id=ctx.client_id)
             async for response in handler(request, ctx, time_remaining_ms(context)):
                 if response.HasField("status"):  # type: ignore[attr-defined]
                     code = response.status.code  # type: ignore[attr-defined]
@@ -186,7 +195,8 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request: service_pb2.SendMessageRequest, ctx: ClientContext, context: _Context
     ) -> service_pb2.SendMessageResponse:
         remaining = context.time_remaining()
-        timeout_ms = self._send_timeout_ms if remaining is None else max(1, int(remaining * 1000.0))
+        # with a deadline, leave the answer time to reach the client before it
+        timeout_ms = self._send_timeout_ms if remaining is None else max(1, int(remaining * 1000.0) - ANSWER_MARGIN_MS)
         return await self.send.send_message(request, context.peer(), timeout_ms)
 
     async def Heartbeat(
@@ -232,11 +242,10 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request_iterator: AsyncIterator[service_pb2.TelemetryCommand], context: _Context
     ) -> AsyncIterator[service_pb2.TelemetryCommand]:
         try:
-            ctx = client_context(context.invocation_metadata())
+            ctx = _enter(context)
         except V2Error as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
             return
-        bind_call(ctx.request_id, client_id=ctx.client_id)
         async for command in self.telemetry.serve(ctx.client_id, request_iterator, context):
             yield command
 
