@@ -20,6 +20,7 @@ from mq_gateway.v2.consumer.validation import (
     poll_time_ms,
     receive_invisible_time,
     tag_expression,
+    version_tuple,
 )
 
 CONFIG = ConsumerActivityConfig()
@@ -51,10 +52,26 @@ def test_poll_time(poll_ms: int | None, remaining_ms: float | None, expected_ms:
     assert poll_time_ms(_receive(poll_ms), remaining_ms, CONFIG) == expected_ms
 
 
-def test_poll_time_refuses_a_deadline_under_the_minimum() -> None:
+@pytest.mark.parametrize(
+    ("client_version", "code"),
+    [
+        ("5.1.2", Code.ILLEGAL_POLLING_TIME),
+        ("5.0.3", Code.ILLEGAL_POLLING_TIME),
+        ("5.0.2", Code.BAD_REQUEST),
+        ("1.0.8", Code.BAD_REQUEST),
+        ("", Code.BAD_REQUEST),
+    ],
+)
+def test_poll_time_refuses_a_deadline_under_the_minimum(client_version: str, code: int) -> None:
     with pytest.raises(V2Error) as refused:
-        poll_time_ms(_receive(20_000), 4_999.0, CONFIG)
-    assert refused.value.code == Code.ILLEGAL_POLLING_TIME
+        poll_time_ms(_receive(20_000), 4_999.0, CONFIG, client_version)
+    assert refused.value.code == code
+
+
+def test_version_tuple() -> None:
+    assert version_tuple("5.1.2") == (5, 1, 2)
+    assert version_tuple("5.0.3-SNAPSHOT") == (5, 0, 3)
+    assert version_tuple("v5") is None
 
 
 def test_invisible_time_limits() -> None:

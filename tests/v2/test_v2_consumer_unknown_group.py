@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 from apache.rocketmq.v2 import definition_pb2, service_pb2
-from mq_client.consumer_admin_calls import ConsumerAdminCalls
 from mq_client.producer import DefaultMQProducer, ProducerConfig
 from mq_common.channels import ChannelPool
 from mq_common.errors import MQError
-from mq_common.namesrv_client import NameServerClient
 from mq_common.protocol import SubscriptionGroupConfig
 from mq_common.response_code import ResponseCode
 from mq_gateway.v2.consumer import ConsumerActivity
@@ -35,6 +33,7 @@ from v2_consumer_testkit import (  # noqa: E402  (importable only after the path
     resource,
     send_all,
     started_cluster,
+    update_group,
 )
 
 pytestmark = pytest.mark.integration
@@ -80,11 +79,7 @@ async def test_unknown_group_is_refused_until_it_exists(
         await activity.subscription_group_config(group, topic=topic)
     assert unknown.value.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
 
-    route = await NameServerClient([cluster.namesrv_addr], pool).get_route_info_by_topic(topic)
-    for broker_data in route.broker_datas:
-        addr = broker_data.master_addr()
-        assert addr is not None
-        await ConsumerAdminCalls(pool).update_subscription_group(addr, SubscriptionGroupConfig(group))
+    await update_group(cluster, pool, topic, SubscriptionGroupConfig(group))
     fresh = new_activity(cluster, pool)
     config = await fresh.subscription_group_config(group, topic=topic)
     assert (config.group_name, config.retry_max_times) == (group, 16)

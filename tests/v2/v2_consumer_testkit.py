@@ -4,6 +4,7 @@ the proxy's stream order (status first, delivery_timestamp last)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Iterator, Sequence
@@ -14,16 +15,20 @@ from typing import Final
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2
 from google.protobuf import duration_pb2
+from mq_client.consumer_admin_calls import ConsumerAdminCalls
 from mq_client.producer import DefaultMQProducer, Message
 from mq_common.channels import ChannelPool
+from mq_common.codec import MessageExt
+from mq_common.errors import TopicNotExistError
 from mq_common.namesrv_client import NameServerClient
+from mq_common.protocol import SubscriptionGroupConfig
 from mq_gateway.v2.consumer import ConsumerActivity, ConsumerActivityConfig
 from mq_gateway.v2.context import ClientContext
 from mq_gateway.v2.routes import TopicRouteCache
 from mq_local.cluster import LocalCluster
-from mq_local.testing import spec_for_tests
+from mq_local.testing import read_all, spec_for_tests
 
-CTX: Final = ClientContext(client_id="127.0.0.1@4242@0@v2c-test", language="PYTHON")
+CTX: Final = ClientContext(client_id="127.0.0.1@4242@0@v2c-test", language="PYTHON", client_version="5.1.2")
 DEADLINE_S: Final = 60.0
 POLL_MS: Final = 5_000
 REMAINING_MS: Final = 30_000.0
@@ -147,3 +152,29 @@ async def send_all(
         message = Message(topic, body, tags=tags, keys=(f"k{i}", f"x{i}"), properties={"p": "v"})
         sent[(await producer.send(message)).msg_id] = body
     return sent
+
+
+async def stored(cluster: LocalCluster, topic: str, want: int) -> list[MessageExt]:
+    """The messages of ``topic`` once at least ``want`` are readable (the topic is routed a heartbeat after the
+    broker creates it)."""
+    deadline = time.monotonic() + DEADLINE_S
+    found: list[MessageExt] = []
+    while time.monotonic() < deadline:
+        try:
+            found = [m for _, m in await read_all(cluster.namesrv_addr, topic)]
+        except TopicNotExistError:
+            found = []
+        if len(found) >= want:
+            return found
+        await asyncio.sleep(0.2)
+    return found
+
+
+async def update_group(cluster: LocalCluster, pool: ChannelPool, topic: str, config: SubscriptionGroupConfig) -> None:
+    """Create or replace ``config`` on every master of ``topic``'s route."""
+    route = await NameServerClient([cluster.namesrv_addr], pool).get_route_info_by_topic(topic)
+    admin = ConsumerAdminCalls(pool)
+    for broker in route.broker_datas:
+        addr = broker.master_addr()
+        assert addr is not None
+        await admin.update_subscription_group(addr, config)

@@ -17,8 +17,8 @@ from mq_client.broker_client import BrokerClient
 from mq_client.consumer_admin_calls import ConsumerAdminCalls
 from mq_client.pop_calls import PopBrokerCalls
 from mq_common.channels import ChannelPool
-from mq_common.constants import retry_topic
-from mq_common.errors import MQError
+from mq_common.constants import MixAll, retry_topic
+from mq_common.errors import MQError, TopicNotExistError
 from mq_common.protocol import SubscriptionGroupConfig
 from mq_common.response_code import ResponseCode
 
@@ -58,7 +58,7 @@ class ConsumerActivity:
     ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
         """ReceiveMessage's response stream: status first, messages, delivery_timestamp last (receive.py).
         ``time_remaining_ms``: the call's remaining deadline (None: no deadline)."""
-        return self._receive.receive_message(request, time_remaining_ms)
+        return self._receive.receive_message(request, ctx, time_remaining_ms)
 
     async def ack_message(
         self, request: service_pb2.AckMessageRequest, ctx: ClientContext
@@ -109,19 +109,25 @@ class ConsumerActivity:
         return self._pull.pull_message(request, time_remaining_ms)
 
     async def subscription_group_config(self, group: str, *, topic: str = "") -> SubscriptionGroupConfig:
-        """``group``'s config as the first master of ``topic``'s route (default: the route of ``%RETRY%<group>``)
-        that has it holds it (cached group_config_ttl_ms). Raises MQError: SUBSCRIPTION_GROUP_NOT_EXIST (26)
-        when no broker has it, TopicNotExistError (17) without a route, transport errors."""
-        route = await self._routes.route(topic or retry_topic(group))
-        for broker_data in route.broker_datas:
-            addr = broker_data.master_addr()
-            config = await self._groups.get(addr, group) if addr is not None else None
-            if config is not None:
-                return config
+        """``group``'s config as the first broker that has it holds it (cached group_config_ttl_ms). The brokers
+        are the masters of the route of ``topic`` (when given), else of ``%RETRY%<group>`` (created with the
+        group), else of the default topic TBW102 (present while brokers auto-create topics). Raises MQError
+        SUBSCRIPTION_GROUP_NOT_EXIST (26) when none of them has the group, transport errors."""
+        for name in (topic, retry_topic(group), MixAll.DEFAULT_TOPIC):
+            try:
+                route = await self._routes.route(name) if name else None
+            except TopicNotExistError:
+                continue
+            for broker_data in route.broker_datas if route is not None else ():
+                addr = broker_data.master_addr()
+                config = await self._groups.get(addr, group) if addr is not None else None
+                if config is not None:
+                    return config
         raise MQError(f"subscription group not exist, {group}", ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST)
 
     async def close(self) -> None:
-        """Release what this activity holds (its BrokerClient's streams; channels belong to the pool)."""
+        """Wait for running nacks, then release the BrokerClient's streams (channels belong to the pool)."""
+        await self._receive.close()
         await self._broker.close()
 
 

@@ -97,23 +97,32 @@ class ReceiptHandleActivity:
         self, group: str, topic: str, broker_name: str, handles: list[str]
     ) -> list[definition_pb2.Status]:
         try:
-            await self.ack(group, topic, broker_name, handles)
-        except V2Error as exc:
-            return [definition_pb2.Status(code=exc.code, message=exc.message)] * len(handles)
+            return await self.ack_statuses(group, topic, broker_name, handles)
         except Exception as exc:
             return [status_of(exc, RECEIPT_HANDLE_OVERRIDES)] * len(handles)
-        return [ok_status()] * len(handles)
 
-    async def ack(self, group: str, topic: str, broker_name: str, handles: list[str]) -> None:
-        """Ack ``handles`` (all of ``broker_name``) in one broker call. Raises V2Error with the first refused
-        handle's code (INVALID_RECEIPT_HANDLE for a spent one) and MQError / transport errors."""
+    async def ack_statuses(
+        self, group: str, topic: str, broker_name: str, handles: list[str]
+    ) -> list[definition_pb2.Status]:
+        """Ack ``handles`` (all of ``broker_name``) in one broker call: one status per handle (OK, or
+        INVALID_RECEIPT_HANDLE for a spent one, ...). Raises MQError / transport errors for a refused call."""
         addr = await self._routes.master_addr(topic, broker_name)
         header = AckMessageRequestHeader(consumer_group=group, topic=topic, receipt_handles=tuple(handles))
         answer = await self._pop.ack_message(addr, header, self._config.broker_timeout_ms, broker_name)
-        for code, remark in zip(answer.codes, answer.remarks or [""] * len(answer.codes), strict=False):
+        codes = answer.codes or (answer.code,) * len(handles)
+        remarks = tuple(answer.remarks) + ("",) * (len(codes) - len(answer.remarks))
+        statuses: list[definition_pb2.Status] = []
+        for code, remark in zip(codes, remarks, strict=False):
             v2_code = v2_code_for(code, RECEIPT_HANDLE_OVERRIDES)
-            if v2_code != Code.OK:
-                raise V2Error(v2_code, remark or f"ack refused: {code}")
+            ok = v2_code == Code.OK
+            statuses.append(ok_status() if ok else definition_pb2.Status(code=v2_code, message=remark or str(code)))
+        return statuses
+
+    async def ack(self, group: str, topic: str, broker_name: str, handles: list[str]) -> None:
+        """:meth:`ack_statuses`, raising V2Error with the first refused handle's status."""
+        for status in await self.ack_statuses(group, topic, broker_name, handles):
+            if status.code != Code.OK:
+                raise V2Error(status.code, status.message)
 
     async def change_invisible_duration(
         self, request: service_pb2.ChangeInvisibleDurationRequest

@@ -11,13 +11,15 @@ gateway's asyncio loop. Mirrors org.apache.rocketmq.proxy.grpc.v2.consumer.Recei
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Final
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.pop_calls import PopBrokerCalls
 from mq_common.constants import PermName
-from mq_common.errors import MQError
+from mq_common.errors import MQError, RemotingError
 from mq_common.logging import get_logger
 from mq_common.protocol import ConsumeInitMode, PopMessageRequestHeader, PoppedMessageExt, PopResult, PopStatus
 
@@ -33,9 +35,15 @@ from mq_gateway.v2.consumer.validation import (
     receive_invisible_time,
     tag_expression,
 )
+from mq_gateway.v2.context import ClientContext
 from mq_gateway.v2.routes import TopicRouteCache
 
 log = get_logger("mq_gateway.v2.consumer.receive")
+
+NACK_INVISIBLE_TIME_MS: Final = 1_000
+"""A popped message that could not be handed over is visible again this soon (the proxy's NACK_INVISIBLE_TIME)."""
+MAX_PENDING_NACKS: Final = 1_024
+"""Nack tasks running at once; beyond, a message simply waits out its invisible time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +54,6 @@ class PopPlan:
     addr: str
     header: PopMessageRequestHeader
     timeout_ms: int
-
-
-def _status(code: definition_pb2.Code.ValueType, message: str) -> service_pb2.ReceiveMessageResponse:
-    return service_pb2.ReceiveMessageResponse(status=definition_pb2.Status(code=code, message=message))
 
 
 def _closing() -> service_pb2.ReceiveMessageResponse:
@@ -73,35 +77,74 @@ class ReceiveActivity:
         self._groups = groups
         self._handles = handles
         self._config = config
+        self._nacks: set[asyncio.Task[None]] = set()
 
     async def receive_message(
-        self, request: service_pb2.ReceiveMessageRequest, time_remaining_ms: float | None
+        self, request: service_pb2.ReceiveMessageRequest, ctx: ClientContext, time_remaining_ms: float | None
     ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
-        """The response stream of one receive (see the module docstring). Never raises but cancellation."""
+        """The response stream of one receive (see the module docstring). Never raises but cancellation. When the
+        stream is closed before every message was handed over (the client went away, a write failed), the
+        messages not handed over, and the one being written, are made visible again after
+        NACK_INVISIBLE_TIME_MS (ReceiveMessageResponseStreamWriter#processThrowableWhenWriteMessage)."""
         try:
-            plan = await self.plan(request, time_remaining_ms)
+            plan = await self.plan(request, ctx, time_remaining_ms)
             result = await self._pop.pop_message(plan.addr, plan.header, plan.timeout_ms, plan.broker_name)
             found = await self._deliverable(plan, result) if result.status is PopStatus.FOUND else []
         except Exception as exc:
+            if isinstance(exc, RemotingError):
+                self._routes.invalidate(request.message_queue.topic.name)
             yield service_pb2.ReceiveMessageResponse(status=status_of(exc))
             yield _closing()
             return
-        if found:
+        if not found:
+            code, text = (
+                (Code.TOO_MANY_REQUESTS, "polling full")
+                if result.status is PopStatus.POLLING_FULL
+                else (Code.MESSAGE_NOT_FOUND, "no new message")
+            )
+            yield service_pb2.ReceiveMessageResponse(status=definition_pb2.Status(code=code, message=text))
+            yield _closing()
+            return
+        handed_over = 0
+        try:
             yield service_pb2.ReceiveMessageResponse(status=ok_status())
             for popped in found:
                 message = message_to_v2(popped.message, popped.receipt_handle, result.invisible_time_ms)
                 yield service_pb2.ReceiveMessageResponse(message=message)
-        elif result.status is PopStatus.POLLING_FULL:
-            yield _status(Code.TOO_MANY_REQUESTS, "polling full")
-        else:
-            yield _status(Code.MESSAGE_NOT_FOUND, "no new message")
+                handed_over += 1
+        finally:
+            if handed_over < len(found):
+                self._nack_later(plan, [p.receipt_handle for p in found[handed_over:]])
         yield _closing()
 
-    async def plan(self, request: service_pb2.ReceiveMessageRequest, time_remaining_ms: float | None) -> PopPlan:
+    def _nack_later(self, plan: PopPlan, handles: list[str]) -> None:
+        if len(self._nacks) >= MAX_PENDING_NACKS:
+            log.warning("v2_nack_dropped", group=plan.header.consumer_group, handles=len(handles))
+            return
+        task = asyncio.get_running_loop().create_task(self._nack(plan, handles))
+        self._nacks.add(task)
+        task.add_done_callback(self._nacks.discard)
+
+    async def _nack(self, plan: PopPlan, handles: list[str]) -> None:
+        group, topic = plan.header.consumer_group, plan.header.topic
+        for handle in handles:
+            try:
+                await self._handles.change_invisible(group, topic, handle, NACK_INVISIBLE_TIME_MS)
+            except Exception as exc:
+                log.warning("v2_nack_failed", group=group, topic=topic, error=str(exc))
+
+    async def close(self) -> None:
+        """Wait for the nacks still running (each is one broker call per handle)."""
+        if self._nacks:
+            await asyncio.gather(*self._nacks, return_exceptions=True)
+
+    async def plan(
+        self, request: service_pb2.ReceiveMessageRequest, ctx: ClientContext, time_remaining_ms: float | None
+    ) -> PopPlan:
         """Validate a receive (proxy order: poll time 40018, names 40002/40003, invisible time 40011, filter
         40010 / SQL92 50100) and resolve its broker (unknown topic: TOPIC_NOT_FOUND 40402; unknown broker
         NOT_FOUND 40400; none readable: FORBIDDEN 40300)."""
-        poll_ms = poll_time_ms(request, time_remaining_ms, self._config)
+        poll_ms = poll_time_ms(request, time_remaining_ms, self._config, ctx.client_version)
         topic = check_topic(request.message_queue.topic)
         group = check_group(request.group)
         invisible_ms = receive_invisible_time(request, self._config)

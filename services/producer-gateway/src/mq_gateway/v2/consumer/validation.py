@@ -7,6 +7,7 @@ Mirrors org.apache.rocketmq.proxy.grpc.v2.AbstractMessingActivity#validateTopicA
 
 from __future__ import annotations
 
+import itertools
 from typing import Final
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2
@@ -20,6 +21,7 @@ SUB_ALL: Final = "*"
 TAG_SEPARATOR: Final = "||"
 MAX_EXPRESSION_CHARS: Final = 4_096
 """A tag expression longer than this is refused (ILLEGAL_FILTER_EXPRESSION) before it reaches a broker."""
+ILLEGAL_POLLING_TIME_INTRODUCED: Final = (5, 0, 3)
 
 
 def check_topic(topic: definition_pb2.Resource) -> str:
@@ -79,12 +81,36 @@ def receive_invisible_time(request: service_pb2.ReceiveMessageRequest, config: C
     return check_invisible_time(wanted, config.min_invisible_time_ms_for_recv, config.max_invisible_time_ms)
 
 
+def version_tuple(text: str) -> tuple[int, ...] | None:
+    """``"5.0.3"`` -> (5, 0, 3); None when ``text`` does not start with a dotted number."""
+    numbers: list[int] = []
+    for part in text.strip().split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers) or None
+
+
+def polling_time_code(client_version: str) -> definition_pb2.Code.ValueType:
+    """ILLEGAL_POLLING_TIME (40018) for clients from 5.0.3 on, BAD_REQUEST (40000) for older or unknown versions
+    (ReceiveMessageActivity: the code was introduced with client 5.0.3)."""
+    version = version_tuple(client_version)
+    if version is None or version < ILLEGAL_POLLING_TIME_INTRODUCED:
+        return Code.BAD_REQUEST
+    return Code.ILLEGAL_POLLING_TIME
+
+
 def poll_time_ms(
-    request: service_pb2.ReceiveMessageRequest, remaining_ms: float | None, config: ConsumerActivityConfig
+    request: service_pb2.ReceiveMessageRequest,
+    remaining_ms: float | None,
+    config: ConsumerActivityConfig,
+    client_version: str = "",
 ) -> int:
     """How long the broker may hold a receive: the request's long_polling_timeout (absent: remaining deadline -
     request_timeout / 2) clamped to [min, max], then capped at the remaining deadline less poll_reserve_ms.
-    Raises V2Error ILLEGAL_POLLING_TIME (40018) when the remaining deadline is under the minimum."""
+    Raises V2Error :func:`polling_time_code` (ILLEGAL_POLLING_TIME 40018 / BAD_REQUEST 40000) when the remaining
+    deadline is under the minimum."""
     if request.HasField("long_polling_timeout"):
         wanted = duration_ms(request.long_polling_timeout)
     elif remaining_ms is not None:
@@ -96,7 +122,7 @@ def poll_time_ms(
         return poll
     if remaining_ms < config.long_polling_timeout_min_ms:
         raise V2Error(
-            Code.ILLEGAL_POLLING_TIME,
+            polling_time_code(client_version),
             "The deadline time remaining is not enough for polling, please check network condition",
         )
     return int(remaining_ms) - config.poll_reserve_ms

@@ -1,7 +1,9 @@
 """ConsumerActivity against a real local cluster (mqnamesrv + broker-a + broker-b on 127.0.0.1), called directly
 with v2 proto requests (the servicer is tested elsewhere): receive + convert + ack, redelivery with attempt 2
-acked through a second replica, ChangeInvisibleDuration's new handle, the held empty receive, and every refusal
-of bad input, after which the messages are still receivable."""
+acked through a second replica, ChangeInvisibleDuration's new handle, the held empty receive, every refusal of bad
+input (after which the messages are still receivable), ForwardMessageToDeadLetterQueue (the message lands in
+%DLQ%<group>, its handle is spent), the max-attempts dead letter of a receive, QueryAssignment (plain and FIFO
+groups, refusals) and the 5.x pull API round trip (QueryOffset, PullMessage, UpdateOffset, GetOffset)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import pytest
 from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.producer import DefaultMQProducer, ProducerConfig
 from mq_common.channels import ChannelPool
+from mq_common.constants import dlq_topic, retry_topic
+from mq_common.protocol import SubscriptionGroupConfig
 from mq_gateway.v2.consumer import ConsumerActivity, ConsumerActivityConfig
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic
@@ -34,6 +38,8 @@ from v2_consumer_testkit import (  # noqa: E402  (importable only after the path
     resource,
     send_all,
     started_cluster,
+    stored,
+    update_group,
 )
 
 pytestmark = pytest.mark.integration
@@ -105,9 +111,13 @@ async def test_receive_converts_every_field_then_ack(
     assert system.queue_offset >= 0
     assert 0 <= system.queue_id < 4
 
-    acked = await activity.ack_message(ack_request("v2c_ack", topic, got), CTX)
+    acked = await activity.ack_message(ack_request("v2c_ack", topic, got[1:]), CTX)
     assert acked.status.code == Code.OK
-    assert [e.status.code for e in acked.entries] == [Code.OK] * 8
+    assert [e.status.code for e in acked.entries] == [Code.OK] * 7
+    mixed = await activity.ack_message(ack_request("v2c_ack", topic, got[:2]), CTX)  # one live, one spent
+    assert mixed.status.code == Code.MULTIPLE_RESULTS
+    assert [e.status.code for e in mixed.entries] == [Code.OK, Code.INVALID_RECEIPT_HANDLE]
+    assert [e.receipt_handle for e in mixed.entries] == [m.system_properties.receipt_handle for m in got[:2]]
     again = await activity.ack_message(ack_request("v2c_ack", topic, got[:1]), CTX)
     assert again.status.code == Code.INVALID_RECEIPT_HANDLE
     assert again.entries[0].status.code == Code.INVALID_RECEIPT_HANDLE
@@ -229,6 +239,23 @@ async def test_every_bad_input_is_refused_and_nothing_is_lost(
     assert (await activity.ack_message(ack_request(group, topic, got), CTX)).status.code == Code.OK
 
 
+async def test_messages_not_handed_over_come_back_soon(
+    activity: ConsumerActivity, producer: DefaultMQProducer, topic: str
+) -> None:
+    sent = await send_all(producer, topic, 8)
+    hour_ms = 3_600_000
+    stream = activity.receive_message(
+        receive_request("v2c_nack", topic, broker_name="broker-a", invisible_ms=hour_ms), CTX, 30_000.0
+    )
+    assert (await anext(stream)).status.code == Code.OK
+    first = (await anext(stream)).message
+    await stream.aclose()  # the client went away while the first message was being written
+    await activity.close()  # waits for the nacks
+    back = await receive_both(activity, "v2c_nack", topic, len(sent), invisible_ms=hour_ms)
+    assert first.system_properties.message_id in {m.system_properties.message_id for m in back}
+    assert {m.system_properties.message_id for m in back} == set(sent)
+
+
 async def test_batch_is_clamped_to_32_and_auto_renew_pops_with_the_default(
     activity: ConsumerActivity, producer: DefaultMQProducer, topic: str
 ) -> None:
@@ -240,3 +267,132 @@ async def test_batch_is_clamped_to_32_and_auto_renew_pops_with_the_default(
     renewed = await receive(activity, renew)
     assert renewed.status.code == Code.OK
     assert {m.system_properties.invisible_duration.ToMilliseconds() for m in renewed.messages} == {60_000}
+
+
+async def test_forward_to_dead_letter_queue_moves_the_message_and_spends_the_handle(
+    cluster: LocalCluster, activity: ConsumerActivity, producer: DefaultMQProducer, topic: str
+) -> None:
+    sent = await send_all(producer, topic, 1, body_prefix="dead")
+    (message,) = await receive_both(activity, "v2c_fwd", topic, 1)
+    request = service_pb2.ForwardMessageToDeadLetterQueueRequest(
+        group=resource("v2c_fwd"),
+        topic=resource(topic),
+        receipt_handle=message.system_properties.receipt_handle,
+        message_id=message.system_properties.message_id,
+        delivery_attempt=1,
+        max_delivery_attempts=17,
+    )
+    answer = await activity.forward_message_to_dead_letter_queue(request, CTX)
+    assert answer.status.code == Code.OK, answer
+    (dead,) = await stored(cluster, dlq_topic("v2c_fwd"), 1)
+    assert (dead.uniq_key, dead.body) == next(iter(sent.items()))
+    spent = await activity.ack_message(ack_request("v2c_fwd", topic, [message]), CTX)
+    assert spent.status.code == Code.INVALID_RECEIPT_HANDLE
+    again = await activity.forward_message_to_dead_letter_queue(request, CTX)
+    assert again.status.code == Code.INVALID_RECEIPT_HANDLE
+    assert len(await stored(cluster, dlq_topic("v2c_fwd"), 1)) == 1
+    for broker in BROKERS:
+        empty = await receive(activity, receive_request("v2c_fwd", topic, broker_name=broker))
+        assert empty.status.code == Code.MESSAGE_NOT_FOUND
+
+
+async def test_a_message_past_max_attempts_goes_to_the_dlq_instead_of_the_client(
+    cluster: LocalCluster, pool: ChannelPool, producer: DefaultMQProducer, topic: str
+) -> None:
+    group = "v2c_max_attempts"
+    fast = new_activity(cluster, pool, ConsumerActivityConfig(min_invisible_time_ms_for_recv=1_000))
+    sent = await send_all(producer, topic, 1)
+    (first,) = await receive_both(fast, group, topic, 1, invisible_ms=1_000)
+    assert first.system_properties.delivery_attempt == 1
+    (retried,) = await stored(cluster, retry_topic(group), 1)  # revived: reconsume times 1, attempt 2 next
+    assert retried.reconsume_times == 1
+    # the group's config without a topic: through the (now routed) %RETRY%<group>
+    assert (await fast.subscription_group_config(group)).retry_max_times == 16
+    # the group's limit drops to one attempt while the message waits: the gateway dead-letters it
+    await update_group(cluster, pool, topic, SubscriptionGroupConfig(group, retry_max_times=0))
+    fresh = new_activity(cluster, pool)
+    assert (await fresh.subscription_group_config(group)).retry_max_times == 0
+    for broker in BROKERS:
+        answer = await receive(fresh, receive_request(group, topic, broker_name=broker))
+        assert answer.messages == []
+    (dead,) = await stored(cluster, dlq_topic(group), 1)
+    assert dead.uniq_key in sent
+    await fast.close()
+    await fresh.close()
+
+
+async def test_query_assignment_per_broker_or_per_queue_for_fifo_groups(
+    cluster: LocalCluster, pool: ChannelPool, activity: ConsumerActivity, topic: str
+) -> None:
+    endpoints = definition_pb2.Endpoints(addresses=[definition_pb2.Address(host="127.0.0.1", port=8081)])
+
+    def query(group: str, name: str = topic) -> service_pb2.QueryAssignmentRequest:
+        return service_pb2.QueryAssignmentRequest(topic=resource(name), group=resource(group), endpoints=endpoints)
+
+    answer = await activity.query_assignment(query("v2c_assign"), CTX)
+    assert answer.status.code == Code.OK
+    queues = [a.message_queue for a in answer.assignments]
+    assert sorted(q.broker.name for q in queues) == list(BROKERS)
+    for queue in queues:
+        assert (queue.id, queue.broker.id, queue.topic.name) == (-1, 0, topic)
+        assert queue.permission == definition_pb2.Permission.READ_WRITE
+        assert queue.broker.endpoints.scheme == definition_pb2.AddressScheme.IPv4
+        assert queue.broker.endpoints.addresses[0].port == 8081
+    await update_group(cluster, pool, topic, SubscriptionGroupConfig("v2c_fifo", consume_message_orderly=True))
+    fifo = await activity.query_assignment(query("v2c_fifo"), CTX)
+    assert sorted((a.message_queue.broker.name, a.message_queue.id) for a in fifo.assignments) == [
+        (b, i) for b in BROKERS for i in range(4)
+    ]
+    assert (await activity.query_assignment(query("v2c_assign", "v2c_no_topic"), CTX)).status.code == (
+        Code.TOPIC_NOT_FOUND
+    )
+    assert (await activity.query_assignment(query("bad group!"), CTX)).status.code == Code.ILLEGAL_CONSUMER_GROUP
+
+
+async def test_pull_api_round_trip(activity: ConsumerActivity, producer: DefaultMQProducer, topic: str) -> None:
+    sent = await send_all(producer, topic, 16)
+    group = "v2c_pull"
+    pulled: dict[str, bytes] = {}
+    for broker in BROKERS:
+        for queue_id in range(4):
+            queue = definition_pb2.MessageQueue(
+                topic=resource(topic), id=queue_id, broker=definition_pb2.Broker(name=broker)
+            )
+            begin = await activity.query_offset(service_pb2.QueryOffsetRequest(message_queue=queue), CTX)
+            end = await activity.query_offset(
+                service_pb2.QueryOffsetRequest(message_queue=queue, query_offset_policy=definition_pb2.END), CTX
+            )
+            assert (begin.status.code, begin.offset) == (Code.OK, 0)
+            assert end.status.code == Code.OK
+            pull = service_pb2.PullMessageRequest(
+                group=resource(group),
+                message_queue=queue,
+                offset=0,
+                batch_size=32,
+                filter_expression=definition_pb2.FilterExpression(expression="*"),
+            )
+            responses = [r async for r in activity.pull_message(pull, CTX, 10_000.0)]
+            kinds = [r.WhichOneof("content") for r in responses]
+            assert kinds == ["status"] + ["message"] * end.offset + ["next_offset"], kinds
+            assert responses[0].status.code == (Code.OK if end.offset else Code.MESSAGE_NOT_FOUND)
+            assert responses[-1].next_offset == end.offset
+            pulled |= {r.message.system_properties.message_id: r.message.body for r in responses[1:-1]}
+            missing = await activity.get_offset(
+                service_pb2.GetOffsetRequest(group=resource(group), message_queue=queue), CTX
+            )
+            assert missing.status.code == Code.OFFSET_NOT_FOUND
+            update = service_pb2.UpdateOffsetRequest(group=resource(group), message_queue=queue, offset=end.offset)
+            assert (await activity.update_offset(update, CTX)).status.code == Code.OK
+            got = await activity.get_offset(
+                service_pb2.GetOffsetRequest(group=resource(group), message_queue=queue), CTX
+            )
+            assert (got.status.code, got.offset) == (Code.OK, end.offset)
+    assert pulled == sent
+    queue = definition_pb2.MessageQueue(topic=resource(topic), id=0, broker=definition_pb2.Broker(name="broker-a"))
+    by_time = service_pb2.QueryOffsetRequest(message_queue=queue, query_offset_policy=definition_pb2.TIMESTAMP)
+    by_time.timestamp.FromMilliseconds(0)
+    assert (await activity.query_offset(by_time, CTX)).offset == 0
+    no_time = service_pb2.QueryOffsetRequest(message_queue=queue, query_offset_policy=definition_pb2.TIMESTAMP)
+    assert (await activity.query_offset(no_time, CTX)).status.code == Code.BAD_REQUEST
+    negative = service_pb2.UpdateOffsetRequest(group=resource(group), message_queue=queue, offset=-1)
+    assert (await activity.update_offset(negative, CTX)).status.code == Code.ILLEGAL_OFFSET
