@@ -23,6 +23,7 @@ import grpc
 import pytest
 import requests
 import yaml
+from apache.rocketmq.v2 import definition_pb2, service_pb2, service_pb2_grpc
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_common.grpc_server import CHANNEL_OPTIONS
 from mq_common.request_context import REQUEST_ID_METADATA_KEY
@@ -131,7 +132,7 @@ def query(url: str, expr: str) -> list[dict[str, Any]]:
 
 async def run_load(cluster: LocalCluster, topic: str) -> int:
     """Bounded load through the gateway to ``topic``: SendBatch calls (one with two bad messages), single Sends, a
-    SendOneway. Returns the number of messages the gateway accepted."""
+    SendOneway, then v2 calls (no message). Returns the number of messages the gateway accepted."""
     body = BODY_MARK + b"." * (1024 - len(BODY_MARK))
     batch = [gateway_pb2.Message(topic=topic, body=body, keys=[f"k{i}"]) for i in range(BATCH_SIZE)]
     bad = [gateway_pb2.Message(topic=topic, body=b""), gateway_pb2.Message(topic="", body=body)]
@@ -149,7 +150,20 @@ async def run_load(cluster: LocalCluster, topic: str) -> int:
             ok += resp1.result.code == 0
         oneway = await stub.SendOneway(gateway_pb2.SendOnewayRequest(message=batch[0]), timeout=30)
         ok += oneway.code == 0
+        await v2_calls(channel, topic)
     return ok
+
+
+async def v2_calls(channel: grpc.aio.Channel, topic: str) -> None:
+    """A few RocketMQ 5 API calls (route, heartbeat) from a "JAVA" client: the dashboard's v2 panels."""
+    stub = service_pb2_grpc.MessagingServiceStub(channel)
+    meta = (("x-mq-client-id", "obs@1@1@v2"), ("x-mq-language", "JAVA"))
+    route = await stub.QueryRoute(
+        service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name=topic)), metadata=meta, timeout=30
+    )
+    assert route.status.code == definition_pb2.OK, route.status.message
+    beat = await stub.Heartbeat(service_pb2.HeartbeatRequest(), metadata=meta, timeout=30)
+    assert beat.status.code == definition_pb2.OK
 
 
 @pytest.fixture(scope="module")

@@ -63,9 +63,8 @@ class GatewayController:
     """The gateway's parts. Create, ``await start()``, later ``await stop()``; one loop.
 
     Serves mq.gateway.v1 and apache.rocketmq.v2.MessagingService (``self.v2``; its consumer RPCs go to
-    ``consumer``, default a ConsumerActivity over the gateway's route cache and channel pool; ``self.v2_routes`` is
-    the v2 topic route cache) on one server with
-    130 MiB message limits.
+    ``consumer``, default a ConsumerActivity over ``self.v2_routes``, the v2 topic route cache, and a channel pool)
+    on one server with 130 MiB message limits.
     ``producer`` given: used as it is (no coalescing, no hooks from the settings). Otherwise one is built from
     the settings over ``namesrv`` / ``transport`` (default: gRPC to ``settings.namesrv_addrs()`` and a
     BrokerClient sending over one Broker.SendStream per broker), the transport wrapped in a
