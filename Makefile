@@ -37,6 +37,15 @@ prometheus:
 	  echo "installing Prometheus and promtool (Debian package prometheus)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
 
+# The official RocketMQ 5 SDKs that tests/v2 runs against the gateway's apache.rocketmq.v2 service, pinned, each in
+# a folder of its own (scripts/install-sdks.sh): the Python SDK's stubs clash with the workspace's in one process.
+RMQ5_PYTHON_SDK_VERSION := 5.1.2
+RMQ5_NODE_SDK_VERSION := 1.0.8
+
+.PHONY: sdks
+sdks: uv node ## Install the RocketMQ 5 SDKs (PyPI rocketmq-python-client, npm rocketmq-client-nodejs) into .tools/
+	@bash scripts/install-sdks.sh .tools $(RMQ5_PYTHON_SDK_VERSION) $(RMQ5_NODE_SDK_VERSION)
+
 .PHONY: sync
 # --compile-bytecode: with PYTHONDONTWRITEBYTECODE set (as on this machine) no process ever caches a .pyc, so every
 # service, test process and Spark Python worker would compile grpc, pyarrow, pandas and pyspark again at start-up.
@@ -70,11 +79,11 @@ lint: sync proto-lint ## buf lint, ruff, ruff format, mypy --strict, import rule
 	$(UV) run --frozen lint-imports
 
 .PHONY: test
-test: sync java node prometheus lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
+test: sync java node prometheus sdks lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
 	$(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
 
 .PHONY: test-pure
-test-pure: sync java node prometheus ## The suite with both C extensions off (MQ_NO_EXTENSIONS=1)
+test-pure: sync java node prometheus sdks ## The suite with both C extensions off (MQ_NO_EXTENSIONS=1)
 	MQ_NO_EXTENSIONS=1 $(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
 
 .PHONY: run
@@ -98,10 +107,11 @@ chaos: sync ## kill -9 a broker under 32 senders (20 rounds per configuration) a
 	MQ_CHAOS_ROUNDS=20 MQ_CHAOS_CONSUME_ROUNDS=10 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
 .PHONY: bench
-bench: sync java ## Store, gateway and consume (vs NATS JetStream), Spark-vs-plain-sender and metrics-overhead benchmarks; JSON in bench-results/
+bench: sync java sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender and metrics-overhead benchmarks; JSON in bench-results/
 	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json
 	$(UV) run --frozen python tests/bench/bench_gateway.py --out bench-results/gateway.json
 	$(UV) run --frozen python tests/bench/bench_consume.py --out bench-results/consume.json
+	$(UV) run --frozen python tests/bench/bench_v2.py --out bench-results/v2.json
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python tests/bench/bench_spark.py --out bench-results/spark.json
 	$(UV) run --frozen python tests/bench/bench_observability.py --out bench-results/observability.json
 

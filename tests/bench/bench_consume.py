@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import struct
 import tempfile
 import time
@@ -41,7 +39,15 @@ from pathlib import Path
 from typing import Any, Final
 
 import grpc
-from bench_gateway import freeze_client_heap, nats_server_binary, percentile_ms, running_nats_server
+from bench_gateway import (
+    freeze_client_heap,
+    machine,
+    nats_server_binary,
+    pace,
+    percentile_ms,
+    running_nats_server,
+    write_report,
+)
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_common.codec import iter_messages
@@ -220,14 +226,7 @@ async def bench_latency(gateway: Any, broker: Any, topic: str, group: str, secon
 
     consumers = [asyncio.create_task(consumer(q)) for q in range(QUEUES)]
     await asyncio.sleep(1.0)  # every consumer parked on the broker before the first send
-    began = time.perf_counter()
-    sends = []
-    for i in range(total):
-        delay = began + i / PACED_RATE - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        sends.append(asyncio.create_task(send(i)))
-    await asyncio.gather(*sends)
+    began = await pace(PACED_RATE, total, send)
     try:
         await asyncio.wait_for(done.wait(), timeout=RPC_TIMEOUT_S)
     finally:
@@ -297,7 +296,9 @@ async def bench_memory(broker: Any, pid: int, topic: str, empty_topic: str, grou
 # -- NATS JetStream ----------------------------------------------------------------------------------------------
 
 
-async def bench_nats_consume(port: int, backlog: int) -> Row:
+async def bench_nats_consume(port: int, backlog: int, fetch: int = NATS_FETCH) -> Row:
+    """CONSUMERS pull subscribers of one durable consumer drain ``backlog`` messages (published first), each
+    ``fetch``-ing up to ``fetch`` messages and acking every one."""
     import nats  # type: ignore[import-not-found]  # nats-py, dev-only
     from nats.js.api import AckPolicy, ConsumerConfig, StorageType  # type: ignore[import-not-found]
 
@@ -308,7 +309,7 @@ async def bench_nats_consume(port: int, backlog: int) -> Row:
         for _ in range(backlog):
             await js.publish_async("consume.m", BODY)
         await js.publish_async_completed()
-        config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=CONSUMERS * NATS_FETCH * 4)
+        config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, max_ack_pending=CONSUMERS * fetch * 4)
         subs = [await js.pull_subscribe("consume.m", durable="bench", config=config) for _ in range(CONSUMERS)]
         consumed = 0
 
@@ -316,7 +317,7 @@ async def bench_nats_consume(port: int, backlog: int) -> Row:
             nonlocal consumed
             while consumed < backlog:
                 try:
-                    msgs = await sub.fetch(NATS_FETCH, timeout=2)
+                    msgs = await sub.fetch(fetch, timeout=2)
                 except TimeoutError:  # nats-py raises its own subclass or the builtin
                     return
                 for msg in msgs:
@@ -331,7 +332,7 @@ async def bench_nats_consume(port: int, backlog: int) -> Row:
         await nc.close()
     if consumed < backlog:
         raise RuntimeError(f"JetStream consumed {consumed} of {backlog}")
-    return Row("nats-jetstream", f"fetch({NATS_FETCH}) + ack", CONSUMERS, consumed, round(secs, 2),
+    return Row("nats-jetstream", f"fetch({fetch}) + ack", CONSUMERS, consumed, round(secs, 2),
                round(consumed / secs, 1))  # fmt: skip
 
 
@@ -476,7 +477,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
         "targets": checks,
         "backlog": args.backlog,
         "body_bytes": len(BODY),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
     }
 
 
@@ -494,10 +495,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print_report(rows, [])
         return
     report = asyncio.run(run(args, console))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"report written to {out}")
+    write_report(Path(args.out), report)
+    console.print(f"report written to {args.out}")
 
 
 if __name__ == "__main__":

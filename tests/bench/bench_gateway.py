@@ -32,7 +32,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -246,24 +246,45 @@ class GatewayBench:
         """Start a Send every 1/rate s for ``seconds``; returns (sends, seconds taken). Each send's latency and
         start (seconds into the row) are appended to ``latencies`` and ``starts`` as it completes."""
 
-        async def one(stub: Any) -> None:
+        mine: list[float] = []
+
+        async def one(_: int) -> None:
             started = time.perf_counter()
-            failures[0] += await self._call(stub, False)
+            failures[0] += await self._call(self.stubs[0], False)
             latencies.append(time.perf_counter() - started)
-            starts.append(started - began)
+            mine.append(started)
 
         total = int(rate * seconds)
-        began = time.perf_counter()
-        tasks = []
-        for i in range(total):
-            delay = began + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(self.stubs[0])))
-        # Only the sends still in flight: gathering all 15,000 tasks schedules a callback for each finished one,
-        # and that burst delayed the row's last answers by ~27 ms (one late send at the end of every paced row).
-        await asyncio.gather(*(task for task in tasks if not task.done()))
+        began = await pace(rate, total, one)
+        starts.extend(started - began for started in mine)
         return total, time.perf_counter() - began
+
+
+async def pace(rate: float, total: int, start: Callable[[int], Coroutine[Any, Any, None]]) -> float:
+    """Open loop: run ``start(i)`` as a task every 1/rate s for i in range(total), whatever the earlier ones do;
+    waits for those still in flight and returns when it began (time.perf_counter)."""
+    began = time.perf_counter()
+    tasks = []
+    for i in range(total):
+        delay = began + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(start(i)))
+    # Only the tasks still in flight: gathering all 15,000 tasks of a paced row schedules a callback for each
+    # finished one, and that burst delayed the row's last answers by ~27 ms (one late send at the end of every row).
+    await asyncio.gather(*(task for task in tasks if not task.done()))
+    return began
+
+
+def machine() -> dict[str, object]:
+    """What a report says of the machine it ran on."""
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+
+
+def write_report(out: Path, report: dict[str, Any]) -> None:
+    """``report`` as indented JSON at ``out`` (its folder created)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
 
 
 def freeze_client_heap() -> None:
@@ -452,8 +473,15 @@ def targets(rows: Sequence[Row]) -> list[dict[str, object]]:
     return out
 
 
-def print_report(rows: Sequence[Row], checks: Sequence[dict[str, object]]) -> None:
-    table = Table(title="Gateway benchmark: 1 KiB messages, end to end (client -> gateway -> broker -> ack)")
+def print_report(
+    rows: Sequence[Row],
+    checks: Sequence[dict[str, object]],
+    title: str = "Gateway benchmark: 1 KiB messages, end to end (client -> gateway -> broker -> ack)",
+    goals_title: str = "gateway targets",
+    verdicts: tuple[str, str] = ("pass", "FAIL"),
+) -> None:
+    """The rows and the targets as rich tables on stdout; ``verdicts`` names a met and a missed target."""
+    table = Table(title=title)
     columns = ("system", "flush", "api", "clients", "messages", "failed", "msgs/s", "p50 ms", "p99 ms")
     for column in (*columns, "gw CPU us/msg", "brokers CPU us/msg"):
         table.add_column(column, justify="right" if column not in ("system", "flush", "api") else "left")
@@ -462,11 +490,12 @@ def print_report(rows: Sequence[Row], checks: Sequence[dict[str, object]]) -> No
             r.system, r.flush, r.api, str(r.clients), f"{r.messages:,}", str(r.failed), f"{r.msgs_per_s:,.0f}",
             f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.gateway_cpu_us_per_msg:.1f}", f"{r.brokers_cpu_us_per_msg:.1f}",
         )  # fmt: skip
-    goals = Table(title="gateway targets")
+    goals = Table(title=goals_title)
     for column in ("target", "measured", "result"):
         goals.add_column(column)
+    met, missed = verdicts
     for c in checks:
-        verdict = "n/a" if c["pass"] is None else ("[green]pass[/green]" if c["pass"] else "[red]FAIL[/red]")
+        verdict = "n/a" if c["pass"] is None else (f"[green]{met}[/green]" if c["pass"] else f"[red]{missed}[/red]")
         goals.add_row(str(c["target"]), str(c["measured"]), verdict)
     console = Console(width=160)
     console.print(table)
@@ -495,7 +524,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
         "row_seconds": args.row_seconds,
         "gateway_env": gateway_env,
         "body_bytes": len(BODY),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
     }
 
 
@@ -519,10 +548,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     report = asyncio.run(run(args, console))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"report written to {out}")
+    write_report(Path(args.out), report)
+    console.print(f"report written to {args.out}")
 
 
 if __name__ == "__main__":

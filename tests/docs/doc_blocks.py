@@ -65,8 +65,11 @@ _README_TESTS: Final = "tests/docs/test_readme_blocks.py"
 CLAIMS: Final[dict[tuple[str, str], str]] = {
     ("README.md", "make run"): f"{_README_TESTS}::test_readme_commands_are_make_targets_ci_runs",
     ("README.md", "consumer import PullConsumer"): f"{_README_TESTS}::test_readme_python_send_and_receive",
-    ("README.md", "SimpleConsumer"): f"{_README_TESTS}::test_readme_consume_as_group",
+    ("README.md", "receive_as_audit"): f"{_README_TESTS}::test_readme_consume_as_group",
     ("README.md", "@grpc/proto-loader"): f"{_README_TESTS}::test_readme_node_send_batch",
+    ("README.md", "-t sdk-orders -w 4"): f"{_README_TESTS}::test_readme_rocketmq5_sdks",
+    ("README.md", "from rocketmq import"): f"{_README_TESTS}::test_readme_rocketmq5_sdks",
+    ("README.md", 'require("rocketmq-client-nodejs")'): f"{_README_TESTS}::test_readme_rocketmq5_sdks",
     ("README.md", "uv run mqadmin clusterList"): f"{_README_TESTS}::test_readme_mqadmin_verbs",
     ("README.md", 'format("rocketmq")'): f"{_README_TESTS}::test_readme_spark_snippet",
 }

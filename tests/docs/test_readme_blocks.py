@@ -29,6 +29,8 @@ MAKE_UP_NAMESRV: Final = "127.0.0.1:9876"
 MAKE_UP_GATEWAY: Final = "127.0.0.1:8081"
 BIN: Final = Path(sys.executable).parent
 RUN_BOUND_S: Final = 240
+SDK_PYTHON: Final = ROOT / ".tools/rmq5-python/bin/python"  # make sdks
+SDK_NODE_MODULES: Final = ROOT / ".tools/rmq5-node/node_modules"
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +76,7 @@ def test_readme_python_send_and_receive(cluster: LocalCluster) -> None:
 
 def test_readme_consume_as_group(cluster: LocalCluster) -> None:
     """Both groups get all five payments: billing by pull with offsets, audit by POP with acks."""
-    block = find(README, "SimpleConsumer")
+    block = find(README, "receive_as_audit")
     out = run([sys.executable, "-c", for_cluster(block.text, cluster)]).stdout.splitlines()
     payments = str(sorted(f"payment {i}" for i in range(5)))
     assert out == [f"billing {payments}", f"audit {payments}"], out
@@ -134,6 +136,30 @@ def test_readme_mqadmin_verbs(cluster: LocalCluster) -> None:
         if args[1] == "consumerProgress":  # offsets reset to the start: the message sent above is the lag
             assert json.loads(out)["diff_total"] >= 1, f"{line}:\n{out}"
     assert printed, "the block sends no message"
+
+
+def test_readme_rocketmq5_sdks(cluster: LocalCluster, tmp_path: Path) -> None:
+    """The topic made with mqadmin, then the Python SDK example (in the SDK's own venv: its stubs clash with the
+    workspace's) and the Node.js one: each prints the id it sent and receives that message back with its property."""
+    topic_block = find(README, "-t sdk-orders -w 4")
+    env = {**os.environ, "MQ_NAMESRV_ADDR": cluster.namesrv_addr, "HOME": str(tmp_path)}
+    for line in topic_block.lines():
+        args = shlex.split(line)
+        assert args[:3] == ["uv", "run", "mqadmin"], line
+        run([str(BIN / "mqadmin"), *args[3:]], env=env)
+    assert SDK_PYTHON.exists(), f"no {SDK_PYTHON}: run `make sdks` (make test does)"
+    assert SDK_NODE_MODULES.is_dir(), f"no {SDK_NODE_MODULES}: run `make sdks` (make test does)"
+    python_env = {k: v for k, v in env.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    python_block = for_cluster(find(README, "from rocketmq import").text, cluster)
+    python_out = run([str(SDK_PYTHON), "-c", python_block], env=python_env).stdout.splitlines()
+    node_block = for_cluster(find(README, 'require("rocketmq-client-nodejs")').text, cluster)
+    node_out = run(["node", "-e", node_block], env={**env, "NODE_PATH": str(SDK_NODE_MODULES)}).stdout.splitlines()
+    for out, body, region in ((python_out, '{"id": 1}', "eu"), (node_out, '{"id":2}', "us")):
+        sent = [line.split()[1] for line in out if line.startswith("sent ")]
+        assert len(sent) == 1, out
+        mine = [line for line in out if line.startswith(f"received {sent[0]} {body} ")]
+        assert len(mine) == 1, out
+        assert region in mine[0], out
 
 
 @pytest.mark.spark

@@ -1,0 +1,292 @@
+"""RocketMQ 5 (v2 MessagingService) benchmark (not a pytest module): the gateway's v2 API next to NATS JetStream
+measured in the same run, plus the official Python SDK's own rates through the gateway.
+
+1 KiB bodies, one SYNC_FLUSH LocalCluster (name server, one broker, gateway as real processes on 127.0.0.1). Every
+row is bounded in messages and time and stops by itself.
+
+1. ``send``: v2 SendMessage with ONE message per call, 64 callers in flight (closed loop), from the Node.js generator
+   v2_send_load.js (@grpc/grpc-js from the Node SDK's node_modules, pre-serialised requests with a unique
+   message_id each, the Node SDK's headers): msgs/s and the gateway's CPU us per message (/proc utime + stime of
+   its PID over the measured phase). ``pysend`` is the same row from grpc.aio callers in this process, to compare
+   generators. JetStream: 64 asyncio tasks each ``await js.publish`` one message at a time (nats-py).
+2. ``drain``: a backlog of ``--backlog`` messages (stored through v1 SendBatch) drained by 16 SimpleConsumer-shaped
+   callers: ReceiveMessage(batch 32) then one AckMessage per message (raw v2 stubs, the Python SDK's headers).
+   JetStream: 16 pull subscribers of one durable consumer, ``fetch(32)`` and an ack per message, the same count.
+3. ``latency``: v2 SendMessage paced at 500 msgs/s (open loop) while 4 long-polling v2 receivers take them;
+   p50/p99 of (receive time - send start).
+4. ``sdk``: the official Python SDK (v2_sdk_bench.py in its own venv, .tools/rmq5-python: its stubs clash with
+   ours in one process): Producer.send from 1 and 16 threads, then a SimpleConsumer draining what they sent.
+
+Targets: gateway CPU <= 100 us per single-message send; v2 send >= 0.5 x JetStream publish; v2 drain >= 1 x
+JetStream fetch; end-to-end p99 <= 20 ms. Prints a rich table and PASS/MISS per target, writes ``--out`` JSON.
+Run: ``uv run --frozen python tests/bench/bench_v2.py --out bench-results/v2.json`` (after ``make sdks``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Final
+
+import grpc
+from bench_consume import bench_nats_consume, cluster_spec, fill
+from bench_gateway import (
+    CpuMeter,
+    Row,
+    freeze_client_heap,
+    machine,
+    make_row,
+    nats_server_binary,
+    print_report,
+    running_nats_server,
+    summary,
+    write_report,
+)
+from mq.gateway.v1 import gateway_pb2_grpc
+from mq_common.grpc_server import CHANNEL_OPTIONS
+from mq_local.cluster import LocalCluster
+from mq_local.testing import make_topic
+from rich.console import Console
+from v2_bench_rows import (
+    BODY,
+    FLOOR_SYSTEM,
+    RECEIVE_BATCH,
+    SendLoad,
+    drain_row,
+    floor_send_row,
+    latency_row,
+    node_send_row,
+    python_send_row,
+    sdk_rows,
+)
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+NODE_MODULES: Final = ROOT / ".tools/rmq5-node/node_modules"
+SDK_PYTHON: Final = ROOT / ".tools/rmq5-python/bin/python"
+SEND_CALLERS: Final = 64
+DRAIN_CALLERS: Final = 16
+QUEUES: Final = 16
+PACED_RATE: Final = 500
+CHANNELS: Final = 4
+# Targets (issue 18).
+SEND_CPU_MAX_US: Final = 100.0
+SEND_VS_JETSTREAM_MIN: Final = 0.5
+DRAIN_VS_JETSTREAM_MIN: Final = 1.0
+LATENCY_P99_MAX_MS: Final = 20.0
+JETSTREAM_NOTE: Final = (
+    "JetStream's file store acknowledges a publish before its data is fsynced (nats-server syncs on an interval); "
+    "the gateway rows are SYNC_FLUSH (each send acknowledged after the broker's flush)"
+)
+ROW_KINDS: Final = frozenset({"send", "floor", "pysend", "drain", "latency", "sdk", "nats"})
+
+
+async def run_ours(args: argparse.Namespace, only: frozenset[str], console: Console) -> tuple[list[Row], list[str]]:
+    """The gateway rows on one fresh cluster; returns them and the notes of rows that could not run."""
+    rows: list[Row] = []
+    notes: list[str] = []
+    have_node = NODE_MODULES.joinpath("@grpc/grpc-js").is_dir()
+
+    async def measure(*made: Awaitable[Row]) -> None:
+        for one in made:
+            freeze_client_heap()
+            rows.append(await one)
+            console.log(summary(rows[-1]))
+
+    with tempfile.TemporaryDirectory(prefix="bench-v2-") as tmp:
+        cluster = await asyncio.to_thread(LocalCluster(cluster_spec(Path(tmp) / "data")).start)
+        channels = [grpc.aio.insecure_channel(cluster.gateway_addr, options=CHANNEL_OPTIONS) for _ in range(CHANNELS)]
+        try:
+            meter = CpuMeter(cluster.gateway.pid, [p.pid for p in cluster.brokers.values()])
+            load = SendLoad(cluster.gateway_addr, await make_topic(cluster, "v2_send", queues=QUEUES),
+                            SEND_CALLERS, args.send_messages, args.send_seconds)  # fmt: skip
+            if only & {"send", "floor"} and not have_node:
+                notes.append(f"send and floor rows skipped: no {NODE_MODULES}/@grpc/grpc-js (run `make sdks`)")
+            if "send" in only and have_node:
+                await measure(node_send_row(load, NODE_MODULES, meter))
+            if "floor" in only and have_node:
+                await measure(floor_send_row(load, NODE_MODULES))
+            if "pysend" in only:
+                await measure(python_send_row(load, channels, meter))
+            if "drain" in only:
+                topic = await make_topic(cluster, "v2_drain", queues=QUEUES)
+                began = time.perf_counter()
+                await fill(gateway_pb2_grpc.ProducerGatewayStub(channels[0]), topic, args.backlog)
+                console.log(f"backlog of {args.backlog:,} stored in {time.perf_counter() - began:.1f} s")
+                await measure(drain_row(channels, topic, "bench_v2_drain", (args.backlog, DRAIN_CALLERS), meter))
+            if "latency" in only:
+                topic = await make_topic(cluster, "v2_latency", queues=QUEUES)
+                paced = (PACED_RATE, args.latency_seconds)
+                await measure(latency_row(channels, topic, "bench_v2_latency", paced, meter))
+            if "sdk" in only:
+                notes.extend(await run_sdk(cluster, args.sdk_seconds, rows, console))
+        finally:
+            for channel in channels:
+                await channel.close()
+            await asyncio.to_thread(cluster.stop)
+    return rows, notes
+
+
+async def run_sdk(cluster: LocalCluster, seconds: float, rows: list[Row], console: Console) -> list[str]:
+    """The official Python SDK's rows appended to ``rows``; returns notes (why they are missing, its error)."""
+    if not SDK_PYTHON.is_file():
+        return [f"sdk rows skipped: no {SDK_PYTHON} (run `make sdks`)"]
+    topic = await make_topic(cluster, "v2_sdk", queues=QUEUES)
+    sdk, error = await sdk_rows(SDK_PYTHON, cluster.gateway_addr, topic, "bench_v2_sdk", seconds)
+    rows.extend(sdk)
+    for row in sdk:
+        console.log(summary(row))
+    return [f"python SDK: {error}"] if error else []
+
+
+async def nats_publish(port: int, callers: int, max_messages: int, max_seconds: float) -> Row:
+    """``callers`` asyncio tasks each publishing one message and awaiting its ack, until ``max_messages`` or
+    ``max_seconds``."""
+    import nats  # type: ignore[import-not-found]  # nats-py, dev-only
+    from nats.js.api import StorageType  # type: ignore[import-not-found]
+
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="V2SEND", subjects=["v2send.>"], storage=StorageType.FILE)
+        for _ in range(200):
+            await js.publish("v2send.m", BODY)
+        latencies: list[float] = []
+        counts = [0, 0]
+        end = time.perf_counter() + max_seconds
+
+        async def caller() -> None:
+            while sum(counts) < max_messages and time.perf_counter() < end:
+                started = time.perf_counter()
+                try:
+                    await js.publish("v2send.m", BODY)
+                    counts[0] += 1
+                except Exception:  # counted as failed, as the gateway rows count refusals
+                    counts[1] += 1
+                latencies.append(time.perf_counter() - started)
+
+        began = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(callers)))
+        secs = time.perf_counter() - began
+    finally:
+        await nc.close()
+    return make_row("nats-jetstream", "file store", "nats-py await js.publish x1", callers, (counts[0], counts[1]),
+                    secs, latencies)  # fmt: skip
+
+
+async def run_nats(args: argparse.Namespace, console: Console) -> tuple[list[Row], list[str]]:
+    binary = nats_server_binary(console)
+    if binary is None:
+        return [], ["JetStream rows skipped: no nats-server"]
+    with tempfile.TemporaryDirectory(prefix="bench-v2-nats-") as tmp, running_nats_server(binary, Path(tmp)) as port:
+        if port is None:
+            return [], [f"JetStream rows skipped: nats-server did not start (see {tmp}/nats.log)"]
+        freeze_client_heap()
+        rows = [await nats_publish(port, SEND_CALLERS, args.send_messages, args.send_seconds)]
+        console.log(summary(rows[-1]))
+        freeze_client_heap()
+        drained = await bench_nats_consume(port, args.backlog, fetch=RECEIVE_BATCH)
+        rows.append(make_row("nats-jetstream", "file store", f"nats-py {drained.api}", drained.consumers,
+                             (drained.messages, 0), drained.seconds, []))  # fmt: skip
+        console.log(summary(rows[-1]))
+    return rows, [JETSTREAM_NOTE]
+
+
+def _ratio(row: Row | None, base: Row | None, minimum: float, label: str) -> dict[str, object]:
+    if row is None or base is None or not base.msgs_per_s:
+        return {"target": f"{label} >= {minimum:g} x JetStream", "measured": "not run", "pass": None}
+    ratio = row.msgs_per_s / base.msgs_per_s
+    return {
+        "target": f"{label} >= {minimum:g} x JetStream",
+        "measured": f"{row.msgs_per_s:,.0f} vs {base.msgs_per_s:,.0f} msgs/s = {ratio:.2f} x",
+        "pass": ratio >= minimum,
+    }
+
+
+def targets(rows: Sequence[Row]) -> list[dict[str, object]]:
+    """The issue's targets, each {target, measured, pass (None when a side did not run)}."""
+
+    def find(system: str, *words: str) -> Row | None:
+        return next((r for r in rows if r.system == system and all(w in r.api for w in words)), None)
+
+    send = find("gateway v2", "SendMessage x1", "node generator") or find("gateway v2", "SendMessage x1")
+    floor = find(FLOOR_SYSTEM, "SendMessage x1")
+    floor_text = "" if floor is None else f"; a do-nothing grpc.aio handler: {floor.gateway_cpu_us_per_msg:.1f}"
+    latency = find("gateway v2", "long-polling")
+    out = []
+    if send is None:
+        out.append({"target": f"v2 send gateway CPU <= {SEND_CPU_MAX_US:g} us/msg", "measured": "not run",
+                    "pass": None})  # fmt: skip
+    else:
+        out.append({
+            "target": f"v2 SendMessage x1, {send.clients} callers: gateway CPU <= {SEND_CPU_MAX_US:g} us/msg",
+            "measured": f"{send.gateway_cpu_us_per_msg:.1f} us/msg ({send.failed} failed{floor_text})",
+            "pass": send.gateway_cpu_us_per_msg <= SEND_CPU_MAX_US and not send.failed,
+        })  # fmt: skip
+    out.append(_ratio(send, find("nats-jetstream", "publish"), SEND_VS_JETSTREAM_MIN, "v2 SendMessage x1 msgs/s"))
+    out.append(_ratio(find("gateway v2", "ReceiveMessage("), find("nats-jetstream", "fetch"), DRAIN_VS_JETSTREAM_MIN,
+                      "v2 receive + ack per message"))  # fmt: skip
+    out.append({
+        "target": f"send -> long-polling v2 receive p99 <= {LATENCY_P99_MAX_MS:g} ms at {PACED_RATE} msgs/s",
+        "measured": "not run" if latency is None else
+        f"p99 {latency.p99_ms:.2f} ms (p50 {latency.p50_ms:.2f}; {latency.failed} not received)",
+        "pass": None if latency is None else latency.p99_ms <= LATENCY_P99_MAX_MS and not latency.failed,
+    })  # fmt: skip
+    return out
+
+
+async def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
+    only = frozenset(args.only.split(","))
+    if not only <= ROW_KINDS:
+        raise SystemExit(f"--only takes {','.join(sorted(ROW_KINDS))}, got {args.only}")
+    load_before = os.getloadavg()
+    rows, notes = await run_ours(args, only, console) if only - {"nats"} else ([], [])
+    if "nats" in only:
+        nats_rows, nats_notes = await run_nats(args, console)
+        rows.extend(nats_rows)
+        notes.extend(nats_notes)
+    checks = targets(rows)
+    load_after = os.getloadavg()
+    notes.append(
+        f"load average (1/5/15 min) before {load_before[0]:.2f}/{load_before[1]:.2f}/{load_before[2]:.2f}, after "
+        f"{load_after[0]:.2f}/{load_after[1]:.2f}/{load_after[2]:.2f} on {os.cpu_count()} CPUs: other work on the "
+        "machine shows up in every figure, most in the paced latency row"
+    )
+    print_report(rows, checks, title="RocketMQ 5 v2 API benchmark: 1 KiB messages, SYNC_FLUSH, through the gateway",
+                 goals_title="v2 targets", verdicts=("PASS", "MISS"))  # fmt: skip
+    for note in notes:
+        console.print(f"[yellow]{note}[/yellow]")
+    return {
+        "rows": [asdict(r) for r in rows],
+        "targets": checks,
+        "notes": notes,
+        "params": {k: v for k, v in vars(args).items() if k != "out"},
+        "body_bytes": len(BODY),
+        "machine": machine(),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the rows, print the tables, write ``--out``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--out", default="bench-results/v2.json", help="JSON report path")
+    parser.add_argument("--send-messages", type=int, default=300_000, help="most messages of a send row")
+    parser.add_argument("--send-seconds", type=float, default=10.0, help="most seconds of a send row")
+    parser.add_argument("--backlog", type=int, default=100_000, help="messages to drain")
+    parser.add_argument("--latency-seconds", type=float, default=20.0, help="seconds of paced sends")
+    parser.add_argument("--sdk-seconds", type=float, default=5.0, help="seconds per SDK producer row")
+    parser.add_argument("--only", default=",".join(sorted(ROW_KINDS)), help="comma-separated rows to run")
+    args = parser.parse_args(argv)
+    console = Console(stderr=True)
+    report: dict[str, Any] = asyncio.run(run(args, console))
+    write_report(Path(args.out), report)
+    console.print(f"report written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
