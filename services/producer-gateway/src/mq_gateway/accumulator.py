@@ -1,0 +1,323 @@
+"""Collects concurrent one-message sends of one topic into one producer batch (batching above the producer core).
+
+The official RocketMQ 5 SDKs send ONE message per SendMessage call (v1 ``Send`` is the same shape). Sent one by
+one, each pays the producer core (validation, budget, route, MQFaultStrategy, retries) and one broker frame. A
+:class:`SendAccumulator` offers the producer's ``send(msg, timeout_ms)`` and, per topic, keeps one lane:
+
+- A message that can go in a RocketMQ MessageBatch (message batches enabled, body 1 .. below the compression
+  threshold, no delay level, not transactional) joins its topic's open batch; any other goes straight to
+  ``producer.send`` (as before). Validation (Validators#checkMessage) runs first, so bad input is refused with
+  the same error before it joins.
+- At most ONE batch of a topic is in flight. The open batch goes out at the end of the current loop iteration
+  when none is in flight (a lone send on an idle gateway waits for no timer), else as soon as the in-flight one
+  returns; meanwhile it grows up to ``max_batch_messages`` / ``max_batch_bytes`` (bodies), then it is closed and
+  queued behind. One batch in flight per topic keeps the arrival order of the messages of a message group
+  (sharding key) across batches; inside a batch the producer groups them by their key's queue, in order.
+- A batch of one message goes through ``producer.send`` (exactly the old path); larger ones through
+  ``producer.send_message_batch`` (one route lookup, one queue choice, one retry loop and one broker frame per
+  chunk / queue group; the in-flight limiter admits the batch as a whole). Each caller gets its own outcome: its
+  SendResult (own msg id, queue, queue offset) or its chunk's error. A batch the producer refuses as a
+  MessageBatch (e.g. a property text holding \\x01) is sent message by message (per message group in order).
+- Deadlines: the batch's budget is the latest deadline of its members; each caller waits only until its own
+  deadline and then gets SendFailedError (RPC_TIME_OUT -1006, as a spent producer budget). A caller that left
+  (deadline or cancellation) before its batch went out is dropped from it, so it is not stored behind its back.
+- Bounds: at most ``max_pending_messages`` messages wait in lanes (then FlowControlError 215, nothing sent);
+  lanes exist only for topics with waiting or in-flight sends. :meth:`close` sends every waiting message and
+  waits for the batches in flight (call it after the server stopped taking calls, before the producer shuts).
+
+Hooks see a batch as one send (its first message), as for SendBatch. Runs on the gateway's one asyncio loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from mq_client.producer import (
+    FlowControlError,
+    Message,
+    MessageBatch,
+    MessageBatchResult,
+    ProducerConfig,
+    SendFailedError,
+    SendResult,
+)
+from mq_client.producer.backpressure import InFlightLimiter
+from mq_client.producer.message_batch import ChunkOutcome
+from mq_client.producer.validators import check_message
+from mq_common.constants import MessageConst
+from mq_common.errors import MQError
+
+MAX_PENDING_MESSAGES: Final = 65_536
+_NOT_IN_BATCH: Final = (MessageConst.DELAY_TIME_LEVEL, MessageConst.TRANSACTION_PREPARED)
+
+
+class BatchingProducer(Protocol):
+    """The part of mq_client.producer.DefaultMQProducer the accumulator uses."""
+
+    @property
+    def config(self) -> ProducerConfig: ...
+
+    @property
+    def limiter(self) -> InFlightLimiter: ...
+
+    async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult: ...
+
+    async def send_message_batch(
+        self, batch: MessageBatch, timeout_ms: int | None = None
+    ) -> list[ChunkOutcome] | None: ...
+
+
+@dataclass(slots=True)
+class _Pending:
+    message: Message
+    deadline_s: float
+    future: asyncio.Future[SendResult]
+    handed_over: bool = False
+
+
+@dataclass(slots=True)
+class _Lane:
+    """One topic's sends: the open batch, closed (full) batches behind it, the batch in flight."""
+
+    open: list[_Pending] = field(default_factory=list)
+    open_bytes: int = 0
+    closed: deque[list[_Pending]] = field(default_factory=deque)
+    in_flight: asyncio.Task[None] | None = None
+    scheduled: asyncio.Handle | None = None
+    open_since_s: float = 0.0
+    busy: bool = False  # the last batch sent had company: linger for the next one
+
+
+@dataclass(frozen=True, slots=True)
+class AccumulatorStats:
+    """Counters since start: ``sends`` that joined a lane, ``batches`` sent (a lone message counts as one)."""
+
+    sends: int
+    batches: int
+
+
+class SendAccumulator:
+    """``send(msg, timeout_ms)`` of DefaultMQProducer, batched per topic (see the module docstring).
+
+    Raises ValueError for non-positive bounds.
+    """
+
+    def __init__(
+        self,
+        producer: BatchingProducer,
+        *,
+        max_batch_messages: int,
+        max_batch_bytes: int,
+        max_pending_messages: int = MAX_PENDING_MESSAGES,
+        linger_ms: float = 0.0,
+    ) -> None:
+        if min(max_batch_messages, max_batch_bytes, max_pending_messages) < 1:
+            raise ValueError("max_batch_messages, max_batch_bytes and max_pending_messages must be at least 1")
+        self.producer = producer
+        self.max_batch_messages = max_batch_messages
+        self.max_batch_bytes = max_batch_bytes
+        self.max_pending_messages = max_pending_messages
+        self.linger_s = linger_ms / 1000.0
+        self._lanes: dict[str, _Lane] = {}
+        self._pending = 0
+        self._sends = 0
+        self._batches = 0
+
+    @property
+    def stats(self) -> AccumulatorStats:
+        return AccumulatorStats(self._sends, self._batches)
+
+    @property
+    def pending(self) -> int:
+        """Messages waiting in lanes (not yet handed to the producer)."""
+        return self._pending
+
+    def _batchable(self, msg: Message) -> bool:
+        config = self.producer.config
+        body = msg.body
+        return (
+            config.message_batch_enable
+            and body is not None
+            and len(body) < config.compress_msg_body_over_howmuch_bytes
+            and not (msg.properties and any(name in msg.properties for name in _NOT_IN_BATCH))
+        )
+
+    async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
+        """SYNC send of ``msg`` within ``timeout_ms`` (default send_msg_timeout_ms), batched with concurrent sends
+        of its topic. Returns its SendResult; raises what DefaultMQProducer.send raises for it (MessageIllegalError
+        13 before batching; its batch chunk's MQError), FlowControlError (215) when ``max_pending_messages`` wait
+        already, SendFailedError (RPC_TIME_OUT) when its deadline passes first."""
+        if not self._batchable(msg):
+            return await self.producer.send(msg, timeout_ms)
+        config = self.producer.config
+        check_message(msg, config.max_message_size_bytes)
+        if self._pending >= self.max_pending_messages:
+            raise FlowControlError(f"{self._pending} sends are waiting for a batch, max is {self.max_pending_messages}")
+        budget_ms = config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        loop = asyncio.get_running_loop()
+        pending = _Pending(msg, loop.time() + budget_ms / 1000.0, loop.create_future())
+        self._join(msg.topic, pending)
+        try:
+            async with asyncio.timeout_at(pending.deadline_s):
+                return await pending.future
+        except TimeoutError:
+            raise self._late(pending, budget_ms) from None
+
+    def _late(self, pending: _Pending, budget_ms: int) -> MQError:
+        """The error of a caller whose deadline passed: FlowControlError when its message still waited for a batch
+        while the in-flight limits were full (what the limiter would have said), else SendFailedError."""
+        limiter = self.producer.limiter
+        body_bytes = len(pending.message.body or b"")
+        if not pending.handed_over and (
+            (limiter.max_messages and limiter.in_flight_messages + 1 > limiter.max_messages)
+            or (limiter.max_bytes and limiter.in_flight_bytes + body_bytes > limiter.max_bytes)
+        ):
+            return FlowControlError(
+                f"send refused by flow control: in flight {limiter.in_flight_messages}/"
+                f"{limiter.max_messages or 'unlimited'} messages, {limiter.in_flight_bytes}/{limiter.max_bytes or 'unlimited'} bytes; waited {budget_ms} ms"
+                " for a batch"
+            )
+        topic = pending.message.topic
+        return SendFailedError(times=0, cost_ms=budget_ms, topic=topic, brokers_sent=(), cause=None, budget_spent=True)
+
+    def _join(self, topic: str, pending: _Pending) -> None:
+        lane = self._lanes.get(topic)
+        if lane is None:
+            lane = self._lanes[topic] = _Lane()
+        loop = asyncio.get_running_loop()
+        if not lane.open:
+            lane.open_since_s = loop.time()
+        lane.open.append(pending)
+        lane.open_bytes += len(pending.message.body or b"")
+        self._pending += 1
+        self._sends += 1
+        if len(lane.open) >= self.max_batch_messages or lane.open_bytes >= self.max_batch_bytes:
+            lane.closed.append(lane.open)
+            lane.open, lane.open_bytes = [], 0
+        if lane.in_flight is None:
+            self._schedule(topic, lane, loop)
+
+    def _schedule(self, topic: str, lane: _Lane, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake :meth:`_next` at the end of this iteration, or when a busy lane's open batch has lingered."""
+        if lane.scheduled is not None:
+            if lane.closed:
+                lane.scheduled.cancel()
+            else:
+                return
+        if lane.busy and not lane.closed:
+            lane.scheduled = loop.call_at(lane.open_since_s + self.linger_s, self._next, topic)
+        else:
+            lane.scheduled = loop.call_soon(self._next, topic)
+
+    def _next(self, topic: str) -> None:
+        """Send the lane's next batch when none is in flight; forget the lane when it is empty and idle."""
+        lane = self._lanes.get(topic)
+        if lane is None:
+            return
+        if lane.scheduled is not None:
+            lane.scheduled.cancel()
+            lane.scheduled = None
+        if lane.in_flight is not None:
+            return
+        while lane.closed or lane.open:
+            if lane.closed:
+                batch = lane.closed.popleft()
+            else:
+                batch, lane.open, lane.open_bytes = lane.open, [], 0
+            lane.busy = self.linger_s > 0 and len(batch) > 1
+            self._pending -= len(batch)
+            live = [p for p in batch if not p.future.done()]
+            for p in live:
+                p.handed_over = True
+            if live:
+                task = asyncio.get_running_loop().create_task(self._send(live))
+                lane.in_flight = task
+                task.add_done_callback(lambda _done: self._sent(topic))
+                return
+        del self._lanes[topic]
+
+    def _sent(self, topic: str) -> None:
+        lane = self._lanes.get(topic)
+        if lane is None:
+            return
+        lane.in_flight = None
+        if lane.open or lane.closed:
+            self._schedule(topic, lane, asyncio.get_running_loop())
+        else:
+            self._next(topic)
+
+    async def _send(self, batch: list[_Pending]) -> None:
+        self._batches += 1
+        try:
+            await self._send_batch(batch)
+        except Exception as exc:  # the whole batch failed (state, flow control, ...): every caller gets it
+            for p in batch:
+                _settle(p, exc)
+
+    async def _send_batch(self, batch: list[_Pending]) -> None:
+        loop = asyncio.get_running_loop()
+        timeout_ms = max(1, int((max(p.deadline_s for p in batch) - loop.time()) * 1000.0))
+        if len(batch) == 1:
+            await _send_each(self.producer, batch, timeout_ms)
+            return
+        chunks = await self.producer.send_message_batch(
+            MessageBatch.from_messages([p.message for p in batch]), timeout_ms
+        )
+        if chunks is None:
+            await _send_each(self.producer, batch, timeout_ms)
+            return
+        for chunk in chunks:
+            result = chunk.result
+            outcomes: Sequence[SendResult | MQError] = (
+                result.results() if isinstance(result, MessageBatchResult) else [result] * len(chunk)
+            )
+            for position, outcome in zip(chunk.indices(), outcomes, strict=True):
+                _settle(batch[position], outcome)
+
+    async def close(self) -> None:
+        """Send every waiting message now and wait until no batch is in flight."""
+        while self._lanes:
+            flights = []
+            for topic, lane in list(self._lanes.items()):
+                if lane.in_flight is None:
+                    self._next(topic)
+                if lane.in_flight is not None:
+                    flights.append(lane.in_flight)
+            if flights:
+                await asyncio.wait(flights)
+            await asyncio.sleep(0)  # let the done callbacks of those batches run
+
+
+def _settle(pending: _Pending, outcome: SendResult | BaseException) -> None:
+    if pending.future.done():
+        return
+    if isinstance(outcome, BaseException):
+        pending.future.set_exception(outcome)
+    else:
+        pending.future.set_result(outcome)
+
+
+async def _send_each(producer: BatchingProducer, batch: list[_Pending], timeout_ms: int) -> None:
+    """Message by message through ``producer.send``: messages of one sharding key one after another (their
+    order), the others concurrently."""
+    groups: dict[str, list[_Pending]] = {}
+    singles: list[list[_Pending]] = []
+    for p in batch:
+        key = p.message.sharding_key
+        if key:
+            groups.setdefault(key, []).append(p)
+        else:
+            singles.append([p])
+
+    async def in_order(members: list[_Pending]) -> None:
+        for p in members:
+            try:
+                _settle(p, await producer.send(p.message, timeout_ms))
+            except Exception as exc:
+                _settle(p, exc)
+
+    await asyncio.gather(*(in_order(members) for members in [*groups.values(), *singles]))
