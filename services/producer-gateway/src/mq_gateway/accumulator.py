@@ -176,10 +176,10 @@ class SendAccumulator:
             (limiter.max_messages and limiter.in_flight_messages + 1 > limiter.max_messages)
             or (limiter.max_bytes and limiter.in_flight_bytes + body_bytes > limiter.max_bytes)
         ):
+            messages = f"{limiter.in_flight_messages}/{limiter.max_messages or 'unlimited'} messages"
+            size = f"{limiter.in_flight_bytes}/{limiter.max_bytes or 'unlimited'} bytes"
             return FlowControlError(
-                f"send refused by flow control: in flight {limiter.in_flight_messages}/"
-                f"{limiter.max_messages or 'unlimited'} messages, {limiter.in_flight_bytes}/{limiter.max_bytes or 'unlimited'} bytes; waited {budget_ms} ms"
-                " for a batch"
+                f"send refused by flow control: in flight {messages}, {size}; waited {budget_ms} ms"
             )
         topic = pending.message.topic
         return SendFailedError(times=0, cost_ms=budget_ms, topic=topic, brokers_sent=(), cause=None, budget_spent=True)
