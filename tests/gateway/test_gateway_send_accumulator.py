@@ -151,15 +151,29 @@ async def test_a_caller_past_its_deadline_leaves_and_its_message_is_not_sent(
 ) -> None:
     acc = accumulator(producer)
     transport.script(A, Step(hang=True))
-    stuck = asyncio.ensure_future(acc.send(msg(1), timeout_ms=500))
+    stuck = asyncio.ensure_future(acc.send(msg(1, "g"), timeout_ms=500))
     await until_called(transport)
     with pytest.raises(SendFailedError) as info:
-        await acc.send(msg(2), timeout_ms=50)  # waits behind the stuck batch of its topic
+        await acc.send(msg(2, "g"), timeout_ms=50)  # waits behind the stuck batch of its message group
     assert info.value.code == ResponseCode.RPC_TIME_OUT
     with pytest.raises(MQError):
         await stuck
     await acc.close()
     assert len(transport.calls) == 1, "the late message was dropped, not sent behind its caller's back"
+
+
+async def test_a_stuck_batch_does_not_hold_up_the_topics_other_sends(
+    producer: DefaultMQProducer, transport: ScriptedBrokerTransport
+) -> None:
+    acc = accumulator(producer, linger_ms=1)
+    transport.script(A, Step(hang=True))
+    stuck = asyncio.ensure_future(acc.send(msg(1), timeout_ms=1500))
+    await until_called(transport)
+    result = await acc.send(msg(2), timeout_ms=1000)  # goes after at most the linger, beside the stuck batch
+    assert result.msg_id == "ID0002"
+    assert not stuck.done()
+    with pytest.raises(MQError):
+        await stuck
 
 
 async def test_full_in_flight_limits_answer_flow_control(transport: ScriptedBrokerTransport) -> None:

@@ -34,6 +34,7 @@ import asyncio
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Final, Protocol
 
 from mq_client.producer import (
@@ -79,17 +80,23 @@ class _Pending:
     handed_over: bool = False
 
 
+_LaneKey = tuple[str, str]  # (topic, sharding key)
+
+
 @dataclass(slots=True)
 class _Lane:
-    """One topic's sends: the open batch, closed (full) batches behind it, the batch in flight."""
+    """The sends of one topic and sharding key: the open batch, closed (full) batches behind it, batches in flight.
+    ``ordered`` (a sharding key): one batch in flight at a time."""
 
+    ordered: bool
     open: list[_Pending] = field(default_factory=list)
     open_bytes: int = 0
-    closed: deque[list[_Pending]] = field(default_factory=deque)
-    in_flight: asyncio.Task[None] | None = None
-    scheduled: asyncio.Handle | None = None
     open_since_s: float = 0.0
-    busy: bool = False  # the last batch sent had company: linger for the next one
+    closed: deque[list[_Pending]] = field(default_factory=deque)
+    in_flight: int = 0
+    timer: asyncio.Handle | None = None  # uvloop answers call_at of a past time with a plain Handle
+    timer_at_s: float = 0.0
+    busy: bool = False  # the last batch sent had company: the next one lingers
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +129,8 @@ class SendAccumulator:
         self.max_batch_bytes = max_batch_bytes
         self.max_pending_messages = max_pending_messages
         self.linger_s = linger_ms / 1000.0
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[_LaneKey, _Lane] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self._pending = 0
         self._sends = 0
         self._batches = 0
@@ -160,12 +168,17 @@ class SendAccumulator:
         budget_ms = config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
         loop = asyncio.get_running_loop()
         pending = _Pending(msg, loop.time() + budget_ms / 1000.0, loop.create_future())
-        self._join(msg.topic, pending)
+        self._join((msg.topic, msg.sharding_key), pending)
+        timer = loop.call_at(pending.deadline_s, self._expire, pending, budget_ms)
         try:
-            async with asyncio.timeout_at(pending.deadline_s):
-                return await pending.future
-        except TimeoutError:
-            raise self._late(pending, budget_ms) from None
+            return await pending.future
+        finally:
+            timer.cancel()
+
+    def _expire(self, pending: _Pending, budget_ms: int) -> None:
+        """The caller's deadline: it leaves with :meth:`_late`'s error (its batch, if sent, goes on without it)."""
+        if not pending.future.done():
+            pending.future.set_exception(self._late(pending, budget_ms))
 
     def _late(self, pending: _Pending, budget_ms: int) -> MQError:
         """The error of a caller whose deadline passed: FlowControlError when its message still waited for a batch
@@ -184,10 +197,10 @@ class SendAccumulator:
         topic = pending.message.topic
         return SendFailedError(times=0, cost_ms=budget_ms, topic=topic, brokers_sent=(), cause=None, budget_spent=True)
 
-    def _join(self, topic: str, pending: _Pending) -> None:
-        lane = self._lanes.get(topic)
+    def _join(self, key: _LaneKey, pending: _Pending) -> None:
+        lane = self._lanes.get(key)
         if lane is None:
-            lane = self._lanes[topic] = _Lane()
+            lane = self._lanes[key] = _Lane(ordered=bool(key[1]))
         loop = asyncio.get_running_loop()
         if not lane.open:
             lane.open_since_s = loop.time()
@@ -198,57 +211,64 @@ class SendAccumulator:
         if len(lane.open) >= self.max_batch_messages or lane.open_bytes >= self.max_batch_bytes:
             lane.closed.append(lane.open)
             lane.open, lane.open_bytes = [], 0
-        if lane.in_flight is None:
-            self._schedule(topic, lane, loop)
+        self._schedule(key, lane, loop)
 
-    def _schedule(self, topic: str, lane: _Lane, loop: asyncio.AbstractEventLoop) -> None:
-        """Wake :meth:`_next` at the end of this iteration, or when a busy lane's open batch has lingered."""
-        if lane.scheduled is not None:
-            if lane.closed:
-                lane.scheduled.cancel()
-            else:
+    def _schedule(self, key: _LaneKey, lane: _Lane, loop: asyncio.AbstractEventLoop) -> None:
+        """Set the lane's timer for when its next batch may go: at once (a closed batch, or an idle quiet lane),
+        ``linger_s`` after the open batch's first message (a busy lane, or a batch of a keyless lane in flight),
+        or no timer (a keyed lane waits for its batch in flight)."""
+        held = lane.ordered and lane.in_flight > 0
+        if held or not (lane.open or lane.closed):
+            return
+        at_once = lane.closed or (lane.in_flight == 0 and not lane.busy)
+        when = 0.0 if at_once else lane.open_since_s + self.linger_s
+        if lane.timer is not None:
+            if lane.timer_at_s <= when:
                 return
-        if lane.busy and not lane.closed:
-            lane.scheduled = loop.call_at(lane.open_since_s + self.linger_s, self._next, topic)
-        else:
-            lane.scheduled = loop.call_soon(self._next, topic)
+            lane.timer.cancel()
+        lane.timer, lane.timer_at_s = loop.call_at(when, self._next, key), when
 
-    def _next(self, topic: str) -> None:
-        """Send the lane's next batch when none is in flight; forget the lane when it is empty and idle."""
-        lane = self._lanes.get(topic)
+    def _next(self, key: _LaneKey, *, force: bool = False) -> None:
+        """Send what may go now (``force``: whatever is waiting, as far as a keyed lane's order allows); forget the
+        lane when nothing waits and nothing is in flight."""
+        lane = self._lanes.get(key)
         if lane is None:
             return
-        if lane.scheduled is not None:
-            lane.scheduled.cancel()
-            lane.scheduled = None
-        if lane.in_flight is not None:
-            return
-        while lane.closed or lane.open:
-            if lane.closed:
-                batch = lane.closed.popleft()
-            else:
+        if lane.timer is not None:
+            lane.timer.cancel()
+            lane.timer = None
+        loop = asyncio.get_running_loop()
+        while lane.closed and not (lane.ordered and lane.in_flight):
+            self._launch(key, lane, lane.closed.popleft())
+        if lane.open and not (lane.ordered and lane.in_flight):
+            lingered = loop.time() >= lane.open_since_s + self.linger_s
+            if force or lingered or (lane.in_flight == 0 and not lane.busy):
                 batch, lane.open, lane.open_bytes = lane.open, [], 0
-            lane.busy = self.linger_s > 0 and len(batch) > 1
-            self._pending -= len(batch)
-            live = [p for p in batch if not p.future.done()]
-            for p in live:
-                p.handed_over = True
-            if live:
-                task = asyncio.get_running_loop().create_task(self._send(live))
-                lane.in_flight = task
-                task.add_done_callback(lambda _done: self._sent(topic))
-                return
-        del self._lanes[topic]
-
-    def _sent(self, topic: str) -> None:
-        lane = self._lanes.get(topic)
-        if lane is None:
-            return
-        lane.in_flight = None
+                self._launch(key, lane, batch)
         if lane.open or lane.closed:
-            self._schedule(topic, lane, asyncio.get_running_loop())
-        else:
-            self._next(topic)
+            self._schedule(key, lane, loop)
+        elif lane.in_flight == 0:
+            del self._lanes[key]
+
+    def _launch(self, key: _LaneKey, lane: _Lane, batch: list[_Pending]) -> None:
+        self._pending -= len(batch)
+        live = [p for p in batch if not p.future.done()]
+        if not live:
+            return
+        for p in live:
+            p.handed_over = True
+        lane.busy = self.linger_s > 0 and len(live) > 1
+        lane.in_flight += 1
+        task = asyncio.get_running_loop().create_task(self._send(live))
+        self._tasks.add(task)
+        task.add_done_callback(partial(self._sent, key))
+
+    def _sent(self, key: _LaneKey, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        lane = self._lanes.get(key)
+        if lane is not None:
+            lane.in_flight -= 1
+            self._next(key)
 
     async def _send(self, batch: list[_Pending]) -> None:
         self._batches += 1
@@ -280,15 +300,11 @@ class SendAccumulator:
 
     async def close(self) -> None:
         """Send every waiting message now and wait until no batch is in flight."""
-        while self._lanes:
-            flights = []
-            for topic, lane in list(self._lanes.items()):
-                if lane.in_flight is None:
-                    self._next(topic)
-                if lane.in_flight is not None:
-                    flights.append(lane.in_flight)
-            if flights:
-                await asyncio.wait(flights)
+        while self._lanes or self._tasks:
+            for key in list(self._lanes):
+                self._next(key, force=True)
+            if self._tasks:
+                await asyncio.wait(set(self._tasks))
             await asyncio.sleep(0)  # let the done callbacks of those batches run
 
 
