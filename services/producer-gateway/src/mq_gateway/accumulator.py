@@ -2,17 +2,20 @@
 
 The official RocketMQ 5 SDKs send ONE message per SendMessage call (v1 ``Send`` is the same shape). Sent one by
 one, each pays the producer core (validation, budget, route, MQFaultStrategy, retries) and one broker frame. A
-:class:`SendAccumulator` offers the producer's ``send(msg, timeout_ms)`` and, per topic, keeps one lane:
+:class:`SendAccumulator` offers the producer's ``send(msg, timeout_ms)`` and keeps one lane per topic and sharding
+key (message group):
 
 - A message that can go in a RocketMQ MessageBatch (message batches enabled, body 1 .. below the compression
-  threshold, no delay level, not transactional) joins its topic's open batch; any other goes straight to
+  threshold, no delay level, not transactional) joins its lane's open batch; any other goes straight to
   ``producer.send`` (as before). Validation (Validators#checkMessage) runs first, so bad input is refused with
   the same error before it joins.
-- At most ONE batch of a topic is in flight. The open batch goes out at the end of the current loop iteration
-  when none is in flight (a lone send on an idle gateway waits for no timer), else as soon as the in-flight one
-  returns; meanwhile it grows up to ``max_batch_messages`` / ``max_batch_bytes`` (bodies), then it is closed and
-  queued behind. One batch in flight per topic keeps the arrival order of the messages of a message group
-  (sharding key) across batches; inside a batch the producer groups them by their key's queue, in order.
+- When the lane has no batch in flight, its open batch goes out at the end of the current loop iteration (a lone
+  send on an idle gateway waits for no timer) — or, when the lane is busy (its last batch had several messages),
+  ``linger_ms`` after its first message. While a batch is in flight the open one grows and goes when the flight
+  returns or, in a lane without a sharding key, ``linger_ms`` after its first message at the latest (so a stuck
+  broker holds up no more than that: the next batch picks its queue anew). A batch is closed at
+  ``max_batch_messages`` / ``max_batch_bytes`` (bodies) and goes at once. A lane WITH a sharding key keeps one
+  batch in flight at a time, so a message group is stored in the order its sends arrived, across batches too.
 - A batch of one message goes through ``producer.send`` (exactly the old path); larger ones through
   ``producer.send_message_batch`` (one route lookup, one queue choice, one retry loop and one broker frame per
   chunk / queue group; the in-flight limiter admits the batch as a whole). Each caller gets its own outcome: its
@@ -22,7 +25,9 @@ one, each pays the producer core (validation, budget, route, MQFaultStrategy, re
   deadline and then gets SendFailedError (RPC_TIME_OUT -1006, as a spent producer budget). A caller that left
   (deadline or cancellation) before its batch went out is dropped from it, so it is not stored behind its back.
 - Bounds: at most ``max_pending_messages`` messages wait in lanes (then FlowControlError 215, nothing sent);
-  lanes exist only for topics with waiting or in-flight sends. :meth:`close` sends every waiting message and
+  lanes exist only while they have waiting or in-flight sends (batches in flight hold the producer's in-flight
+  permits). A caller whose deadline passes while its message still waits and the in-flight limits are full gets
+  FlowControlError, what the limiter would have said. :meth:`close` sends every waiting message and
   waits for the batches in flight (call it after the server stopped taking calls, before the producer shuts).
 
 Hooks see a batch as one send (its first message), as for SendBatch. Runs on the gateway's one asyncio loop.
@@ -108,7 +113,7 @@ class AccumulatorStats:
 
 
 class SendAccumulator:
-    """``send(msg, timeout_ms)`` of DefaultMQProducer, batched per topic (see the module docstring).
+    """``send(msg, timeout_ms)`` of DefaultMQProducer, batched per topic and sharding key (see the module docstring).
 
     Raises ValueError for non-positive bounds.
     """

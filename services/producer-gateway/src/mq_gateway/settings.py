@@ -79,7 +79,7 @@ class GatewaySettings(ServiceSettings):
         default=True,
         description=(
             "Concurrent one-message sends (v2 SendMessage, v1 Send) of one topic go to the producer as one batch"
-            " while a batch of that topic is in flight (mq_gateway.accumulator; bounded by coalesce_max_batch_*)."
+            " (mq_gateway.accumulator; batches bounded by coalesce_max_batch_*)."
         ),
     )
     accumulate_linger_ms: float = Field(
@@ -87,8 +87,9 @@ class GatewaySettings(ServiceSettings):
         ge=0,
         le=2,
         description=(
-            "How long the open batch of a busy topic (its last batch had several messages) waits for more sends"
-            " after its first one, ms; a send to a quiet topic goes at once."
+            "The send accumulator's linger, ms: how long an open batch of a busy lane (its last batch had several"
+            " messages) waits for more sends after its first one, and the most it waits while a batch of its topic"
+            " (no sharding key) is in flight; a send to a quiet topic goes at once."
         ),
     )
     coalesce_max_batch_bytes: int = Field(
