@@ -162,6 +162,22 @@ async def test_a_caller_past_its_deadline_leaves_and_its_message_is_not_sent(
     assert len(transport.calls) == 1, "the late message was dropped, not sent behind its caller's back"
 
 
+async def test_a_batch_runs_on_its_earliest_deadline_and_each_caller_gets_the_producers_outcome(
+    producer: DefaultMQProducer, transport: ScriptedBrokerTransport
+) -> None:
+    acc = accumulator(producer)
+    transport.always(A, Step(hang=True))
+    outcomes = await asyncio.gather(
+        acc.send(msg(1), timeout_ms=5000), acc.send(msg(2), timeout_ms=100), return_exceptions=True
+    )
+    assert len(transport.calls) == 1, "one batch"
+    assert transport.calls[0].timeout_ms <= 100, "its budget is the tighter deadline"
+    for outcome in outcomes:
+        assert isinstance(outcome, SendFailedError)
+        assert outcome.code == ResponseCode.RPC_TIME_OUT
+        assert "broker-a" in outcome.remark, "the producer's own error, naming the broker it tried"
+
+
 async def test_a_stuck_batch_does_not_hold_up_the_topics_other_sends(
     producer: DefaultMQProducer, transport: ScriptedBrokerTransport
 ) -> None:

@@ -21,9 +21,11 @@ key (message group):
   chunk / queue group; the in-flight limiter admits the batch as a whole). Each caller gets its own outcome: its
   SendResult (own msg id, queue, queue offset) or its chunk's error. A batch the producer refuses as a
   MessageBatch (e.g. a property text holding \\x01) is sent message by message (per message group in order).
-- Deadlines: the batch's budget is the latest deadline of its members; each caller waits only until its own
-  deadline and then gets SendFailedError (RPC_TIME_OUT -1006, as a spent producer budget). A caller that left
-  (deadline or cancellation) before its batch went out is dropped from it, so it is not stored behind its back.
+- Deadlines: the batch's budget ends at the EARLIEST deadline of its members (the members arrived within about
+  ``linger_ms`` of each other, so the others lose little), so every caller gets the producer's own outcome by its
+  deadline. A caller whose deadline passes while its message still waits in a lane leaves with SendFailedError
+  (RPC_TIME_OUT -1006, as a spent producer budget); a caller that left (deadline or cancellation) before its
+  batch went out is dropped from it, so it is not stored behind its back.
 - Bounds: at most ``max_pending_messages`` messages wait in lanes (then FlowControlError 215, nothing sent);
   lanes exist only while they have waiting or in-flight sends (batches in flight hold the producer's in-flight
   permits). A caller whose deadline passes while its message still waits and the in-flight limits are full gets
@@ -181,18 +183,18 @@ class SendAccumulator:
             timer.cancel()
 
     def _expire(self, pending: _Pending, budget_ms: int) -> None:
-        """The caller's deadline: it leaves with :meth:`_late`'s error (its batch, if sent, goes on without it)."""
-        if not pending.future.done():
+        """The caller's deadline: a message still waiting for its batch leaves with :meth:`_late`'s error (a
+        handed-over one gets the producer's outcome, due by then: its batch's budget ends at this deadline)."""
+        if not pending.future.done() and not pending.handed_over:
             pending.future.set_exception(self._late(pending, budget_ms))
 
     def _late(self, pending: _Pending, budget_ms: int) -> MQError:
-        """The error of a caller whose deadline passed: FlowControlError when its message still waited for a batch
-        while the in-flight limits were full (what the limiter would have said), else SendFailedError."""
+        """The error of a caller whose deadline passed while its message waited for a batch: FlowControlError when
+        the in-flight limits are full (what the limiter would have said), else SendFailedError."""
         limiter = self.producer.limiter
         body_bytes = len(pending.message.body or b"")
-        if not pending.handed_over and (
-            (limiter.max_messages and limiter.in_flight_messages + 1 > limiter.max_messages)
-            or (limiter.max_bytes and limiter.in_flight_bytes + body_bytes > limiter.max_bytes)
+        if (limiter.max_messages and limiter.in_flight_messages + 1 > limiter.max_messages) or (
+            limiter.max_bytes and limiter.in_flight_bytes + body_bytes > limiter.max_bytes
         ):
             messages = f"{limiter.in_flight_messages}/{limiter.max_messages or 'unlimited'} messages"
             size = f"{limiter.in_flight_bytes}/{limiter.max_bytes or 'unlimited'} bytes"
@@ -285,7 +287,7 @@ class SendAccumulator:
 
     async def _send_batch(self, batch: list[_Pending]) -> None:
         loop = asyncio.get_running_loop()
-        timeout_ms = max(1, int((max(p.deadline_s for p in batch) - loop.time()) * 1000.0))
+        timeout_ms = max(1, int((min(p.deadline_s for p in batch) - loop.time()) * 1000.0))
         if len(batch) == 1:
             await _send_each(self.producer, batch, timeout_ms)
             return
