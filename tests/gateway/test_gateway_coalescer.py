@@ -225,7 +225,10 @@ async def gateway() -> AsyncIterator[tuple[GatewayController, ScriptedBrokerTran
     transport = SlowTransport()
     ns = InMemoryNameServer({"T": make_route({"broker-a": 4, "broker-b": 4}, addrs={"broker-a": A, "broker-b": B})})
     controller = GatewayController(
-        GatewaySettings(listen_port=0, coalesce_linger_ms=2.0), namesrv=ns, transport=transport
+        # the coalescer under test sees every Send (the accumulator above it would batch them first)
+        GatewaySettings(listen_port=0, coalesce_linger_ms=2.0, accumulate_sends=False),
+        namesrv=ns,
+        transport=transport,
     )
     await controller.start()
     channel = grpc.aio.insecure_channel(controller.addr)

@@ -20,6 +20,7 @@ from mq_common.namesrv_client import NameServerClient
 from mq_common.request_context import RequestContextInterceptor
 from mq_common.settings import config_from_settings
 
+from mq_gateway.accumulator import SendAccumulator
 from mq_gateway.coalescer import CoalescingBrokerTransport
 from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
 from mq_gateway.metrics import GatewayMetrics, ObservedNameServer, ObservedTransport
@@ -75,7 +76,8 @@ class GatewayController:
     ``producer`` given: used as it is (no coalescing, no hooks from the settings). Otherwise one is built from
     the settings over ``namesrv`` / ``transport`` (default: gRPC to ``settings.namesrv_addrs()`` and a
     BrokerClient sending over one Broker.SendStream per broker), the transport wrapped in a
-    CoalescingBrokerTransport (``self.coalescer``), with :func:`producer_hooks`.
+    CoalescingBrokerTransport (``self.coalescer``), with :func:`producer_hooks`; then, with ``accumulate_sends``,
+    v2 SendMessage and v1 Send go through a SendAccumulator over it (``self.accumulator``, drained in :meth:`stop`).
     """
 
     def __init__(
@@ -98,6 +100,14 @@ class GatewayController:
                 NodeIdentity(settings.cluster_name, "proxy", node_id), max_topics=settings.metrics_max_topics
             )
         self.producer = producer or self._build_producer(namesrv, transport)
+        self.accumulator: SendAccumulator | None = None
+        if producer is None and settings.accumulate_sends:
+            self.accumulator = SendAccumulator(
+                self.producer,
+                max_batch_messages=settings.coalesce_max_batch_messages,
+                max_batch_bytes=settings.coalesce_max_batch_bytes,
+                linger_ms=settings.accumulate_linger_ms,
+            )
         observe = self.metrics.observe_rpc if self.metrics is not None else None
         interceptor = RequestContextInterceptor(
             observe=observe, generate=True, self_observed_prefixes=(v2_servicer.METHOD_PREFIX,)
@@ -112,6 +122,7 @@ class GatewayController:
             max_send_timeout_ms=settings.max_send_msg_timeout_ms,
             max_batch_messages=settings.max_batch_messages,
             metrics=self.metrics,
+            single_sender=self.accumulator,
         )
         add_to_server(servicer, self.server.server)
 
@@ -127,7 +138,7 @@ class GatewayController:
         route = RouteActivity(routes, settings.listen_host, lambda: self.server.port)
         return v2_servicer.MessagingServiceServicer(
             route,
-            SendMessageActivity(self.producer, routes, route.message_types, limits),
+            SendMessageActivity(self.accumulator or self.producer, routes, route.message_types, limits),
             TelemetryService(limits, consumer.subscription_group_config),
             consumer,
             metrics=V2RpcMetrics(self.metrics) if self.metrics is not None else None,
@@ -209,6 +220,8 @@ class GatewayController:
         producer down (route refresh task, channels)."""
         grace = self.settings.shutdown_grace_ms / 1000.0 if grace_s is None else grace_s
         await self.server.stop(grace)
+        if self.accumulator is not None:
+            await self.accumulator.close()
         await self.v2.consumer.close()
         await self.producer.shutdown()
         if self._pool is not None:
