@@ -8,12 +8,21 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from mq_client.producer import DefaultMQProducer, FlowControlError, Message, ProducerConfig, SendResult
+from mq_client.producer import (
+    DefaultMQProducer,
+    FlowControlError,
+    Message,
+    ProducerConfig,
+    SendResult,
+    TopicAccessList,
+)
 from mq_client.producer.errors import SendFailedError
 from mq_client.producer.testing import InMemoryNameServer, ScriptedBrokerTransport, Step, make_route
 from mq_common.errors import MessageIllegalError, MQError, RemotingError
 from mq_common.response_code import ResponseCode
 from mq_gateway.accumulator import AccumulatorStats, SendAccumulator
+from mq_gateway.controller import GatewayController
+from mq_gateway.settings import GatewaySettings
 
 A = "127.0.0.1:10911"
 
@@ -232,3 +241,20 @@ async def test_close_sends_every_waiting_message(
 def test_bounds_must_be_positive(producer: DefaultMQProducer) -> None:
     with pytest.raises(ValueError, match="at least 1"):
         SendAccumulator(producer, max_batch_messages=0, max_batch_bytes=1)
+
+
+def deny_nothing() -> TopicAccessList:
+    """A hook plugin factory (``hook_plugins`` names it by ``module:factory``)."""
+    return TopicAccessList(deny=["never-a-topic"])
+
+
+async def test_hook_plugins_turn_the_accumulator_off() -> None:
+    settings = {"listen_host": "127.0.0.1", "listen_port": 0, "namesrv_addr": "127.0.0.1:1"}
+    plain = GatewayController(GatewaySettings(**settings))
+    hooked = GatewayController(GatewaySettings(**settings, hook_plugins=[f"{__name__}:deny_nothing"]))
+    try:
+        assert plain.accumulator is not None
+        assert hooked.accumulator is None
+    finally:
+        await plain.stop(0)
+        await hooked.stop(0)

@@ -76,7 +76,7 @@ class GatewayController:
     ``producer`` given: used as it is (no coalescing, no hooks from the settings). Otherwise one is built from
     the settings over ``namesrv`` / ``transport`` (default: gRPC to ``settings.namesrv_addrs()`` and a
     BrokerClient sending over one Broker.SendStream per broker), the transport wrapped in a
-    CoalescingBrokerTransport (``self.coalescer``), with :func:`producer_hooks`; then, with ``accumulate_sends``,
+    CoalescingBrokerTransport (``self.coalescer``), with :func:`producer_hooks`; then, with ``accumulate_sends`` and no ``hook_plugins``,
     v2 SendMessage and v1 Send go through a SendAccumulator over it (``self.accumulator``, drained in :meth:`stop`).
     """
 
@@ -101,7 +101,9 @@ class GatewayController:
             )
         self.producer = producer or self._build_producer(namesrv, transport)
         self.accumulator: SendAccumulator | None = None
-        if producer is None and settings.accumulate_sends:
+        # Hook plugins see every message of a v1 Send / v2 SendMessage one by one: a batch would show them only its
+        # first message (a CheckForbiddenHook could then not refuse the others), so plugins turn the accumulator off.
+        if producer is None and settings.accumulate_sends and not settings.hook_plugins:
             self.accumulator = SendAccumulator(
                 self.producer,
                 max_batch_messages=settings.coalesce_max_batch_messages,
