@@ -76,8 +76,9 @@ class GatewayController:
     ``producer`` given: used as it is (no coalescing, no hooks from the settings). Otherwise one is built from
     the settings over ``namesrv`` / ``transport`` (default: gRPC to ``settings.namesrv_addrs()`` and a
     BrokerClient sending over one Broker.SendStream per broker), the transport wrapped in a
-    CoalescingBrokerTransport (``self.coalescer``), with :func:`producer_hooks`; then, with ``accumulate_sends`` and no ``hook_plugins``,
-    v2 SendMessage and v1 Send go through a SendAccumulator over it (``self.accumulator``, drained in :meth:`stop`).
+    CoalescingBrokerTransport (``self.coalescer``), with :func:`producer_hooks`; then, with ``accumulate_sends``
+    and no ``hook_plugins``, v2 SendMessage and v1 Send go through a SendAccumulator over it (``self.accumulator``,
+    drained in :meth:`stop`).
     """
 
     def __init__(

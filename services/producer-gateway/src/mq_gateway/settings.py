@@ -79,8 +79,8 @@ class GatewaySettings(ServiceSettings):
         default=True,
         description=(
             "Concurrent one-message sends (v2 SendMessage, v1 Send) of one topic go to the producer as one batch"
-            " (mq_gateway.accumulator; batches bounded by coalesce_max_batch_*). Off whenever hook_plugins are set: hooks"
-            " see every message."
+            " (mq_gateway.accumulator; batches bounded by coalesce_max_batch_*). Off whenever hook_plugins are"
+            " set: hooks see every message."
         ),
     )
     accumulate_linger_ms: float = Field(
