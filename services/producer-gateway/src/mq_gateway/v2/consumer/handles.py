@@ -32,6 +32,8 @@ from mq_gateway.v2.routes import TopicRouteCache
 
 MAX_ACK_ENTRIES: Final = 1_024
 """Entries one AckMessage may carry; more is BAD_REQUEST."""
+_OK: Final = ok_status()
+"""Shared, never mutated: response constructors copy it."""
 DLQ_DELAY_LEVEL: Final = -1
 """ConsumerSendMsgBack's delay level that stores the message on %DLQ%<group> at once."""
 
@@ -55,7 +57,7 @@ def common_status(statuses: Sequence[definition_pb2.Status]) -> definition_pb2.S
 
 def _status_of_result(code: int, remark: str) -> definition_pb2.Status:
     v2_code = v2_code_for(code, RECEIPT_HANDLE_OVERRIDES)
-    return ok_status() if v2_code == Code.OK else definition_pb2.Status(code=v2_code, message=remark or str(code))
+    return _OK if v2_code == Code.OK else definition_pb2.Status(code=v2_code, message=remark or str(code))
 
 
 class ReceiptHandleActivity:
@@ -80,7 +82,7 @@ class ReceiptHandleActivity:
                 raise V2Error(Code.BAD_REQUEST, f"more than {MAX_ACK_ENTRIES} entries in one ack")
         except V2Error as exc:
             return service_pb2.AckMessageResponse(status=status_of(exc))
-        statuses: list[definition_pb2.Status] = [ok_status()] * len(request.entries)
+        statuses: list[definition_pb2.Status] = [_OK] * len(request.entries)
         by_broker: dict[str, list[int]] = defaultdict(list)
         for index, entry in enumerate(request.entries):
             try:
@@ -88,9 +90,13 @@ class ReceiptHandleActivity:
             except Exception as exc:
                 statuses[index] = status_of(exc, RECEIPT_HANDLE_OVERRIDES)
         handles = [e.receipt_handle for e in request.entries]
-        outcomes = await asyncio.gather(
-            *(self._ack_on(group, topic, name, [handles[i] for i in idx]) for name, idx in by_broker.items())
-        )
+        if len(by_broker) == 1:  # the usual case (an SDK acks one message per call): no task for a gather
+            [(name, indexes)] = by_broker.items()
+            outcomes = [await self._ack_on(group, topic, name, [handles[i] for i in indexes])]
+        else:
+            outcomes = await asyncio.gather(
+                *(self._ack_on(group, topic, name, [handles[i] for i in idx]) for name, idx in by_broker.items())
+            )
         for indexes, outcome in zip(by_broker.values(), outcomes, strict=True):
             for index, status in zip(indexes, outcome, strict=True):
                 statuses[index] = status
