@@ -3,7 +3,7 @@
 The SDKs ack one message per AckMessage, so a consumer draining a batch of 32 sends 32 acks at once; each would
 cost the gateway a broker call of its own. An :class:`AckBatcher` keeps one open batch per
 :class:`AckTarget` (broker address, broker name, consumer group, topic: what one broker AckMessageRequestHeader
-names) and follows the rule of mq_gateway.coalescer (batch on every hop, DESIGN.md):
+names) and follows the gateway's coalescing rule (mq_gateway.batch_gate; batch on every hop, DESIGN.md):
 
 - handles of an idle target go out at the end of the current loop iteration (acks arriving together merge, a lone
   ack is not delayed);
@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from mq_common.errors import RemotingError
 from mq_common.protocol import AckMessageRequestHeader, AckMessageResponseHeader
+
+from mq_gateway.batch_gate import BatchGate
 
 MAX_ACK_BATCH_HANDLES: Final = 1_024
 """Handles in one broker AckMessage (the broker's MAX_ACK_HANDLES)."""
@@ -54,11 +56,8 @@ class _Waiter:
     future: asyncio.Future[list[HandleResult]]
 
 
-@dataclass(slots=True)
-class _Batch:
-    waiters: list[_Waiter] = field(default_factory=list)
-    handles: int = 0
-    scheduled: asyncio.Handle | None = None
+def _gave_up(waiter: _Waiter) -> bool:
+    return waiter.future.done()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,18 +81,15 @@ def split_answer(answer: AckMessageResponseHeader, count: int) -> list[HandleRes
 
 
 class AckBatcher:
-    """Coalesces acks per :class:`AckTarget` over ``call`` (see the module docstring). Raises ValueError for
-    ``max_handles`` outside [1, MAX_ACK_BATCH_HANDLES]."""
+    """Coalesces acks per :class:`AckTarget` over ``call`` (see the module docstring), by the rule of
+    mq_gateway.batch_gate. Raises ValueError for ``max_handles`` outside [1, MAX_ACK_BATCH_HANDLES]."""
 
     def __init__(self, call: AckCall, timeout_ms: int, max_handles: int = MAX_ACK_BATCH_HANDLES) -> None:
         if not 1 <= max_handles <= MAX_ACK_BATCH_HANDLES:
             raise ValueError(f"max_handles must be in [1, {MAX_ACK_BATCH_HANDLES}], got {max_handles}")
         self._call = call
         self._timeout_ms = timeout_ms
-        self._max_handles = max_handles
-        self._open: dict[AckTarget, _Batch] = {}
-        self._in_flight: dict[AckTarget, int] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._gate: BatchGate[AckTarget, _Waiter] = BatchGate(self._run, _gave_up, max_handles)
         self._acks = 0
         self._broker_calls = 0
         self._handles = 0
@@ -106,49 +102,12 @@ class AckBatcher:
         """The broker's (code, remark) per handle of ``handles`` (at most ``max_handles``), in order, once the
         call carrying them returns. The future raises what that call raised (MQError for a request-level refusal,
         transport errors). Raises ValueError for an empty or oversized ``handles``."""
-        if not 1 <= len(handles) <= self._max_handles:
-            raise ValueError(f"an ack carries 1 to {self._max_handles} handles, got {len(handles)}")
-        loop = asyncio.get_running_loop()
-        waiter = _Waiter(handles, loop.create_future())
+        if not 1 <= len(handles) <= self._gate.max_weight:
+            raise ValueError(f"an ack carries 1 to {self._gate.max_weight} handles, got {len(handles)}")
+        waiter = _Waiter(handles, asyncio.get_running_loop().create_future())
         self._acks += 1
-        batch = self._open.get(target)
-        if batch is not None and batch.handles + len(handles) > self._max_handles:
-            self._send(target)
-            batch = None
-        if batch is None:
-            batch = self._open[target] = _Batch()
-        batch.waiters.append(waiter)
-        batch.handles += len(handles)
-        if batch.handles >= self._max_handles:
-            self._send(target)
-        elif batch.scheduled is None and not self._in_flight.get(target):
-            batch.scheduled = loop.call_soon(self._send, target)
+        self._gate.add(target, waiter, len(handles))
         return waiter.future
-
-    def _send(self, target: AckTarget) -> None:
-        batch = self._open.pop(target, None)
-        if batch is None:
-            return
-        if batch.scheduled is not None:
-            batch.scheduled.cancel()
-        waiters = [w for w in batch.waiters if not w.future.done()]
-        if not waiters:
-            return
-        self._in_flight[target] = self._in_flight.get(target, 0) + 1
-        task = asyncio.get_running_loop().create_task(self._run(target, waiters))
-        self._tasks.add(task)
-        task.add_done_callback(lambda done: self._ended(target, done))
-
-    def _ended(self, target: AckTarget, task: asyncio.Task[None]) -> None:
-        """A call returned: the handles gathered meanwhile go out now."""
-        self._tasks.discard(task)
-        left = self._in_flight.get(target, 1) - 1
-        if left > 0:
-            self._in_flight[target] = left
-        else:
-            self._in_flight.pop(target, None)
-        if target in self._open:
-            self._send(target)
 
     async def _run(self, target: AckTarget, waiters: list[_Waiter]) -> None:
         handles = tuple(h for w in waiters for h in w.handles)
@@ -156,9 +115,8 @@ class AckBatcher:
         self._broker_calls += 1
         self._handles += len(handles)
         try:
-            results = split_answer(
-                await self._call(target.addr, header, self._timeout_ms, target.broker_name), len(handles)
-            )
+            answer = await self._call(target.addr, header, self._timeout_ms, target.broker_name)
+            results = split_answer(answer, len(handles))
         except Exception as exc:
             for w in waiters:
                 if not w.future.done():
@@ -173,7 +131,4 @@ class AckBatcher:
 
     async def close(self) -> None:
         """Send every open batch now and wait for every call under way."""
-        for target in list(self._open):
-            self._send(target)
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._gate.close()
