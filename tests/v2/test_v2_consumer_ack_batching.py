@@ -135,6 +135,20 @@ async def test_a_caller_that_gave_up_before_its_batch_went_out_is_not_acked() ->
     assert broker.calls == [("ok-busy",), ("ok-kept",)]
 
 
+async def test_close_sends_what_is_gathering_and_waits_for_it() -> None:
+    broker = ScriptedBroker()
+    batcher = AckBatcher(broker, timeout_ms=3_000)
+    busy = batcher.ack(TARGET, ("ok-busy",))
+    await settle()
+    waiting = batcher.ack(TARGET, ("ok-waiting",))
+    closing = asyncio.ensure_future(batcher.close())
+    await settle()
+    assert broker.calls == [("ok-busy",), ("ok-waiting",)]  # sent at close without waiting for the busy call
+    broker.release.set()
+    await closing
+    assert [await busy, await waiting] == [[(0, "")], [(0, "")]]
+
+
 def test_split_answer_refuses_a_wrong_number_of_codes() -> None:
     assert split_answer(AckMessageResponseHeader(17, "no topic"), 2) == [(17, "no topic"), (17, "no topic")]
     assert split_answer(AckMessageResponseHeader(0, "", (0, 208), ("",)), 2) == [(0, ""), (208, "")]
