@@ -15,8 +15,8 @@ names) and follows the gateway's coalescing rule (mq_gateway.batch_gate; batch o
 Each caller gets the broker's (code, remark) of its own handles, in order; a refused call (a transport error, a
 request-level refusal) is raised to every caller of that call. A caller that gave up before its batch went out is
 dropped: its handles are not acked behind its back (the messages come back after their invisible time). Runs on
-the gateway's one asyncio loop (no locking). Mirrors the proxy's use of
-org.apache.rocketmq.client.impl.mqclient.MQClientAPIExt#batchAckMessageAsync (a batch of handles, one broker call).
+the gateway's one asyncio loop (no locking). Extends org.apache.rocketmq.proxy.processor.ConsumerProcessor
+#batchAckMessage (the proxy batches the entries of one AckMessage per broker) to concurrent AckMessages.
 """
 
 from __future__ import annotations
