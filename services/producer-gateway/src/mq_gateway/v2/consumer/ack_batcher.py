@@ -89,7 +89,7 @@ class AckBatcher:
             raise ValueError(f"max_handles must be in [1, {MAX_ACK_BATCH_HANDLES}], got {max_handles}")
         self._call = call
         self._timeout_ms = timeout_ms
-        self._gate: BatchGate[AckTarget, _Waiter] = BatchGate(self._run, _gave_up, max_handles)
+        self._gate: BatchGate[AckTarget, _Waiter] = BatchGate(self._run, _gave_up, max_count=max_handles)
         self._acks = 0
         self._broker_calls = 0
         self._handles = 0
@@ -102,8 +102,8 @@ class AckBatcher:
         """The broker's (code, remark) per handle of ``handles`` (at most ``max_handles``), in order, once the
         call carrying them returns. The future raises what that call raised (MQError for a request-level refusal,
         transport errors). Raises ValueError for an empty or oversized ``handles``."""
-        if not 1 <= len(handles) <= self._gate.max_weight:
-            raise ValueError(f"an ack carries 1 to {self._gate.max_weight} handles, got {len(handles)}")
+        if not 1 <= len(handles) <= self._gate.max_count:
+            raise ValueError(f"an ack carries 1 to {self._gate.max_count} handles, got {len(handles)}")
         waiter = _Waiter(handles, asyncio.get_running_loop().create_future())
         self._acks += 1
         self._gate.add(target, waiter, len(handles))
