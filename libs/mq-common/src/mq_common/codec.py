@@ -26,6 +26,7 @@ Pure functions; safe from any thread. Decoding errors raise :class:`MessageDecod
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 import zlib
@@ -51,6 +52,8 @@ BLANK_RECORD_MIN_BYTES: Final = 8
 _HEAD: Final = struct.Struct(">iIiiiqqiq")  # TOTALSIZE..BORNTIMESTAMP (48 bytes)
 _I32: Final = struct.Struct(">i")
 _U32: Final = struct.Struct(">I")
+MAX_CACHED_HOSTS: Final = 1_024
+"""Packed addresses whose text :func:`bytes_to_host` keeps (least recently used dropped)."""
 _I64: Final = struct.Struct(">q")
 _U16: Final = struct.Struct(">H")
 _TAIL: Final = struct.Struct(">iq")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET
@@ -94,8 +97,14 @@ def bytes_to_host(raw: bytes | bytearray | memoryview) -> tuple[str, int]:
     """Inverse of :func:`host_to_bytes` (8 bytes: IPv4, 20 bytes: IPv6)."""
     if len(raw) not in (8, 20):
         raise MessageDecodeError(f"host field must be 8 or 20 bytes, got {len(raw)}")
-    ip = ipaddress.ip_address(bytes(raw[:-4]))
-    return str(ip), _U32.unpack_from(raw, len(raw) - 4)[0]
+    return _ip_text(bytes(raw[:-4])), _U32.unpack_from(raw, len(raw) - 4)[0]
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_HOSTS)
+def _ip_text(packed: bytes) -> str:
+    """The text of a packed IPv4/IPv6 address; cached: a stream of decoded records names a few hosts over and
+    over (ipaddress costs microseconds per call)."""
+    return str(ipaddress.ip_address(packed))
 
 
 def split_host_port(addr: str) -> tuple[str, int]:

@@ -9,9 +9,9 @@ merged batch per (broker address, topic and the other request header fields):
   joins the open batch; its body is appended whole, so its messages stay together and in order. The merged call
   goes to the queue of its first MessageBatch (fault isolation is per broker, so any queue of the broker is the
   producer's choice as well). Each caller's answer carries the queue the broker really used.
-- It goes out as :class:`~mq_gateway.coalescer.CoalescingBrokerTransport`'s open batches do: at the end of the loop
-  iteration when no merged call for that key is in flight; otherwise when the in-flight call returns, ``linger_s``
-  after its first batch arrived at the latest, or at once when it reaches ``max_bytes`` / ``max_messages``.
+- It goes out by mq_gateway.batch_gate's rule: at the end of the loop iteration when no merged call for that key
+  is in flight; otherwise when the in-flight call returns, ``linger_s`` after its first batch arrived at the
+  latest, or at once when it reaches ``max_bytes`` / ``max_messages``.
 - The broker's answer is split back: message ``i`` of a part gets offset msg id number ``start + i`` of the merged
   answer and queue offset ``queue_offset + start + i``; an error code (the whole merged batch refused) or a transport
   failure goes to every part. A part whose caller gave up before the call went out is dropped.
@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Final
 
 from mq_common.errors import RemotingError, RemotingTimeoutError
 from mq_common.protocol import SendMessageBatchRequestHeader, SendMessageBatchResponseHeader
 from mq_common.response_code import ResponseCode
+
+from mq_gateway.batch_gate import BatchGate
 
 SendMessageBatch = Callable[[str, SendMessageBatchRequestHeader, int], Awaitable[SendMessageBatchResponseHeader]]
 # The codes with which the broker stored the batch (MQClientAPIImpl#processSendResponse's SendResult codes).
@@ -51,12 +53,8 @@ class _Part:
     future: asyncio.Future[SendMessageBatchResponseHeader]
 
 
-@dataclass(slots=True)
-class _Open:
-    parts: list[_Part] = field(default_factory=list)
-    messages: int = 0
-    size_bytes: int = 0
-    timer: asyncio.Handle | None = None
+def _gave_up(part: _Part) -> bool:
+    return part.future.done()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +73,9 @@ class MessageBatchMerger:
         self.linger_s = linger_s
         self.max_bytes = max_bytes
         self.max_messages = max_messages
-        self._open: dict[_MergeKey, _Open] = {}
-        self._in_flight: dict[_MergeKey, int] = {}
-        self._calls: set[asyncio.Task[None]] = set()
+        self._gate: BatchGate[_MergeKey, _Part] = BatchGate(
+            self._call, _gave_up, max_count=max_messages, max_bytes=max_bytes, linger_s=linger_s
+        )
         self._submitted = 0
         self._broker_calls = 0
 
@@ -112,51 +110,11 @@ class MessageBatchMerger:
             request.default_topic_queue_nums,
             request.born_host,
         )
-        batch = self._open.get(key)
-        size = len(request.body)
-        if batch is not None and (
-            batch.messages + request.message_count > self.max_messages or batch.size_bytes + size > self.max_bytes
-        ):
-            self._flush(key)
-            batch = None
-        if batch is None:
-            batch = self._open[key] = _Open()
-        batch.parts.append(part)
-        batch.messages += request.message_count
-        batch.size_bytes += size
-        if batch.timer is None:
-            if self.linger_s > 0 and self._in_flight.get(key, 0) > 0:
-                batch.timer = loop.call_later(self.linger_s, self._flush, key)
-            else:
-                batch.timer = loop.call_soon(self._flush, key)
+        self._gate.add(key, part, request.message_count, len(request.body))
         return part.future
 
-    def _flush(self, key: _MergeKey) -> None:
-        batch = self._open.pop(key, None)
-        if batch is None:
-            return
-        if batch.timer is not None:
-            batch.timer.cancel()
-        parts = [p for p in batch.parts if not p.future.done()]
-        if not parts:
-            return
-        task = asyncio.get_running_loop().create_task(self._call(key[0], parts))
-        self._in_flight[key] = self._in_flight.get(key, 0) + 1
-        self._calls.add(task)
-        task.add_done_callback(lambda done: self._call_done(key, done))
-
-    def _call_done(self, key: _MergeKey, task: asyncio.Task[None]) -> None:
-        """A merged call ended: what gathered meanwhile goes out now instead of waiting for its linger."""
-        self._calls.discard(task)
-        left = self._in_flight.get(key, 1) - 1
-        if left > 0:
-            self._in_flight[key] = left
-        else:
-            self._in_flight.pop(key, None)
-        if key in self._open:
-            self._flush(key)
-
-    async def _call(self, addr: str, parts: list[_Part]) -> None:
+    async def _call(self, key: _MergeKey, parts: list[_Part]) -> None:
+        addr = key[0]
         loop = asyncio.get_running_loop()
         timeout_ms = max(1, int((max(p.deadline_s for p in parts) - loop.time()) * 1000))
         first = parts[0].request
@@ -196,10 +154,7 @@ class MessageBatchMerger:
 
     async def close(self) -> None:
         """Send every open merged batch now and wait for all calls to finish."""
-        for key in list(self._open):
-            self._flush(key)
-        if self._calls:
-            await asyncio.gather(*self._calls, return_exceptions=True)
+        await self._gate.close()
 
 
 def _answer(part: _Part, resp: SendMessageBatchResponseHeader) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from mq_client.producer.config import MAX_BROKER_BATCH_MESSAGES
@@ -40,6 +40,7 @@ from mq_common.protocol import (
     SendMessageResponseHeader,
 )
 
+from mq_gateway.batch_gate import BatchGate
 from mq_gateway.batch_merger import MessageBatchMerger
 
 MAX_LINGER_MS: Final = 2.0
@@ -58,14 +59,6 @@ class _Unit:
     future: asyncio.Future[list[SendMessageResponseHeader]]
 
 
-@dataclass(slots=True)
-class _OpenBatch:
-    units: list[_Unit] = field(default_factory=list)
-    messages: int = 0
-    size_bytes: int = 0
-    timer: asyncio.Handle | None = None
-
-
 @dataclass(frozen=True, slots=True)
 class CoalescerStats:
     """Counters since start: ``units`` submitted, ``broker_calls`` made, ``messages`` carried by them."""
@@ -73,6 +66,10 @@ class CoalescerStats:
     units: int
     broker_calls: int
     messages: int
+
+
+def _gave_up(unit: _Unit) -> bool:
+    return unit.future.done()
 
 
 class CoalescingBrokerTransport:
@@ -99,9 +96,13 @@ class CoalescingBrokerTransport:
         self.linger_s = linger_ms / 1000.0
         self.max_batch_bytes = max_batch_bytes
         self.max_batch_messages = max_batch_messages
-        self._open: dict[str, _OpenBatch] = {}
-        self._in_flight: dict[str, int] = {}  # broker address -> coalesced calls under way
-        self._calls: set[asyncio.Task[None]] = set()
+        self._gate: BatchGate[str, _Unit] = BatchGate(
+            self._call,
+            _gave_up,
+            max_count=max_batch_messages,
+            max_bytes=max_batch_bytes,
+            linger_s=self.linger_s,
+        )
         self._units = 0
         self._broker_calls = 0
         self._messages = 0
@@ -146,50 +147,8 @@ class CoalescingBrokerTransport:
         loop = asyncio.get_running_loop()
         unit = _Unit(requests, size, loop.time() + max(timeout_ms, 1) / 1000.0, loop.create_future())
         self._units += 1
-        batch = self._open.get(addr)
-        if batch is not None and (
-            batch.messages + len(requests) > self.max_batch_messages or batch.size_bytes + size > self.max_batch_bytes
-        ):
-            self._flush(addr)
-            batch = None
-        if batch is None:
-            batch = self._open[addr] = _OpenBatch()
-        batch.units.append(unit)
-        batch.messages += len(requests)
-        batch.size_bytes += size
-        if batch.messages >= self.max_batch_messages or batch.size_bytes >= self.max_batch_bytes:
-            self._flush(addr)
-        elif batch.timer is None:
-            if self.linger_s > 0 and self._in_flight.get(addr, 0) > 0:
-                batch.timer = loop.call_later(self.linger_s, self._flush, addr)
-            else:
-                batch.timer = loop.call_soon(self._flush, addr)
+        self._gate.add(addr, unit, len(requests), size)
         return unit.future
-
-    def _flush(self, addr: str) -> None:
-        batch = self._open.pop(addr, None)
-        if batch is None:
-            return
-        if batch.timer is not None:
-            batch.timer.cancel()
-        units = [u for u in batch.units if not u.future.done()]
-        if not units:
-            return
-        task = asyncio.get_running_loop().create_task(self._call(addr, units))
-        self._in_flight[addr] = self._in_flight.get(addr, 0) + 1
-        self._calls.add(task)
-        task.add_done_callback(lambda done: self._call_done(addr, done))
-
-    def _call_done(self, addr: str, task: asyncio.Task[None]) -> None:
-        """A broker call ended: what gathered meanwhile goes out now instead of waiting for its linger."""
-        self._calls.discard(task)
-        left = self._in_flight.get(addr, 1) - 1
-        if left > 0:
-            self._in_flight[addr] = left
-        else:
-            self._in_flight.pop(addr, None)
-        if addr in self._open:
-            self._flush(addr)
 
     async def _call(self, addr: str, units: list[_Unit]) -> None:
         requests = [r for u in units for r in u.requests]
@@ -227,8 +186,5 @@ class CoalescingBrokerTransport:
 
     async def close(self) -> None:
         """Send every open batch now and wait for all broker calls to finish."""
-        for addr in list(self._open):
-            self._flush(addr)
+        await self._gate.close()
         await self.merger.close()
-        if self._calls:
-            await asyncio.gather(*self._calls, return_exceptions=True)

@@ -126,8 +126,10 @@ class ConsumerActivity:
         raise MQError(f"subscription group not exist, {group}", ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST)
 
     async def close(self) -> None:
-        """Wait for running nacks, then release the BrokerClient's streams (channels belong to the pool)."""
+        """Wait for running nacks and acks, then release the BrokerClient's streams (channels belong to the
+        pool)."""
         await self._receive.close()
+        await self._handles.close()
         await self._broker.close()
 
 

@@ -70,21 +70,19 @@ RESERVED_PROPERTIES: Final = MessageConst.RESERVED | frozenset(
         DLQ_ORIGIN_MESSAGE_ID,
     }
 )
-_DELAY_PROPERTIES: Final = (MessageConst.DELAY_TIME_LEVEL, TIMER_DELIVER_MS, TIMER_DELAY_SEC)
+_DELAY_LEVEL: Final = MessageConst.DELAY_TIME_LEVEL
+_MD5: Final = definition_pb2.DigestType.MD5
+_IDENTITY: Final = definition_pb2.Encoding.IDENTITY
 
 
 def timestamp_of_ms(ms: int) -> timestamp_pb2.Timestamp:
     """A protobuf Timestamp of ``ms`` since the epoch."""
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromMilliseconds(ms)
-    return stamp
+    return timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=ms % 1000 * 1_000_000)
 
 
 def duration_of_ms(ms: int) -> duration_pb2.Duration:
     """A protobuf Duration of ``ms``."""
-    duration = duration_pb2.Duration()
-    duration.FromMilliseconds(ms)
-    return duration
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=ms % 1000 * 1_000_000)
 
 
 def now_timestamp() -> timestamp_pb2.Timestamp:
@@ -103,7 +101,7 @@ def message_type_of(properties: dict[str, str]) -> definition_pb2.MessageType.Va
     """GrpcConverter's recomputed type: TRANSACTION, DELAY, FIFO or NORMAL."""
     if properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
         return definition_pb2.MessageType.TRANSACTION
-    if any(name in properties for name in _DELAY_PROPERTIES):
+    if _DELAY_LEVEL in properties or TIMER_DELIVER_MS in properties or TIMER_DELAY_SEC in properties:
         return definition_pb2.MessageType.DELAY
     if MessageConst.SHARDING_KEY in properties:
         return definition_pb2.MessageType.FIFO
@@ -125,55 +123,68 @@ def _delivery_ms(properties: dict[str, str]) -> int | None:
     return None
 
 
-def system_properties_of(
-    message: MessageExt, receipt_handle: str = "", invisible_ms: int | None = None
-) -> definition_pb2.SystemProperties:
-    """The v2 SystemProperties of ``message`` (see the module docstring); ``receipt_handle`` and
-    ``invisible_ms`` only for a popped message."""
+def fill_system_properties(
+    system: definition_pb2.SystemProperties,
+    message: MessageExt,
+    receipt_handle: str = "",
+    invisible_ms: int | None = None,
+) -> None:
+    """Set the v2 SystemProperties of ``message`` on ``system`` in place (see the module docstring);
+    ``receipt_handle`` and ``invisible_ms`` only for a popped message. In place: no nested message is built and
+    copied (this runs once per delivered message)."""
     props = message.properties
-    system = definition_pb2.SystemProperties(
-        keys=message.keys,
-        message_id=message.uniq_key or message.offset_msg_id,
-        body_digest=definition_pb2.Digest(
-            type=definition_pb2.DigestType.MD5, checksum=hashlib.md5(message.body).hexdigest().upper()
-        ),
-        body_encoding=definition_pb2.Encoding.IDENTITY,
-        message_type=message_type_of(props),
-        born_timestamp=timestamp_of_ms(message.born_timestamp_ms),
-        born_host=props.get(BORN_HOST) or _host(message.born_host),
-        store_timestamp=timestamp_of_ms(message.store_timestamp_ms),
-        store_host=_host(message.store_host),
-        queue_id=message.queue_id,
-        queue_offset=message.queue_offset,
-        delivery_attempt=message.reconsume_times + 1,
-    )
-    if message.tags is not None:
-        system.tag = message.tags
+    system.keys.extend(message.keys)
+    system.message_id = message.uniq_key or message.offset_msg_id
+    system.body_digest.type = _MD5
+    system.body_digest.checksum = hashlib.md5(message.body).hexdigest().upper()
+    system.body_encoding = _IDENTITY
+    system.message_type = message_type_of(props)
+    _set_ms(system.born_timestamp, message.born_timestamp_ms)
+    system.born_host = props.get(BORN_HOST) or _host(message.born_host)
+    _set_ms(system.store_timestamp, message.store_timestamp_ms)
+    system.store_host = _host(message.store_host)
+    system.queue_id = message.queue_id
+    system.queue_offset = message.queue_offset
+    system.delivery_attempt = message.reconsume_times + 1
+    tags = message.tags
+    if tags is not None:
+        system.tag = tags
     if receipt_handle:
         system.receipt_handle = receipt_handle
     if invisible_ms is not None:
-        system.invisible_duration.CopyFrom(duration_of_ms(invisible_ms))
+        _set_ms(system.invisible_duration, invisible_ms)
     if MessageConst.SHARDING_KEY in props:
         system.message_group = props[MessageConst.SHARDING_KEY]
     if TRACE_CONTEXT in props:
         system.trace_context = props[TRACE_CONTEXT]
     delivery_ms = _delivery_ms(props)
     if delivery_ms is not None:
-        system.delivery_timestamp.CopyFrom(timestamp_of_ms(delivery_ms))
+        _set_ms(system.delivery_timestamp, delivery_ms)
     if DLQ_ORIGIN_TOPIC in props and DLQ_ORIGIN_MESSAGE_ID in props:
         system.dead_letter_queue.topic = props[DLQ_ORIGIN_TOPIC]
         system.dead_letter_queue.message_id = props[DLQ_ORIGIN_MESSAGE_ID]
-    return system
+
+
+def _set_ms(target: timestamp_pb2.Timestamp | duration_pb2.Duration, ms: int) -> None:
+    target.seconds = ms // 1000
+    target.nanos = ms % 1000 * 1_000_000
+
+
+def fill_message(
+    target: definition_pb2.Message, message: MessageExt, receipt_handle: str = "", invisible_ms: int | None = None
+) -> None:
+    """Set the v2 Message of a decoded record (body already inflated) on an empty ``target`` in place, e.g. the
+    ``message`` field of a response being built. Mirrors GrpcConverter#buildMessage."""
+    target.topic.name = original_topic(message)
+    target.user_properties.update({k: v for k, v in message.properties.items() if k not in RESERVED_PROPERTIES})
+    fill_system_properties(target.system_properties, message, receipt_handle, invisible_ms)
+    target.body = message.body
 
 
 def message_to_v2(
     message: MessageExt, receipt_handle: str = "", invisible_ms: int | None = None
 ) -> definition_pb2.Message:
-    """The v2 Message of a decoded record (body already inflated). Mirrors GrpcConverter#buildMessage."""
-    user = {k: v for k, v in message.properties.items() if k not in RESERVED_PROPERTIES}
-    return definition_pb2.Message(
-        topic=definition_pb2.Resource(name=original_topic(message)),
-        user_properties=user,
-        system_properties=system_properties_of(message, receipt_handle, invisible_ms),
-        body=message.body,
-    )
+    """The v2 Message of a decoded record (:func:`fill_message` on a new Message)."""
+    target = definition_pb2.Message()
+    fill_message(target, message, receipt_handle, invisible_ms)
+    return target

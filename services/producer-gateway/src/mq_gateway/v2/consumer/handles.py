@@ -19,19 +19,21 @@ from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.broker_client import BrokerClient
 from mq_client.pop_calls import PopBrokerCalls
 from mq_common.protocol import (
-    AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     ReceiptHandle,
 )
 
 from mq_gateway.v2.codes import RECEIPT_HANDLE_OVERRIDES, Code, V2Error, ok_status, status_of, v2_code_for
+from mq_gateway.v2.consumer.ack_batcher import AckBatcher, AckTarget
 from mq_gateway.v2.consumer.config import ConsumerActivityConfig
 from mq_gateway.v2.consumer.validation import check_group, check_invisible_time, check_topic, duration_ms
 from mq_gateway.v2.routes import TopicRouteCache
 
 MAX_ACK_ENTRIES: Final = 1_024
 """Entries one AckMessage may carry; more is BAD_REQUEST."""
+_OK: Final = ok_status()
+"""Shared, never mutated: response constructors copy it."""
 DLQ_DELAY_LEVEL: Final = -1
 """ConsumerSendMsgBack's delay level that stores the message on %DLQ%<group> at once."""
 
@@ -53,6 +55,11 @@ def common_status(statuses: Sequence[definition_pb2.Status]) -> definition_pb2.S
     return definition_pb2.Status(code=Code.MULTIPLE_RESULTS, message="ack results differ")
 
 
+def _status_of_result(code: int, remark: str) -> definition_pb2.Status:
+    v2_code = v2_code_for(code, RECEIPT_HANDLE_OVERRIDES)
+    return _OK if v2_code == Code.OK else definition_pb2.Status(code=v2_code, message=remark or str(code))
+
+
 class ReceiptHandleActivity:
     """Ack, change of invisible time and forward to the DLQ by receipt handle, on the broker the handle names."""
 
@@ -63,6 +70,8 @@ class ReceiptHandleActivity:
         self._pop = pop
         self._broker = broker
         self._config = config
+        self.acks = AckBatcher(pop.ack_message, config.broker_timeout_ms)
+        """Concurrent acks of one broker, group and topic share one broker call (ack_batcher)."""
 
     async def ack_message(self, request: service_pb2.AckMessageRequest) -> service_pb2.AckMessageResponse:
         """One entry status per request entry (handles of one broker acked in one call), top-level status by
@@ -73,7 +82,7 @@ class ReceiptHandleActivity:
                 raise V2Error(Code.BAD_REQUEST, f"more than {MAX_ACK_ENTRIES} entries in one ack")
         except V2Error as exc:
             return service_pb2.AckMessageResponse(status=status_of(exc))
-        statuses: list[definition_pb2.Status] = [ok_status()] * len(request.entries)
+        statuses: list[definition_pb2.Status] = [_OK] * len(request.entries)
         by_broker: dict[str, list[int]] = defaultdict(list)
         for index, entry in enumerate(request.entries):
             try:
@@ -81,9 +90,13 @@ class ReceiptHandleActivity:
             except Exception as exc:
                 statuses[index] = status_of(exc, RECEIPT_HANDLE_OVERRIDES)
         handles = [e.receipt_handle for e in request.entries]
-        outcomes = await asyncio.gather(
-            *(self._ack_on(group, topic, name, [handles[i] for i in idx]) for name, idx in by_broker.items())
-        )
+        if len(by_broker) == 1:  # the usual case (an SDK acks one message per call): no task for a gather
+            [(name, indexes)] = by_broker.items()
+            outcomes = [await self._ack_on(group, topic, name, [handles[i] for i in indexes])]
+        else:
+            outcomes = await asyncio.gather(
+                *(self._ack_on(group, topic, name, [handles[i] for i in idx]) for name, idx in by_broker.items())
+            )
         for indexes, outcome in zip(by_broker.values(), outcomes, strict=True):
             for index, status in zip(indexes, outcome, strict=True):
                 statuses[index] = status
@@ -104,25 +117,22 @@ class ReceiptHandleActivity:
     async def ack_statuses(
         self, group: str, topic: str, broker_name: str, handles: list[str]
     ) -> list[definition_pb2.Status]:
-        """Ack ``handles`` (all of ``broker_name``) in one broker call: one status per handle (OK, or
+        """Ack ``handles`` (all of ``broker_name``, at most MAX_ACK_ENTRIES) in one broker call, shared with
+        concurrent acks of the same broker, group and topic (:class:`AckBatcher`): one status per handle (OK, or
         INVALID_RECEIPT_HANDLE for a spent one, ...). Raises MQError / transport errors for a refused call."""
         addr = await self._routes.master_addr(topic, broker_name)
-        header = AckMessageRequestHeader(consumer_group=group, topic=topic, receipt_handles=tuple(handles))
-        answer = await self._pop.ack_message(addr, header, self._config.broker_timeout_ms, broker_name)
-        codes = answer.codes or (answer.code,) * len(handles)
-        remarks = tuple(answer.remarks) + ("",) * (len(codes) - len(answer.remarks))
-        statuses: list[definition_pb2.Status] = []
-        for code, remark in zip(codes, remarks, strict=False):
-            v2_code = v2_code_for(code, RECEIPT_HANDLE_OVERRIDES)
-            ok = v2_code == Code.OK
-            statuses.append(ok_status() if ok else definition_pb2.Status(code=v2_code, message=remark or str(code)))
-        return statuses
+        results = await self.acks.ack(AckTarget(addr, broker_name, group, topic), tuple(handles))
+        return [_status_of_result(code, remark) for code, remark in results]
 
     async def ack(self, group: str, topic: str, broker_name: str, handles: list[str]) -> None:
         """:meth:`ack_statuses`, raising V2Error with the first refused handle's status."""
         for status in await self.ack_statuses(group, topic, broker_name, handles):
             if status.code != Code.OK:
                 raise V2Error(status.code, status.message)
+
+    async def close(self) -> None:
+        """Send the acks still gathering and wait for the broker calls under way."""
+        await self.acks.close()
 
     async def change_invisible_duration(
         self, request: service_pb2.ChangeInvisibleDurationRequest

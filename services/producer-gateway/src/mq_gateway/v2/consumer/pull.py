@@ -27,7 +27,7 @@ from mq_common.response_code import ResponseCode
 
 from mq_gateway.v2.codes import Code, V2Code, V2Error, ok_status, status_of
 from mq_gateway.v2.consumer.config import ConsumerActivityConfig
-from mq_gateway.v2.consumer.converter import message_to_v2
+from mq_gateway.v2.consumer.converter import fill_message
 from mq_gateway.v2.consumer.groups import SubscriptionGroupCache
 from mq_gateway.v2.consumer.validation import check_group, check_topic, duration_ms, tag_expression
 from mq_gateway.v2.routes import TopicRouteCache
@@ -229,7 +229,9 @@ class PullSideActivity:
         code, text = _PULL_STATUS[result.status]
         yield service_pb2.PullMessageResponse(status=definition_pb2.Status(code=code, message=text))
         for message in result.messages:
-            yield service_pb2.PullMessageResponse(message=message_to_v2(message))
+            response = service_pb2.PullMessageResponse()
+            fill_message(response.message, message)
+            yield response
         yield service_pb2.PullMessageResponse(next_offset=result.next_begin_offset)
 
     def _pull_times(self, request: service_pb2.PullMessageRequest, time_remaining_ms: float | None) -> tuple[int, int]:

@@ -25,7 +25,7 @@ from mq_common.protocol import ConsumeInitMode, PopMessageRequestHeader, PoppedM
 
 from mq_gateway.v2.codes import Code, V2Error, ok_status, status_of
 from mq_gateway.v2.consumer.config import ConsumerActivityConfig
-from mq_gateway.v2.consumer.converter import message_to_v2, now_timestamp
+from mq_gateway.v2.consumer.converter import fill_message, now_timestamp
 from mq_gateway.v2.consumer.groups import SubscriptionGroupCache
 from mq_gateway.v2.consumer.handles import ReceiptHandleActivity
 from mq_gateway.v2.consumer.validation import (
@@ -108,9 +108,11 @@ class ReceiveActivity:
         handed_over = 0
         try:
             yield service_pb2.ReceiveMessageResponse(status=ok_status())
+            invisible_ms = result.invisible_time_ms
             for popped in found:
-                message = message_to_v2(popped.message, popped.receipt_handle, result.invisible_time_ms)
-                yield service_pb2.ReceiveMessageResponse(message=message)
+                response = service_pb2.ReceiveMessageResponse()
+                fill_message(response.message, popped.message, popped.receipt_handle, invisible_ms)
+                yield response
                 handed_over += 1
         finally:
             if handed_over < len(found):
