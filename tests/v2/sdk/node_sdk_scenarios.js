@@ -96,27 +96,51 @@ async function drain(cfg) {
   });
 }
 
-// Receive `count` messages; ack all but the last two; the second last gets changeInvisibleDuration(change_s)
-// and is acked with the new handle; the last is left unacked and received again once its invisible time
-// passed, then acked; a last receive must come back empty.
+// Receive `count` messages (invisible invisible_s), acking each at once (handles stay fresh however long the
+// receiving takes) but two: the first gets changeInvisibleDuration(change_s) and is acked with the new handle; the
+// second is left unacked and received again once its invisible time passed, then acked; a last receive must come
+// back empty.
 async function simple(cfg) {
   return withConsumer(cfg, async (consumer) => {
-    const first = await receiveUntil(consumer, cfg, (got) => got.length >= cfg.count);
-    const receivedAt = now();
-    const acked = first.slice(0, -2);
-    const [changed, left] = first.slice(-2);
-    for (const message of acked) await consumer.ack(message);
-    const oldHandle = changed.receiptHandle;
-    await consumer.changeInvisibleDuration(changed, cfg.change_s * 1000);
-    const newHandle = changed.receiptHandle;
-    await consumer.ack(changed);
-    const again = await receiveUntil(consumer, cfg, (got) => got.some((m) => m.messageId === left.messageId));
-    const againAfter = now() - receivedAt;
-    for (const message of again) await consumer.ack(message);
-    const after = await consumer.receive(RECEIVE_BATCH, (cfg.invisible_s ?? 20) * 1000);
+    const first = [];
+    const again = [];
+    let changed = null;
+    let left = null;
+    let leftAt = 0;
+    let againAfter = 0;
+    const seen = (message) => first.some((m) => m.messageId === message.messageId);
+    const done = () => first.length >= cfg.count && left !== null && again.some((m) => m.messageId === left.messageId);
+    const deadline = now() + cfg.deadline_s;
+    while (!done()) {
+      if (now() > deadline) {
+        throw new DeadlinePassed(`deadline passed: ${JSON.stringify({ first: first.map(view), again: again.map(view) })}`);
+      }
+      const batch = await consumer.receive(RECEIVE_BATCH, cfg.invisible_s * 1000);
+      const receivedAt = now();
+      for (const message of batch) {
+        if (seen(message)) {
+          again.push(message);
+          againAfter = receivedAt - leftAt;
+          await consumer.ack(message);
+        } else if (changed === null) {
+          first.push(message);
+          const oldHandle = message.receiptHandle;
+          await consumer.changeInvisibleDuration(message, cfg.change_s * 1000);
+          changed = { message_id: message.messageId, handle_changed: oldHandle !== message.receiptHandle };
+          await consumer.ack(message);
+        } else if (left === null) {
+          first.push(message);
+          [left, leftAt] = [message, receivedAt];
+        } else {
+          first.push(message);
+          await consumer.ack(message);
+        }
+      }
+    }
+    const after = await consumer.receive(RECEIVE_BATCH, cfg.invisible_s * 1000);
     return {
       first: first.map(view),
-      changed: { message_id: changed.messageId, handle_changed: oldHandle !== newHandle },
+      changed,
       left: left.messageId,
       again: again.map(view),
       again_after_s: againAfter,

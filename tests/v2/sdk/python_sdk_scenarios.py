@@ -104,32 +104,63 @@ def drain(cfg: dict[str, Any]) -> dict[str, Any]:
         consumer.shutdown()
 
 
+class SimpleRun:
+    """The simple scenario's state: the first delivery of each message, redeliveries, the changed and left one."""
+
+    def __init__(self, consumer: SimpleConsumer, cfg: dict[str, Any]) -> None:
+        self.consumer, self.cfg = consumer, cfg
+        self.first: list[Any] = []
+        self.again: list[Any] = []
+        self.changed: dict[str, Any] = {}
+        self.left: Any = None
+        self.left_at = self.again_after_s = 0.0
+
+    def done(self) -> bool:
+        left_back = self.left is not None and any(m.message_id == self.left.message_id for m in self.again)
+        return len(self.first) >= self.cfg["count"] and left_back
+
+    def take(self, message: Any, received_at: float) -> None:
+        """Ack at once (handles stay fresh however long the receiving takes), except: the first message gets
+        change_invisible_duration then is acked with the new handle; the second is left unacked."""
+        if any(m.message_id == message.message_id for m in self.first):
+            self.again.append(message)
+            self.again_after_s = received_at - self.left_at
+            self.consumer.ack(message)
+            return
+        self.first.append(message)
+        if not self.changed:
+            old_handle = message.receipt_handle
+            self.consumer.change_invisible_duration(message, self.cfg["change_s"])
+            self.changed = {"message_id": message.message_id, "handle_changed": old_handle != message.receipt_handle}
+            self.consumer.ack(message)
+        elif self.left is None:
+            self.left, self.left_at = message, received_at
+        else:
+            self.consumer.ack(message)
+
+
 def simple(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Receive ``count`` messages (invisible ``invisible_s``); ack all but the last two; the second last gets
-    change_invisible_duration(``change_s``) and is acked with the new handle; the last is left unacked and
+    """Receive ``count`` messages (invisible ``invisible_s``), acking each at once but two: the first gets
+    change_invisible_duration(``change_s``) and is acked with the new handle; the second is left unacked and
     received again once its invisible time passed, then acked; a last receive must come back empty."""
     consumer = simple_consumer(cfg)
     try:
-        first = receive_until(consumer, cfg, lambda got: len(got) >= cfg["count"])
-        received_at = time.monotonic()
-        *acked, changed, left = first
-        for message in acked:
-            consumer.ack(message)
-        old_handle = changed.receipt_handle
-        consumer.change_invisible_duration(changed, cfg["change_s"])
-        new_handle = changed.receipt_handle
-        consumer.ack(changed)
-        again = receive_until(consumer, cfg, lambda got: any(m.message_id == left.message_id for m in got))
-        elapsed_s = time.monotonic() - received_at
-        for message in again:
-            consumer.ack(message)
-        after = consumer.receive(RECEIVE_BATCH, cfg.get("invisible_s", 20))
+        run = SimpleRun(consumer, cfg)
+        deadline = time.monotonic() + cfg["deadline_s"]
+        while not run.done():
+            if time.monotonic() > deadline:
+                fail(f"deadline passed: first {[view(m) for m in run.first]}, again {[view(m) for m in run.again]}")
+            batch = consumer.receive(RECEIVE_BATCH, cfg["invisible_s"])
+            received_at = time.monotonic()
+            for message in batch:
+                run.take(message, received_at)
+        after = consumer.receive(RECEIVE_BATCH, cfg["invisible_s"])
         return {
-            "first": [view(m) for m in first],
-            "changed": {"message_id": changed.message_id, "handle_changed": old_handle != new_handle},
-            "left": left.message_id,
-            "again": [view(m) for m in again],
-            "again_after_s": elapsed_s,
+            "first": [view(m) for m in run.first],
+            "changed": run.changed,
+            "left": run.left.message_id,
+            "again": [view(m) for m in run.again],
+            "again_after_s": run.again_after_s,
             "after": [view(m) for m in after],
         }
     finally:
