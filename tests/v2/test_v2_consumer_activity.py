@@ -396,3 +396,27 @@ async def test_pull_api_round_trip(activity: ConsumerActivity, producer: Default
     assert (await activity.query_offset(no_time, CTX)).status.code == Code.BAD_REQUEST
     negative = service_pb2.UpdateOffsetRequest(group=resource(group), message_queue=queue, offset=-1)
     assert (await activity.update_offset(negative, CTX)).status.code == Code.ILLEGAL_OFFSET
+
+
+async def test_a_receive_named_for_an_empty_broker_takes_another_brokers_messages_at_once(
+    cluster: LocalCluster, activity: ConsumerActivity, producer: DefaultMQProducer, request: pytest.FixtureRequest
+) -> None:
+    # The SDKs round-robin receives over every read queue of every broker: a receive naming an empty broker must
+    # not long-poll it while another broker holds messages.
+    topic = await make_topic(cluster, request.node.name)
+    sent = await send_all(producer, topic, 8)
+    stored_on = {m.store_host for m in await stored(cluster, topic, 8)}
+    assert len(stored_on) == 2  # round robin over both brokers' queues
+    group = "v2c_other_broker"
+    got: list[definition_pb2.Message] = []
+    for _ in range(8):
+        # once broker-a is empty, a receive naming it answers broker-b's messages (not MESSAGE_NOT_FOUND after
+        # its 20 s poll)
+        answer = await receive(activity, receive_request(group, topic, broker_name="broker-a", poll_ms=20_000))
+        assert answer.status.code == Code.OK, answer.status
+        got += answer.messages
+        if len(got) >= 8:
+            break
+    assert sorted(m.body for m in got) == sorted(sent.values())
+    ack = await activity.ack_message(ack_request(group, topic, got), CTX)
+    assert ack.status.code == Code.OK

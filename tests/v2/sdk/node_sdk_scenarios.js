@@ -65,14 +65,16 @@ async function simpleConsumer(cfg) {
   return consumer;
 }
 
-async function receiveUntil(consumer, cfg, done) {
+async function receiveUntil(consumer, cfg, done, onBatch = async () => {}) {
   const received = [];
   const deadline = now() + cfg.deadline_s;
   while (!done(received)) {
     if (now() > deadline) {
       throw new DeadlinePassed(`deadline passed with ${JSON.stringify(received.map(view))}`);
     }
-    received.push(...(await consumer.receive(RECEIVE_BATCH, (cfg.invisible_s ?? 20) * 1000)));
+    const batch = await consumer.receive(RECEIVE_BATCH, (cfg.invisible_s ?? 20) * 1000);
+    await onBatch(batch);
+    received.push(...batch);
   }
   return received;
 }
@@ -90,8 +92,11 @@ async function withConsumer(cfg, body) {
 async function drain(cfg) {
   return withConsumer(cfg, async (consumer) => {
     const distinct = (got) => new Set(got.map((m) => m.messageId)).size >= cfg.count;
-    const received = await receiveUntil(consumer, cfg, distinct);
-    for (const message of received) await consumer.ack(message);
+    // acked at once: handles stay fresh however long the receiving takes
+    const ackAll = async (batch) => {
+      for (const message of batch) await consumer.ack(message);
+    };
+    const received = await receiveUntil(consumer, cfg, distinct, ackAll);
     return { messages: received.map(view) };
   });
 }

@@ -96,9 +96,15 @@ def drain(cfg: dict[str, Any]) -> dict[str, Any]:
     """Receive and ack until ``count`` distinct messages came: their views (plus any redelivery seen)."""
     consumer = simple_consumer(cfg)
     try:
-        received = receive_until(consumer, cfg, lambda got: len({m.message_id for m in got}) >= cfg["count"])
-        for message in received:
-            consumer.ack(message)
+        received: list[Any] = []
+        deadline = time.monotonic() + cfg["deadline_s"]
+        while len({m.message_id for m in received}) < cfg["count"]:
+            if time.monotonic() > deadline:
+                fail(f"deadline passed with {len(received)} message(s): {[view(m) for m in received]}")
+            batch = consumer.receive(RECEIVE_BATCH, cfg.get("invisible_s", 20))
+            for message in batch:  # acked at once: handles stay fresh however long the receiving takes
+                consumer.ack(message)
+            received += batch
         return {"messages": [view(m) for m in received]}
     finally:
         consumer.shutdown()
