@@ -55,7 +55,7 @@ def v2_call(stubs: Sequence[service_pb2_grpc.MessagingServiceStub], topic: str) 
         topic=definition_pb2.Resource(name=topic),
         body=BODY,
         system_properties=definition_pb2.SystemProperties(
-            message_id="0102FC000000013D600B1777E800000000", message_type=definition_pb2.NORMAL, born_host="10.0.0.1"
+            message_id="0102FC000000013D600B1777E800000000", message_type=definition_pb2.NORMAL, born_host="127.0.0.21"
         ),
     )
     request = service_pb2.SendMessageRequest(messages=[message])

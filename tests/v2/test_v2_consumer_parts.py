@@ -125,7 +125,7 @@ def _stored(topic: str, properties: dict[str, str], reconsume_times: int = 0) ->
         store_size=200,
         sys_flag=0,
         born_timestamp_ms=1_700_000_000_123,
-        born_host=("10.0.0.1", 5555),
+        born_host=("127.0.0.21", 5555),
         store_timestamp_ms=1_700_000_000_456,
         store_host=("127.0.0.1", 10911),
         reconsume_times=reconsume_times,
@@ -140,7 +140,7 @@ def test_a_retry_record_shows_its_original_topic_and_attempt() -> None:
         "KEYS": "k1 k2",
         "RECONSUME_TIME": "2",
         "POP_CK": "x",
-        "__BORNHOST": "10.9.9.9:1",
+        "__BORNHOST": "127.0.0.22:1",
         "color": "red",
     }
     message = message_to_v2(_stored("%RETRY%g", properties, reconsume_times=2), "h 1", 30_000)
@@ -150,7 +150,7 @@ def test_a_retry_record_shows_its_original_topic_and_attempt() -> None:
     assert (system.message_id, system.tag, list(system.keys)) == ("AB12", "t", ["k1", "k2"])
     assert (system.delivery_attempt, system.receipt_handle, system.queue_id, system.queue_offset) == (3, "h 1", 2, 7)
     assert system.invisible_duration.ToMilliseconds() == 30_000
-    assert (system.born_host, system.store_host) == ("10.9.9.9:1", "127.0.0.1:10911")
+    assert (system.born_host, system.store_host) == ("127.0.0.22:1", "127.0.0.1:10911")
     assert system.born_timestamp.ToMilliseconds() == 1_700_000_000_123
     assert system.body_digest.checksum == hashlib.md5(b"hello").hexdigest().upper()
     assert not system.HasField("delivery_timestamp")

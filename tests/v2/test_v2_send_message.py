@@ -42,7 +42,7 @@ async def test_a_message_is_stored_with_every_mapped_property(gateway: Gateway, 
         tag="TagA",
         keys=["k1", "k2"],
         born_timestamp=timestamp_pb2.Timestamp(seconds=1_700_000_000, nanos=123_000_000),
-        born_host="10.1.2.3",
+        born_host="127.0.0.23",
         trace_context="00-trace-01",
         body_encoding=definition_pb2.IDENTITY,
     )
@@ -61,7 +61,7 @@ async def test_a_message_is_stored_with_every_mapped_property(gateway: Gateway, 
     assert props["KEYS"] == "k1 k2"
     assert (props["color"], props["size"]) == ("red", "L")
     assert props["BORN_TIMESTAMP"] == "1700000000123"
-    assert props["__BORNHOST"] == "10.1.2.3"
+    assert props["__BORNHOST"] == "127.0.0.23"
     assert props["TRACE_CONTEXT"] == "00-trace-01"
     assert props["PGROUP"] == topic
     assert "__SHARDINGKEY" not in props

@@ -105,11 +105,11 @@ def test_queue_order_is_read_only_then_write_only_then_read_write() -> None:
         ("b4", 0, W), ("b4", 1, W),
     ]  # fmt: skip
     assert {q.broker.id for q in queues} == {0}
-    assert address_scheme("10.0.0.1") == definition_pb2.IPv4
+    assert address_scheme("127.0.0.21") == definition_pb2.IPv4
     assert address_scheme("::1") == definition_pb2.IPv6
     assert address_scheme("gw.example") == definition_pb2.DOMAIN_NAME
     assert advertised_host("0.0.0.0") == socket.gethostname()
-    assert advertised_host("10.0.0.7") == "10.0.0.7"
+    assert advertised_host("127.0.0.25") == "127.0.0.25"
 
 
 async def test_lifecycle_and_not_yet_rpcs(gateway: Gateway) -> None:
