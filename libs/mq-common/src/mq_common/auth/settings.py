@@ -49,7 +49,8 @@ def _json_fields(kind: str, text: str, names: tuple[str, str]) -> tuple[str, str
 class AuthSettings(BaseModel):
     """Authentication and authorisation settings (a mixin of a service's settings)."""
 
-    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True)
+    # hide_input_in_errors: a malformed secret JSON must not be echoed in the start-up error.
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, hide_input_in_errors=True)
 
     authentication_enabled: bool = Field(
         default=False,
