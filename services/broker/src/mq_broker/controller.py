@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import replace
+from pathlib import Path
 from typing import Final
 
 from mq.broker.v1 import broker_pb2_grpc
+from mq_common.auth.signature import SignatureVerifier
 from mq_common.channels import ChannelPool
 from mq_common.codec import host_to_bytes
 from mq_common.constants import MixAll, PermName
@@ -28,6 +30,9 @@ from mq_common.protocol import BrokerRegistration
 from mq_common.request_context import RequestContextInterceptor
 
 from mq_broker.admin_processor import AdminBrokerProcessor
+from mq_broker.auth.bootstrap import init_authentication_user, inner_client_user
+from mq_broker.auth.guard import BrokerAuthGuard
+from mq_broker.auth.metadata_manager import AuthMetadataManager
 from mq_broker.consumer.consumer_manager import SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_MS, ConsumerManager
 from mq_broker.consumer.long_polling import LongPollingService
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
@@ -78,6 +83,7 @@ class BrokerController:
         self.pull_processor: PullMessageProcessor | None = None
         self.pop: PopService | None = None
         self.metrics: BrokerMetrics | None = None
+        self.auth_metadata: AuthMetadataManager | None = None
         if settings.metrics_port:
             self.metrics = BrokerMetrics(
                 NodeIdentity(settings.cluster_name, "broker", settings.broker_name),
@@ -139,6 +145,11 @@ class BrokerController:
             await asyncio.to_thread(store.shutdown)
             raise StoreStartError(str(exc)) from exc
         self.topics, self.subscription_groups, self.consumer_offsets = topics, groups, offsets
+        try:
+            self.auth_metadata = await self._load_auth(config_dir)
+        except ValueError as exc:
+            await asyncio.to_thread(store.shutdown)
+            raise StoreStartError(str(exc)) from exc
         self._build_processors(server, store, topics)
         self._start_metrics(store, topics)
         assert self.pop is not None
@@ -148,6 +159,29 @@ class BrokerController:
         offsets.start()
         self._scan_task = asyncio.create_task(self._scan_not_active_consumers())
         self._start_registration(topics)
+
+    async def _load_auth(self, config_dir: Path) -> AuthMetadataManager:
+        """Users and ACLs (config/users.json, config/acls.json) plus the super users of the settings, created when
+        missing (AuthenticationMetadataManagerImpl#initUser). Raises ValueError (unusable file, bad init user)."""
+        s = self.settings
+        metadata = AuthMetadataManager(config_dir, max_users=s.auth_max_users, max_acls=s.auth_max_acls)
+        await asyncio.to_thread(metadata.load)
+        wanted = (
+            init_authentication_user(s.init_authentication_user),
+            inner_client_user(s.inner_client_authentication_credentials),
+        )
+        await metadata.init_users(u for u in wanted if u is not None)
+        return metadata
+
+    def _auth_guard(self) -> BrokerAuthGuard:
+        s = self.settings
+        assert self.auth_metadata is not None
+        return BrokerAuthGuard(
+            self.auth_metadata,
+            SignatureVerifier(s.auth_clock_skew_ms, s.auth_replay_window_ms),
+            authentication_enabled=s.authentication_enabled,
+            authorization_enabled=s.authorization_enabled,
+        )
 
     async def _scan_not_active_consumers(self) -> None:
         """BrokerController's ClientHousekeepingService: drop silent consumer instances every 10 s."""
@@ -183,6 +217,8 @@ class BrokerController:
             consumer=self.consumer_manage_processor,
             send_back=send_back,
             pop=pop,
+            auth_metadata=self.auth_metadata,
+            auth_guard=self._auth_guard(),
         )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
 

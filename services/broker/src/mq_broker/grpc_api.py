@@ -15,12 +15,14 @@ see mq_common.protocol.topic). As a client of the name servers the broker uses m
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final, TypeVar
 
 import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
+from mq_common.auth.model import Action, Resource
 from mq_common.errors import MQError
 from mq_common.logging import get_logger
 from mq_common.protocol.convert import (
@@ -64,6 +66,9 @@ from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
 
 from mq_broker.admin_processor import AdminBrokerProcessor
+from mq_broker.auth.grpc_api import AuthServicerMixin
+from mq_broker.auth.guard import BrokerAuthGuard, Caller
+from mq_broker.auth.metadata_manager import AuthMetadataManager
 from mq_broker.consumer.pop.service import PopService
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.pull_processor import PullMessageProcessor
@@ -80,6 +85,8 @@ MAX_OFFSETS_PER_UPDATE: Final = 10_000
 """Offsets one UpdateConsumerOffsets call may carry (more: INVALID_PARAMETER)."""
 _Resp = TypeVar("_Resp")
 _Context = grpc.aio.ServicerContext[object, object]
+# The SendStream caller (or why it was refused), set when the stream opens; its frame tasks inherit it.
+_STREAM_CALLER: contextvars.ContextVar[Caller | MQError | None] = contextvars.ContextVar("stream_caller", default=None)
 
 # --- translation ----------------------------------------------------------------------------------------------------
 
@@ -108,13 +115,18 @@ async def _guard(rpc: str, make_error: Callable[..., _Resp], handler: Callable[[
         return make_error(code=ResponseCode.SYSTEM_ERROR, remark=f"{rpc} failed: {type(exc).__name__}: {exc}")
 
 
-class BrokerServicer(broker_pb2_grpc.BrokerServicer):
+class BrokerServicer(AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
     """mq.broker.v1.Broker over the send, pull and admin processors. Runs on the service's asyncio loop.
 
     ``observe`` (method, response code name, ms) is told about every SendStream frame, as the request-context
     interceptor does for unary calls; the method label names what the frame carried: ``SendBatch`` (a
     SendBatchRequest) or ``SendMessageBatch`` (a SendMessageBatchRequest), the names of the unary RPCs these
     frames replaced, so dashboards and alert rules keep working.
+
+    ``auth_guard`` (mq_broker.auth.guard) checks callers when auth is on: admin RPCs need a super user or a
+    component, sends Pub on each topic, pulls/pops/acks/offsets Sub on the topic and the group; a refusal is
+    NO_PERMISSION 16 (a SendStream frame: every request of the frame) and changes nothing. ``auth_metadata``
+    serves the user/ACL RPCs (mq_broker.auth.grpc_api).
     """
 
     def __init__(
@@ -128,7 +140,11 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         consumer: ConsumerManageProcessor | None = None,
         send_back: ConsumerSendMsgBackProcessor,
         pop: PopService | None = None,
+        auth_metadata: AuthMetadataManager | None = None,
+        auth_guard: BrokerAuthGuard | None = None,
     ) -> None:
+        self._auth_metadata = auth_metadata
+        self._auth_guard = auth_guard
         self._send = send
         self._pull = pull
         self._send_back = send_back
@@ -139,6 +155,35 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self._streams: SendStreamSessions[broker_pb2.SendStreamRequest, broker_pb2.SendStreamResponse] = (
             SendStreamSessions(self._send_frame, _frame_failed, observe)
         )
+
+    async def _run(self, rpc: str, make_error: Callable[..., _Resp], handler: Callable[[], Awaitable[_Resp]]) -> _Resp:
+        return await _guard(rpc, make_error, handler)
+
+    def _require(self, caller: Caller, *checks: tuple[Resource, Action]) -> None:
+        """Each (resource, action) when authorization is on. Raises MQError NO_PERMISSION 16."""
+        if self._auth_guard is not None:
+            for resource, action in checks:
+                self._auth_guard.require(caller, resource, action)
+
+    def _require_sub(self, context: _Context, topic: str, group: str) -> None:
+        """Sub on ``topic`` and on ``group`` for the caller of ``context``. Raises MQError NO_PERMISSION 16."""
+        caller = self._caller(context)
+        self._require(caller, (Resource.of_topic(topic), Action.SUB), (Resource.of_group(group), Action.SUB))
+
+    def _frame_refusal(self, frame: broker_pb2.SendStreamRequest) -> MQError | None:
+        """Why the stream's caller may not send ``frame`` (Pub on each of its topics), None when it may."""
+        caller = _STREAM_CALLER.get()
+        if caller is None or isinstance(caller, MQError):
+            return caller
+        if frame.WhichOneof("send") == "message_batch":
+            topics = {frame.message_batch.topic}
+        else:
+            topics = {r.topic for r in frame.batch.requests}
+        try:
+            self._require(caller, *((Resource.of_topic(t), Action.PUB) for t in sorted(topics)))
+        except MQError as exc:
+            return exc
+        return None
 
     def close_send_streams(self) -> None:
         """Broker shutdown, after the send processor stopped accepting: every SendStream stops reading, answers
@@ -168,6 +213,10 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     async def SendStream(
         self, request_iterator: AsyncIterator[broker_pb2.SendStreamRequest], context: _Context
     ) -> AsyncIterator[broker_pb2.SendStreamResponse]:
+        try:
+            _STREAM_CALLER.set(self._caller(context))
+        except MQError as exc:
+            _STREAM_CALLER.set(exc)
         async for answer in self._streams.serve(request_iterator, peer_to_host_port(context.peer())):
             yield answer
 
@@ -190,6 +239,8 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             refused = _frame_refused(frame, ResponseCode.SYSTEM_BUSY, remark)
         elif kind == "batch" and len(frame.batch.requests) > MAX_SEND_BATCH_COUNT:
             refused = _frame_refused(frame, ResponseCode.INVALID_PARAMETER, _too_many_remark(len(frame.batch.requests)))
+        elif (denied := self._frame_refusal(frame)) is not None:
+            refused = _frame_refused(frame, denied.code, denied.remark)
         if refused is not None:
             return method, refused, refused
         if kind == "message_batch":
@@ -202,6 +253,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.PullMessageRequest, context: _Context
     ) -> broker_pb2.PullMessageResponse:
         async def handle() -> broker_pb2.PullMessageResponse:
+            self._require_sub(context, request.topic, request.consumer_group)
             reply = await self._pull.pull(pull_request_from_proto(request), peer_to_host_port(context.peer()))
             return pull_response_to_proto(reply)
 
@@ -218,6 +270,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.PopMessageRequest, context: _Context
     ) -> broker_pb2.PopMessageResponse:
         async def handle() -> broker_pb2.PopMessageResponse:
+            self._require_sub(context, request.topic, request.consumer_group)
             reply = await self._pop_service().pop(pop_request_from_proto(request), peer_to_host_port(context.peer()))
             return pop_response_to_proto(reply)
 
@@ -227,7 +280,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.AckMessageRequest, context: _Context
     ) -> broker_pb2.AckMessageResponse:
         async def handle() -> broker_pb2.AckMessageResponse:
-            return ack_response_to_proto(await self._pop_service().ack(ack_request_from_proto(request)))
+            header = ack_request_from_proto(request)
+            self._require_sub(context, header.topic, header.consumer_group)
+            return ack_response_to_proto(await self._pop_service().ack(header))
 
         return await _guard("AckMessage", broker_pb2.AckMessageResponse, handle)
 
@@ -254,6 +309,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.CreateTopicRequest, context: _Context
     ) -> broker_pb2.CreateTopicResponse:
         async def handle() -> broker_pb2.CreateTopicResponse:
+            self._admin_caller(context, "CreateTopic")
             self._admin.create_topic(topic_config_from_proto(request.topic_config))
             return broker_pb2.CreateTopicResponse(code=ResponseCode.SUCCESS)
 
@@ -263,6 +319,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.UpdateTopicRequest, context: _Context
     ) -> broker_pb2.UpdateTopicResponse:
         async def handle() -> broker_pb2.UpdateTopicResponse:
+            self._admin_caller(context, "UpdateTopic")
             self._admin.update_topic(topic_config_from_proto(request.topic_config))
             return broker_pb2.UpdateTopicResponse(code=ResponseCode.SUCCESS)
 
@@ -316,6 +373,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.UpdateSubscriptionGroupRequest, context: _Context
     ) -> broker_pb2.UpdateSubscriptionGroupResponse:
         async def handle() -> broker_pb2.UpdateSubscriptionGroupResponse:
+            self._admin_caller(context, "UpdateSubscriptionGroup")
             config = subscription_group_config_from_proto(request.config)
             self._consumer_processor().update_subscription_group(config)
             return broker_pb2.UpdateSubscriptionGroupResponse(code=ResponseCode.SUCCESS)
@@ -326,6 +384,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.DeleteSubscriptionGroupRequest, context: _Context
     ) -> broker_pb2.DeleteSubscriptionGroupResponse:
         async def handle() -> broker_pb2.DeleteSubscriptionGroupResponse:
+            self._admin_caller(context, "DeleteSubscriptionGroup")
             self._consumer_processor().delete_subscription_group(delete_group_request_from_proto(request))
             return broker_pb2.DeleteSubscriptionGroupResponse(code=ResponseCode.SUCCESS)
 
@@ -352,6 +411,9 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
                 remark = f"{len(request.offsets)} offsets in one call, at most {MAX_OFFSETS_PER_UPDATE}"
                 raise MQError(remark, ResponseCode.INVALID_PARAMETER)
             offsets = [consumer_queue_offset_from_proto(o) for o in request.offsets]
+            caller = self._caller(context)
+            for topic, group in sorted({(o.topic, o.consumer_group) for o in offsets}):
+                self._require(caller, (Resource.of_topic(topic), Action.SUB), (Resource.of_group(group), Action.SUB))
             answers = self._consumer_processor().update_consumer_offsets(offsets, peer_to_host_port(context.peer()))
             return broker_pb2.UpdateConsumerOffsetsResponse(
                 code=ResponseCode.SUCCESS, codes=[c for c, _ in answers], remarks=[r for _, r in answers]
@@ -364,6 +426,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     ) -> broker_pb2.QueryConsumerOffsetResponse:
         async def handle() -> broker_pb2.QueryConsumerOffsetResponse:
             header = query_consumer_offset_request_from_proto(request)
+            self._require_sub(context, header.topic, header.consumer_group)
             offset = self._consumer_processor().query_consumer_offset(header)
             return broker_pb2.QueryConsumerOffsetResponse(code=ResponseCode.SUCCESS, offset=offset)
 
@@ -392,6 +455,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.ResetOffsetByTimestampRequest, context: _Context
     ) -> broker_pb2.ResetOffsetByTimestampResponse:
         async def handle() -> broker_pb2.ResetOffsetByTimestampResponse:
+            self._admin_caller(context, "ResetOffsetByTimestamp")
             header = reset_offset_request_from_proto(request)
             reset = self._consumer_processor().reset_offset_by_timestamp(header, peer_to_host_port(context.peer()))
             return broker_pb2.ResetOffsetByTimestampResponse(
@@ -404,6 +468,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         self, request: broker_pb2.DeleteTopicRequest, context: _Context
     ) -> broker_pb2.DeleteTopicResponse:
         async def handle() -> broker_pb2.DeleteTopicResponse:
+            self._admin_caller(context, "DeleteTopic")
             await self._consumer_processor().delete_topic(request.topic)
             return broker_pb2.DeleteTopicResponse(code=ResponseCode.SUCCESS)
 

@@ -82,6 +82,113 @@ MESSAGE_MODEL_CLUSTERING: MessageModel.ValueType  # 1
 MESSAGE_MODEL_BROADCASTING: MessageModel.ValueType  # 2
 Global___MessageModel: _TypeAlias = MessageModel  # noqa: Y015
 
+class _UserType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _UserTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_UserType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    USER_TYPE_UNSPECIFIED: _UserType.ValueType  # 0
+    USER_TYPE_SUPER: _UserType.ValueType  # 1
+    USER_TYPE_NORMAL: _UserType.ValueType  # 2
+
+class UserType(_UserType, metaclass=_UserTypeEnumTypeWrapper):
+    """--- ACL 2.0 ---------------------------------------------------------------------------------------------------------
+
+    Mirrors org.apache.rocketmq.auth.authentication.enums.UserType.
+    """
+
+USER_TYPE_UNSPECIFIED: UserType.ValueType  # 0
+USER_TYPE_SUPER: UserType.ValueType  # 1
+USER_TYPE_NORMAL: UserType.ValueType  # 2
+Global___UserType: _TypeAlias = UserType  # noqa: Y015
+
+class _UserStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _UserStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_UserStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    USER_STATUS_UNSPECIFIED: _UserStatus.ValueType  # 0
+    USER_STATUS_ENABLE: _UserStatus.ValueType  # 1
+    USER_STATUS_DISABLE: _UserStatus.ValueType  # 2
+
+class UserStatus(_UserStatus, metaclass=_UserStatusEnumTypeWrapper):
+    """Mirrors org.apache.rocketmq.auth.authentication.enums.UserStatus."""
+
+USER_STATUS_UNSPECIFIED: UserStatus.ValueType  # 0
+USER_STATUS_ENABLE: UserStatus.ValueType  # 1
+USER_STATUS_DISABLE: UserStatus.ValueType  # 2
+Global___UserStatus: _TypeAlias = UserStatus  # noqa: Y015
+
+class _Action:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Action.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ACTION_UNSPECIFIED: _Action.ValueType  # 0
+    ACTION_ALL: _Action.ValueType  # 1
+    ACTION_ANY: _Action.ValueType  # 2
+    ACTION_PUB: _Action.ValueType  # 3
+    ACTION_SUB: _Action.ValueType  # 4
+    ACTION_CREATE: _Action.ValueType  # 5
+    ACTION_UPDATE: _Action.ValueType  # 6
+    ACTION_DELETE: _Action.ValueType  # 7
+    ACTION_GET: _Action.ValueType  # 8
+    ACTION_LIST: _Action.ValueType  # 9
+
+class Action(_Action, metaclass=_ActionEnumTypeWrapper):
+    """Mirrors org.apache.rocketmq.common.action.Action."""
+
+ACTION_UNSPECIFIED: Action.ValueType  # 0
+ACTION_ALL: Action.ValueType  # 1
+ACTION_ANY: Action.ValueType  # 2
+ACTION_PUB: Action.ValueType  # 3
+ACTION_SUB: Action.ValueType  # 4
+ACTION_CREATE: Action.ValueType  # 5
+ACTION_UPDATE: Action.ValueType  # 6
+ACTION_DELETE: Action.ValueType  # 7
+ACTION_GET: Action.ValueType  # 8
+ACTION_LIST: Action.ValueType  # 9
+Global___Action: _TypeAlias = Action  # noqa: Y015
+
+class _Decision:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DecisionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Decision.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DECISION_UNSPECIFIED: _Decision.ValueType  # 0
+    DECISION_ALLOW: _Decision.ValueType  # 1
+    DECISION_DENY: _Decision.ValueType  # 2
+
+class Decision(_Decision, metaclass=_DecisionEnumTypeWrapper):
+    """Mirrors org.apache.rocketmq.auth.authorization.enums.Decision."""
+
+DECISION_UNSPECIFIED: Decision.ValueType  # 0
+DECISION_ALLOW: Decision.ValueType  # 1
+DECISION_DENY: Decision.ValueType  # 2
+Global___Decision: _TypeAlias = Decision  # noqa: Y015
+
+class _PolicyType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PolicyTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PolicyType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    POLICY_TYPE_UNSPECIFIED: _PolicyType.ValueType  # 0
+    POLICY_TYPE_CUSTOM: _PolicyType.ValueType  # 1
+    POLICY_TYPE_DEFAULT: _PolicyType.ValueType  # 2
+
+class PolicyType(_PolicyType, metaclass=_PolicyTypeEnumTypeWrapper):
+    """Mirrors org.apache.rocketmq.auth.authorization.enums.PolicyType (UNSPECIFIED is taken as CUSTOM)."""
+
+POLICY_TYPE_UNSPECIFIED: PolicyType.ValueType  # 0
+POLICY_TYPE_CUSTOM: PolicyType.ValueType  # 1
+POLICY_TYPE_DEFAULT: PolicyType.ValueType  # 2
+Global___PolicyType: _TypeAlias = PolicyType  # noqa: Y015
+
 @_typing.final
 class SendMessageRequest(_message.Message):
     """Mirrors org.apache.rocketmq.remoting.protocol.header.SendMessageRequestHeader plus the body."""
@@ -1986,3 +2093,571 @@ class ChangeInvisibleTimeResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ChangeInvisibleTimeResponse: _TypeAlias = ChangeInvisibleTimeResponse  # noqa: Y015
+
+@_typing.final
+class User(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.body.UserInfo. On update, an empty password and UNSPECIFIED
+    type/status leave the stored value unchanged; on create they mean NORMAL and ENABLE (a password is required).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    PASSWORD_FIELD_NUMBER: _builtins.int
+    USER_TYPE_FIELD_NUMBER: _builtins.int
+    USER_STATUS_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    password: _builtins.str
+    """The secret key the user signs requests with. Empty in answers to callers that may not read it."""
+    user_type: Global___UserType.ValueType
+    user_status: Global___UserStatus.ValueType
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+        password: _builtins.str = ...,
+        user_type: Global___UserType.ValueType = ...,
+        user_status: Global___UserStatus.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["password", b"password", "user_status", b"user_status", "user_type", b"user_type", "username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___User: _TypeAlias = User  # noqa: Y015
+
+@_typing.final
+class PolicyEntry(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.body.PolicyEntryInfo."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    ACTIONS_FIELD_NUMBER: _builtins.int
+    SOURCE_IPS_FIELD_NUMBER: _builtins.int
+    DECISION_FIELD_NUMBER: _builtins.int
+    resource: _builtins.str
+    """"*", "Topic:*", "Topic:orders" (literal) or "Topic:ord*" (prefixed); types Cluster, Namespace, Topic, Group."""
+    decision: Global___Decision.ValueType
+    @_builtins.property
+    def actions(self) -> _containers.RepeatedScalarFieldContainer[Global___Action.ValueType]: ...
+    @_builtins.property
+    def source_ips(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Addresses or CIDR ranges ("127.0.0.1", "127.0.0.0/8"); none means from anywhere."""
+
+    def __init__(
+        self,
+        *,
+        resource: _builtins.str = ...,
+        actions: _abc.Iterable[Global___Action.ValueType] | None = ...,
+        source_ips: _abc.Iterable[_builtins.str] | None = ...,
+        decision: Global___Decision.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "decision", b"decision", "resource", b"resource", "source_ips", b"source_ips"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PolicyEntry: _TypeAlias = PolicyEntry  # noqa: Y015
+
+@_typing.final
+class Policy(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.body.PolicyInfo."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POLICY_TYPE_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    policy_type: Global___PolicyType.ValueType
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___PolicyEntry]: ...
+    def __init__(
+        self,
+        *,
+        policy_type: Global___PolicyType.ValueType = ...,
+        entries: _abc.Iterable[Global___PolicyEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "policy_type", b"policy_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Policy: _TypeAlias = Policy  # noqa: Y015
+
+@_typing.final
+class Acl(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.body.AclInfo."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    POLICIES_FIELD_NUMBER: _builtins.int
+    subject: _builtins.str
+    """"User:<username>"."""
+    @_builtins.property
+    def policies(self) -> _containers.RepeatedCompositeFieldContainer[Global___Policy]: ...
+    def __init__(
+        self,
+        *,
+        subject: _builtins.str = ...,
+        policies: _abc.Iterable[Global___Policy] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["policies", b"policies", "subject", b"subject"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Acl: _TypeAlias = Acl  # noqa: Y015
+
+@_typing.final
+class CreateUserRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def user(self) -> Global___User: ...
+    def __init__(
+        self,
+        *,
+        user: Global___User | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["user", b"user"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateUserRequest: _TypeAlias = CreateUserRequest  # noqa: Y015
+
+@_typing.final
+class CreateUserResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateUserResponse: _TypeAlias = CreateUserResponse  # noqa: Y015
+
+@_typing.final
+class UpdateUserRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def user(self) -> Global___User: ...
+    def __init__(
+        self,
+        *,
+        user: Global___User | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["user", b"user"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateUserRequest: _TypeAlias = UpdateUserRequest  # noqa: Y015
+
+@_typing.final
+class UpdateUserResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateUserResponse: _TypeAlias = UpdateUserResponse  # noqa: Y015
+
+@_typing.final
+class DeleteUserRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteUserRequest: _TypeAlias = DeleteUserRequest  # noqa: Y015
+
+@_typing.final
+class DeleteUserResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteUserResponse: _TypeAlias = DeleteUserResponse  # noqa: Y015
+
+@_typing.final
+class GetUserRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USERNAME_FIELD_NUMBER: _builtins.int
+    username: _builtins.str
+    def __init__(
+        self,
+        *,
+        username: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["username", b"username"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetUserRequest: _TypeAlias = GetUserRequest  # noqa: Y015
+
+@_typing.final
+class GetUserResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    @_builtins.property
+    def user(self) -> Global___User:
+        """Absent when the user does not exist."""
+
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        user: Global___User | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["user", b"user"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark", "user", b"user"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetUserResponse: _TypeAlias = GetUserResponse  # noqa: Y015
+
+@_typing.final
+class ListUserRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILTER_FIELD_NUMBER: _builtins.int
+    filter: _builtins.str
+    """Substring of the username; empty lists every user."""
+    def __init__(
+        self,
+        *,
+        filter: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["filter", b"filter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListUserRequest: _TypeAlias = ListUserRequest  # noqa: Y015
+
+@_typing.final
+class ListUserResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    @_builtins.property
+    def users(self) -> _containers.RepeatedCompositeFieldContainer[Global___User]: ...
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        users: _abc.Iterable[Global___User] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListUserResponse: _TypeAlias = ListUserResponse  # noqa: Y015
+
+@_typing.final
+class CreateAclRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def acl(self) -> Global___Acl: ...
+    def __init__(
+        self,
+        *,
+        acl: Global___Acl | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateAclRequest: _TypeAlias = CreateAclRequest  # noqa: Y015
+
+@_typing.final
+class CreateAclResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateAclResponse: _TypeAlias = CreateAclResponse  # noqa: Y015
+
+@_typing.final
+class UpdateAclRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def acl(self) -> Global___Acl: ...
+    def __init__(
+        self,
+        *,
+        acl: Global___Acl | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateAclRequest: _TypeAlias = UpdateAclRequest  # noqa: Y015
+
+@_typing.final
+class UpdateAclResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateAclResponse: _TypeAlias = UpdateAclResponse  # noqa: Y015
+
+@_typing.final
+class DeleteAclRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    POLICY_TYPE_FIELD_NUMBER: _builtins.int
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    subject: _builtins.str
+    policy_type: Global___PolicyType.ValueType
+    @_builtins.property
+    def resources(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Resource keys whose entries go; none deletes the whole ACL."""
+
+    def __init__(
+        self,
+        *,
+        subject: _builtins.str = ...,
+        policy_type: Global___PolicyType.ValueType = ...,
+        resources: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["policy_type", b"policy_type", "resources", b"resources", "subject", b"subject"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteAclRequest: _TypeAlias = DeleteAclRequest  # noqa: Y015
+
+@_typing.final
+class DeleteAclResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteAclResponse: _TypeAlias = DeleteAclResponse  # noqa: Y015
+
+@_typing.final
+class GetAclRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    subject: _builtins.str
+    def __init__(
+        self,
+        *,
+        subject: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["subject", b"subject"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAclRequest: _TypeAlias = GetAclRequest  # noqa: Y015
+
+@_typing.final
+class GetAclResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    ACL_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    @_builtins.property
+    def acl(self) -> Global___Acl:
+        """Absent when the subject has no ACL."""
+
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        acl: Global___Acl | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acl", b"acl", "code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAclResponse: _TypeAlias = GetAclResponse  # noqa: Y015
+
+@_typing.final
+class ListAclRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBJECT_FILTER_FIELD_NUMBER: _builtins.int
+    RESOURCE_FILTER_FIELD_NUMBER: _builtins.int
+    subject_filter: _builtins.str
+    """Substring of the subject ("User:..."); empty matches all."""
+    resource_filter: _builtins.str
+    """Substring of an entry's resource key; empty keeps every entry."""
+    def __init__(
+        self,
+        *,
+        subject_filter: _builtins.str = ...,
+        resource_filter: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resource_filter", b"resource_filter", "subject_filter", b"subject_filter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAclRequest: _TypeAlias = ListAclRequest  # noqa: Y015
+
+@_typing.final
+class ListAclResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    ACLS_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    @_builtins.property
+    def acls(self) -> _containers.RepeatedCompositeFieldContainer[Global___Acl]: ...
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        acls: _abc.Iterable[Global___Acl] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acls", b"acls", "code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAclResponse: _TypeAlias = ListAclResponse  # noqa: Y015

@@ -159,6 +159,56 @@ class BrokerStub:
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeRequest.SerializeToString,
                 response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeResponse.FromString,
                 _registered_method=True)
+        self.CreateUser = channel.unary_unary(
+                '/mq.broker.v1.Broker/CreateUser',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.CreateUserRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.CreateUserResponse.FromString,
+                _registered_method=True)
+        self.UpdateUser = channel.unary_unary(
+                '/mq.broker.v1.Broker/UpdateUser',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateUserRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateUserResponse.FromString,
+                _registered_method=True)
+        self.DeleteUser = channel.unary_unary(
+                '/mq.broker.v1.Broker/DeleteUser',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteUserRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteUserResponse.FromString,
+                _registered_method=True)
+        self.GetUser = channel.unary_unary(
+                '/mq.broker.v1.Broker/GetUser',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetUserRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetUserResponse.FromString,
+                _registered_method=True)
+        self.ListUser = channel.unary_unary(
+                '/mq.broker.v1.Broker/ListUser',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ListUserRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ListUserResponse.FromString,
+                _registered_method=True)
+        self.CreateAcl = channel.unary_unary(
+                '/mq.broker.v1.Broker/CreateAcl',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.CreateAclRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.CreateAclResponse.FromString,
+                _registered_method=True)
+        self.UpdateAcl = channel.unary_unary(
+                '/mq.broker.v1.Broker/UpdateAcl',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateAclRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateAclResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcl = channel.unary_unary(
+                '/mq.broker.v1.Broker/DeleteAcl',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteAclRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteAclResponse.FromString,
+                _registered_method=True)
+        self.GetAcl = channel.unary_unary(
+                '/mq.broker.v1.Broker/GetAcl',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAclRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAclResponse.FromString,
+                _registered_method=True)
+        self.ListAcl = channel.unary_unary(
+                '/mq.broker.v1.Broker/ListAcl',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ListAclRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ListAclResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -346,6 +396,78 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateUser(self, request, context):
+        """--- ACL 2.0 users and ACLs (AdminBrokerProcessor's auth handlers) ----------------------------------------------
+        With authentication or authorization on, these need a super user's signed request or a component identity.
+        AUTH_CREATE_USER (3001): a new user; NO_PERMISSION 16 "The user is existed" when the name is taken.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateUser(self, request, context):
+        """AUTH_UPDATE_USER (3002): change a user's password, type or status (unset fields stay).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteUser(self, request, context):
+        """AUTH_DELETE_USER (3003): remove a user and its ACL (SUCCESS when there is none).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetUser(self, request, context):
+        """AUTH_GET_USER (3004): one user, absent when unknown; the password only for super users and components.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListUser(self, request, context):
+        """AUTH_LIST_USER (3005): users whose name contains the filter; passwords as for GetUser.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateAcl(self, request, context):
+        """AUTH_CREATE_ACL (3006): policies of an existing user's subject; merged into its ACL if it has one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateAcl(self, request, context):
+        """AUTH_UPDATE_ACL (3007): merge policies: an entry for the same resource replaces the old one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcl(self, request, context):
+        """AUTH_DELETE_ACL (3008): the entries of the given resources, or the whole ACL when none is given.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAcl(self, request, context):
+        """AUTH_GET_ACL (3009): a subject's ACL, absent when it has none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAcl(self, request, context):
+        """AUTH_LIST_ACL (3010): ACLs whose subject contains subject_filter, entries whose resource contains resource_filter.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -473,6 +595,56 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ChangeInvisibleTime,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeRequest.FromString,
                     response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeResponse.SerializeToString,
+            ),
+            'CreateUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateUser,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.CreateUserRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.CreateUserResponse.SerializeToString,
+            ),
+            'UpdateUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateUser,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateUserRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateUserResponse.SerializeToString,
+            ),
+            'DeleteUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteUser,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteUserRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteUserResponse.SerializeToString,
+            ),
+            'GetUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUser,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetUserRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetUserResponse.SerializeToString,
+            ),
+            'ListUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUser,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ListUserRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ListUserResponse.SerializeToString,
+            ),
+            'CreateAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcl,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.CreateAclRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.CreateAclResponse.SerializeToString,
+            ),
+            'UpdateAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateAcl,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateAclRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateAclResponse.SerializeToString,
+            ),
+            'DeleteAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcl,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteAclRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.DeleteAclResponse.SerializeToString,
+            ),
+            'GetAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAcl,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAclRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAclResponse.SerializeToString,
+            ),
+            'ListAcl': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAcl,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ListAclRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ListAclResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1150,6 +1322,276 @@ class Broker:
             '/mq.broker.v1.Broker/ChangeInvisibleTime',
             mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeRequest.SerializeToString,
             mq_dot_broker_dot_v1_dot_broker__pb2.ChangeInvisibleTimeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/CreateUser',
+            mq_dot_broker_dot_v1_dot_broker__pb2.CreateUserRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.CreateUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/UpdateUser',
+            mq_dot_broker_dot_v1_dot_broker__pb2.UpdateUserRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.UpdateUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/DeleteUser',
+            mq_dot_broker_dot_v1_dot_broker__pb2.DeleteUserRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.DeleteUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/GetUser',
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetUserRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/ListUser',
+            mq_dot_broker_dot_v1_dot_broker__pb2.ListUserRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.ListUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/CreateAcl',
+            mq_dot_broker_dot_v1_dot_broker__pb2.CreateAclRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.CreateAclResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/UpdateAcl',
+            mq_dot_broker_dot_v1_dot_broker__pb2.UpdateAclRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.UpdateAclResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/DeleteAcl',
+            mq_dot_broker_dot_v1_dot_broker__pb2.DeleteAclRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.DeleteAclResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/GetAcl',
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetAclRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetAclResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAcl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/ListAcl',
+            mq_dot_broker_dot_v1_dot_broker__pb2.ListAclRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.ListAclResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -92,6 +92,29 @@ class BrokerStub:
     """ACK_MESSAGE (200051) and BATCH_ACK_MESSAGE (200151): acknowledge popped messages by receipt handle."""
     ChangeInvisibleTime: _grpc.UnaryUnaryMultiCallable[_broker_pb2.ChangeInvisibleTimeRequest, _broker_pb2.ChangeInvisibleTimeResponse]
     """CHANGE_MESSAGE_INVISIBLETIME (200053): a new invisible time for one popped message; returns a new handle."""
+    CreateUser: _grpc.UnaryUnaryMultiCallable[_broker_pb2.CreateUserRequest, _broker_pb2.CreateUserResponse]
+    """--- ACL 2.0 users and ACLs (AdminBrokerProcessor's auth handlers) ----------------------------------------------
+    With authentication or authorization on, these need a super user's signed request or a component identity.
+    AUTH_CREATE_USER (3001): a new user; NO_PERMISSION 16 "The user is existed" when the name is taken.
+    """
+    UpdateUser: _grpc.UnaryUnaryMultiCallable[_broker_pb2.UpdateUserRequest, _broker_pb2.UpdateUserResponse]
+    """AUTH_UPDATE_USER (3002): change a user's password, type or status (unset fields stay)."""
+    DeleteUser: _grpc.UnaryUnaryMultiCallable[_broker_pb2.DeleteUserRequest, _broker_pb2.DeleteUserResponse]
+    """AUTH_DELETE_USER (3003): remove a user and its ACL (SUCCESS when there is none)."""
+    GetUser: _grpc.UnaryUnaryMultiCallable[_broker_pb2.GetUserRequest, _broker_pb2.GetUserResponse]
+    """AUTH_GET_USER (3004): one user, absent when unknown; the password only for super users and components."""
+    ListUser: _grpc.UnaryUnaryMultiCallable[_broker_pb2.ListUserRequest, _broker_pb2.ListUserResponse]
+    """AUTH_LIST_USER (3005): users whose name contains the filter; passwords as for GetUser."""
+    CreateAcl: _grpc.UnaryUnaryMultiCallable[_broker_pb2.CreateAclRequest, _broker_pb2.CreateAclResponse]
+    """AUTH_CREATE_ACL (3006): policies of an existing user's subject; merged into its ACL if it has one."""
+    UpdateAcl: _grpc.UnaryUnaryMultiCallable[_broker_pb2.UpdateAclRequest, _broker_pb2.UpdateAclResponse]
+    """AUTH_UPDATE_ACL (3007): merge policies: an entry for the same resource replaces the old one."""
+    DeleteAcl: _grpc.UnaryUnaryMultiCallable[_broker_pb2.DeleteAclRequest, _broker_pb2.DeleteAclResponse]
+    """AUTH_DELETE_ACL (3008): the entries of the given resources, or the whole ACL when none is given."""
+    GetAcl: _grpc.UnaryUnaryMultiCallable[_broker_pb2.GetAclRequest, _broker_pb2.GetAclResponse]
+    """AUTH_GET_ACL (3009): a subject's ACL, absent when it has none."""
+    ListAcl: _grpc.UnaryUnaryMultiCallable[_broker_pb2.ListAclRequest, _broker_pb2.ListAclResponse]
+    """AUTH_LIST_ACL (3010): ACLs whose subject contains subject_filter, entries whose resource contains resource_filter."""
 
 @_typing.type_check_only
 class BrokerAsyncStub(BrokerStub):
@@ -155,6 +178,29 @@ class BrokerAsyncStub(BrokerStub):
     """ACK_MESSAGE (200051) and BATCH_ACK_MESSAGE (200151): acknowledge popped messages by receipt handle."""
     ChangeInvisibleTime: _aio.UnaryUnaryMultiCallable[_broker_pb2.ChangeInvisibleTimeRequest, _broker_pb2.ChangeInvisibleTimeResponse]  # type: ignore[assignment]
     """CHANGE_MESSAGE_INVISIBLETIME (200053): a new invisible time for one popped message; returns a new handle."""
+    CreateUser: _aio.UnaryUnaryMultiCallable[_broker_pb2.CreateUserRequest, _broker_pb2.CreateUserResponse]  # type: ignore[assignment]
+    """--- ACL 2.0 users and ACLs (AdminBrokerProcessor's auth handlers) ----------------------------------------------
+    With authentication or authorization on, these need a super user's signed request or a component identity.
+    AUTH_CREATE_USER (3001): a new user; NO_PERMISSION 16 "The user is existed" when the name is taken.
+    """
+    UpdateUser: _aio.UnaryUnaryMultiCallable[_broker_pb2.UpdateUserRequest, _broker_pb2.UpdateUserResponse]  # type: ignore[assignment]
+    """AUTH_UPDATE_USER (3002): change a user's password, type or status (unset fields stay)."""
+    DeleteUser: _aio.UnaryUnaryMultiCallable[_broker_pb2.DeleteUserRequest, _broker_pb2.DeleteUserResponse]  # type: ignore[assignment]
+    """AUTH_DELETE_USER (3003): remove a user and its ACL (SUCCESS when there is none)."""
+    GetUser: _aio.UnaryUnaryMultiCallable[_broker_pb2.GetUserRequest, _broker_pb2.GetUserResponse]  # type: ignore[assignment]
+    """AUTH_GET_USER (3004): one user, absent when unknown; the password only for super users and components."""
+    ListUser: _aio.UnaryUnaryMultiCallable[_broker_pb2.ListUserRequest, _broker_pb2.ListUserResponse]  # type: ignore[assignment]
+    """AUTH_LIST_USER (3005): users whose name contains the filter; passwords as for GetUser."""
+    CreateAcl: _aio.UnaryUnaryMultiCallable[_broker_pb2.CreateAclRequest, _broker_pb2.CreateAclResponse]  # type: ignore[assignment]
+    """AUTH_CREATE_ACL (3006): policies of an existing user's subject; merged into its ACL if it has one."""
+    UpdateAcl: _aio.UnaryUnaryMultiCallable[_broker_pb2.UpdateAclRequest, _broker_pb2.UpdateAclResponse]  # type: ignore[assignment]
+    """AUTH_UPDATE_ACL (3007): merge policies: an entry for the same resource replaces the old one."""
+    DeleteAcl: _aio.UnaryUnaryMultiCallable[_broker_pb2.DeleteAclRequest, _broker_pb2.DeleteAclResponse]  # type: ignore[assignment]
+    """AUTH_DELETE_ACL (3008): the entries of the given resources, or the whole ACL when none is given."""
+    GetAcl: _aio.UnaryUnaryMultiCallable[_broker_pb2.GetAclRequest, _broker_pb2.GetAclResponse]  # type: ignore[assignment]
+    """AUTH_GET_ACL (3009): a subject's ACL, absent when it has none."""
+    ListAcl: _aio.UnaryUnaryMultiCallable[_broker_pb2.ListAclRequest, _broker_pb2.ListAclResponse]  # type: ignore[assignment]
+    """AUTH_LIST_ACL (3010): ACLs whose subject contains subject_filter, entries whose resource contains resource_filter."""
 
 class BrokerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -365,5 +411,88 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_broker_pb2.ChangeInvisibleTimeResponse, _abc.Awaitable[_broker_pb2.ChangeInvisibleTimeResponse]]:
         """CHANGE_MESSAGE_INVISIBLETIME (200053): a new invisible time for one popped message; returns a new handle."""
+
+    @_abc_1.abstractmethod
+    def CreateUser(
+        self,
+        request: _broker_pb2.CreateUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.CreateUserResponse, _abc.Awaitable[_broker_pb2.CreateUserResponse]]:
+        """--- ACL 2.0 users and ACLs (AdminBrokerProcessor's auth handlers) ----------------------------------------------
+        With authentication or authorization on, these need a super user's signed request or a component identity.
+        AUTH_CREATE_USER (3001): a new user; NO_PERMISSION 16 "The user is existed" when the name is taken.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateUser(
+        self,
+        request: _broker_pb2.UpdateUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.UpdateUserResponse, _abc.Awaitable[_broker_pb2.UpdateUserResponse]]:
+        """AUTH_UPDATE_USER (3002): change a user's password, type or status (unset fields stay)."""
+
+    @_abc_1.abstractmethod
+    def DeleteUser(
+        self,
+        request: _broker_pb2.DeleteUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.DeleteUserResponse, _abc.Awaitable[_broker_pb2.DeleteUserResponse]]:
+        """AUTH_DELETE_USER (3003): remove a user and its ACL (SUCCESS when there is none)."""
+
+    @_abc_1.abstractmethod
+    def GetUser(
+        self,
+        request: _broker_pb2.GetUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.GetUserResponse, _abc.Awaitable[_broker_pb2.GetUserResponse]]:
+        """AUTH_GET_USER (3004): one user, absent when unknown; the password only for super users and components."""
+
+    @_abc_1.abstractmethod
+    def ListUser(
+        self,
+        request: _broker_pb2.ListUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.ListUserResponse, _abc.Awaitable[_broker_pb2.ListUserResponse]]:
+        """AUTH_LIST_USER (3005): users whose name contains the filter; passwords as for GetUser."""
+
+    @_abc_1.abstractmethod
+    def CreateAcl(
+        self,
+        request: _broker_pb2.CreateAclRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.CreateAclResponse, _abc.Awaitable[_broker_pb2.CreateAclResponse]]:
+        """AUTH_CREATE_ACL (3006): policies of an existing user's subject; merged into its ACL if it has one."""
+
+    @_abc_1.abstractmethod
+    def UpdateAcl(
+        self,
+        request: _broker_pb2.UpdateAclRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.UpdateAclResponse, _abc.Awaitable[_broker_pb2.UpdateAclResponse]]:
+        """AUTH_UPDATE_ACL (3007): merge policies: an entry for the same resource replaces the old one."""
+
+    @_abc_1.abstractmethod
+    def DeleteAcl(
+        self,
+        request: _broker_pb2.DeleteAclRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.DeleteAclResponse, _abc.Awaitable[_broker_pb2.DeleteAclResponse]]:
+        """AUTH_DELETE_ACL (3008): the entries of the given resources, or the whole ACL when none is given."""
+
+    @_abc_1.abstractmethod
+    def GetAcl(
+        self,
+        request: _broker_pb2.GetAclRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.GetAclResponse, _abc.Awaitable[_broker_pb2.GetAclResponse]]:
+        """AUTH_GET_ACL (3009): a subject's ACL, absent when it has none."""
+
+    @_abc_1.abstractmethod
+    def ListAcl(
+        self,
+        request: _broker_pb2.ListAclRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.ListAclResponse, _abc.Awaitable[_broker_pb2.ListAclResponse]]:
+        """AUTH_LIST_ACL (3010): ACLs whose subject contains subject_filter, entries whose resource contains resource_filter."""
 
 def add_BrokerServicer_to_server(servicer: BrokerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
