@@ -46,12 +46,11 @@ def parse_date_time_ms(text: str) -> int | None:
 
 
 class ClientClocks:
-    """The learned clock offset of each client (bounded LRU). Use from one loop."""
+    """The learned clock offset of each client (bounded LRU). Use from one loop. ``clock_skew_ms`` is clamped to
+    0..MAX_CLOCK_SKEW_MS (a larger skew would make every offset "near some zone" and the rule moot)."""
 
     def __init__(self, clock_skew_ms: int, max_clients: int = MAX_LEARNED_CLIENTS) -> None:
-        if not 0 <= clock_skew_ms <= MAX_CLOCK_SKEW_MS:
-            raise ValueError(f"clock skew must be 0..{MAX_CLOCK_SKEW_MS} ms, not {clock_skew_ms}")
-        self._skew_ms = clock_skew_ms
+        self._skew_ms = min(max(clock_skew_ms, 0), MAX_CLOCK_SKEW_MS)
         self._offsets: BoundedLru[tuple[str, str], int] = BoundedLru(max_clients)
 
     def accept(self, client: tuple[str, str], client_time_ms: int, now_ms: int) -> bool:
