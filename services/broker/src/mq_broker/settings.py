@@ -12,6 +12,7 @@ import socket
 from pathlib import Path
 from typing import ClassVar
 
+from mq_common.auth.clock import MAX_CLOCK_SKEW_MS
 from mq_common.constants import MixAll, PermName
 from mq_common.settings import ServiceSettings, config_from_settings, mirrored_field
 from pydantic import Field, SecretStr, field_validator
@@ -232,7 +233,11 @@ class BrokerSettings(ServiceSettings):
         "components (gateways, other brokers, mqadmin in the cluster) sign with; kept as a super user.",
     )
     auth_clock_skew_ms: int = Field(
-        default=900_000, gt=0, description="How far a signed request's x-mq-date-time may be from the broker's clock."
+        default=300_000,
+        ge=0,
+        le=MAX_CLOCK_SKEW_MS,
+        description="How far a signed request's x-mq-date-time may be from the broker's clock (after the client's "
+        "time zone is learnt, as mq_common.auth.clock does), ms.",
     )
     auth_replay_window_ms: int = Field(
         default=900_000, gt=0, description="How long one (access key, date-time, signature) is accepted, ms."
