@@ -210,5 +210,5 @@ async def test_corrupt_users_file_refuses_to_start(brokers: RunningBrokers, tmp_
     root = tmp_path / "store"
     (root / "config").mkdir(parents=True)
     (root / "config" / "users.json").write_text('{"users": {"a": {"username": "a"}}}')
-    with pytest.raises(RuntimeError, match="users.json"):
+    with pytest.raises(RuntimeError, match=r"users\.json"):
         await brokers.start(root)
