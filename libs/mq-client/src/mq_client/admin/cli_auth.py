@@ -254,50 +254,43 @@ SourceIpOption = Annotated[str | None, typer.Option("-i", "--sourceIp", help="so
 DecisionOption = Annotated[str, typer.Option("-d", "--decision", help="Allow or Deny")]
 
 
-def _acl_verb(
-    verb: str, acl: Acl, targets: tuple[str | None, str | None, str | None, str | None]
-) -> list[tuple[str, None]]:
-    broker_addr, cluster_name, access_key, secret_key = targets
-    require_one_target(f"{verb}Acl", broker_addr, cluster_name)
-    if verb == "create":
-        return _run_auth(broker_addr, cluster_name, (access_key, secret_key), lambda c, a: c.create_acl(a, acl))
-    return _run_auth(broker_addr, cluster_name, (access_key, secret_key), lambda c, a: c.update_acl(a, acl))
+def _acl_merge_verb(verb: str, doc: str) -> Callable[..., None]:
+    """createAcl / updateAcl: the same options and, on the broker, the same merge (AuthorizationMetadataManagerImpl
+    merges a created ACL into an existing one too); they differ in the RPC and the report line."""
+
+    def command(
+        subject: SubjectOption,
+        resources: ResourcesOption,
+        actions: ActionsOption,
+        decision: DecisionOption,
+        source_ip: SourceIpOption = None,
+        broker_addr: BrokerAddrOption = None,
+        cluster_name: ClusterOption = None,
+        access_key: AccessKeyOption = None,
+        secret_key: SecretKeyOption = None,
+        output: OutputOption = OutputFormat.TABLE,
+    ) -> None:
+        require_one_target(f"{verb}Acl", broker_addr, cluster_name)
+        acl = parse_acl(subject, resources, actions, source_ip, decision)
+
+        async def call(calls: AuthAdminCalls, addr: str) -> None:
+            if verb == "create":
+                await calls.create_acl(addr, acl)
+            else:
+                await calls.update_acl(addr, acl)
+
+        _report(output, verb, "acl", _run_auth(broker_addr, cluster_name, (access_key, secret_key), call))
+
+    command.__doc__ = doc
+    return command
 
 
-@app.command("createAcl")
-def create_acl(
-    subject: SubjectOption,
-    resources: ResourcesOption,
-    actions: ActionsOption,
-    decision: DecisionOption,
-    source_ip: SourceIpOption = None,
-    broker_addr: BrokerAddrOption = None,
-    cluster_name: ClusterOption = None,
-    access_key: AccessKeyOption = None,
-    secret_key: SecretKeyOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-) -> None:
-    """Grant or deny actions on resources to a subject (merged into its ACL)."""
-    acl = parse_acl(subject, resources, actions, source_ip, decision)
-    _report(output, "create", "acl", _acl_verb("create", acl, (broker_addr, cluster_name, access_key, secret_key)))
-
-
-@app.command("updateAcl")
-def update_acl(
-    subject: SubjectOption,
-    resources: ResourcesOption,
-    actions: ActionsOption,
-    decision: DecisionOption,
-    source_ip: SourceIpOption = None,
-    broker_addr: BrokerAddrOption = None,
-    cluster_name: ClusterOption = None,
-    access_key: AccessKeyOption = None,
-    secret_key: SecretKeyOption = None,
-    output: OutputOption = OutputFormat.TABLE,
-) -> None:
-    """Replace the entries of these resources in a subject's ACL (others are kept)."""
-    acl = parse_acl(subject, resources, actions, source_ip, decision)
-    _report(output, "update", "acl", _acl_verb("update", acl, (broker_addr, cluster_name, access_key, secret_key)))
+app.command("createAcl")(
+    _acl_merge_verb("create", "Grant or deny actions on resources to a subject (merged into its ACL).")
+)
+app.command("updateAcl")(
+    _acl_merge_verb("update", "Replace the entries of these resources in a subject's ACL (others are kept).")
+)
 
 
 @app.command("deleteAcl")
