@@ -6,7 +6,7 @@ loop that created them).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final, Generic, TypeVar
 
 import grpc
@@ -32,10 +32,12 @@ def seconds(timeout_ms: int) -> float:
 
 
 class ChannelPool:
-    """One grpc.aio channel per ``"host:port"`` (CLIENT_CHANNEL_OPTIONS), created lazily on first use."""
+    """One grpc.aio channel per ``"host:port"`` (CLIENT_CHANNEL_OPTIONS), created lazily on first use.
+    ``interceptors`` (e.g. mq_common.auth.interceptor.SigningInterceptor) wrap every call of every channel."""
 
-    def __init__(self) -> None:
+    def __init__(self, interceptors: Sequence[grpc.aio.ClientInterceptor] = ()) -> None:
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._interceptors = list(interceptors) or None
 
     def get(self, addr: str) -> grpc.aio.Channel:
         """The channel to ``addr`` (``"host:port"``), creating it if needed. Never blocks; never raises for a
@@ -44,7 +46,7 @@ class ChannelPool:
         if channel is None:
             if not addr:
                 raise InvalidParameterError("broker or name server address is empty")
-            channel = grpc.aio.insecure_channel(addr, options=CLIENT_CHANNEL_OPTIONS)
+            channel = grpc.aio.insecure_channel(addr, options=CLIENT_CHANNEL_OPTIONS, interceptors=self._interceptors)
             self._channels[addr] = channel
         return channel
 

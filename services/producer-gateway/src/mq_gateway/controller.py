@@ -8,11 +8,14 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
+from mq_client.auth_admin_calls import AuthAdminCalls
 from mq_client.broker_client import BrokerClient
 from mq_client.producer import DefaultMQProducer, ProducerConfig, ProducerHooks, TopicAccessList, load_hook
 from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.route_manager import NameServerLookup
-from mq_common.channels import ChannelPool
+from mq_common.auth.interceptor import SigningInterceptor
+from mq_common.auth.metadata import AuthMetadataProvider, CachingAuthMetadataProvider
+from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
@@ -21,6 +24,8 @@ from mq_common.request_context import RequestContextInterceptor
 from mq_common.settings import config_from_settings
 
 from mq_gateway.accumulator import SendAccumulator
+from mq_gateway.auth import BrokerAuthMetadataProvider, GatewayAuth
+from mq_gateway.auth_metrics import AuthMetrics
 from mq_gateway.coalescer import CoalescingBrokerTransport
 from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
 from mq_gateway.metrics import GatewayMetrics, ObservedNameServer, ObservedTransport
@@ -56,6 +61,12 @@ def consumer_config(settings: GatewaySettings) -> ConsumerActivityConfig:
     return config_from_settings(ConsumerActivityConfig, settings)
 
 
+def channel_pool(settings: GatewaySettings) -> ChannelPool:
+    """A channel pool whose calls are signed with inner_client_authentication_credentials when set."""
+    credentials = settings.inner_client_credentials()
+    return ChannelPool(interceptors=[SigningInterceptor(credentials)] if credentials is not None else ())
+
+
 def producer_hooks(settings: GatewaySettings) -> ProducerHooks:
     """The topic allow/deny list (when either is set) then the ``hook_plugins``, in that order.
     Raises ValueError / ImportError / TypeError for a plugin that cannot be built."""
@@ -79,6 +90,9 @@ class GatewayController:
     CoalescingBrokerTransport (``self.coalescer``), with :func:`producer_hooks`; then, with ``accumulate_sends``
     and no ``hook_plugins``, v2 SendMessage and v1 Send go through a SendAccumulator over it (``self.accumulator``,
     drained in :meth:`stop`).
+    With authentication_enabled or authorization_enabled, both APIs check every call (``self.auth``, a
+    GatewayAuth over ``auth_provider``, default users and ACLs from the cluster's master brokers, cached for
+    auth_cache_refresh_ms); the gateway's own calls are signed with inner_client_authentication_credentials.
     """
 
     def __init__(
@@ -89,9 +103,11 @@ class GatewayController:
         namesrv: NameServerLookup | None = None,
         transport: BrokerTransport | None = None,
         consumer: v2_servicer.ConsumerActivities | None = None,
+        auth_provider: AuthMetadataProvider | None = None,
     ) -> None:
         self.settings = settings
         self._pool: ChannelPool | None = None
+        self._auth_pool: ChannelPool | None = None
         self.lookup: NameServerLookup | None = namesrv
         self.coalescer: CoalescingBrokerTransport | None = None
         self.metrics: GatewayMetrics | None = None
@@ -118,6 +134,7 @@ class GatewayController:
         self.server = ServiceServer(
             [SERVICE_NAME, v2_servicer.SERVICE_NAME], [interceptor], max_message_bytes=MAX_GRPC_MESSAGE_BYTES
         )
+        self.auth = self._build_auth(auth_provider)
         self.v2 = self._build_v2(consumer)
         v2_servicer.add_to_server(self.v2, self.server.server)
         servicer = ProducerGatewayServicer(
@@ -126,12 +143,29 @@ class GatewayController:
             max_batch_messages=settings.max_batch_messages,
             metrics=self.metrics,
             single_sender=self.accumulator,
+            auth=self.auth,
         )
         add_to_server(servicer, self.server.server)
 
+    def _build_auth(self, provider: AuthMetadataProvider | None) -> GatewayAuth | None:
+        settings = self.settings
+        if not (settings.authentication_enabled or settings.authorization_enabled):
+            return None
+        if provider is None:
+            pool = self._auth_pool = channel_pool(settings)
+            namesrv = NameServerClient(settings.namesrv_addrs(), pool)
+
+            async def masters() -> list[str]:
+                return (await namesrv.get_broker_cluster_info()).master_addrs_of_cluster(settings.cluster_name)
+
+            provider = BrokerAuthMetadataProvider(AuthAdminCalls(pool), masters, DEFAULT_RPC_TIMEOUT_MS)
+        cached = CachingAuthMetadataProvider(provider, settings.auth_cache_refresh_ms, settings.auth_cache_max_entries)
+        observer = AuthMetrics(self.metrics, settings.metrics_max_topics) if self.metrics is not None else None
+        return GatewayAuth(settings, cached, observer)
+
     def _build_v2(self, consumer: v2_servicer.ConsumerActivities | None) -> v2_servicer.MessagingServiceServicer:
         settings = self.settings
-        self._pool = ChannelPool()
+        self._pool = channel_pool(settings)
         if self.lookup is None:
             self.lookup = NameServerClient(settings.namesrv_addrs(), self._pool)
         routes = self.v2_routes = TopicRouteCache(self.lookup, route_ttl_ms=settings.poll_name_server_interval_ms)
@@ -146,11 +180,12 @@ class GatewayController:
             consumer,
             metrics=V2RpcMetrics(self.metrics) if self.metrics is not None else None,
             send_timeout_ms=settings.send_msg_timeout_ms,
+            auth=self.auth,
         )
 
     def _build_producer(self, namesrv: NameServerLookup | None, transport: BrokerTransport | None) -> DefaultMQProducer:
         settings = self.settings
-        pool = ChannelPool()
+        pool = channel_pool(settings)
         broker_client: BrokerClient | None = None
         if transport is None:
             broker_client = transport = BrokerClient(pool)
@@ -227,8 +262,9 @@ class GatewayController:
             await self.accumulator.close()
         await self.v2.consumer.close()
         await self.producer.shutdown()
-        if self._pool is not None:
-            await self._pool.close()
+        for pool in (self._pool, self._auth_pool):
+            if pool is not None:
+                await pool.close()
         if self.metrics is not None:
             await asyncio.to_thread(self.metrics.stop_server)
         log.info("gateway_stopped", port=self.server.port)

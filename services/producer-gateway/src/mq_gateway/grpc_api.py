@@ -5,13 +5,15 @@ success = code 0 + send_status; a failure = its ResponseCode + remark (+ broker_
 request as a whole gets a gRPC status: a malformed one (a negative or too large send_timeout_ms, too many
 messages in a batch, a SendBatch whose bytes do not parse) INVALID_ARGUMENT; a Send / SendBatch / SendOneway
 the in-flight limits kept out for its whole budget RESOURCE_EXHAUSTED (nothing of it was sent; back off and
-retry). Handlers run on the gateway's asyncio loop and never raise anything else into gRPC.
+retry). With auth on (mq_gateway.auth), a call without valid credentials or Pub on its topics gets NO_PERMISSION
+16 + remark for every message, before anything is sent. Handlers run on the gateway's asyncio loop and never
+raise anything else into gRPC.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -43,6 +45,7 @@ from mq_common.response_code import ResponseCode
 from mq_gateway import wire
 
 if TYPE_CHECKING:
+    from mq_gateway.auth import GatewayAuth
     from mq_gateway.metrics import GatewayMetrics
 
 log = get_logger("mq_gateway.grpc_api")
@@ -223,8 +226,10 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         max_batch_messages: int,
         metrics: GatewayMetrics | None = None,
         single_sender: SingleSender | None = None,
+        auth: GatewayAuth | None = None,
     ) -> None:
         self._producer = producer
+        self._auth = auth if auth is not None and auth.enabled else None
         self._single: SingleSender = single_sender or producer
         self._native = wire.AVAILABLE
         self._max_send_timeout_ms = max_send_timeout_ms
@@ -240,6 +245,14 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
     def _rejected(self, mode: str, begin: float, messages: int) -> None:
         if self._metrics is not None:
             self._metrics.on_rejected(mode, time.perf_counter() - begin, messages)
+
+    async def _refused(
+        self, context: grpc.aio.ServicerContext[object, object], topics: Iterable[str]
+    ) -> MQError | None:
+        """The auth refusal of a send to ``topics`` (NO_PERMISSION 16 + remark), None when allowed or auth is off."""
+        if self._auth is None:
+            return None
+        return await self._auth.refuse_send(context.invocation_metadata(), context.peer(), topics)
 
     async def _timeout_ms(self, requested_ms: int, context: grpc.aio.ServicerContext[object, object]) -> int | None:
         if requested_ms < 0 or requested_ms > self._max_send_timeout_ms:
@@ -265,6 +278,9 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
     ) -> gateway_pb2.SendResponse:
         timeout_ms = await self._timeout_ms(request.send_timeout_ms, context)
         begin = time.perf_counter()
+        if refused := await self._refused(context, (request.message.topic,)):
+            self._done("send", begin, 0, 1)
+            return gateway_pb2.SendResponse(result=error_to_proto(refused))
         try:
             if not request.HasField("message"):
                 raise MessageIllegalError("the message is null")
@@ -287,6 +303,9 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         count = len(request.messages)
         timeout_ms = await self._batch_timeout_ms(count, request.send_timeout_ms, context)
         begin = time.perf_counter()
+        if refused := await self._refused(context, (m.topic for m in request.messages)):
+            self._done("batch", begin, 0, count)
+            return gateway_pb2.SendBatchResponse(results=[error_to_proto(refused)] * count)
         batch = batch_from_protos(request.messages)
         if batch is not None:
             chunks = await self._message_batch_call(
@@ -354,6 +373,9 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         count = scanned.message_count
         timeout_ms = await self._batch_timeout_ms(count, scanned.send_timeout_ms, context)
         begin = time.perf_counter()
+        if refused := await self._refused(context, (scanned.topic,)):
+            self._done("batch", begin, 0, count)
+            return gateway_pb2.SendBatchResponse(results=[error_to_proto(refused)] * count)
         config = self._producer.config
         ids = create_uniq_ids(count)
         total, longest = wire.encoded_size(scanned, ENCODED_FIXED_PROPERTIES, len(ids[0]))
@@ -410,6 +432,9 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
     ) -> gateway_pb2.SendOnewayResponse:
         timeout_ms = await self._timeout_ms(request.send_timeout_ms, context)
         begin = time.perf_counter()
+        if refused := await self._refused(context, (request.message.topic,)):
+            self._done("oneway", begin, 0, 1)
+            return gateway_pb2.SendOnewayResponse(code=refused.code, remark=refused.remark)
         try:
             if not request.HasField("message"):
                 raise MessageIllegalError("the message is null")

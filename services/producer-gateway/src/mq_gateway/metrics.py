@@ -17,6 +17,10 @@ Series (every one also has cluster, node_type="proxy", node_id=<listen host:port
   histogram {result}.
 - ``mq_gateway_in_flight_messages`` / ``mq_gateway_in_flight_bytes``: what the in-flight limiter holds.
 - ``mq_gateway_backpressure_rejections_total`` {mode}: calls refused by flow control.
+- ``mq_gateway_auth_failures_total`` {reason, user}: calls refused by authentication (UNAUTHORIZED 40100 /
+  NO_PERMISSION 16); reason = mq_common.auth.signature.AuthFailure value; user bounded (mq_gateway.auth_metrics).
+- ``mq_gateway_auth_denials_total`` {user, resource_type, action}: calls refused by authorisation (FORBIDDEN
+  40300 / NO_PERMISSION 16). No resource-name label (unbounded); the gateway's log line names the resource.
 - ``rocketmq_rpc_latency`` histogram {protocol_type, method, response_code, language}: every gRPC call;
   mq.gateway.v1 calls: protocol_type="grpc", response_code a ResponseCode name, language="OTHER";
   apache.rocketmq.v2 calls: protocol_type="grpc_v2", response_code the v2 Code name, language from x-mq-language
@@ -68,6 +72,14 @@ class GatewayMetrics(ServiceMetrics):
         )
         self.retries = self.counter(
             "mq_gateway_send_retries", "Send attempts that failed with a retriable error, by reason.", ("reason",)
+        )
+        self.auth_failures = self.counter(
+            "mq_gateway_auth_failures", "Calls refused by authentication, by reason and user.", ("reason", "user")
+        )
+        self.auth_denials = self.counter(
+            "mq_gateway_auth_denials",
+            "Calls refused by authorisation, by user, resource type and action.",
+            ("user", "resource_type", "action"),
         )
         self.route_refreshes = self.counter(
             "mq_gateway_route_refreshes", "Topic route queries to the name servers.", ("result",)

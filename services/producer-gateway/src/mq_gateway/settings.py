@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, ClassVar, Literal
 
 from mq_client.producer.config import MAX_BROKER_BATCH_BYTES, MAX_BROKER_BATCH_MESSAGES, ProducerConfig
+from mq_common.auth.settings import AuthSettings
 from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
 from mq_common.settings import ServiceSettings, mirrored_field
 from pydantic import BeforeValidator, Field
@@ -26,8 +27,8 @@ def _split_list(value: object) -> object:
 StrList = Annotated[list[str], NoDecode, BeforeValidator(_split_list)]
 
 
-class GatewaySettings(ServiceSettings):
-    """Settings of ``mqgateway``."""
+class GatewaySettings(ServiceSettings, AuthSettings):
+    """Settings of ``mqgateway`` (with AuthSettings: authentication_enabled, authorization_enabled, auth_*)."""
 
     model_config: ClassVar[SettingsConfigDict] = SettingsConfigDict(
         env_prefix="MQ_GATEWAY_", extra="forbid", frozen=True

@@ -1,7 +1,9 @@
 """``apache.rocketmq.v2.MessagingService``: every RPC of RocketMQ 5's gRPC API, served beside mq.gateway.v1.
 
 Per call: the client context from the metadata (no x-mq-client-id -> CLIENT_ID_REQUIRED 40017), the request id
-and client id bound to the log context, the activity called, the answer observed (rocketmq_rpc_latency). Errors
+and client id bound to the log context, authentication and authorisation when on (mq_gateway.auth: UNAUTHORIZED
+40100 / FORBIDDEN 40300 before any work; Telemetry is authenticated when it opens: UNAUTHENTICATED), the
+activity called, the answer observed (rocketmq_rpc_latency). Errors
 are in-band (gRPC OK, the code in the response's ``status``): V2Error and MQError map through
 :mod:`mq_gateway.v2.codes`, anything unexpected is logged and answers INTERNAL_SERVER_ERROR. Only Telemetry uses
 gRPC statuses (INVALID_ARGUMENT). Producer side, route and Telemetry are here; the consumer RPCs go to a
@@ -17,14 +19,17 @@ from typing import Any, Final, Protocol, TypeVar
 
 import grpc
 from apache.rocketmq.v2 import definition_pb2, service_pb2, service_pb2_grpc
+from mq_common.auth.metadata import AuthMetadataUnavailableError
 from mq_common.errors import MQError
 from mq_common.logging import get_logger
 from mq_common.protocol import SubscriptionGroupConfig
 from mq_common.request_context import bind_call
 
+from mq_gateway.auth import AuthRefusal, GatewayAuth
 from mq_gateway.v2.codes import Code, V2Error, ok_status, status_of
 from mq_gateway.v2.context import ClientContext, client_context
 from mq_gateway.v2.metrics import V2RpcMetrics
+from mq_gateway.v2.permissions import permissions_of
 from mq_gateway.v2.route import RouteActivity
 from mq_gateway.v2.send import SendMessageActivity
 from mq_gateway.v2.telemetry import TelemetryService
@@ -111,6 +116,7 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         transactions: TransactionActivities | None = None,
         metrics: V2RpcMetrics | None = None,
         send_timeout_ms: int = 3_000,
+        auth: GatewayAuth | None = None,
     ) -> None:
         self.route = route
         self.send = send
@@ -119,6 +125,8 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         self.transactions = transactions or TransactionActivities()
         self.metrics = metrics
         self._send_timeout_ms = send_timeout_ms
+        # None when both auth flags are off: no per-call cost then
+        self.auth = auth if auth is not None and auth.enabled else None
         # (request, ctx) activities as (request, ctx, grpc context) handlers, wrapped once
         self._end_transaction = _drop_context(self.transactions.end_transaction)
         self._recall_message = _drop_context(self.transactions.recall_message)
@@ -143,6 +151,8 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         try:
             ctx = _enter(context)
             language = ctx.language
+            if self.auth is not None:
+                await self._check_auth(ctx, request, context)
             response = await handler(request, ctx, context)
         except Exception as exc:
             response = response_type(status=_error_status(exc, method))
@@ -165,6 +175,8 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         try:
             ctx = _enter(context)
             language = ctx.language
+            if self.auth is not None:
+                await self._check_auth(ctx, request, context)
             async for response in handler(request, ctx, time_remaining_ms(context)):
                 if response.HasField("status"):  # type: ignore[attr-defined]
                     code = response.status.code  # type: ignore[attr-defined]
@@ -176,6 +188,17 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         finally:
             if self.metrics is not None:
                 self.metrics.observe(method, code, language, (time.perf_counter() - begin) * 1000.0)
+
+    async def _check_auth(self, ctx: ClientContext, request: object, context: _Context) -> None:
+        """Authenticate the call and authorise what ``request`` needs (mq_gateway.v2.permissions). Raises
+        V2Error UNAUTHORIZED 40100 / FORBIDDEN 40300; AuthMetadataUnavailableError (-> INTERNAL_SERVER_ERROR)."""
+        assert self.auth is not None
+        try:
+            await self.auth.check(
+                ctx.authorization, ctx.date_time, ctx.client_id, context.peer(), permissions_of(request)
+            )
+        except AuthRefusal as refusal:
+            raise V2Error(Code.UNAUTHORIZED if refusal.unauthenticated else Code.FORBIDDEN, refusal.remark) from None
 
     # -- producer side, route, client lifecycle -------------------------------------------------------------
     async def QueryRoute(
@@ -245,8 +268,15 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> AsyncIterator[service_pb2.TelemetryCommand]:
         try:
             ctx = _enter(context)
+            if self.auth is not None:
+                await self._check_auth(ctx, None, context)
         except V2Error as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+            code = exc.code
+            status = grpc.StatusCode.UNAUTHENTICATED if code == Code.UNAUTHORIZED else grpc.StatusCode.INVALID_ARGUMENT
+            await context.abort(status, exc.message)
+            return
+        except AuthMetadataUnavailableError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
             return
         async for command in self.telemetry.serve(ctx.client_id, request_iterator, context):
             yield command
