@@ -158,3 +158,18 @@ async def test_user_rpcs_need_a_super_user_and_secrets_go_only_to_it(
         assert await root_calls.get_user(f"127.0.0.1:{controller.port}", "alice") == User(*ALICE)
     finally:
         await pool.close()
+
+
+async def test_a_verified_component_passes_every_check(
+    secured: tuple[BrokerController, broker_pb2_grpc.BrokerAsyncStub],
+) -> None:
+    """The servicer's component_identity hook (wired to the TLS peer identity) names a component: it needs no
+    signature and no ACL (the gateway has authorised its own client)."""
+    controller, stub = secured
+    assert controller.servicer is not None
+    controller.servicer._component_identity = lambda _context: "mq-gateway"
+    resp = await stub.CreateTopic(broker_pb2.CreateTopicRequest(topic_config=topic_config("w")))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    answer = await send(stub, "w", None)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert answer.batch.responses[0].code == ResponseCode.SUCCESS
