@@ -12,8 +12,11 @@ INVALID_PARAMETER 29 for a malformed user or ACL).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_common.auth.model import Acl, User
+from mq_common.auth.signature import sign
 from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
 from mq_common.channels import seconds as _seconds
 from mq_common.errors import MQClientError
@@ -41,8 +44,17 @@ class AuthAdminCalls:
     caller's loop; channels come from (and belong to) ``pool`` (whose interceptors sign the calls when the caller
     has credentials)."""
 
-    def __init__(self, pool: ChannelPool) -> None:
+    def __init__(self, pool: ChannelPool, credentials: tuple[str, str] | None = None) -> None:
+        """``credentials`` (access key, secret key): sign every call (MQv2-HMAC-SHA1, mq_common.auth.signature);
+        None sends unsigned calls (or lets ``pool``'s interceptors sign)."""
         self._pool = pool
+        self._credentials = credentials
+
+    def _signed(self) -> tuple[tuple[str, str], ...] | None:
+        if self._credentials is None:
+            return None
+        access_key, secret_key = self._credentials
+        return sign(access_key, secret_key, datetime.now(UTC))
 
     def _stub(self, addr: str) -> broker_pb2_grpc.BrokerAsyncStub:
         return broker_pb2_grpc.BrokerStub(self._pool.get(addr))
@@ -68,7 +80,9 @@ class AuthAdminCalls:
         Raises error_for_code(...) on a non-zero code (NO_PERMISSION 16 "The subject is not exist." when the
         user is unknown), RemotingError on transport failure."""
         request = broker_pb2.GetAclRequest(subject=subject)
-        resp = await _invoke(self._stub(broker_addr).GetAcl(request, timeout=_seconds(timeout_ms)), broker_addr)
+        resp = await _invoke(
+            self._stub(broker_addr).GetAcl(request, timeout=_seconds(timeout_ms), metadata=self._signed()), broker_addr
+        )
         _check(resp.code, resp.remark)
         return acl_from_proto(resp.acl) if resp.HasField("acl") else None
 
@@ -76,7 +90,9 @@ class AuthAdminCalls:
 
     async def _get_user(self, addr: str, username: str, timeout_ms: int) -> broker_pb2.User | None:
         request = broker_pb2.GetUserRequest(username=username)
-        resp = await _invoke(self._stub(addr).GetUser(request, timeout=_seconds(timeout_ms)), addr)
+        resp = await _invoke(
+            self._stub(addr).GetUser(request, timeout=_seconds(timeout_ms), metadata=self._signed()), addr
+        )
         _check(resp.code, resp.remark)
         return resp.user if resp.HasField("user") else None
 
@@ -93,7 +109,9 @@ class AuthAdminCalls:
         """AUTH_LIST_USER: the users whose name contains ``name_filter`` (all when empty), without passwords, in the
         broker's order. Raises error_for_code(...) on a non-zero code."""
         request = broker_pb2.ListUserRequest(filter=name_filter)
-        resp = await _invoke(self._stub(addr).ListUser(request, timeout=_seconds(timeout_ms)), addr)
+        resp = await _invoke(
+            self._stub(addr).ListUser(request, timeout=_seconds(timeout_ms), metadata=self._signed()), addr
+        )
         _check(resp.code, resp.remark)
         return [user_info_from_proto(u) for u in resp.users]
 
@@ -101,20 +119,26 @@ class AuthAdminCalls:
         """AUTH_CREATE_USER. Raises error_for_code(...): NO_PERMISSION 16 "The user is existed", INVALID_PARAMETER
         29 past the broker's user bound."""
         request = broker_pb2.CreateUserRequest(user=user_to_proto(user))
-        resp = await _invoke(self._stub(addr).CreateUser(request, timeout=_seconds(timeout_ms)), addr)
+        resp = await _invoke(
+            self._stub(addr).CreateUser(request, timeout=_seconds(timeout_ms), metadata=self._signed()), addr
+        )
         _check(resp.code, resp.remark)
 
     async def update_user(self, addr: str, update: UserUpdate, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> None:
         """AUTH_UPDATE_USER: change what ``update`` sets. Raises error_for_code(...): NO_PERMISSION 16 "The user is
         not exist"."""
         request = broker_pb2.UpdateUserRequest(user=user_update_to_proto(update))
-        resp = await _invoke(self._stub(addr).UpdateUser(request, timeout=_seconds(timeout_ms)), addr)
+        resp = await _invoke(
+            self._stub(addr).UpdateUser(request, timeout=_seconds(timeout_ms), metadata=self._signed()), addr
+        )
         _check(resp.code, resp.remark)
 
     async def delete_user(self, addr: str, username: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> None:
         """AUTH_DELETE_USER: the user and its ACL (nothing to do when unknown). Raises error_for_code(...)."""
         request = broker_pb2.DeleteUserRequest(username=username)
-        resp = await _invoke(self._stub(addr).DeleteUser(request, timeout=_seconds(timeout_ms)), addr)
+        resp = await _invoke(
+            self._stub(addr).DeleteUser(request, timeout=_seconds(timeout_ms), metadata=self._signed()), addr
+        )
         _check(resp.code, resp.remark)
 
     # --- ACLs -----------------------------------------------------------------------------------------------------
@@ -123,13 +147,17 @@ class AuthAdminCalls:
         """AUTH_CREATE_ACL (merged into an existing ACL as update_acl does). Raises error_for_code(...):
         NO_PERMISSION 16 when the subject's user does not exist or the policies are empty."""
         request = broker_pb2.CreateAclRequest(acl=acl_to_proto(acl))
-        resp = await _invoke(self._stub(addr).CreateAcl(request, timeout=_seconds(timeout_ms)), addr)
+        resp = await _invoke(
+            self._stub(addr).CreateAcl(request, timeout=_seconds(timeout_ms), metadata=self._signed()), addr
+        )
         _check(resp.code, resp.remark)
 
     async def update_acl(self, addr: str, acl: Acl, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> None:
         """AUTH_UPDATE_ACL: merge ``acl``'s entries by resource into the stored ACL. Raises as :meth:`create_acl`."""
         request = broker_pb2.UpdateAclRequest(acl=acl_to_proto(acl))
-        resp = await _invoke(self._stub(addr).UpdateAcl(request, timeout=_seconds(timeout_ms)), addr)
+        resp = await _invoke(
+            self._stub(addr).UpdateAcl(request, timeout=_seconds(timeout_ms), metadata=self._signed()), addr
+        )
         _check(resp.code, resp.remark)
 
     async def delete_acl(
@@ -138,7 +166,9 @@ class AuthAdminCalls:
         """AUTH_DELETE_ACL: the entries of ``header.resources`` or the whole ACL. Raises error_for_code(...):
         NO_PERMISSION 16 "The acl is not exist."."""
         request = delete_acl_request_to_proto(header)
-        resp = await _invoke(self._stub(addr).DeleteAcl(request, timeout=_seconds(timeout_ms)), addr)
+        resp = await _invoke(
+            self._stub(addr).DeleteAcl(request, timeout=_seconds(timeout_ms), metadata=self._signed()), addr
+        )
         _check(resp.code, resp.remark)
 
     async def list_acl(
@@ -146,6 +176,8 @@ class AuthAdminCalls:
     ) -> list[Acl]:
         """AUTH_LIST_ACL: the ACLs (and entries) matching ``header``'s filters. Raises error_for_code(...)."""
         request = list_acl_request_to_proto(header)
-        resp = await _invoke(self._stub(addr).ListAcl(request, timeout=_seconds(timeout_ms)), addr)
+        resp = await _invoke(
+            self._stub(addr).ListAcl(request, timeout=_seconds(timeout_ms), metadata=self._signed()), addr
+        )
         _check(resp.code, resp.remark)
         return [acl_from_proto(a) for a in resp.acls]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from mq.broker.v1 import broker_pb2_grpc
+from mq_common.auth.model import User, UserType
 from mq_common.auth.signature import SignatureVerifier
 from mq_common.channels import ChannelPool
 from mq_common.codec import host_to_bytes
@@ -30,7 +31,6 @@ from mq_common.protocol import BrokerRegistration
 from mq_common.request_context import RequestContextInterceptor
 
 from mq_broker.admin_processor import AdminBrokerProcessor
-from mq_broker.auth.bootstrap import init_authentication_user, inner_client_user
 from mq_broker.auth.guard import BrokerAuthGuard
 from mq_broker.auth.metadata_manager import AuthMetadataManager
 from mq_broker.consumer.consumer_manager import SCAN_NOT_ACTIVE_CHANNEL_INTERVAL_MS, ConsumerManager
@@ -166,10 +166,9 @@ class BrokerController:
         s = self.settings
         metadata = AuthMetadataManager(config_dir, max_users=s.auth_max_users, max_acls=s.auth_max_acls)
         await asyncio.to_thread(metadata.load)
-        wanted = (
-            init_authentication_user(s.init_authentication_user),
-            inner_client_user(s.inner_client_authentication_credentials),
-        )
+        inner = s.inner_client_credentials()
+        inner_user = User(inner.access_key, inner.secret_key, UserType.SUPER) if inner is not None else None
+        wanted = (s.init_user(), inner_user)
         await metadata.init_users(u for u in wanted if u is not None)
         return metadata
 

@@ -125,7 +125,8 @@ class BrokerServicer(AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
 
     ``auth_guard`` (mq_broker.auth.guard) checks callers when auth is on: admin RPCs need a super user or a
     component, sends Pub on each topic, pulls/pops/acks/offsets Sub on the topic and the group; a refusal is
-    NO_PERMISSION 16 (a SendStream frame: every request of the frame) and changes nothing. ``auth_metadata``
+    NO_PERMISSION 16 (a SendStream frame: every request of the frame) and changes nothing. ``component_identity``
+    names a call's verified component certificate (None: none), which passes every check. ``auth_metadata``
     serves the user/ACL RPCs (mq_broker.auth.grpc_api).
     """
 
@@ -142,9 +143,11 @@ class BrokerServicer(AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
         pop: PopService | None = None,
         auth_metadata: AuthMetadataManager | None = None,
         auth_guard: BrokerAuthGuard | None = None,
+        component_identity: Callable[[_Context], str | None] | None = None,
     ) -> None:
         self._auth_metadata = auth_metadata
         self._auth_guard = auth_guard
+        self._component_identity = component_identity
         self._send = send
         self._pull = pull
         self._send_back = send_back

@@ -12,9 +12,10 @@ import socket
 from pathlib import Path
 from typing import ClassVar
 
+from mq_common.auth.settings import AuthSettings
 from mq_common.constants import MixAll, PermName
 from mq_common.settings import ServiceSettings, config_from_settings, mirrored_field
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from mq_broker.consumer.pop.context import PopConfig
@@ -24,8 +25,9 @@ from mq_broker.store.config import MIN_COMMIT_LOG_FILE_SIZE_BYTES, FlushDiskType
 DEFAULT_STORE_PATH_ROOT_DIR = Path.home() / "store"
 
 
-class BrokerSettings(ServiceSettings):
-    """Settings of ``mqbroker``."""
+class BrokerSettings(ServiceSettings, AuthSettings):
+    """Settings of ``mqbroker`` (with mq_common.auth.settings.AuthSettings: ``MQ_BROKER_AUTHENTICATION_ENABLED``,
+    ``MQ_BROKER_AUTHORIZATION_ENABLED``, ``MQ_BROKER_INIT_AUTHENTICATION_USER``, ...)."""
 
     model_config: ClassVar[SettingsConfigDict] = SettingsConfigDict(
         env_prefix="MQ_BROKER_", extra="forbid", frozen=True
@@ -211,32 +213,6 @@ class BrokerSettings(ServiceSettings):
         default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
     )
 
-    authentication_enabled: bool = Field(
-        default=False,
-        description="AuthConfig.authenticationEnabled: every request must be signed by a known, enabled user "
-        "(the SDKs' MQv2-HMAC-SHA1 authorization header) or come from a component; else NO_PERMISSION 16.",
-    )
-    authorization_enabled: bool = Field(
-        default=False,
-        description="AuthConfig.authorizationEnabled: sends need Pub on the topic, pulls/pops/acks/offsets Sub on "
-        "the topic and group (ACL 2.0). With either auth flag on, admin RPCs need a super user or a component.",
-    )
-    init_authentication_user: SecretStr | None = Field(
-        default=None,
-        description='AuthConfig.initAuthenticationUser: JSON {"username": ..., "password": ...} of a super user '
-        "created on start when no user of that name exists.",
-    )
-    inner_client_authentication_credentials: SecretStr | None = Field(
-        default=None,
-        description='AuthConfig.innerClientAuthenticationCredentials: JSON {"accessKey": ..., "secretKey": ...} '
-        "components (gateways, other brokers, mqadmin in the cluster) sign with; kept as a super user.",
-    )
-    auth_clock_skew_ms: int = Field(
-        default=900_000, gt=0, description="How far a signed request's x-mq-date-time may be from the broker's clock."
-    )
-    auth_replay_window_ms: int = Field(
-        default=900_000, gt=0, description="How long one (access key, date-time, signature) is accepted, ms."
-    )
     auth_max_users: int = Field(default=10_000, gt=0, description="Users config/users.json holds at most.")
     auth_max_acls: int = Field(default=10_000, gt=0, description="ACLs (subjects) config/acls.json holds at most.")
 

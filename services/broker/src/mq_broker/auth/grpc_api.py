@@ -58,6 +58,8 @@ class AuthServicerMixin:
 
     _auth_metadata: AuthMetadataManager | None
     _auth_guard: BrokerAuthGuard | None
+    # The name of the call's verified component certificate, None when it has none (h/tls's peer identity).
+    _component_identity: Callable[[_Context], str | None] | None
 
     async def _run(self, rpc: str, make_error: Callable[..., _Resp], handler: Callable[[], Awaitable[_Resp]]) -> _Resp:
         raise NotImplementedError
@@ -67,6 +69,9 @@ class AuthServicerMixin:
         ip = peer_ip(context.peer())
         if self._auth_guard is None or not self._auth_guard.enabled:
             return Caller(None, ip)
+        component = self._component_identity(context) if self._component_identity is not None else None
+        if component is not None:
+            return Caller(None, ip, component)
         headers = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         return self._auth_guard.authenticate(headers, ip)
 

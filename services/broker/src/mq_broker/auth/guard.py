@@ -6,8 +6,9 @@ as the broker's request pipeline applies them (RocketMQ's AuthenticationPipeline
 - Identity: the ``authorization`` + ``x-mq-date-time`` metadata (mq_common.auth.signature) verified against the
   user's password from :class:`AuthMetadataManager`. A component (gateway, another broker, mqadmin inside the
   cluster) signs with ``inner_client_authentication_credentials``, kept as a SUPER user, so it passes every check
-  (the gateway has authorised its own client already). TODO(tls): a verified component certificate
-  (mq_common's ``peer_identity``) will count as a component too, once h/tls lands.
+  (the gateway has authorised its own client already). A verified component certificate counts as a component
+  too: the servicer's ``component_identity`` hook (wired to h/tls's mq_common.tls ComponentGuard/peer_identity)
+  names it, and :class:`Caller` carries it.
 - Admin RPCs (topics, subscription groups, offset resets, users, ACLs) need a SUPER user when authentication or
   authorization is on; data RPCs need the ACL's Pub/Sub when authorization is on (mq_common.auth.authorization).
 - A refusal is MQError NO_PERMISSION 16 whose remark names the subject, the action and the resource, never a secret.
@@ -36,18 +37,22 @@ ANONYMOUS: Final = "anonymous"
 @dataclass(frozen=True, slots=True)
 class Caller:
     """The authenticated caller of one request: ``user`` None when it sent no credentials (allowed only with
-    authentication off); ``source_ip`` of the peer (None when unknown)."""
+    authentication off); ``source_ip`` of the peer (None when unknown); ``component`` the name of a verified
+    component certificate (a component passes every check, like a super user)."""
 
     user: User | None
     source_ip: str | None
+    component: str | None = None
 
     @property
     def name(self) -> str:
+        if self.component is not None:
+            return f"component {self.component}"
         return self.user.subject if self.user is not None else ANONYMOUS
 
     @property
     def is_super(self) -> bool:
-        return self.user is not None and self.user.user_type is UserType.SUPER
+        return self.component is not None or (self.user is not None and self.user.user_type is UserType.SUPER)
 
 
 def _refuse(remark: str) -> MQError:
@@ -113,6 +118,8 @@ class BrokerAuthGuard:
     def require(self, caller: Caller, resource: Resource, action: Action) -> None:
         """Data access ``action`` on ``resource`` when authorization is on. Raises NO_PERMISSION 16 naming them."""
         if not self.authorization_enabled:
+            return
+        if caller.component is not None:
             return
         if caller.user is None:
             raise _refuse(f"{ANONYMOUS} has no permission to {action.value} {resource.key}")
