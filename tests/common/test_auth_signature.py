@@ -97,50 +97,44 @@ def test_a_signature_of_a_bad_date_time_is_malformed() -> None:
     assert verdict is AuthFailure.MALFORMED
 
 
+def verdict(
+    date_time: str, client: str = "c", verifier: SignatureVerifier | None = None, now_ms: int = NOW_MS
+) -> AuthFailure | None:
+    """What ``verifier`` (default: skew and replay window 1 minute) says of alice's header for ``date_time``."""
+    parsed = parse_authorization(header("alice", date_time))
+    assert parsed is not None
+    return (verifier or SignatureVerifier(60_000, 60_000)).verify(parsed, date_time, SECRET, client, now_ms)
+
+
 @pytest.mark.parametrize(
     "zone_ms", [0, -5 * HOUR_MS, 8 * HOUR_MS, int(5.5 * HOUR_MS), int(5.75 * HOUR_MS), 14 * HOUR_MS]
 )
 def test_clients_in_any_zone_are_accepted(zone_ms: int) -> None:
-    date_time = local(zone_ms + 20_000)  # its clock also runs 20 s fast
-    parsed = parse_authorization(header("alice", date_time))
-    assert parsed is not None
-    assert SignatureVerifier(60_000, 60_000).verify(parsed, date_time, SECRET, "c", NOW_MS) is None
+    assert verdict(local(zone_ms + 20_000)) is None  # its clock also runs 20 s fast
 
 
 def test_a_day_old_date_time_is_stale_even_from_a_new_client() -> None:
-    date_time = local(-24 * HOUR_MS)
-    parsed = parse_authorization(header("alice", date_time))
-    assert parsed is not None
-    verdict = SignatureVerifier(60_000, 60_000).verify(parsed, date_time, SECRET, "new", NOW_MS)
-    assert verdict is AuthFailure.STALE_DATE_TIME
+    assert verdict(local(-24 * HOUR_MS), "new") is AuthFailure.STALE_DATE_TIME
 
 
 def test_an_hour_old_date_time_from_a_known_client_is_stale() -> None:
     verifier = SignatureVerifier(60_000, 60_000)
-    current = local(2 * HOUR_MS)  # a client in UTC+2
-    old = local(HOUR_MS)  # the same client's header of an hour ago
-    for date_time, expected in ((current, None), (old, AuthFailure.STALE_DATE_TIME)):
-        parsed = parse_authorization(header("alice", date_time))
-        assert parsed is not None
-        assert verifier.verify(parsed, date_time, SECRET, "client-1", NOW_MS) is expected
+    assert verdict(local(2 * HOUR_MS), "client-1", verifier) is None  # a client in UTC+2
+    # the same client's header of an hour ago
+    assert verdict(local(HOUR_MS), "client-1", verifier) is AuthFailure.STALE_DATE_TIME
+    # an hour ahead (its zone sprang forward) is accepted
+    assert verdict(local(3 * HOUR_MS), "client-1", verifier) is None
 
 
 def test_a_date_time_between_zones_is_skewed() -> None:
-    date_time = local(7 * 60_000)  # 7 minutes off any quarter hour, skew bound 1 minute
-    parsed = parse_authorization(header("alice", date_time))
-    assert parsed is not None
-    verdict = SignatureVerifier(60_000, 60_000).verify(parsed, date_time, SECRET, "c", NOW_MS)
-    assert verdict is AuthFailure.STALE_DATE_TIME
+    assert verdict(local(7 * 60_000)) is AuthFailure.STALE_DATE_TIME  # 7 minutes off any quarter hour
 
 
 def test_a_triple_is_refused_after_the_replay_window() -> None:
     verifier = SignatureVerifier(120_000, 30_000)
-    date_time = local(0)
-    parsed = parse_authorization(header("alice", date_time))
-    assert parsed is not None
-    assert verifier.verify(parsed, date_time, SECRET, "c", NOW_MS) is None
-    assert verifier.verify(parsed, date_time, SECRET, "c", NOW_MS + 29_000) is None
-    assert verifier.verify(parsed, date_time, SECRET, "other", NOW_MS + 31_000) is AuthFailure.REPLAYED
+    assert verdict(local(0), "c", verifier) is None
+    assert verdict(local(0), "c", verifier, NOW_MS + 29_000) is None
+    assert verdict(local(0), "other", verifier, NOW_MS + 31_000) is AuthFailure.REPLAYED
 
 
 def test_a_skew_of_half_a_zone_step_or_more_is_clamped_below_it() -> None:
