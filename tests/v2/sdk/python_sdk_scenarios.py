@@ -35,7 +35,9 @@ POLL_S = 0.2
 
 
 def config_of(cfg: dict[str, Any]) -> ClientConfiguration:
-    return ClientConfiguration(cfg["endpoints"], Credentials(), request_timeout=cfg.get("request_timeout_s", 3))
+    """The SDK's configuration; ``access_key``/``secret_key`` in ``cfg`` sign every call (SessionCredentials)."""
+    credentials = Credentials(cfg.get("access_key", ""), cfg.get("secret_key", ""))
+    return ClientConfiguration(cfg["endpoints"], credentials, request_timeout=cfg.get("request_timeout_s", 3))
 
 
 def view(message: Any) -> dict[str, Any]:
