@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 import pytest
 from apache.rocketmq.v2 import definition_pb2, service_pb2_grpc
+from mq_common.auth.metadata import AuthMetadataProvider
 from mq_gateway.controller import GatewayController
 from mq_gateway.settings import GatewaySettings
 from mq_gateway.v2.servicer import ConsumerActivities
@@ -47,6 +48,20 @@ class Gateway:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(spec_for_tests(tmp_path_factory.mktemp("v2"), broker_groups=1, start_wait_s=60.0)) as c:
         yield c
+
+
+async def start_auth_gateway(cluster: LocalCluster, provider: AuthMetadataProvider) -> GatewayController:
+    """A started in-process gateway with authentication and authorisation on, users and ACLs from ``provider``."""
+    settings = GatewaySettings(
+        listen_host="127.0.0.1",
+        listen_port=0,
+        namesrv_addr=cluster.namesrv_addr,
+        authentication_enabled=True,
+        authorization_enabled=True,
+    )
+    controller = GatewayController(settings, auth_provider=provider)
+    await controller.start()
+    return controller
 
 
 async def start_gateway(cluster: LocalCluster, consumer: ConsumerActivities | None = None, **settings: Any) -> Gateway:

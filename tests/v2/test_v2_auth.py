@@ -16,12 +16,10 @@ from mq_common.auth.metadata import InMemoryAuthMetadataProvider
 from mq_common.auth.model import Acl, Action, Decision, Policy, PolicyEntry, Resource, User
 from mq_common.auth.signature import AUTHORIZATION, DATE_TIME, hmac_sha1_hex, sign
 from mq_common.response_code import ResponseCode
-from mq_gateway.controller import GatewayController
-from mq_gateway.settings import GatewaySettings
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic, read_all
 
-from tests.v2.conftest import metadata, resource
+from tests.v2.conftest import metadata, resource, start_auth_gateway
 from tests.v2.test_v2_send_message import v2_message
 
 pytestmark = pytest.mark.integration
@@ -58,15 +56,7 @@ def signed(username: str, secret: str, now: datetime | None = None) -> tuple[tup
 
 @pytest.fixture
 async def client(cluster: LocalCluster) -> AsyncIterator[Client]:
-    settings = GatewaySettings(
-        listen_host="127.0.0.1",
-        listen_port=0,
-        namesrv_addr=cluster.namesrv_addr,
-        authentication_enabled=True,
-        authorization_enabled=True,
-    )
-    controller = GatewayController(settings, auth_provider=InMemoryAuthMetadataProvider(USERS, ACLS))
-    await controller.start()
+    controller = await start_auth_gateway(cluster, InMemoryAuthMetadataProvider(USERS, ACLS))
     channel = grpc.aio.insecure_channel(controller.addr)
     try:
         yield Client(channel)

@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 from mq_common.auth.metadata import InMemoryAuthMetadataProvider
 from mq_common.auth.model import Acl, Action, Policy, PolicyEntry, Resource, User
-from mq_gateway.controller import GatewayController
-from mq_gateway.settings import GatewaySettings
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic, unique_topic
 
@@ -20,6 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "sdk"))
 
 from sdk_checks import consumer_cfg
 from sdk_testkit import SdkRunner, assert_stored, python_runner, sample_messages, sdk_cluster
+
+from tests.v2.conftest import start_auth_gateway
 
 pytestmark = pytest.mark.integration
 SECRET = "sdk-secret-4Kp"
@@ -47,16 +47,8 @@ def sdk_acl() -> Acl:
 
 async def test_python_sdk_sends_and_receives_with_credentials(cluster: LocalCluster, runner: SdkRunner) -> None:
     topic, group = await make_topic(cluster, "py_auth"), unique_topic("py_auth_group")
-    settings = GatewaySettings(
-        listen_host="127.0.0.1",
-        listen_port=0,
-        namesrv_addr=cluster.namesrv_addr,
-        authentication_enabled=True,
-        authorization_enabled=True,
-    )
     provider = InMemoryAuthMetadataProvider((User("sdk-user", SECRET),), (sdk_acl(),))
-    gateway = GatewayController(settings, auth_provider=provider)
-    await gateway.start()
+    gateway = await start_auth_gateway(cluster, provider)
     try:
         credentials = {"access_key": "sdk-user", "secret_key": SECRET}
         sent = sample_messages("py-auth", MESSAGES)
