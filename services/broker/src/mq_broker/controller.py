@@ -56,7 +56,7 @@ class BrokerController:
 
     def __init__(self, settings: BrokerSettings, namesrv_client: NamesrvClient | None = None) -> None:
         self.settings = settings
-        self._channels = ChannelPool()
+        self._channels = ChannelPool(settings.tls_client_config())
         addrs = settings.namesrv_addr_list
         if namesrv_client is None and addrs:
             namesrv_client = NameServerClient(addrs, self._channels)
@@ -110,7 +110,7 @@ class BrokerController:
 
     async def _start_on(self, server: ServiceServer) -> None:
         s = self.settings
-        self.port = server.bind(s.listen_host, s.listen_port)
+        self.port = server.bind(s.listen_host, s.listen_port, s.tls_server_config())
         try:
             store_host = host_to_bytes(await resolve_store_ip(s), self.port)
         except ValueError as exc:

@@ -3,7 +3,9 @@
 Mirrors org.apache.rocketmq.namesrv.processor.{DefaultRequestProcessor, ClientRequestProcessor}. Handlers run
 on the service's asyncio loop and never await inside a route table operation. Business outcomes travel as
 ``code`` + ``remark``: a malformed request gets INVALID_PARAMETER (29), a topic without route TOPIC_NOT_EXIST
-(17), an unexpected failure SYSTEM_ERROR (1) — a handler never raises into gRPC.
+(17), an unexpected failure SYSTEM_ERROR (1) — a handler never raises into gRPC. With mutual TLS,
+RegisterBroker/UnregisterBroker from a caller without a component certificate get NO_PERMISSION (16) and change
+nothing (mq_common.tls.ComponentGuard).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from mq_common.errors import MQError
 from mq_common.logging import get_logger
 from mq_common.protocol.convert import cluster_info_to_proto, registration_from_proto, route_to_proto
 from mq_common.response_code import ResponseCode
+from mq_common.tls import ComponentGuard
 
 from mq_namesrv.route_info_manager import RouteInfoManager
 
@@ -42,12 +45,18 @@ def _guard(rpc: str, make_error: Callable[[int, str], _Resp], handler: Callable[
 class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
     """mq.namesrv.v1.NameServer over a RouteInfoManager. Runs on the service's asyncio loop."""
 
-    def __init__(self, manager: RouteInfoManager) -> None:
+    def __init__(self, manager: RouteInfoManager, guard: ComponentGuard | None = None) -> None:
         self._manager = manager
+        self._guard = guard or ComponentGuard()
 
     async def RegisterBroker(
         self, request: namesrv_pb2.RegisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> namesrv_pb2.RegisterBrokerResponse:
+        refusal = self._guard.refusal(context, "RegisterBroker")
+        if refusal is not None:
+            log.warning("component_call_refused", rpc="RegisterBroker", remark=refusal, peer=context.peer())
+            return _register_error(ResponseCode.NO_PERMISSION, refusal)
+
         def handle() -> namesrv_pb2.RegisterBrokerResponse:
             result = self._manager.register_broker(registration_from_proto(request))
             return namesrv_pb2.RegisterBrokerResponse(
@@ -59,6 +68,11 @@ class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
     async def UnregisterBroker(
         self, request: namesrv_pb2.UnregisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> namesrv_pb2.UnregisterBrokerResponse:
+        refusal = self._guard.refusal(context, "UnregisterBroker")
+        if refusal is not None:
+            log.warning("component_call_refused", rpc="UnregisterBroker", remark=refusal, peer=context.peer())
+            return _unregister_error(ResponseCode.NO_PERMISSION, refusal)
+
         def handle() -> namesrv_pb2.UnregisterBrokerResponse:
             self._manager.unregister_broker(
                 request.cluster_name, request.broker_addr, request.broker_name, request.broker_id

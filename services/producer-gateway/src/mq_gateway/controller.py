@@ -131,7 +131,7 @@ class GatewayController:
 
     def _build_v2(self, consumer: v2_servicer.ConsumerActivities | None) -> v2_servicer.MessagingServiceServicer:
         settings = self.settings
-        self._pool = ChannelPool()
+        self._pool = ChannelPool(settings.tls_client_config())
         if self.lookup is None:
             self.lookup = NameServerClient(settings.namesrv_addrs(), self._pool)
         routes = self.v2_routes = TopicRouteCache(self.lookup, route_ttl_ms=settings.poll_name_server_interval_ms)
@@ -150,7 +150,7 @@ class GatewayController:
 
     def _build_producer(self, namesrv: NameServerLookup | None, transport: BrokerTransport | None) -> DefaultMQProducer:
         settings = self.settings
-        pool = ChannelPool()
+        pool = ChannelPool(settings.tls_client_config())
         broker_client: BrokerClient | None = None
         if transport is None:
             broker_client = transport = BrokerClient(pool)
@@ -198,7 +198,9 @@ class GatewayController:
         Raises RuntimeError when the port cannot be bound; MQClientError for a bad producer group."""
         await self.producer.start()
         try:
-            port = self.server.bind(self.settings.listen_host, self.settings.listen_port)
+            port = self.server.bind(
+                self.settings.listen_host, self.settings.listen_port, self.settings.tls_server_config()
+            )
             self._start_metrics()
             await self.server.start()
         except BaseException:
