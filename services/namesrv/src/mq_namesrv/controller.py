@@ -53,9 +53,7 @@ class NamesrvController:
         """Bind ``listen_host:listen_port``, serve, start the expiry scan. Returns the bound port.
 
         Raises RuntimeError when the port cannot be bound."""
-        port = self.server.bind(
-            self.settings.listen_host, self.settings.listen_port, self.settings.tls_server_config()
-        )
+        port = self.server.bind(self.settings.listen_host, self.settings.listen_port, self.settings.tls_server_config())
         if self.metrics is not None:
             try:
                 self.metrics.start_server(self.settings.listen_host, self.settings.metrics_port)

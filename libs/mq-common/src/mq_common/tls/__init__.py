@@ -14,7 +14,7 @@ __all__ = [
     "TlsSettings",
     "channel_credentials",
     "channel_options",
-    "server_credentials",
     "peer_identity",
+    "server_credentials",
     "split_names",
 ]

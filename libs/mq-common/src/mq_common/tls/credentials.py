@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import grpc
 
@@ -78,8 +80,10 @@ def server_credentials(config: TlsServerConfig) -> grpc.ServerCredentials:
     (and verified against ``ca_file``) only for TlsClientAuth.REQUIRE. Reads the files (blocking, at start-up);
     raises OSError when they cannot be read."""
     fetcher = ReloadingCertificates(config)
+    # gRPC accepts None from the fetcher ("unchanged"); its type stubs do not say so.
+    typed_fetcher = cast("Callable[[], grpc.ServerCertificateConfiguration]", fetcher)
     return grpc.dynamic_ssl_server_credentials(
-        fetcher.initial, fetcher, require_client_authentication=config.client_auth == TlsClientAuth.REQUIRE
+        fetcher.initial, typed_fetcher, require_client_authentication=config.client_auth == TlsClientAuth.REQUIRE
     )
 
 

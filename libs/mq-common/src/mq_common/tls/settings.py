@@ -64,7 +64,9 @@ class TlsSettings(BaseSettings):
     tls_cert_file: Path | None = Field(
         default=None, description="PEM certificate chain this server presents (tls.server.certPath)."
     )
-    tls_key_file: Path | None = Field(default=None, description="PEM private key of tls_cert_file (tls.server.keyPath).")
+    tls_key_file: Path | None = Field(
+        default=None, description="PEM private key of tls_cert_file (tls.server.keyPath)."
+    )
     tls_ca_file: Path | None = Field(
         default=None,
         description="PEM CA bundle that verifies peers: clients' certificates inbound, servers' outbound "
