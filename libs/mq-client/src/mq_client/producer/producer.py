@@ -129,9 +129,9 @@ class DefaultMQProducer:
         tls: TlsClientConfig | None = None,
     ) -> DefaultMQProducer:
         """A producer over gRPC (TLS channels with ``tls``): one ChannelPool, a NameServerClient (failover over
-        ``namesrv_addrs``) and a BrokerClient, which sends over one Broker.SendStream per broker (the gateway's path; the broker has no
-        unary send RPC); :meth:`shutdown` ends those streams, then closes the pool. Raises MQClientError when
-        ``namesrv_addrs`` is empty. Call on the loop that will use the producer."""
+        ``namesrv_addrs``) and a BrokerClient, which sends over one Broker.SendStream per broker (the gateway's
+        path; the broker has no unary send RPC); :meth:`shutdown` ends those streams, then closes the pool. Raises
+        MQClientError when ``namesrv_addrs`` is empty. Call on the loop that will use the producer."""
         from mq_common.channels import ChannelPool
         from mq_common.namesrv_client import NameServerClient
 
