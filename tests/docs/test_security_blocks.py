@@ -30,7 +30,7 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 def test_security_tls_local_cluster(tmp_path: Path) -> None:
     lines = find(SECURITY, "make up MQLOCAL_ARGS=--tls").lines()
-    assert lines[0] == "make up MQLOCAL_ARGS=--tls" and lines[-1] == "make down", lines
+    assert (lines[0], lines[-1]) == ("make up MQLOCAL_ARGS=--tls", "make down"), lines
     recipe = run(["make", "-n", "up", "MQLOCAL_ARGS=--tls"], dict(os.environ)).stdout
     assert f"mqlocal up --data-dir {DOC_DATA_DIR} --tls" in recipe, recipe
     data = tmp_path / "cluster"

@@ -72,7 +72,8 @@ def test_up_tls_status_down(tmp_path: Path) -> None:
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         state = read_state(data)
-        assert state is not None and state.tls
+        assert state is not None
+        assert state.tls
         assert health_status(state.gateway_addr) == "UNREACHABLE"  # plaintext is refused
         ca_only = LocalTlsFiles.of_data_dir(data).client_config(None)
         assert health_status(state.gateway_addr, tls=ca_only) == "SERVING"
