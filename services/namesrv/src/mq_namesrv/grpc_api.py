@@ -49,13 +49,22 @@ class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
         self._manager = manager
         self._guard = guard or ComponentGuard()
 
+    def _refused(
+        self, rpc: str, context: grpc.aio.ServicerContext[object, object], make_error: Callable[[int, str], _Resp]
+    ) -> _Resp | None:
+        """NO_PERMISSION (16) when the caller lacks a component certificate (mutual TLS), else None."""
+        refusal = self._guard.refusal(context, rpc)
+        if refusal is None:
+            return None
+        log.warning("component_call_refused", rpc=rpc, remark=refusal, peer=context.peer())
+        return make_error(ResponseCode.NO_PERMISSION, refusal)
+
     async def RegisterBroker(
         self, request: namesrv_pb2.RegisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> namesrv_pb2.RegisterBrokerResponse:
-        refusal = self._guard.refusal(context, "RegisterBroker")
-        if refusal is not None:
-            log.warning("component_call_refused", rpc="RegisterBroker", remark=refusal, peer=context.peer())
-            return _register_error(ResponseCode.NO_PERMISSION, refusal)
+        refused = self._refused("RegisterBroker", context, _register_error)
+        if refused is not None:
+            return refused
 
         def handle() -> namesrv_pb2.RegisterBrokerResponse:
             result = self._manager.register_broker(registration_from_proto(request))
@@ -68,10 +77,9 @@ class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
     async def UnregisterBroker(
         self, request: namesrv_pb2.UnregisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> namesrv_pb2.UnregisterBrokerResponse:
-        refusal = self._guard.refusal(context, "UnregisterBroker")
-        if refusal is not None:
-            log.warning("component_call_refused", rpc="UnregisterBroker", remark=refusal, peer=context.peer())
-            return _unregister_error(ResponseCode.NO_PERMISSION, refusal)
+        refused = self._refused("UnregisterBroker", context, _unregister_error)
+        if refused is not None:
+            return refused
 
         def handle() -> namesrv_pb2.UnregisterBrokerResponse:
             self._manager.unregister_broker(
