@@ -72,4 +72,8 @@ CLAIMS: Final[dict[tuple[str, str], str]] = {
     ("README.md", 'require("rocketmq-client-nodejs")'): f"{_README_TESTS}::test_readme_rocketmq5_sdks",
     ("README.md", "uv run mqadmin clusterList"): f"{_README_TESTS}::test_readme_mqadmin_verbs",
     ("README.md", 'format("rocketmq")'): f"{_README_TESTS}::test_readme_spark_snippet",
+    (
+        "docs/security.md",
+        "make up MQLOCAL_ARGS=--tls",
+    ): "tests/docs/test_security_blocks.py::test_security_tls_local_cluster",
 }

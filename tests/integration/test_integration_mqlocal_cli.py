@@ -11,6 +11,7 @@ import pytest
 from mq_local.ports import BROKER_PORT_STEP, free_port, port_is_free
 from mq_local.readiness import health_status
 from mq_local.state import read_state
+from mq_local.tls_files import LocalTlsFiles
 
 pytestmark = pytest.mark.integration
 
@@ -61,3 +62,24 @@ def test_up_status_down(tmp_path: Path) -> None:
     assert not any(p.alive() for p in state.processes)
     assert read_state(data) is None
     assert _mqlocal("status", "--data-dir", str(data)).returncode == 1
+
+
+def test_up_tls_status_down(tmp_path: Path) -> None:
+    data = tmp_path / "local-tls"
+    ports = ["--namesrv-port", str(free_port()), "--broker-base-port", str(_broker_base_port())]
+    ports += ["--gateway-port", str(free_port()), "--brokers", "1"]
+    up = _mqlocal("up", "--data-dir", str(data), "--tls", *ports)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        state = read_state(data)
+        assert state is not None
+        assert state.tls
+        assert health_status(state.gateway_addr) == "UNREACHABLE"  # plaintext is refused
+        ca_only = LocalTlsFiles.of_data_dir(data).client_config(None)
+        assert health_status(state.gateway_addr, tls=ca_only) == "SERVING"
+        status = _mqlocal("status", "--data-dir", str(data))
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert status.stdout.count("SERVING") == 3
+    finally:
+        down = _mqlocal("down", "--data-dir", str(data))
+    assert down.returncode == 0, down.stdout + down.stderr

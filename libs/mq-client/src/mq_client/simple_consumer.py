@@ -36,6 +36,7 @@ from mq_common.protocol import (
     TopicRouteData,
 )
 from mq_common.response_code import ResponseCode
+from mq_common.tls import TlsClientConfig
 
 from mq_client.pop_calls import PopBrokerCalls
 
@@ -113,15 +114,17 @@ class SimpleConsumer:
         route_timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS,
         init_mode: int = ConsumeInitMode.LAST,
         pool: ChannelPool | None = None,
+        tls: TlsClientConfig | None = None,
     ) -> None:
         """Raises MQClientError (INVALID_PARAMETER) without subscriptions or group, or for a negative await
-        duration; MQClientError (RPC_ADDR_IS_NULL) without name servers."""
+        duration; MQClientError (RPC_ADDR_IS_NULL) without name servers. ``tls`` makes the own ChannelPool (when
+        ``pool`` is None) a TLS one."""
         if not consumer_group or not subscriptions:
             raise MQClientError("a consumer group and at least one subscription are required", _INVALID)
         if await_duration_ms < 0:
             raise MQClientError(f"awaitDuration {await_duration_ms} ms is negative", _INVALID)
         self._own_pool = pool is None
-        self._pool = ChannelPool() if pool is None else pool
+        self._pool = ChannelPool(tls) if pool is None else pool
         self._namesrv = NameServerClient(namesrv_addrs, self._pool)
         self._calls = PopBrokerCalls(self._pool)
         self.consumer_group = consumer_group

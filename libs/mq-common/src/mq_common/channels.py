@@ -13,6 +13,7 @@ import grpc
 
 from mq_common.errors import InvalidParameterError
 from mq_common.grpc_server import CHANNEL_OPTIONS
+from mq_common.tls import TlsClientConfig, channel_credentials, channel_options
 
 DEFAULT_RPC_TIMEOUT_MS: Final = 3000
 # gRPC's default reconnect backoff grows to 120 s, during which calls to a restarted peer fail fast with
@@ -33,11 +34,20 @@ def seconds(timeout_ms: int) -> float:
 
 class ChannelPool:
     """One grpc.aio channel per ``"host:port"`` (CLIENT_CHANNEL_OPTIONS), created lazily on first use.
-    ``interceptors`` (e.g. mq_common.auth.interceptor.SigningInterceptor) wrap every call of every channel."""
 
-    def __init__(self, interceptors: Sequence[grpc.aio.ClientInterceptor] = ()) -> None:
+    Plaintext by default; with ``tls`` every channel is a TLS channel over one ChannelCredentials built here
+    (reads the PEM files once, blocking; raises OSError when they cannot be read). ``interceptors`` (e.g.
+    mq_common.auth.interceptor.SigningInterceptor) wrap every call of every channel.
+    """
+
+    def __init__(
+        self, tls: TlsClientConfig | None = None, interceptors: Sequence[grpc.aio.ClientInterceptor] = ()
+    ) -> None:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._interceptors = list(interceptors) or None
+        self.tls = tls
+        self._credentials = channel_credentials(tls) if tls is not None else None
+        self._options: list[tuple[str, int | str]] = [*CLIENT_CHANNEL_OPTIONS, *channel_options(tls)]
 
     def get(self, addr: str) -> grpc.aio.Channel:
         """The channel to ``addr`` (``"host:port"``), creating it if needed. Never blocks; never raises for a
@@ -46,7 +56,12 @@ class ChannelPool:
         if channel is None:
             if not addr:
                 raise InvalidParameterError("broker or name server address is empty")
-            channel = grpc.aio.insecure_channel(addr, options=CLIENT_CHANNEL_OPTIONS, interceptors=self._interceptors)
+            if self._credentials is None:
+                channel = grpc.aio.insecure_channel(addr, options=self._options, interceptors=self._interceptors)
+            else:
+                channel = grpc.aio.secure_channel(
+                    addr, self._credentials, options=self._options, interceptors=self._interceptors
+                )
             self._channels[addr] = channel
         return channel
 

@@ -15,6 +15,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from mq_common.tls import TlsServerConfig, server_credentials
+
 # 4 MiB bodies x a batch plus headers; a batch larger than this is refused by gRPC itself.
 MAX_GRPC_MESSAGE_BYTES: Final = 64 * 1024 * 1024
 CHANNEL_OPTIONS: Final[list[tuple[str, int]]] = [
@@ -71,9 +73,15 @@ class ServiceServer:
         )
         self.port = 0
 
-    def bind(self, host: str, port: int) -> int:
-        """Bind ``host:port`` (port 0 picks a free one); returns the bound port. Raises RuntimeError on failure."""
-        bound = self.server.add_insecure_port(f"{host}:{port}")
+    def bind(self, host: str, port: int, tls: TlsServerConfig | None = None) -> int:
+        """Bind ``host:port`` (port 0 picks a free one), plaintext or, with ``tls``, TLS whose certificate files
+        are re-read when they change (mq_common.tls.server_credentials); returns the bound port. Raises
+        RuntimeError when the port cannot be bound, OSError when the TLS files cannot be read."""
+        address = f"{host}:{port}"
+        if tls is None:
+            bound = self.server.add_insecure_port(address)
+        else:
+            bound = self.server.add_secure_port(address, server_credentials(tls))
         if bound == 0:
             raise RuntimeError(f"cannot bind {host}:{port}")
         self.port = bound

@@ -17,6 +17,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from mq_common.config_fields import DESCRIPTION_KEY, field_of
+from mq_common.tls.settings import TlsSettings
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -45,8 +46,8 @@ class _YamlSource(PydanticBaseSettingsSource):
         return {k: v for k, v in self._data.items() if k in self.settings_cls.model_fields}
 
 
-class ServiceSettings(BaseSettings):
-    """Fields every service has."""
+class ServiceSettings(TlsSettings):
+    """Fields every service has (the TLS ones from mq_common.tls.settings.TlsSettings)."""
 
     model_config: ClassVar[SettingsConfigDict] = SettingsConfigDict(extra="forbid", frozen=True)
 

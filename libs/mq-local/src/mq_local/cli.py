@@ -1,6 +1,6 @@
 """``mqlocal``: start a local cluster in the background, show it, stop it (``make up`` / ``make down``).
 
-    mqlocal up [--brokers 2] [--flush-disk-type SYNC_FLUSH] [--data-dir .run/local]
+    mqlocal up [--brokers 2] [--flush-disk-type SYNC_FLUSH] [--data-dir .run/local] [--tls]
     mqlocal status [--data-dir .run/local]
     mqlocal down [--data-dir .run/local]
     mqlocal --version
@@ -24,6 +24,7 @@ from mq_local.ports import DEFAULT_BROKER_BASE_PORT, DEFAULT_GATEWAY_PORT, DEFAU
 from mq_local.processes import STOP_GRACE_S, stop_record
 from mq_local.readiness import health_status
 from mq_local.state import DataDirError, default_data_dir, read_state, remove_state
+from mq_local.tls_files import LocalTlsFiles
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Run a local PyRocketMQ cluster on 127.0.0.1.")
 console = Console(stderr=True)
@@ -56,6 +57,9 @@ def up(
     ),
     gateway_port: int = DEFAULT_GATEWAY_PORT,
     keep_data: Annotated[bool, typer.Option(help="Keep the previous run's store instead of starting empty.")] = False,
+    tls: Annotated[
+        bool, typer.Option("--tls", help="TLS everywhere: a local CA in <data>/tls, mutual TLS between components.")
+    ] = False,
 ) -> None:
     """Start the cluster in the background and return once every service serves."""
     if flush_disk_type not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
@@ -67,7 +71,9 @@ def up(
         console.print(f"[red]ports already in use: {busy}[/red] (is a cluster running? try `mqlocal status`)")
         raise typer.Exit(1)
     folder = _data_dir(data_dir)
-    spec = ClusterSpec(data_dir=folder, ports=ports, flush_disk_type=flush, auto_create_topic_enable=auto_create_topic)
+    spec = ClusterSpec(
+        data_dir=folder, ports=ports, flush_disk_type=flush, auto_create_topic_enable=auto_create_topic, tls=tls
+    )
     try:
         cluster = LocalCluster(spec, fresh=not keep_data).start()
     except (ClusterStartError, DataDirError) as exc:
@@ -76,6 +82,8 @@ def up(
     state = cluster.detach()
     _print_state_table(folder)
     console.print(f"name server {state.namesrv_addr}, gateway {state.gateway_addr}; stop with `mqlocal down`")
+    if tls:
+        console.print(f"TLS: CA and client certificates in {LocalTlsFiles.of_data_dir(folder).directory}")
 
 
 @app.command()
@@ -117,9 +125,10 @@ def _print_state_table(folder: Path) -> bool:
         table.add_column(column, no_wrap=True)
     table.add_column("log", overflow="fold")
     all_ok = True
+    tls = LocalTlsFiles.of_data_dir(folder).client_config() if state.tls else None
     for rec in state.processes:
         alive = rec.alive()
-        health = health_status(f"127.0.0.1:{rec.port}") if alive else "-"
+        health = health_status(f"127.0.0.1:{rec.port}", tls=tls) if alive else "-"
         all_ok = all_ok and alive and health == "SERVING"
         table.add_row(
             rec.name, str(rec.pid), f"127.0.0.1:{rec.port}", "alive" if alive else "gone", health, rec.log_path

@@ -23,11 +23,13 @@ from types import TracebackType
 from typing import Final, Literal
 
 from mq_common.extensions import NO_EXTENSIONS_ENV
+from mq_common.tls import TlsClientAuth, TlsClientConfig
 
 from mq_local.ports import LOCAL_HOST, PortLayout, broker_name_of
 from mq_local.processes import STOP_GRACE_S, ManagedProcess, ProcessStartError
 from mq_local.readiness import missing_brokers, wait_registered, wait_serving
 from mq_local.state import ClusterState, prepare_data_dir, remove_state, write_state
+from mq_local.tls_files import BROKER_IDENTITY, LocalTlsFiles
 
 NAMESRV_MODULE: Final = "mq_namesrv.main"
 BROKER_MODULE: Final = "mq_broker.main"
@@ -49,6 +51,9 @@ class ClusterSpec:
     ``gateway_module`` is the module run as the gateway (tests may wrap ``mq_gateway.main``).
     ``metrics_ports`` serves Prometheus ``/metrics`` of a service on 127.0.0.1: keys ``"namesrv"``, a broker
     name (``"broker-a"``) or ``"gateway"``; a service not named keeps metrics off.
+    ``tls`` makes a local CA and certificates (mq_local.tls_files) and starts every service with TLS: mutual
+    TLS on the name server (only ``broker.pyrocketmq`` may register) and brokers, TLS without client
+    certificates on the gateway; the cluster's own readiness checks present the ``admin`` certificate.
     ``clean_file_forcibly_enable`` is off by default: local stores share the host's disk with everything else,
     so a host disk above 85 % must not delete what was just stored (above 90 % DISK_FULL still refuses puts).
     """
@@ -68,6 +73,18 @@ class ClusterSpec:
     gateway_env: Mapping[str, str] = field(default_factory=dict)
     gateway_module: str = GATEWAY_MODULE
     metrics_ports: Mapping[str, int] = field(default_factory=dict)
+    tls: bool = False
+
+    @property
+    def tls_files(self) -> LocalTlsFiles | None:
+        """The cluster's PEM files when ``tls``, else None."""
+        return LocalTlsFiles.of_data_dir(self.data_dir) if self.tls else None
+
+    @property
+    def tls_client(self) -> TlsClientConfig | None:
+        """What a client of this cluster needs (the ``admin`` certificate), or None in plaintext."""
+        files = self.tls_files
+        return None if files is None else files.client_config()
 
     @property
     def broker_names(self) -> tuple[str, ...]:
@@ -95,6 +112,13 @@ def _service_env(
     env[f"{prefix}LOG_LEVEL"] = spec.log_level
     if service in spec.metrics_ports:
         env[f"{prefix}METRICS_PORT"] = str(spec.metrics_ports[service])
+    files = spec.tls_files
+    if files is not None:
+        name = "broker" if prefix == "MQ_BROKER_" else service
+        auth = TlsClientAuth.OPTIONAL if service == "gateway" else TlsClientAuth.REQUIRE
+        env.update(files.service_env(prefix, name, auth))
+        if service == "namesrv":
+            env[f"{prefix}COMPONENT_IDENTITIES"] = BROKER_IDENTITY
     env.update(own)
     env.update(extra)
     return env
@@ -173,6 +197,8 @@ class LocalCluster:
     def start(self) -> LocalCluster:
         """Start name server, brokers (in parallel), gateway; wait for each. Raises ClusterStartError."""
         prepare_data_dir(self.spec.data_dir, fresh=self.fresh)
+        if self.spec.tls_files is not None:
+            self.spec.tls_files.write()
         self._started_at_ms = int(time.time() * 1000)
         try:
             self._start_and_wait([self.namesrv])
@@ -234,7 +260,9 @@ class LocalCluster:
     # -- state -------------------------------------------------------------------------------------------
     def state(self) -> ClusterState:
         records = tuple(p.record() for p in self.processes() if p.running())
-        return ClusterState(self.namesrv_addr, self.gateway_addr, self.broker_addrs, records, self._started_at_ms)
+        return ClusterState(
+            self.namesrv_addr, self.gateway_addr, self.broker_addrs, records, self._started_at_ms, self.spec.tls
+        )
 
     def write_state(self) -> None:
         write_state(self.spec.data_dir, self.state())
@@ -246,7 +274,7 @@ class LocalCluster:
         deadline = time.monotonic() + self.spec.start_wait_s
         for proc in procs:
             addr = f"{LOCAL_HOST}:{proc.port}"
-            if not wait_serving(addr, deadline, proc.running):
+            if not wait_serving(addr, deadline, proc.running, self.spec.tls_client):
                 raise ClusterStartError(self._not_ready_message(proc, f"did not answer grpc.health SERVING on {addr}"))
 
     def _wait_brokers_registered(self, procs: Mapping[str, ManagedProcess], since_ms: int) -> None:
@@ -256,12 +284,12 @@ class LocalCluster:
         def alive() -> bool:
             return self.namesrv.running() and all(p.running() for p in procs.values())
 
-        if wait_registered(self.namesrv_addr, expected, deadline, alive, since_ms):
+        if wait_registered(self.namesrv_addr, expected, deadline, alive, since_ms, self.spec.tls_client):
             return
         dead = [p for p in (self.namesrv, *procs.values()) if not p.running()]
         if dead:
             raise ClusterStartError(self._not_ready_message(dead[0], "exited while brokers registered"))
-        missing = missing_brokers(self.namesrv_addr, list(expected))
+        missing = missing_brokers(self.namesrv_addr, list(expected), self.spec.tls_client)
         proc = procs[missing[0]] if missing else self.namesrv
         raise ClusterStartError(
             self._not_ready_message(

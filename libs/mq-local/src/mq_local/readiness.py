@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2
 from mq_common.channels import ChannelPool
 from mq_common.errors import MQError
 from mq_common.namesrv_client import NameServerClient
+from mq_common.tls import TlsClientConfig, channel_credentials, channel_options
 
 HEALTH_CALL_MS: Final = 1_000
 HEALTH_CHECK_METHOD: Final = "/grpc.health.v1.Health/Check"
@@ -36,12 +37,19 @@ def run_blocking(coro_fn: Callable[[], Coroutine[Any, Any, T]], wait_s: float) -
         return future.result(timeout=wait_s)
 
 
-def health_status(addr: str, service: str = "", call_ms: int = HEALTH_CALL_MS) -> str:
-    """The grpc.health.v1 status name of ``service`` at ``addr`` (``SERVING``, ``NOT_SERVING``, ...).
+def _channel(addr: str, tls: TlsClientConfig | None) -> grpc.Channel:
+    if tls is None:
+        return grpc.insecure_channel(addr)
+    return grpc.secure_channel(addr, channel_credentials(tls), options=channel_options(tls))
 
-    Returns ``UNREACHABLE`` when the call fails at the transport level.
+
+def health_status(
+    addr: str, service: str = "", call_ms: int = HEALTH_CALL_MS, tls: TlsClientConfig | None = None
+) -> str:
+    """The grpc.health.v1 status name of ``service`` at ``addr`` (``SERVING``, ``NOT_SERVING``, ...), over TLS
+    with ``tls``. Returns ``UNREACHABLE`` when the call fails at the transport level (a refused handshake too).
     """
-    with grpc.insecure_channel(addr) as channel:
+    with _channel(addr, tls) as channel:
         check = channel.unary_unary(
             HEALTH_CHECK_METHOD,
             request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
@@ -54,23 +62,26 @@ def health_status(addr: str, service: str = "", call_ms: int = HEALTH_CALL_MS) -
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
 
 
-def wait_serving(addr: str, deadline: float, alive: Callable[[], bool]) -> bool:
-    """Poll ``addr`` until SERVING; False when ``deadline`` (time.monotonic) passes or ``alive()`` turns false."""
+def wait_serving(addr: str, deadline: float, alive: Callable[[], bool], tls: TlsClientConfig | None = None) -> bool:
+    """Poll ``addr`` (over TLS with ``tls``) until SERVING; False when ``deadline`` (time.monotonic) passes or
+    ``alive()`` turns false."""
     while time.monotonic() < deadline:
         if not alive():
             return False
-        if health_status(addr) == "SERVING":
+        if health_status(addr, tls=tls) == "SERVING":
             return True
         time.sleep(POLL_INTERVAL_S)
     return False
 
 
-async def registered_brokers(namesrv_addr: str, call_ms: int = 2_000) -> dict[str, tuple[str, int]]:
+async def registered_brokers(
+    namesrv_addr: str, call_ms: int = 2_000, tls: TlsClientConfig | None = None
+) -> dict[str, tuple[str, int]]:
     """Broker name -> (master address, last registration ms) as the name server lists them now.
 
     Empty when the name server cannot answer. The timestamp is 0 when the live table lacks the address.
     """
-    pool = ChannelPool()
+    pool = ChannelPool(tls)
     try:
         info = await NameServerClient([namesrv_addr], pool).get_broker_cluster_info(timeout_ms=call_ms)
     except MQError:
@@ -86,7 +97,12 @@ async def registered_brokers(namesrv_addr: str, call_ms: int = 2_000) -> dict[st
 
 
 def wait_registered(
-    namesrv_addr: str, expected: dict[str, str], deadline: float, alive: Callable[[], bool], since_ms: int = 0
+    namesrv_addr: str,
+    expected: dict[str, str],
+    deadline: float,
+    alive: Callable[[], bool],
+    since_ms: int = 0,
+    tls: TlsClientConfig | None = None,
 ) -> bool:
     """Poll the name server until every ``expected`` broker name lists the expected master address with a
     registration at or after ``since_ms`` (ms since the epoch; so a restarted broker's stale entry does not
@@ -103,7 +119,7 @@ def wait_registered(
         while time.monotonic() < deadline:
             if not alive():
                 return False
-            if done(await registered_brokers(namesrv_addr)):
+            if done(await registered_brokers(namesrv_addr, tls=tls)):
                 return True
             await asyncio.sleep(POLL_INTERVAL_S)
         return False
@@ -111,7 +127,7 @@ def wait_registered(
     return run_blocking(_poll, max(0.0, deadline - time.monotonic()) + 5.0)
 
 
-def missing_brokers(namesrv_addr: str, expected: Collection[str]) -> list[str]:
+def missing_brokers(namesrv_addr: str, expected: Collection[str], tls: TlsClientConfig | None = None) -> list[str]:
     """The names in ``expected`` that the name server does not list (for error messages and status)."""
-    listed = run_blocking(lambda: registered_brokers(namesrv_addr), 10.0)
+    listed = run_blocking(lambda: registered_brokers(namesrv_addr, tls=tls), 10.0)
     return [name for name in expected if name not in listed]

@@ -57,6 +57,7 @@ class ClusterState:
     brokers: dict[str, str]
     processes: tuple[ProcessRecord, ...]
     started_at_ms: int
+    tls: bool = False
 
     def to_json(self) -> str:
         data = {
@@ -66,6 +67,7 @@ class ClusterState:
             "brokers": self.brokers,
             "processes": [asdict(p) for p in self.processes],
             "started_at_ms": self.started_at_ms,
+            "tls": self.tls,
         }
         return json.dumps(data, indent=2)
 
@@ -82,6 +84,7 @@ class ClusterState:
             {str(k): str(v) for k, v in data["brokers"].items()},
             processes,
             int(data["started_at_ms"]),
+            bool(data.get("tls", False)),
         )
 
     def alive(self) -> list[ProcessRecord]:

@@ -15,6 +15,7 @@ from typing import Any, Final
 from mq_client.consumer import PullConsumer
 from mq_common.codec import MessageExt
 from mq_common.protocol import MessageQueue, PullStatus, TopicConfig
+from mq_common.tls import TlsClientConfig
 
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.ports import PortLayout
@@ -30,7 +31,8 @@ TEST_BROKER_ENV: Final[Mapping[str, str]] = {
 def spec_for_tests(data_dir: Path, broker_groups: int = 2, **overrides: Any) -> ClusterSpec:
     """A spec on free ports with small store files; ``overrides`` replace ClusterSpec fields.
 
-    ``broker_env`` in ``overrides`` is merged over TEST_BROKER_ENV.
+    ``broker_env`` in ``overrides`` is merged over TEST_BROKER_ENV; ``tls=True`` starts a TLS cluster (clients
+    then use ``spec.tls_client``).
     """
     broker_env = {**TEST_BROKER_ENV, **overrides.pop("broker_env", {})}
     return ClusterSpec(data_dir=data_dir, ports=PortLayout.free(broker_groups), broker_env=broker_env, **overrides)
@@ -45,20 +47,21 @@ async def make_topic(cluster: LocalCluster, hint: str, queues: int = 4) -> str:
     """Create a unique topic with ``queues`` write/read queues on every broker; return its name once routed."""
     name = unique_topic(hint)
     config = TopicConfig(name, read_queue_nums=queues, write_queue_nums=queues)
-    await create_topic_on_cluster(cluster.namesrv_addr, config, cluster.spec.cluster_name)
+    await create_topic_on_cluster(cluster.namesrv_addr, config, cluster.spec.cluster_name, tls=cluster.spec.tls_client)
     return name
 
 
 async def read_all(
-    namesrv_addr: str, topic: str, max_pulls_per_queue: int = 10_000
+    namesrv_addr: str, topic: str, max_pulls_per_queue: int = 10_000, tls: TlsClientConfig | None = None
 ) -> list[tuple[MessageQueue, MessageExt]]:
     """Every stored message of every readable queue of ``topic``, in queue then offset order.
 
     Bounded by ``max_pulls_per_queue`` pulls of up to 1024 messages per queue. Raises TopicNotExistError (17)
-    without a route, RemotingError when a broker of the route does not answer.
+    without a route, RemotingError when a broker of the route does not answer. ``tls``: a TLS cluster's
+    client config (LocalCluster.spec.tls_client).
     """
     out: list[tuple[MessageQueue, MessageExt]] = []
-    async with PullConsumer([namesrv_addr], "mq_local_read_all") as consumer:
+    async with PullConsumer([namesrv_addr], "mq_local_read_all", tls=tls) as consumer:
         for queue in await consumer.fetch_subscribe_message_queues(topic):
             offset = 0
             for _ in range(max_pulls_per_queue):

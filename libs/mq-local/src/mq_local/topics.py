@@ -14,21 +14,26 @@ from mq_client.admin.admin_client import MQAdminClient
 from mq_common.errors import MQClientError, MQError
 from mq_common.protocol import TopicConfig, TopicRouteData
 from mq_common.response_code import ResponseCode
+from mq_common.tls import TlsClientConfig
 
 ROUTE_WAIT_S: Final = 30.0
 _POLL_S: Final = 0.1
 
 
 async def create_topic_on_cluster(
-    namesrv_addr: str, config: TopicConfig, cluster_name: str = "DefaultCluster", route_wait_s: float = ROUTE_WAIT_S
+    namesrv_addr: str,
+    config: TopicConfig,
+    cluster_name: str = "DefaultCluster",
+    route_wait_s: float = ROUTE_WAIT_S,
+    tls: TlsClientConfig | None = None,
 ) -> TopicRouteData:
     """Create ``config`` on each master of ``cluster_name``; return the route once it lists every master.
 
     Raises MQClientError (BROKER_NOT_EXIST) when the cluster has no master, MQClientError (SYSTEM_ERROR)
     when the route does not show up within ``route_wait_s``, the broker's error (error_for_code) when a
-    create fails, RemotingError on transport failure.
+    create fails, RemotingError on transport failure. ``tls``: the admin client's TLS (None: plaintext).
     """
-    async with MQAdminClient([namesrv_addr]) as admin:
+    async with MQAdminClient([namesrv_addr], tls=tls) as admin:
         addrs = await admin.update_topic(config, cluster_name=cluster_name)
         info = await admin.cluster_list()
         brokers = {name for name, data in info.broker_addr_table.items() if data.master_addr() in addrs}

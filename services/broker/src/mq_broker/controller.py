@@ -29,6 +29,7 @@ from mq_common.metrics import NodeIdentity
 from mq_common.namesrv_client import NameServerClient
 from mq_common.protocol import BrokerRegistration
 from mq_common.request_context import RequestContextInterceptor
+from mq_common.tls import ComponentGuard
 
 from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.auth.guard import BrokerAuthGuard
@@ -61,7 +62,7 @@ class BrokerController:
 
     def __init__(self, settings: BrokerSettings, namesrv_client: NamesrvClient | None = None) -> None:
         self.settings = settings
-        self._channels = ChannelPool()
+        self._channels = ChannelPool(settings.tls_client_config())
         addrs = settings.namesrv_addr_list
         if namesrv_client is None and addrs:
             namesrv_client = NameServerClient(addrs, self._channels)
@@ -116,7 +117,7 @@ class BrokerController:
 
     async def _start_on(self, server: ServiceServer) -> None:
         s = self.settings
-        self.port = server.bind(s.listen_host, s.listen_port)
+        self.port = server.bind(s.listen_host, s.listen_port, s.tls_server_config())
         try:
             store_host = host_to_bytes(await resolve_store_ip(s), self.port)
         except ValueError as exc:
@@ -218,6 +219,7 @@ class BrokerController:
             pop=pop,
             auth_metadata=self.auth_metadata,
             auth_guard=self._auth_guard(),
+            component_identity=ComponentGuard.from_settings(self.settings).component_name,
         )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
 

@@ -13,6 +13,7 @@ from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
 from mq_common.request_context import RequestContextInterceptor
+from mq_common.tls import ComponentGuard
 
 from mq_namesrv.grpc_api import SERVICE_NAME, NameServerServicer, add_to_server
 from mq_namesrv.metrics import NamesrvMetrics
@@ -34,7 +35,8 @@ class NamesrvController:
             self.metrics = NamesrvMetrics(node, self.route_info_manager, max_topics=settings.metrics_max_topics)
         observe = self.metrics.observe_rpc if self.metrics is not None else None
         self.server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe)])
-        add_to_server(NameServerServicer(self.route_info_manager), self.server.server)
+        guard = ComponentGuard.from_settings(settings)
+        add_to_server(NameServerServicer(self.route_info_manager, guard), self.server.server)
         self._scan_task: asyncio.Task[None] | None = None
 
     @property
@@ -51,7 +53,7 @@ class NamesrvController:
         """Bind ``listen_host:listen_port``, serve, start the expiry scan. Returns the bound port.
 
         Raises RuntimeError when the port cannot be bound."""
-        port = self.server.bind(self.settings.listen_host, self.settings.listen_port)
+        port = self.server.bind(self.settings.listen_host, self.settings.listen_port, self.settings.tls_server_config())
         if self.metrics is not None:
             try:
                 self.metrics.start_server(self.settings.listen_host, self.settings.metrics_port)

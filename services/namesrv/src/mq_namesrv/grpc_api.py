@@ -3,7 +3,9 @@
 Mirrors org.apache.rocketmq.namesrv.processor.{DefaultRequestProcessor, ClientRequestProcessor}. Handlers run
 on the service's asyncio loop and never await inside a route table operation. Business outcomes travel as
 ``code`` + ``remark``: a malformed request gets INVALID_PARAMETER (29), a topic without route TOPIC_NOT_EXIST
-(17), an unexpected failure SYSTEM_ERROR (1) — a handler never raises into gRPC.
+(17), an unexpected failure SYSTEM_ERROR (1) — a handler never raises into gRPC. With mutual TLS,
+RegisterBroker/UnregisterBroker from a caller without a component certificate get NO_PERMISSION (16) and change
+nothing (mq_common.tls.ComponentGuard).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from mq_common.errors import MQError
 from mq_common.logging import get_logger
 from mq_common.protocol.convert import cluster_info_to_proto, registration_from_proto, route_to_proto
 from mq_common.response_code import ResponseCode
+from mq_common.tls import ComponentGuard
 
 from mq_namesrv.route_info_manager import RouteInfoManager
 
@@ -42,12 +45,27 @@ def _guard(rpc: str, make_error: Callable[[int, str], _Resp], handler: Callable[
 class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
     """mq.namesrv.v1.NameServer over a RouteInfoManager. Runs on the service's asyncio loop."""
 
-    def __init__(self, manager: RouteInfoManager) -> None:
+    def __init__(self, manager: RouteInfoManager, guard: ComponentGuard | None = None) -> None:
         self._manager = manager
+        self._guard = guard or ComponentGuard()
+
+    def _refused(
+        self, rpc: str, context: grpc.aio.ServicerContext[object, object], make_error: Callable[[int, str], _Resp]
+    ) -> _Resp | None:
+        """NO_PERMISSION (16) when the caller lacks a component certificate (mutual TLS), else None."""
+        refusal = self._guard.refusal(context, rpc)
+        if refusal is None:
+            return None
+        log.warning("component_call_refused", rpc=rpc, remark=refusal, peer=context.peer())
+        return make_error(ResponseCode.NO_PERMISSION, refusal)
 
     async def RegisterBroker(
         self, request: namesrv_pb2.RegisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> namesrv_pb2.RegisterBrokerResponse:
+        refused = self._refused("RegisterBroker", context, _register_error)
+        if refused is not None:
+            return refused
+
         def handle() -> namesrv_pb2.RegisterBrokerResponse:
             result = self._manager.register_broker(registration_from_proto(request))
             return namesrv_pb2.RegisterBrokerResponse(
@@ -59,6 +77,10 @@ class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
     async def UnregisterBroker(
         self, request: namesrv_pb2.UnregisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> namesrv_pb2.UnregisterBrokerResponse:
+        refused = self._refused("UnregisterBroker", context, _unregister_error)
+        if refused is not None:
+            return refused
+
         def handle() -> namesrv_pb2.UnregisterBrokerResponse:
             self._manager.unregister_broker(
                 request.cluster_name, request.broker_addr, request.broker_name, request.broker_id

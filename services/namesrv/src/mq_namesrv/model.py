@@ -29,6 +29,8 @@ def validate_registration(reg: BrokerRegistration) -> None:
         validate_addr(reg.ha_server_addr)
     if reg.heartbeat_timeout_ms < 0:
         raise InvalidParameterError(f"heartbeatTimeoutMillis must be >= 0, got {reg.heartbeat_timeout_ms}")
+    if reg.data_version.state_version < 0:
+        raise InvalidParameterError(f"stateVersion must be >= 0, got {reg.data_version.state_version}")
     for name, config in reg.topic_configs.items():
         validate_topic_config(name, config)
 

@@ -46,6 +46,10 @@ log = get_logger("mq_namesrv.route_info_manager")
 
 Clock = Callable[[], int]
 NO_TOPIC_ROUTE_REMARK: Final = "No topic route info in name server for the topic: "
+# A broker's stateVersion is its master epoch (BrokerController#changeToMaster: DataVersion#nextVersion(epoch)),
+# raised by one per election; two addresses of one broker id whose versions differ by more than this are not
+# an old and a new master but a forged version (see RouteInfoManager._is_stale).
+MAX_STATE_VERSION_STEP: Final = 1024
 
 
 def system_clock_ms() -> int:
@@ -92,8 +96,9 @@ class RouteInfoManager:
 
         Topic configs are (re)applied when the broker registers first, when its DataVersion changed, or
         when a topic has no QueueData of this broker yet (#isTopicConfigChanged). A registration whose
-        broker id is held by another address with a higher state version is ignored (the live entry of the
-        rejected address is dropped). Raises InvalidParameterError (29) for a malformed registration.
+        broker id is held by another live address wins or is ignored by state version (see
+        :meth:`_is_stale`; the live entry of an ignored address is dropped). Raises InvalidParameterError (29)
+        for a malformed registration (a negative state version included).
         Returns the master's address and HA address for a slave whose master is live.
         """
         validate_registration(reg)
@@ -135,11 +140,25 @@ class RouteInfoManager:
         return self._register_result(reg, group)
 
     def _is_stale(self, reg: BrokerRegistration, group: _BrokerGroup) -> bool:
+        """True when ``reg`` must not take the broker id from the live address that holds it.
+
+        RocketMQ (#registerBroker) ignores a registration whose stateVersion (master epoch) is lower than the
+        live holder's, so that a deposed master cannot take its id back; an equal or higher version takes
+        over. Epochs move by one per election, so this manager bounds the comparison: a newcomer more than
+        MAX_STATE_VERSION_STEP above the holder is ignored (a forged jump such as 2^63-1 cannot lock the real
+        broker out), and a holder more than MAX_STATE_VERSION_STEP above the newcomer is treated as forged and
+        the newcomer takes over (an impostor that registered first with a huge version loses at the real
+        broker's next heartbeat). The holder's own re-registrations are never compared. Without mutual TLS a
+        stranger can still take an id with a plausible version; mq_common.tls.ComponentGuard refuses strangers.
+        """
         old_addr = group.broker_addrs.get(reg.broker_id)
         if old_addr is None or old_addr == reg.broker_addr:
             return False
         old_live = self.broker_live_table.get((reg.cluster_name, old_addr))
-        if old_live is None or old_live.data_version.state_version <= reg.data_version.state_version:
+        if old_live is None:
+            return False
+        gap = reg.data_version.state_version - old_live.data_version.state_version
+        if gap < -MAX_STATE_VERSION_STEP or 0 <= gap <= MAX_STATE_VERSION_STEP:
             return False
         log.warning(
             "broker_register_conflict_ignored",

@@ -62,9 +62,11 @@ def consumer_config(settings: GatewaySettings) -> ConsumerActivityConfig:
 
 
 def channel_pool(settings: GatewaySettings) -> ChannelPool:
-    """A channel pool whose calls are signed with inner_client_authentication_credentials when set."""
+    """A channel pool over the gateway's outbound TLS settings (plaintext when off) whose calls are signed with
+    inner_client_authentication_credentials when set."""
     credentials = settings.inner_client_credentials()
-    return ChannelPool(interceptors=[SigningInterceptor(credentials)] if credentials is not None else ())
+    interceptors = [SigningInterceptor(credentials)] if credentials is not None else []
+    return ChannelPool(settings.tls_client_config(), interceptors=interceptors)
 
 
 def producer_hooks(settings: GatewaySettings) -> ProducerHooks:
@@ -233,7 +235,9 @@ class GatewayController:
         Raises RuntimeError when the port cannot be bound; MQClientError for a bad producer group."""
         await self.producer.start()
         try:
-            port = self.server.bind(self.settings.listen_host, self.settings.listen_port)
+            port = self.server.bind(
+                self.settings.listen_host, self.settings.listen_port, self.settings.tls_server_config()
+            )
             self._start_metrics()
             await self.server.start()
         except BaseException:

@@ -19,6 +19,7 @@ from mq_common.errors import MQClientError, MQError
 from mq_common.namesrv_client import NameServerClient
 from mq_common.protocol import ClusterInfo, TopicRouteData
 from mq_common.response_code import ResponseCode
+from mq_common.tls import TlsClientConfig
 
 from mq_client.broker_client import BrokerClient
 from mq_client.consumer import PullConsumer
@@ -46,9 +47,11 @@ class AdminBase:
         *,
         gateway_addr: str = DEFAULT_GATEWAY_ADDR,
         timeout_ms: int = DEFAULT_ADMIN_TIMEOUT_MS,
+        tls: TlsClientConfig | None = None,
     ) -> None:
-        """Raises MQClientError (RPC_ADDR_IS_NULL) when ``namesrv_addrs`` is empty."""
-        self._pool = ChannelPool()
+        """``tls``: TLS for every channel (None: plaintext). Raises MQClientError (RPC_ADDR_IS_NULL) when
+        ``namesrv_addrs`` is empty."""
+        self._pool = ChannelPool(tls)
         self._namesrv = NameServerClient(namesrv_addrs, self._pool)
         self._broker = BrokerClient(self._pool)
         self._calls = ConsumerAdminCalls(self._pool)

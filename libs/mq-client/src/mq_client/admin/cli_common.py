@@ -25,9 +25,11 @@ import typer
 from mq_common.codec import MessageExt
 from mq_common.errors import MQError
 from mq_common.response_code import ResponseCode
+from mq_common.tls import TlsClientConfig
 from rich.console import Console
 
 from mq_client.admin.admin_client import DEFAULT_GATEWAY_ADDR, MQAdminClient
+from mq_client.admin.cli_tls import TlsCaFileOption, TlsCertFileOption, TlsEnabledOption, TlsKeyFileOption, tls_config
 from mq_client.cli_version import version_option
 
 DEFAULT_NAMESRV_ADDR: Final = "127.0.0.1:9876"
@@ -47,6 +49,7 @@ app = typer.Typer(
 
 class _State:
     namesrv_addrs: tuple[str, ...] = (DEFAULT_NAMESRV_ADDR,)
+    tls: TlsClientConfig | None = None
 
 
 def split_addrs(value: str) -> tuple[str, ...]:
@@ -61,8 +64,13 @@ def _global_options(
         typer.Option("-n", "--namesrvAddr", help="Name server address list, e.g. '127.0.0.1:9876;127.0.0.2:9876'"),
     ] = None,
     version: Annotated[bool, version_option("mqadmin")] = False,
+    tls: TlsEnabledOption = False,
+    tls_ca_file: TlsCaFileOption = None,
+    tls_cert_file: TlsCertFileOption = None,
+    tls_key_file: TlsKeyFileOption = None,
 ) -> None:
     """PyRocketMQ admin tool."""
+    _State.tls = tls_config(tls, tls_ca_file, tls_cert_file, tls_key_file)
     value = namesrv_addr or os.environ.get("MQ_NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
     _State.namesrv_addrs = split_addrs(value) or (DEFAULT_NAMESRV_ADDR,)
 
@@ -89,7 +97,7 @@ def run_admin(action: Callable[[MQAdminClient], Awaitable[_T]], gateway_addr: st
     and raises typer.Exit(1)."""
 
     async def main() -> _T:
-        async with MQAdminClient(_State.namesrv_addrs, gateway_addr=gateway_addr) as admin:
+        async with MQAdminClient(_State.namesrv_addrs, gateway_addr=gateway_addr, tls=_State.tls) as admin:
             return await action(admin)
 
     try:

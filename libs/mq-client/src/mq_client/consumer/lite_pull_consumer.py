@@ -29,6 +29,7 @@ from mq_common.errors import MQClientError, MQError
 from mq_common.logging import get_logger
 from mq_common.protocol import ConsumeType, HeartbeatData, MessageModel, MessageQueue, SubscriptionData
 from mq_common.response_code import ResponseCode
+from mq_common.tls import TlsClientConfig
 
 from mq_client.consumer.config import (
     CONSUME_TIMESTAMP_DEFAULT_AGE_MS,
@@ -87,11 +88,12 @@ class LitePullConsumer:
         consumer_timeout_ms_when_suspend: int = 30_000,
         client_id: str | None = None,
         pool: ChannelPool | None = None,
+        tls: TlsClientConfig | None = None,
     ) -> None:
         """``consume_timestamp_ms`` (CONSUME_FROM_TIMESTAMP): ms since the epoch, default half an hour ago.
 
-        Raises MQClientError (INVALID_PARAMETER, 29) for inconsistent settings, (RPC_ADDR_IS_NULL) without name
-        servers."""
+        ``tls`` makes the own ChannelPool (when ``pool`` is None) a TLS one. Raises MQClientError
+        (INVALID_PARAMETER, 29) for inconsistent settings, (RPC_ADDR_IS_NULL) without name servers."""
         if consume_timestamp_ms is None:
             consume_timestamp_ms = int(time.time() * 1000) - CONSUME_TIMESTAMP_DEFAULT_AGE_MS
         self.config = LitePullConsumerConfig(
@@ -110,7 +112,7 @@ class LitePullConsumer:
         )
         self.config.check()
         self._own_pool = pool is None
-        self._pool = ChannelPool() if pool is None else pool
+        self._pool = ChannelPool(tls) if pool is None else pool
         self._queues = PullConsumer(namesrv_addrs, consumer_group, pool=self._pool)
         self._calls = ConsumerBrokerCalls(self._pool)
         self._offsets = RemoteBrokerOffsetStore(self._calls, consumer_group, self._master_addr)

@@ -26,6 +26,7 @@ from mq_common.protocol import (
     TopicRouteData,
 )
 from mq_common.response_code import ResponseCode
+from mq_common.tls import TlsClientConfig
 
 from mq_client.broker_client import BrokerClient
 from mq_client.consumer_calls import ConsumerBrokerCalls
@@ -82,10 +83,12 @@ class PullConsumer:
         pool: ChannelPool | None = None,
         pull_timeout_ms: int = DEFAULT_PULL_TIMEOUT_MS,
         route_timeout_ms: int = 3000,
+        tls: TlsClientConfig | None = None,
     ) -> None:
-        """Raises MQClientError (RPC_ADDR_IS_NULL) when ``namesrv_addrs`` is empty."""
+        """``tls`` makes the own ChannelPool (when ``pool`` is None) a TLS one. Raises MQClientError
+        (RPC_ADDR_IS_NULL) when ``namesrv_addrs`` is empty."""
         self._own_pool = pool is None
-        self._pool = ChannelPool() if pool is None else pool
+        self._pool = ChannelPool(tls) if pool is None else pool
         self._namesrv = NameServerClient(namesrv_addrs, self._pool)
         self._broker = BrokerClient(self._pool)
         self._calls = ConsumerBrokerCalls(self._pool)

@@ -22,7 +22,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mq_common.errors import MQError, TopicNotExistError
 from mq_common.logging import get_logger
@@ -55,6 +55,9 @@ from mq_client.producer.send_loop import retry_policy, send_with_retries
 from mq_client.producer.send_result import CommunicationMode, SendResult
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
 from mq_client.producer.validators import check_group, check_message
+
+if TYPE_CHECKING:
+    from mq_common.tls.settings import TlsClientConfig
 
 log = get_logger("mq_client.producer")
 
@@ -123,17 +126,18 @@ class DefaultMQProducer:
         *,
         hooks: ProducerHooks | None = None,
         rng: random.Random | None = None,
+        tls: TlsClientConfig | None = None,
     ) -> DefaultMQProducer:
-        """A producer over gRPC: one ChannelPool, a NameServerClient (failover over ``namesrv_addrs``) and a
-        BrokerClient, which sends over one Broker.SendStream per broker (the gateway's path; the broker has no
-        unary send RPC); :meth:`shutdown` ends those streams, then closes the pool. Raises MQClientError when
-        ``namesrv_addrs`` is empty. Call on the loop that will use the producer."""
+        """A producer over gRPC (TLS channels with ``tls``): one ChannelPool, a NameServerClient (failover over
+        ``namesrv_addrs``) and a BrokerClient, which sends over one Broker.SendStream per broker (the gateway's
+        path; the broker has no unary send RPC); :meth:`shutdown` ends those streams, then closes the pool. Raises
+        MQClientError when ``namesrv_addrs`` is empty. Call on the loop that will use the producer."""
         from mq_common.channels import ChannelPool
         from mq_common.namesrv_client import NameServerClient
 
         from mq_client.broker_client import BrokerClient
 
-        pool = ChannelPool()
+        pool = ChannelPool(tls)
         broker = BrokerClient(pool)
 
         async def close() -> None:

@@ -1,0 +1,63 @@
+"""docs/security.md's local TLS cluster block, executed: ``make up MQLOCAL_ARGS=--tls`` is what the Makefile passes
+to ``mqlocal up`` (run here on free ports in a temporary data folder), the exports make ``mqadmin clusterList``
+work over mutual TLS, and ``make down`` stops it."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+import pytest
+from doc_blocks import ROOT, find
+from mq_local.ports import free_port
+
+pytestmark = pytest.mark.integration
+SECURITY: Final = "docs/security.md"
+BIN: Final = Path(sys.executable).parent
+DOC_DATA_DIR: Final = ".run/local/cluster"
+RUN_BOUND_S: Final = 180
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_BOUND_S, check=False)
+    assert done.returncode == 0, f"{shlex.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def test_security_tls_local_cluster(tmp_path: Path) -> None:
+    lines = find(SECURITY, "make up MQLOCAL_ARGS=--tls").lines()
+    assert (lines[0], lines[-1]) == ("make up MQLOCAL_ARGS=--tls", "make down"), lines
+    recipe = run(["make", "-n", "up", "MQLOCAL_ARGS=--tls"], dict(os.environ)).stdout
+    assert f"mqlocal up --data-dir {DOC_DATA_DIR} --tls" in recipe, recipe
+    data = tmp_path / "cluster"
+    ports = ["--namesrv-port", str(free_port()), "--broker-base-port", str(free_port())]
+    ports += ["--gateway-port", str(free_port()), "--brokers", "1"]
+    env = {**os.environ, "COLUMNS": "200"}
+    env = {k: v for k, v in env.items() if not k.startswith("MQ_")}
+    run([str(BIN / "mqlocal"), "up", "--data-dir", str(data), "--tls", *ports], env)
+    try:
+        namesrv = f"127.0.0.1:{ports[1]}"
+        for line in lines[1:-1]:
+            args = shlex.split(line.replace(DOC_DATA_DIR, str(data)))
+            if args[0] == "export":
+                env.update(dict(a.split("=", 1) for a in args[1:]))
+                continue
+            assert args[:3] == ["uv", "run", "mqadmin"], line
+            out = run([str(BIN / "mqadmin"), "-n", namesrv, *args[3:]], env).stdout
+            assert "broker-a" in out, out
+        plaintext = {k: v for k, v in env.items() if not k.startswith("MQ_ADMIN_TLS_")}
+        refused = subprocess.run(
+            [str(BIN / "mqadmin"), "-n", namesrv, "clusterList"],
+            env=plaintext,
+            capture_output=True,
+            text=True,
+            timeout=RUN_BOUND_S,
+            check=False,
+        )
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+    finally:
+        run([str(BIN / "mqlocal"), "down", "--data-dir", str(data)], env)
