@@ -15,6 +15,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from mq_common.grpc_guard import RequestGuard, RequestLimits
+
 # 4 MiB bodies x a batch plus headers; a batch larger than this is refused by gRPC itself.
 MAX_GRPC_MESSAGE_BYTES: Final = 64 * 1024 * 1024
 CHANNEL_OPTIONS: Final[list[tuple[str, int]]] = [
@@ -49,7 +51,8 @@ class ServiceServer:
     reflection and marked SERVING by :meth:`start`, NOT_SERVING by :meth:`stop`. ``interceptors`` wrap every
     call (e.g. mq_common.request_context.RequestContextInterceptor: request ids, RPC latency).
     ``max_message_bytes`` bounds one inbound or outbound gRPC message (the gateway raises it to the 5.x proxy's
-    130 MiB grpcMaxInboundMessageSize; its handlers enforce the 4 MiB body limit themselves).
+    130 MiB grpcMaxInboundMessageSize; its handlers enforce the 4 MiB body limit themselves). ``limits``: what the
+    mq_common.grpc_guard.RequestGuard installed before ``interceptors`` enforces (element bounds, streams).
     """
 
     def __init__(
@@ -58,9 +61,11 @@ class ServiceServer:
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
         *,
         max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES,
+        limits: RequestLimits = RequestLimits(),
     ) -> None:
         self.server = grpc.aio.server(
-            options=server_options(max_message_bytes), interceptors=list(interceptors) or None
+            options=[*server_options(max_message_bytes), *limits.server_options()],
+            interceptors=[RequestGuard(limits), *interceptors],
         )
         self.health = health.aio.HealthServicer()
         self.service_names = list(service_names)
