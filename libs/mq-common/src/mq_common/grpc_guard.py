@@ -17,9 +17,10 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import grpc
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
 from mq_common.logging import get_logger
@@ -45,6 +46,9 @@ class RequestLimits:
     def server_options(self) -> list[tuple[str, int]]:
         """The gRPC server options these limits set."""
         return [("grpc.max_concurrent_streams", self.max_concurrent_streams)]
+
+
+DEFAULT_REQUEST_LIMITS: Final = RequestLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +114,9 @@ class RequestGuard(grpc.aio.ServerInterceptor):
             return handler
         method = str(handler_call_details.method)
         message_type = getattr(deserialize, "__self__", None)
-        descriptor = message_type.DESCRIPTOR if isinstance(message_type, type) and issubclass(message_type, Message) else None
+        descriptor: Descriptor | None = None
+        if isinstance(message_type, type) and issubclass(message_type, Message):
+            descriptor = cast(Descriptor, message_type.DESCRIPTOR)
         if method not in self._plans:  # one entry per registered method: bounded by the services' protos
             self._plans[method] = build_plan(self._limits.bounds.get(method, ()), descriptor)
         type_name = descriptor.name if descriptor is not None else "its request type"
@@ -122,9 +128,7 @@ class RequestGuard(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler[Any, Any]:
         serializer = handler.response_serializer
         if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(handler.unary_unary, method), guarded, serializer
-            )
+            return grpc.unary_unary_rpc_method_handler(self._unary(handler.unary_unary, method), guarded, serializer)
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 self._unary_stream(handler.unary_stream, method), guarded, serializer
@@ -174,7 +178,9 @@ class RequestGuard(grpc.aio.ServerInterceptor):
         return wrapped
 
     def _stream_stream(self, behavior: Callable[..., Any], method: str) -> Callable[..., AsyncIterator[Any]]:
-        async def wrapped(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        async def wrapped(
+            requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
             async for response in behavior(self._checked(requests, context, method), context):
                 yield response
 

@@ -15,7 +15,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from mq_common.grpc_guard import RequestGuard, RequestLimits
+from mq_common.grpc_guard import DEFAULT_REQUEST_LIMITS, RequestGuard, RequestLimits
 
 # 4 MiB bodies x a batch plus headers; a batch larger than this is refused by gRPC itself.
 MAX_GRPC_MESSAGE_BYTES: Final = 64 * 1024 * 1024
@@ -61,7 +61,7 @@ class ServiceServer:
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
         *,
         max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES,
-        limits: RequestLimits = RequestLimits(),
+        limits: RequestLimits = DEFAULT_REQUEST_LIMITS,
     ) -> None:
         self.server = grpc.aio.server(
             options=[*server_options(max_message_bytes), *limits.server_options()],

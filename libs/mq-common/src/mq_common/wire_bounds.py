@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
 
 MAX_OTHER_FIELDS: Final = 4096
 """Fields other than the bounded ones one scanned message may hold (proto3 requests have a handful)."""
@@ -153,3 +153,29 @@ def _enforce(bound: FieldBound, count: int, size: int) -> None:
         raise BoundExceeded(f"more than {bound.max_count} elements in one request ({bound.name})")
     if bound.max_bytes is not None and size > bound.max_bytes:
         raise BoundExceeded(f"more than {bound.max_bytes} bytes in one request ({bound.name})")
+
+
+def field_path(descriptor: Descriptor, dotted: str) -> tuple[int, ...]:
+    """Field numbers of ``dotted`` field names from ``descriptor`` (``"batch.requests"`` -> ``(4, 1)``).
+    Raises KeyError on an unknown name, ValueError when a name before the last is not a message field."""
+    numbers: list[int] = []
+    current: Descriptor | None = descriptor
+    for name in dotted.split("."):
+        if current is None:
+            raise ValueError(f"{dotted}: {numbers[-1]} is not a message field")
+        field = current.fields_by_name[name]
+        numbers.append(field.number)
+        current = field.message_type if field.type == FieldDescriptor.TYPE_MESSAGE and not _is_repeated(field) else None
+    return tuple(numbers)
+
+
+def method_bounds(
+    service: ServiceDescriptor, method: str, *bounds: tuple[str, int, str, int | None]
+) -> tuple[str, tuple[FieldBound, ...]]:
+    """``("/<service>/<method>", FieldBounds)`` from ``(dotted field, max_count, setting name, max_bytes)`` rows,
+    for mq_common.grpc_guard.RequestLimits.bounds. Raises KeyError on an unknown method or field."""
+    request = service.methods_by_name[method].input_type
+    return (
+        f"/{service.full_name}/{method}",
+        tuple(FieldBound(field_path(request, dotted), count, name, size) for dotted, count, name, size in bounds),
+    )

@@ -8,9 +8,10 @@ as a client,
 org.apache.rocketmq.broker.out.BrokerOuterAPI.
 Handlers run on the service's asyncio loop. Business outcomes travel as ``code`` + ``remark``; a handler never
 raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. Sends come only
-as SendStream frames (no unary send RPC); a frame of more than MAX_SEND_BATCH_COUNT requests is refused with
-INVALID_PARAMETER (29) and the stream goes on. A TopicConfig's ``perm`` is taken as is (0: neither read nor write;
-see mq_common.protocol.topic). As a client of the name servers the broker uses mq_common.namesrv_client.
+as SendStream frames (no unary send RPC); a frame of more than ``max_send_batch_requests`` requests ends the stream
+INVALID_ARGUMENT before it is parsed (mq_common.grpc_guard, the limits of :func:`request_limits`). A TopicConfig's
+``perm`` is taken as is (0: neither read nor write; see mq_common.protocol.topic).
+As a client of the name servers the broker uses mq_common.namesrv_client.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Final, TypeVar
 import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_common.errors import MQError
+from mq_common.grpc_guard import RequestLimits
 from mq_common.logging import get_logger
 from mq_common.protocol.convert import (
     ack_request_from_proto,
@@ -62,6 +64,7 @@ from mq_common.protocol.convert import (
 )
 from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
+from mq_common.wire_bounds import method_bounds
 
 from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.consumer.pop.service import PopService
@@ -75,11 +78,38 @@ from mq_broker.stream_sessions import SendStreamSessions
 log = get_logger("mq_broker.grpc_api")
 
 SERVICE_NAME: Final = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name
-MAX_SEND_BATCH_COUNT: Final = 10_000
 MAX_OFFSETS_PER_UPDATE: Final = 10_000
 """Offsets one UpdateConsumerOffsets call may carry (more: INVALID_PARAMETER)."""
 _Resp = TypeVar("_Resp")
 _Context = grpc.aio.ServicerContext[object, object]
+
+
+def request_limits(
+    *,
+    max_send_batch_requests: int,
+    max_topic_attributes: int,
+    max_topic_attributes_bytes: int,
+    max_concurrent_streams: int,
+) -> RequestLimits:
+    """The request guard's limits of mq.broker.v1.Broker: send requests per SendStream frame, the attributes of
+    CreateTopic/UpdateTopic (count and encoded bytes), offsets per UpdateConsumerOffsets."""
+    service = broker_pb2.DESCRIPTOR.services_by_name["Broker"]
+    names = "max_topic_attributes, max_topic_attributes_bytes"
+    attributes = ("topic_config.attributes", max_topic_attributes, names, max_topic_attributes_bytes)
+    return RequestLimits(
+        dict(
+            [
+                method_bounds(
+                    service, "SendStream", ("batch.requests", max_send_batch_requests, "max_send_batch_requests", None)
+                ),
+                method_bounds(service, "CreateTopic", attributes),
+                method_bounds(service, "UpdateTopic", attributes),
+                method_bounds(service, "UpdateConsumerOffsets", ("offsets", MAX_OFFSETS_PER_UPDATE, "offsets", None)),
+            ]
+        ),
+        max_concurrent_streams=max_concurrent_streams,
+    )
+
 
 # --- translation ----------------------------------------------------------------------------------------------------
 
@@ -176,8 +206,7 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
     ) -> tuple[str, object, broker_pb2.SendStreamResponse]:
         """One SendStream frame -> (method label, what carries its code, answer). Runs in the frame's own task.
 
-        Refused at frame level: no send or more than MAX_SEND_BATCH_COUNT requests (INVALID_PARAMETER), read
-        after its deadline (SYSTEM_BUSY, not stored)."""
+        Refused at frame level: no send (INVALID_PARAMETER), read after its deadline (SYSTEM_BUSY, not stored)."""
         bind_request_id(frame.request_id)
         kind = frame.WhichOneof("send")
         method = "SendMessageBatch" if kind == "message_batch" else "SendBatch"
@@ -188,8 +217,6 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
         elif frame.deadline_unix_ms and now_ms > frame.deadline_unix_ms:
             remark = _fast_failure_remark(int(now_ms - frame.deadline_unix_ms))
             refused = _frame_refused(frame, ResponseCode.SYSTEM_BUSY, remark)
-        elif kind == "batch" and len(frame.batch.requests) > MAX_SEND_BATCH_COUNT:
-            refused = _frame_refused(frame, ResponseCode.INVALID_PARAMETER, _too_many_remark(len(frame.batch.requests)))
         if refused is not None:
             return method, refused, refused
         if kind == "message_batch":
@@ -442,10 +469,6 @@ class BrokerServicer(broker_pb2_grpc.BrokerServicer):
             return consumer_connection_info_to_proto(info)
 
         return await _guard("GetConsumerConnectionList", broker_pb2.GetConsumerConnectionListResponse, handle)
-
-
-def _too_many_remark(count: int) -> str:
-    return f"SendStream frame carries {count} requests, at most {MAX_SEND_BATCH_COUNT}"
 
 
 def _fast_failure_remark(late_ms: int) -> str:

@@ -210,6 +210,22 @@ class BrokerSettings(ServiceSettings):
     shutdown_grace_ms: int = Field(
         default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
     )
+    # --- hostile input (docs/security.md, "Hostile input and limits") ---
+    max_send_batch_requests: int = Field(
+        default=10_000,
+        gt=0,
+        description="Send requests one SendStream frame may carry; more: the stream ends INVALID_ARGUMENT before "
+        "the frame is parsed, nothing of it stored.",
+    )
+    max_topic_attributes: int = Field(
+        default=32, gt=0, description="Attributes one CreateTopic/UpdateTopic may set; more: INVALID_ARGUMENT."
+    )
+    max_topic_attributes_bytes: int = Field(
+        default=1024,
+        gt=0,
+        description="Encoded bytes of one CreateTopic/UpdateTopic's attributes (they travel in every registration); "
+        "more: INVALID_ARGUMENT.",
+    )
 
     @field_validator("broker_ip")
     @classmethod

@@ -22,7 +22,7 @@ from mq_common.settings import config_from_settings
 
 from mq_gateway.accumulator import SendAccumulator
 from mq_gateway.coalescer import CoalescingBrokerTransport
-from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
+from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server, request_limits
 from mq_gateway.metrics import GatewayMetrics, ObservedNameServer, ObservedTransport
 from mq_gateway.settings import GatewaySettings
 from mq_gateway.v2 import servicer as v2_servicer
@@ -115,8 +115,14 @@ class GatewayController:
         interceptor = RequestContextInterceptor(
             observe=observe, generate=True, self_observed_prefixes=(v2_servicer.METHOD_PREFIX,)
         )
+        limits = request_limits(
+            max_batch_messages=settings.max_batch_messages, max_concurrent_streams=settings.max_concurrent_streams
+        )
         self.server = ServiceServer(
-            [SERVICE_NAME, v2_servicer.SERVICE_NAME], [interceptor], max_message_bytes=MAX_GRPC_MESSAGE_BYTES
+            [SERVICE_NAME, v2_servicer.SERVICE_NAME],
+            [interceptor],
+            max_message_bytes=MAX_GRPC_MESSAGE_BYTES,
+            limits=limits,
         )
         self.v2 = self._build_v2(consumer)
         v2_servicer.add_to_server(self.v2, self.server.server)
