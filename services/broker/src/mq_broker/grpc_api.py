@@ -22,7 +22,7 @@ from typing import Final, TypeVar
 
 import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
-from mq_common.errors import MQError
+from mq_common.errors import MQError, internal_error_remark
 from mq_common.grpc_guard import RequestLimits
 from mq_common.logging import get_logger
 from mq_common.protocol.convert import (
@@ -133,9 +133,9 @@ async def _guard(rpc: str, make_error: Callable[..., _Resp], handler: Callable[[
     except MQError as exc:
         log.info("request_refused", rpc=rpc, code=ResponseCode.name_of(exc.code), remark=exc.remark)
         return make_error(code=exc.code, remark=exc.remark)
-    except Exception as exc:
+    except Exception:
         log.exception("request_failed", rpc=rpc)
-        return make_error(code=ResponseCode.SYSTEM_ERROR, remark=f"{rpc} failed: {type(exc).__name__}: {exc}")
+        return make_error(code=ResponseCode.SYSTEM_ERROR, remark=internal_error_remark(rpc))
 
 
 class BrokerServicer(broker_pb2_grpc.BrokerServicer):

@@ -127,6 +127,25 @@ class TopicConfigManager(ConfigManager):
         existing = self.topic_config_table.get(topic)
         if existing is not None:
             return existing
+        created = self.send_message_template(topic, default_topic, client_default_topic_queue_nums, topic_sys_flag)
+        if created is None:
+            return None
+        self.topic_config_table[topic] = created
+        log.info(
+            "topic_created_by_default_topic",
+            topic=topic,
+            default_topic=default_topic,
+            queue_nums=created.write_queue_nums,
+        )
+        self._changed()
+        return created
+
+    def send_message_template(
+        self, topic: str, default_topic: str, client_default_topic_queue_nums: int, topic_sys_flag: int = 0
+    ) -> TopicConfig | None:
+        """The config :meth:`create_topic_in_send_message_method` would create for ``topic``, or None when it
+        would create none; nothing is stored (the send path checks a send against it first, so a refused send
+        creates no topic). Event loop."""
         default_config = self.topic_config_table.get(default_topic)
         if default_config is None:
             log.warning("create_topic_failed_no_default_topic", topic=topic, default_topic=default_topic)
@@ -138,13 +157,7 @@ class TopicConfigManager(ConfigManager):
             log.warning("create_topic_failed_default_topic_no_inherit", topic=topic, default_topic=default_topic)
             return None
         queue_nums = max(0, min(client_default_topic_queue_nums, default_config.write_queue_nums))
-        created = TopicConfig(
-            topic, queue_nums, queue_nums, perm & ~PermName.PERM_INHERIT, topic_sys_flag, attributes={}
-        )
-        self.topic_config_table[topic] = created
-        log.info("topic_created_by_default_topic", topic=topic, default_topic=default_topic, queue_nums=queue_nums)
-        self._changed()
-        return created
+        return TopicConfig(topic, queue_nums, queue_nums, perm & ~PermName.PERM_INHERIT, topic_sys_flag, attributes={})
 
     def create_topic_in_send_message_back_method(
         self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0

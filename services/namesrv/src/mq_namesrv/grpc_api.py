@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import grpc
 from mq.namesrv.v1 import namesrv_pb2, namesrv_pb2_grpc
-from mq_common.errors import MQError
+from mq_common.errors import MQError, internal_error_remark
 from mq_common.grpc_guard import RequestLimits
 from mq_common.logging import get_logger
 from mq_common.protocol.convert import cluster_info_to_proto, registration_from_proto, route_to_proto
@@ -36,9 +36,9 @@ def _guard(rpc: str, make_error: Callable[[int, str], _Resp], handler: Callable[
         if exc.code != ResponseCode.TOPIC_NOT_EXIST:
             log.info("request_refused", rpc=rpc, code=ResponseCode.name_of(exc.code), remark=exc.remark)
         return make_error(exc.code, exc.remark)
-    except Exception as exc:
+    except Exception:
         log.exception("request_failed", rpc=rpc)
-        return make_error(ResponseCode.SYSTEM_ERROR, f"{rpc} failed: {type(exc).__name__}: {exc}")
+        return make_error(ResponseCode.SYSTEM_ERROR, internal_error_remark(rpc))
 
 
 class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):

@@ -36,7 +36,7 @@ from mq_client.producer.message_batch import (
     encoded_refusal,
 )
 from mq_client.producer.validators import check_user_properties
-from mq_common.errors import MessageIllegalError, MQError
+from mq_common.errors import MessageIllegalError, MQError, internal_error_remark
 from mq_common.grpc_guard import RequestLimits
 from mq_common.logging import get_logger
 from mq_common.message_id import create_uniq_ids
@@ -206,7 +206,7 @@ def outcome_to_proto(outcome: SendResult | MQError) -> gateway_pb2.SendResult:
 
 def _unexpected(rpc: str, exc: Exception) -> gateway_pb2.SendResult:
     log.exception("request_failed", rpc=rpc)
-    return gateway_pb2.SendResult(code=ResponseCode.SYSTEM_ERROR, remark=f"{rpc} failed: {type(exc).__name__}: {exc}")
+    return gateway_pb2.SendResult(code=ResponseCode.SYSTEM_ERROR, remark=internal_error_remark(rpc))
 
 
 class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
