@@ -48,7 +48,11 @@ def fuzz_spec(data_dir: Path) -> ClusterSpec:
         data_dir,
         broker_groups=1,
         auto_create_topic_enable=True,
-        broker_env={"MQ_BROKER_BROKER_SUSPEND_MAX_TIME_MS": "1000", "MQ_BROKER_POP_POLL_TIME_MAX_MS": "1000"},
+        broker_env={
+            "MQ_BROKER_BROKER_SUSPEND_MAX_TIME_MS": "1000",
+            "MQ_BROKER_POP_POLL_TIME_MAX_MS": "1000",
+            "MQ_BROKER_REGISTER_BROKER_INTERVAL_MS": "1000",
+        },
         gateway_env={
             "MQ_GATEWAY_LONG_POLLING_TIMEOUT_MIN_MS": "1000",
             "MQ_GATEWAY_LONG_POLLING_TIMEOUT_MAX_MS": "2000",

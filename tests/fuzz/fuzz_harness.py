@@ -62,11 +62,12 @@ class ServiceReport:
         return self.rss_after_bytes - self.rss_before_bytes
 
 
-def rss_bytes(pid: int) -> int:
-    """VmRSS of ``pid`` in bytes (0 when the process is gone)."""
+def rss_bytes(pid: int, key: str = "VmRSS") -> int:
+    """``key`` of /proc/<pid>/status in bytes: VmRSS (resident now) or VmHWM (the peak); 0 when the process is
+    gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1]) * 1024
     except OSError:
         return 0

@@ -143,11 +143,11 @@ def huge_repeated(descriptor: Descriptor, rng: random.Random, count: int = 200_0
     field = rng.choice(repeated) if repeated else None
     number = field.number if field is not None else 1
     wire_type = 2 if field is None or field.type in _LENGTH_DELIMITED else 0
-    key = _varint((number << 3) | wire_type)
+    key = varint((number << 3) | wire_type)
     return (key + b"\x00") * count
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
     out = bytearray()
     while True:
         byte = value & 0x7F

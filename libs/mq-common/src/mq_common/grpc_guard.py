@@ -94,6 +94,10 @@ def _guarded_deserializer(deserialize: Callable[[bytes], Any], plan: Any, type_n
     return guarded
 
 
+def _raw(data: bytes) -> bytes:
+    return data
+
+
 class RequestGuard(grpc.aio.ServerInterceptor):
     """Installed first by mq_common.grpc_server.ServiceServer (the outermost interceptor). Mirrors what the
     RocketMQ 5 proxy gets from grpc-java's message parsing (INVALID_ARGUMENT on a bad message) plus count bounds."""
@@ -109,9 +113,10 @@ class RequestGuard(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
-        deserialize = handler.request_deserializer if handler is not None else None
-        if handler is None or deserialize is None:
-            return handler
+        if handler is None:
+            return None
+        # A handler that parses the raw bytes itself (the gateway's SendBatch) still gets its bounds checked.
+        deserialize = handler.request_deserializer or _raw
         method = str(handler_call_details.method)
         message_type = getattr(deserialize, "__self__", None)
         descriptor: Descriptor | None = None
