@@ -17,11 +17,11 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import grpc
+from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor
-from google.protobuf.message import Message
 
 from mq_common.logging import get_logger
 from mq_common.wire_bounds import BoundExceeded, FieldBound, Malformed, build_plan, check_bounds
@@ -98,6 +98,16 @@ def _raw(data: bytes) -> bytes:
     return data
 
 
+def _request_descriptor(method: str) -> Descriptor | None:
+    """The request type of ``/<service>/<method>`` from the default descriptor pool (None when unknown)."""
+    service_name, _, method_name = method.lstrip("/").partition("/")
+    try:
+        service = descriptor_pool.Default().FindServiceByName(service_name)
+        return service.methods_by_name[method_name].input_type
+    except KeyError:
+        return None
+
+
 class RequestGuard(grpc.aio.ServerInterceptor):
     """Installed first by mq_common.grpc_server.ServiceServer (the outermost interceptor). Mirrors what the
     RocketMQ 5 proxy gets from grpc-java's message parsing (INVALID_ARGUMENT on a bad message) plus count bounds."""
@@ -118,10 +128,7 @@ class RequestGuard(grpc.aio.ServerInterceptor):
         # A handler that parses the raw bytes itself (the gateway's SendBatch) still gets its bounds checked.
         deserialize = handler.request_deserializer or _raw
         method = str(handler_call_details.method)
-        message_type = getattr(deserialize, "__self__", None)
-        descriptor: Descriptor | None = None
-        if isinstance(message_type, type) and issubclass(message_type, Message):
-            descriptor = cast(Descriptor, message_type.DESCRIPTOR)
+        descriptor = _request_descriptor(method)
         if method not in self._plans:  # one entry per registered method: bounded by the services' protos
             self._plans[method] = build_plan(self._limits.bounds.get(method, ()), descriptor)
         type_name = descriptor.name if descriptor is not None else "its request type"

@@ -133,6 +133,7 @@ class BrokerController:
             broker_name=s.broker_name,
             auto_create_topic_enable=s.auto_create_topic_enable,
             default_topic_queue_nums=s.default_topic_queue_nums,
+            auto_create_topic_max_topics=s.auto_create_topic_max_topics,
         )
         config_dir = s.store_path_root_dir / "config"
         groups = SubscriptionGroupManager(

@@ -20,6 +20,7 @@ from pydantic_settings import SettingsConfigDict
 from mq_broker.consumer.pop.context import PopConfig
 from mq_broker.consumer_metrics import DEFAULT_MAX_CONSUMER_PAIRS
 from mq_broker.store.config import MIN_COMMIT_LOG_FILE_SIZE_BYTES, FlushDiskType, MessageStoreConfig
+from mq_broker.topic_config import DEFAULT_AUTO_CREATE_TOPIC_MAX_TOPICS
 
 DEFAULT_STORE_PATH_ROOT_DIR = Path.home() / "store"
 
@@ -216,6 +217,12 @@ class BrokerSettings(ServiceSettings):
         gt=0,
         description="Send requests one SendStream frame may carry; more: the stream ends INVALID_ARGUMENT before "
         "the frame is parsed, nothing of it stored.",
+    )
+    auto_create_topic_max_topics: int = Field(
+        default=DEFAULT_AUTO_CREATE_TOPIC_MAX_TOPICS,
+        gt=0,
+        description="Sends auto-create no topic once the broker has this many (TOPIC_NOT_EXIST): keeps its "
+        "registration under the name servers' max_topics_per_registration.",
     )
     max_topic_attributes: int = Field(
         default=32, gt=0, description="Attributes one CreateTopic/UpdateTopic may set; more: INVALID_ARGUMENT."
