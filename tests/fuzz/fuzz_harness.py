@@ -105,6 +105,17 @@ async def _frames(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
+async def _write_once(call: Any, data: bytes) -> None:
+    """Write one frame and half-close. A server that answered before reading (e.g. no client id) may have ended
+    the call already: the write then fails and the call's own status (read next) is the answer. Sending through
+    a request iterator instead lets grpc's client report that race as INTERNAL "Internal error from Core"."""
+    try:
+        await call.write(data)
+        await call.done_writing()
+    except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError):
+        return
+
+
 async def call_raw(channel: grpc.aio.Channel, request: FuzzRequest, metadata: Sequence[tuple[str, str]]) -> str:
     """Send ``request`` and return its outcome label (``hang`` at the deadline)."""
     method, path = request.method, method_path(request.method)
@@ -113,9 +124,8 @@ async def call_raw(channel: grpc.aio.Channel, request: FuzzRequest, metadata: Se
         answer: bytes | None = None
         if method.client_streaming or method.server_streaming:
             if method.client_streaming and method.server_streaming:
-                call: Any = channel.stream_stream(path, ident, ident)(
-                    _frames(request.data), timeout=CALL_DEADLINE_S, metadata=metadata
-                )
+                call: Any = channel.stream_stream(path, ident, ident)(timeout=CALL_DEADLINE_S, metadata=metadata)
+                await _write_once(call, request.data)
             elif method.server_streaming:
                 call = channel.unary_stream(path, ident, ident)(
                     request.data, timeout=CALL_DEADLINE_S, metadata=metadata
