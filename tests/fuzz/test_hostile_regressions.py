@@ -241,3 +241,24 @@ async def test_clients_cannot_write_system_topics(cluster: LocalCluster, topic: 
         )
         assert reply.status.code == Code.ILLEGAL_TOPIC
     assert await store_snapshot(cluster) == before
+
+
+async def test_a_telemetry_stream_refused_before_reading_answers_invalid_argument(cluster: LocalCluster) -> None:
+    """Found by the fuzz: a Telemetry stream without x-mq-client-id whose first frame was still being written when
+    the gateway refused it reached the client as INTERNAL "Internal error from Core"; the gateway now reads that
+    frame first."""
+    frame = b"\x0a\x00" * 200_000  # 400 KB: still in flight when the refusal comes
+
+    async def one(channel: grpc.aio.Channel) -> grpc.StatusCode:
+        call: Any = channel.stream_stream("/apache.rocketmq.v2.MessagingService/Telemetry")(timeout=WAIT_S)
+        try:
+            await call.write(frame)
+            await call.done_writing()
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError):
+            pass
+        code: grpc.StatusCode = await call.code()
+        return code
+
+    async with grpc.aio.insecure_channel(cluster.gateway_addr, options=OPTIONS) as channel:
+        codes = await asyncio.gather(*(one(channel) for _ in range(25)))
+    assert set(codes) == {grpc.StatusCode.INVALID_ARGUMENT}
