@@ -359,7 +359,6 @@ def add_to_server(servicer: MessagingServiceServicer, server: grpc.aio.Server) -
     service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
 
 
-
 async def _first_or_none(requests: AsyncIterator[object]) -> bool:
     """Wait up to REFUSAL_READ_WAIT_S for the first request of a stream about to be refused. False when reading it
     already ended the call (the request guard refused the frame); errors otherwise ignored."""
@@ -370,5 +369,6 @@ async def _first_or_none(requests: AsyncIterator[object]) -> bool:
     except Exception:  # the client gone, the wait over: refuse all the same
         return True
     return True
+
 
 __all__ = ["METHOD_PREFIX", "SERVICE_NAME", "ConsumerActivities", "MessagingServiceServicer", "add_to_server"]
