@@ -69,31 +69,25 @@ async def test_notify_group_wakes_the_next_pop_of_that_group_only() -> None:
     assert await g2 is False
 
 
-async def test_a_woken_pop_cancelled_before_it_ran_passes_the_wake_up_on() -> None:
-    service = LongPollingService(max_parked=10)
-    first = _park(service, "G1")
-    await _parked(service, 1)
-    second = _park(service, "G1")
-    await _parked(service, 2)
-    service.notify_message_arriving("T", 0)
-    first.cancel()  # the client went away after the wake-up, before its pop looked
-    with pytest.raises(asyncio.CancelledError):
-        await first
-    assert await asyncio.wait_for(second, RPC_TIMEOUT_S) is True
-    assert service.parked_count == 0
-
-
-async def test_a_cancelled_pop_is_skipped_by_the_wake_up() -> None:
+@pytest.mark.parametrize("woken_first", [True, False], ids=["woken-then-cancelled", "cancelled-then-notified"])
+async def test_a_cancelled_pop_does_not_swallow_the_wake_up(woken_first: bool) -> None:
+    """The longest parked pop goes away (its client left) just after, or just before, an arrival that would wake
+    it: the next pop of its group is woken all the same."""
     service = LongPollingService(max_parked=10)
     gone = _park(service, "G1")
     await _parked(service, 1)
     waiting = _park(service, "G1")
     await _parked(service, 2)
-    gone.cancel()  # its future is cancelled at once; its registration goes when the task runs
-    service.notify_message_arriving("T", 0)
-    assert await asyncio.wait_for(waiting, RPC_TIMEOUT_S) is True
+    if woken_first:
+        service.notify_message_arriving("T", 0)
+        gone.cancel()  # woken, but cancelled before its pop looked: it passes the wake-up on
+    else:
+        gone.cancel()  # its future is cancelled at once, its registration goes when the task runs: skipped
+        service.notify_message_arriving("T", 0)
     with pytest.raises(asyncio.CancelledError):
         await gone
+    assert await asyncio.wait_for(waiting, RPC_TIMEOUT_S) is True
+    assert service.parked_count == 0
 
 
 # -- over the broker's gRPC API -------------------------------------------------------------------------------------
