@@ -15,13 +15,13 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2, service_pb2_grpc
-from bench_gateway import CpuMeter, Row, make_row, pace
+from bench_gateway import CpuMeter, Row, make_row, pace, percentile_ms
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -325,7 +325,9 @@ async def latency_row(
     channels: Sequence[Any], topic: str, group: str, paced: tuple[int, float], meter: CpuMeter
 ) -> Row:
     """v2 SendMessage paced at ``rate``/s (open loop, the send start time in the body) while LATENCY_RECEIVERS
-    long-polling receivers take them; latency = receive time - send start. ``paced`` = (rate, seconds)."""
+    long-polling receivers take them; latency = receive time - send start. ``paced`` = (rate, seconds). The api
+    text splits it at the broker's store timestamp (ms, the same machine's clock): send -> stored (client, gateway,
+    broker put) and stored -> received (long-poll wake-up, pop, ReceiveMessage stream), p50 / p99 each."""
     rate, seconds = paced
     pool = await receivers(channels, topic, group, LATENCY_RECEIVERS, LATENCY_POLL_S)
     sender = service_pb2_grpc.MessagingServiceStub(channels[0])
@@ -333,6 +335,7 @@ async def latency_row(
     prefix = os.urandom(8).hex().upper()
     total = int(rate * seconds)
     latencies: list[float] = []
+    stored: list[tuple[float, float]] = []  # (send -> stored, stored -> received) in s
     failed = [0]
     done = asyncio.Event()
     acks: set[asyncio.Task[None]] = set()
@@ -344,6 +347,8 @@ async def latency_row(
             for m in messages:
                 sent_ns = _TIME_PREFIX.unpack_from(m.body)[0]
                 latencies.append((now_ns - sent_ns) / 1e9)
+                stored_ns = m.system_properties.store_timestamp.ToNanoseconds()
+                stored.append(((stored_ns - sent_ns) / 1e9, (now_ns - stored_ns) / 1e9))
                 task = asyncio.create_task(receiver.ack(m))
                 acks.add(task)
                 task.add_done_callback(acks.discard)
@@ -371,9 +376,17 @@ async def latency_row(
         await asyncio.gather(*tasks, *acks, return_exceptions=True)
     secs = time.perf_counter() - began
     receives, empty = (sum(r.receives[i] for r in pool) for i in (0, 1))
-    api = f"v2 SendMessage {rate}/s -> long-polling ReceiveMessage ({receives:,} receives, {empty:,} empty)"
+    api = (
+        f"v2 SendMessage {rate}/s -> long-polling ReceiveMessage ({receives:,} receives, {empty:,} empty; "
+        f"send->stored {_p50_p99(s for s, _ in stored)}, stored->received {_p50_p99(r for _, r in stored)} ms)"
+    )
     counts = (len(latencies), total - len(latencies))
     return meter.finish(make_row("gateway v2", "SYNC_FLUSH", api, 1, counts, secs, latencies))
+
+
+def _p50_p99(latencies_s: Iterable[float]) -> str:
+    ordered = list(latencies_s)
+    return f"{percentile_ms(ordered, 50):.1f}/{percentile_ms(ordered, 99):.1f}"
 
 
 # -- row 4: the official Python SDK -------------------------------------------------------------------------------

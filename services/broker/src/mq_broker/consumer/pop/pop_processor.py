@@ -45,7 +45,7 @@ from mq_common.protocol import (
 from mq_common.protocol.pop import topic_type_of
 from mq_common.response_code import ResponseCode
 
-from mq_broker.consumer.long_polling import LongPollingService, PollingFullError
+from mq_broker.consumer.long_polling import ANY_QUEUE, LongPollingService, PollingFullError
 from mq_broker.consumer.messages_out import MessagesOutObserver
 from mq_broker.consumer.pop.context import PopContext, now_ms
 from mq_broker.consumer.pop.inflight import InflightCheckPoint
@@ -96,7 +96,8 @@ class PopMessageProcessor:
         self.long_polling = long_polling
         self._ck_numbers = itertools.count()
         self._random = random.Random()
-        self._reading: set[tuple[str, str, int]] = set()
+        self._reading: dict[tuple[str, str, int], bool] = {}
+        """(topic, group, queue id) being read -> whether another pop of the group skipped it meanwhile."""
         self.metrics: MessagesOutObserver | None = None
 
     async def pop(self, request: PopMessageRequestHeader, peer: str = "") -> PopMessageResponseHeader:
@@ -123,18 +124,20 @@ class PopMessageProcessor:
             if batch.more_left:  # filtered out so far, the scan stopped before the end: read on
                 continue
             try:  # no await between the read that found nothing and parking (LongPollingService's contract)
-                arrived = await self.long_polling.wait_for_arrival(request.topic, queue_ids, left_ms)
+                arrived = await self.long_polling.wait_for_arrival(
+                    request.topic, queue_ids, left_ms, group=request.consumer_group
+                )
             except PollingFullError as exc:
                 return PopMessageResponseHeader(int(ResponseCode.POLLING_FULL), str(exc))
             if not arrived:  # timed out, or the broker is stopping: one last look
                 return _answer(await self._pop_once(request, topic_config, subscription, peer))
 
     def _wake_other_polls(self, batch: _PopBatch) -> None:
-        """PopMessageProcessor's restNum > 0 notify: messages are left where this pop stopped (or where another pop
-        of the group held the queue), so the polls parked on the topic look again."""
-        topic = batch.request.topic
+        """PopMessageProcessor's restNum > 0 notify: messages are left where this pop stopped, so one more poll of
+        the group parked on the topic looks (it wakes the next in turn when it leaves some too)."""
+        topic, group = batch.request.topic, batch.request.consumer_group
         for read_topic, queue_id in batch.more_left:
-            self.long_polling.notify_message_arriving(topic, queue_id if read_topic == topic else -1)
+            self.long_polling.notify_group(topic, queue_id if read_topic == topic else ANY_QUEUE, group)
 
     def _check(self, request: PopMessageRequestHeader) -> TopicConfig:
         cfg = self.context.config
@@ -192,16 +195,31 @@ class PopMessageProcessor:
         """PopMessageProcessor#popMsgFromQueue for one queue (skipped while another pop of the group reads it)."""
         ctx = self.context
         lock = (topic, batch.request.consumer_group, queue_id)
-        if batch.wanted <= 0 or lock in self._reading:
+        if batch.wanted <= 0:
+            return
+        if lock in self._reading:
+            self._reading[lock] = True
             return
         if ctx.table.message_count >= ctx.config.pop_max_inflight_messages:
             log.warning("pop_inflight_full", topic=topic, inflight=ctx.table.message_count)
             return
-        self._reading.add(lock)
+        self._reading[lock] = False
         try:
             await self._read_queue(batch, topic, queue_id)
         finally:
-            self._reading.discard(lock)
+            if self._reading.pop(lock):
+                self._notify_when_left(batch, topic, queue_id)
+
+    def _notify_when_left(self, batch: _PopBatch, topic: str, queue_id: int) -> None:
+        """A pop of the group skipped this queue while it was read here (PopMessageProcessor counts such a queue in
+        restNum): when messages are left past the group's offset, one parked poll of the group looks again, so
+        a message that arrived during the read waits for no later arrival."""
+        group = batch.request.consumer_group
+        offset = self.context.offsets.query_offset(group, topic, queue_id)
+        if offset < self.context.store.get_max_offset_in_queue(topic, queue_id):
+            self.long_polling.notify_group(
+                batch.request.topic, queue_id if topic == batch.request.topic else ANY_QUEUE, group
+            )
 
     async def _read_queue(self, batch: _PopBatch, topic: str, queue_id: int) -> None:
         ctx = self.context

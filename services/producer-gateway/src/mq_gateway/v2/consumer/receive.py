@@ -183,20 +183,17 @@ class ReceiveActivity:
         Better than the proxy here: the SDKs round-robin their receives over every readable queue of every broker
         (four queues a broker, say), and a pop takes any queue of the named broker, so without this a consumer
         long-polls an empty broker once per queue while another broker holds messages (the Python SDK took 24 s
-        to drain six messages from two brokers). Idle receives cost one immediate pop per broker more."""
-        if plan.header.poll_time_ms <= 0:
+        to drain six messages from two brokers). Idle receives cost one immediate pop per broker more; a topic
+        with no other readable broker is long-polled at once (the broker pops before it parks)."""
+        others = await self._other_brokers(plan) if plan.header.poll_time_ms > 0 else []
+        if not others:
             return plan, await self._pop.pop_message(plan.addr, plan.header, plan.timeout_ms, plan.broker_name)
         now = replace(plan, header=replace(plan.header, poll_time_ms=0))
         result = await self._pop.pop_message(now.addr, now.header, now.timeout_ms, now.broker_name)
         if result.status not in _NOTHING_NOW:
             return plan, result
-        route = await self._routes.route(plan.header.topic)
-        for queue_data in route.queue_datas:
-            data = route.broker_data(queue_data.broker_name)
-            addr = data.master_addr() if data is not None else None
-            if queue_data.broker_name == plan.broker_name or addr is None or not _readable(queue_data):
-                continue
-            other = replace(now, broker_name=queue_data.broker_name, addr=addr)
+        for broker_name, addr in others:
+            other = replace(now, broker_name=broker_name, addr=addr)
             try:
                 found = await self._pop.pop_message(other.addr, other.header, other.timeout_ms, other.broker_name)
             except MQError as exc:  # another broker failing must not fail this receive
@@ -205,6 +202,17 @@ class ReceiveActivity:
             if found.status is PopStatus.FOUND:
                 return replace(plan, broker_name=other.broker_name, addr=addr), found
         return plan, await self._pop.pop_message(plan.addr, plan.header, plan.timeout_ms, plan.broker_name)
+
+    async def _other_brokers(self, plan: PopPlan) -> list[tuple[str, str]]:
+        """(name, master address) of the topic's readable brokers other than ``plan``'s (cached route)."""
+        route = await self._routes.route(plan.header.topic)
+        others = []
+        for queue_data in route.queue_datas:
+            data = route.broker_data(queue_data.broker_name)
+            addr = data.master_addr() if data is not None else None
+            if queue_data.broker_name != plan.broker_name and addr is not None and _readable(queue_data):
+                others.append((queue_data.broker_name, addr))
+        return others
 
     async def _any_readable_broker(self, topic: str) -> str:
         route = await self._routes.route(topic)
