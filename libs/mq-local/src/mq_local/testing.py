@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from mq_client.auth_admin_calls import AuthAdminCalls
 from mq_client.consumer import PullConsumer
 from mq_common.auth.interceptor import SigningInterceptor
+from mq_common.auth.model import Acl, User
 from mq_common.auth.settings import Credentials
 from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
@@ -56,6 +58,23 @@ async def make_topic(cluster: LocalCluster, hint: str, queues: int = 4) -> str:
         cluster.namesrv_addr, config, spec.cluster_name, tls=spec.tls_client, credentials=spec.admin_credentials
     )
     return name
+
+
+async def add_user(cluster: LocalCluster, user: User, acl: Acl | None = None) -> None:
+    """Create ``user`` and its ``acl`` on every broker of an auth cluster (``spec.auth``), signed by the init super
+    user. Raises the broker's error (error_for_code; NO_PERMISSION 16 "The user is existed" for a known name)."""
+    credentials = cluster.spec.admin_credentials
+    if credentials is None:
+        raise ValueError("add_user needs a cluster started with auth=True")
+    pool = ChannelPool(cluster.spec.tls_client)
+    try:
+        calls = AuthAdminCalls(pool, (credentials.access_key, credentials.secret_key))
+        for addr in cluster.broker_addrs.values():
+            await calls.create_user(addr, user)
+            if acl is not None:
+                await calls.create_acl(addr, acl)
+    finally:
+        await pool.close()
 
 
 async def read_all(
