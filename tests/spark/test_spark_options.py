@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from mq_common.auth.settings import Credentials
 from mq_common.errors import InvalidParameterError
+from mq_common.tls import TlsClientConfig
+from mq_spark.job_security import TLS_CERT_FILE_ENV, TLS_KEY_FILE_ENV, JobSecurity
 from mq_spark.options import ACCESS_KEY_ENV, DEFAULT_BATCH_SIZE, SECRET_KEY_ENV, TLS_CA_FILE_ENV, WriterOptions
 from pyspark.sql.datasource import CaseInsensitiveDict
 
@@ -66,3 +70,17 @@ def test_half_credentials_and_bad_flags_are_refused_without_quoting_the_secret()
     unreadable = WriterOptions.parse({"topic": "t", "tls": "true", "tlsCaFile": "/nonexistent/ca.pem"}, env={})
     with pytest.raises(InvalidParameterError, match=r"option tlsCaFile: cannot read /nonexistent/ca\.pem"):
         unreadable.tls_ca_bytes()
+
+
+def test_job_security_reads_the_environment_and_passes_no_secret_as_an_option() -> None:
+    env = {ACCESS_KEY_ENV: "spark", SECRET_KEY_ENV: "job-secret-3", TLS_CA_FILE_ENV: "/tls/ca.pem"}
+    env |= {TLS_CERT_FILE_ENV: "/tls/spark.pem", TLS_KEY_FILE_ENV: "/tls/spark-key.pem"}
+    secured = JobSecurity.from_env(True, env)
+    assert secured.credentials == Credentials("spark", "job-secret-3")
+    assert secured.tls_client == TlsClientConfig(
+        Path("/tls/ca.pem"), Path("/tls/spark.pem"), Path("/tls/spark-key.pem")
+    )
+    assert secured.writer_options() == {"tls": "true", "tlsCaFile": "/tls/ca.pem"}
+    assert "job-secret-3" not in repr(secured)
+    plain = JobSecurity.from_env(False, {})
+    assert (plain.tls_client, plain.credentials, plain.writer_options()) == (None, None, {})

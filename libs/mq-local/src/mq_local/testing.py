@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from mq_client.auth_admin_calls import AuthAdminCalls
 from mq_client.consumer import PullConsumer
-from mq_common.auth.interceptor import SigningInterceptor
+from mq_common.auth.interceptor import signing_interceptors
 from mq_common.auth.model import Acl, User
 from mq_common.auth.settings import Credentials
 from mq_common.channels import ChannelPool
@@ -92,7 +92,7 @@ async def read_all(
     (LocalCluster.spec.admin_credentials) that signs the pulls.
     """
     out: list[tuple[MessageQueue, MessageExt]] = []
-    pool = ChannelPool(tls, [SigningInterceptor(credentials)] if credentials is not None else [])
+    pool = ChannelPool(tls, signing_interceptors(credentials))
     try:
         async with PullConsumer([namesrv_addr], "mq_local_read_all", pool=pool) as consumer:
             for queue in await consumer.fetch_subscribe_message_queues(topic):

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Sequence
 from types import TracebackType
 from typing import Final, Self, TypeVar
 
-from mq_common.auth.interceptor import SigningInterceptor
+from mq_common.auth.interceptor import signing_interceptors
 from mq_common.auth.settings import Credentials
 from mq_common.channels import ChannelPool
 from mq_common.constants import MixAll
@@ -55,8 +55,7 @@ class AdminBase:
         """``tls``: TLS for every channel (None: plaintext); ``credentials``: sign every call (SigningInterceptor),
         as a cluster with authentication on requires of admin calls. Raises MQClientError (RPC_ADDR_IS_NULL) when
         ``namesrv_addrs`` is empty."""
-        signing = [SigningInterceptor(credentials)] if credentials is not None else []
-        self._pool = ChannelPool(tls, signing)
+        self._pool = ChannelPool(tls, signing_interceptors(credentials))
         self._namesrv = NameServerClient(namesrv_addrs, self._pool)
         self._broker = BrokerClient(self._pool)
         self._calls = ConsumerAdminCalls(self._pool)

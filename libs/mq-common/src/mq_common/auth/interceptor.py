@@ -67,3 +67,8 @@ class SigningInterceptor(
         self, continuation: Any, client_call_details: Any, request_iterator: AsyncIterable[Any] | Iterable[Any]
     ) -> Any:
         return await continuation(self._signed(client_call_details), request_iterator)
+
+
+def signing_interceptors(credentials: Credentials | None) -> list[grpc.aio.ClientInterceptor]:
+    """``ChannelPool(tls, signing_interceptors(credentials))``: one SigningInterceptor, or none without credentials."""
+    return [SigningInterceptor(credentials)] if credentials is not None else []
