@@ -60,7 +60,7 @@ def test_credentials_are_private_files(auth_cluster: LocalCluster) -> None:
 async def send_batch(cluster: LocalCluster, topic: str, credentials: Credentials | None) -> list[int]:
     channel = grpc.aio.insecure_channel(cluster.gateway_addr, interceptors=signing_interceptors(credentials))
     try:
-        stub = gateway_pb2_grpc.ProducerGatewayStub(channel)  # type: ignore[no-untyped-call]
+        stub = gateway_pb2_grpc.ProducerGatewayStub(channel)
         messages = [gateway_pb2.Message(topic=topic, body=f"v1-{i}".encode()) for i in range(3)]
         reply = await stub.SendBatch(gateway_pb2.SendBatchRequest(messages=messages), timeout=30)
         return [r.code for r in reply.results]
@@ -75,7 +75,7 @@ async def test_v1_and_v2_sends_of_a_user_with_pub_are_stored(auth_cluster: Local
         auth_cluster.gateway_addr, interceptors=signing_interceptors(Credentials(user, SECRET))
     )
     try:
-        stub = service_pb2_grpc.MessagingServiceStub(channel)  # type: ignore[no-untyped-call]
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
         message = definition_pb2.Message(topic=definition_pb2.Resource(name=topic), body=b"v2-0")
         message.system_properties.message_id = "01AUTHCLUSTER0000000000000000000A"
         reply = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[message]), metadata=V2_META)
