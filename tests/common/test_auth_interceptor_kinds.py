@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import grpc
-from mq_common.auth.interceptor import signing_interceptors
+from mq_common.auth.interceptor import signing_interceptors, signing_pool
 from mq_common.auth.settings import Credentials
 from mq_common.auth.signature import AUTHORIZATION, DATE_TIME, hmac_sha1_hex, parse_authorization
 
@@ -75,3 +75,15 @@ async def test_unary_and_streaming_calls_are_all_signed() -> None:
 
 def test_no_credentials_no_interceptors() -> None:
     assert signing_interceptors(None) == []
+
+
+async def test_signing_pool_signs_streams_through_their_opening_metadata() -> None:
+    pool = signing_pool(None, Credentials("k", SECRET))
+    try:
+        headers = dict(pool.stream_metadata() or ())
+        header = parse_authorization(headers[AUTHORIZATION])
+        assert header is not None
+        assert header.signature == hmac_sha1_hex(SECRET, headers[DATE_TIME])
+    finally:
+        await pool.close()
+    assert signing_pool(None, None).stream_metadata() is None
