@@ -12,20 +12,18 @@ from pathlib import Path
 import pytest
 from apache.rocketmq.v2 import definition_pb2
 from mq_common.auth.metadata import InMemoryAuthMetadataProvider
-from mq_common.auth.model import Acl, Action, Policy, PolicyEntry, Resource, User
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic, unique_topic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "sdk"))
 
-from sdk_checks import consumer_cfg
-from sdk_testkit import SdkRunner, assert_stored, node_runner, sample_messages, sdk_cluster, stored
+from sdk_checks import check_signed_send_and_receive, signed_user_provider
+from sdk_testkit import SdkRunner, node_runner, sample_messages, sdk_cluster, stored
 
 from tests.v2.conftest import start_auth_gateway
 
 pytestmark = pytest.mark.integration
 SECRET = "node-secret-8Hd"
-MESSAGES = 4
 
 
 @pytest.fixture(scope="module")
@@ -39,16 +37,8 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> SdkRunner:
     return node_runner(tmp_path_factory.mktemp("node-sdk-auth-home"))
 
 
-def node_acl() -> Acl:
-    entries = (
-        PolicyEntry(Resource.parse("Topic:node_auth*"), frozenset({Action.PUB, Action.SUB})),
-        PolicyEntry(Resource.parse("Group:node_auth*"), frozenset({Action.SUB})),
-    )
-    return Acl("User:node-user", (Policy(entries=entries),))
-
-
 def provider() -> InMemoryAuthMetadataProvider:
-    return InMemoryAuthMetadataProvider((User("node-user", SECRET),), (node_acl(),))
+    return signed_user_provider("node-user", SECRET, "node_auth")
 
 
 async def test_node_sdk_sends_and_receives_with_credentials(cluster: LocalCluster, runner: SdkRunner) -> None:
@@ -56,14 +46,7 @@ async def test_node_sdk_sends_and_receives_with_credentials(cluster: LocalCluste
     gateway = await start_auth_gateway(cluster, provider())
     try:
         credentials = {"access_key": "node-user", "secret_key": SECRET}
-        sent = sample_messages("node-auth", MESSAGES)
-        produce = {"endpoints": gateway.addr, "topic": topic, "messages": sent, **credentials}
-        receipts = (await asyncio.to_thread(runner.run, "produce", produce))["receipts"]
-        ids = [r["message_id"] for r in receipts]
-        await asyncio.to_thread(assert_stored, cluster, topic, sent, ids)
-        cfg = {**consumer_cfg(gateway.addr, group, topic, count=MESSAGES), **credentials}
-        out = await asyncio.to_thread(runner.run, "drain", cfg)
-        assert sorted({m["message_id"] for m in out["messages"]}) == sorted(ids)
+        await asyncio.to_thread(check_signed_send_and_receive, cluster, runner, gateway.addr, topic, group, credentials)
     finally:
         await gateway.stop(0)
 
