@@ -106,6 +106,10 @@ status: ## Show the background local cluster's processes and ports
 chaos: sync ## kill -9 a broker under 32 senders (20 rounds per configuration) and while two consumer groups read (10 rounds)
 	MQ_CHAOS_ROUNDS=20 MQ_CHAOS_CONSUME_ROUNDS=10 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
+.PHONY: fuzz
+fuzz: sync ## Fuzz every RPC of every service on a local cluster (10,000 requests each, idle streams, 100 MiB); prints a table
+	$(UV) run --frozen python tests/fuzz/run_fuzz.py --requests 5000
+
 .PHONY: bench
 bench: sync java sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender, metrics-overhead and TLS+auth on/off benchmarks; JSON in bench-results/
 	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json

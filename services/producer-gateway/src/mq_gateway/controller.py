@@ -27,7 +27,7 @@ from mq_gateway.accumulator import SendAccumulator
 from mq_gateway.auth import BrokerAuthMetadataProvider, GatewayAuth
 from mq_gateway.auth_metrics import AuthMetrics
 from mq_gateway.coalescer import CoalescingBrokerTransport
-from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
+from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server, request_limits
 from mq_gateway.metrics import GatewayMetrics, ObservedNameServer, ObservedTransport
 from mq_gateway.settings import GatewaySettings
 from mq_gateway.v2 import servicer as v2_servicer
@@ -131,8 +131,14 @@ class GatewayController:
         interceptor = RequestContextInterceptor(
             observe=observe, generate=True, self_observed_prefixes=(v2_servicer.METHOD_PREFIX,)
         )
+        limits = request_limits(
+            max_batch_messages=settings.max_batch_messages, max_concurrent_streams=settings.max_concurrent_streams
+        )
         self.server = ServiceServer(
-            [SERVICE_NAME, v2_servicer.SERVICE_NAME], [interceptor], max_message_bytes=MAX_GRPC_MESSAGE_BYTES
+            [SERVICE_NAME, v2_servicer.SERVICE_NAME],
+            [interceptor],
+            max_message_bytes=MAX_GRPC_MESSAGE_BYTES,
+            limits=limits,
         )
         self.auth = self._build_auth(auth_provider)
         self.v2 = self._build_v2(consumer)
