@@ -13,7 +13,7 @@ from mq_client.broker_client import BrokerClient
 from mq_client.producer import DefaultMQProducer, ProducerConfig, ProducerHooks, TopicAccessList, load_hook
 from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.route_manager import NameServerLookup
-from mq_common.auth.interceptor import SigningInterceptor
+from mq_common.auth.interceptor import signing_pool
 from mq_common.auth.metadata import AuthMetadataProvider, CachingAuthMetadataProvider
 from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
 from mq_common.grpc_server import ServiceServer
@@ -64,9 +64,7 @@ def consumer_config(settings: GatewaySettings) -> ConsumerActivityConfig:
 def channel_pool(settings: GatewaySettings) -> ChannelPool:
     """A channel pool over the gateway's outbound TLS settings (plaintext when off) whose calls are signed with
     inner_client_authentication_credentials when set."""
-    credentials = settings.inner_client_credentials()
-    interceptors = [SigningInterceptor(credentials)] if credentials is not None else []
-    return ChannelPool(settings.tls_client_config(), interceptors=interceptors)
+    return signing_pool(settings.tls_client_config(), settings.inner_client_credentials())
 
 
 def producer_hooks(settings: GatewaySettings) -> ProducerHooks:
