@@ -114,3 +114,14 @@ def test_usage_errors_exit_2(auth_cluster: LocalCluster) -> None:
     assert mqadmin(auth_cluster, "listUser").exit_code == 2  # neither -b nor -c
     bad_type = mqadmin(auth_cluster, "createUser", "-c", CLUSTER, "-u", "x", "-p", "y", "-t", "Root")
     assert bad_type.exit_code == 2
+
+
+def test_topic_verbs_sign_with_the_global_credentials(auth_cluster: LocalCluster) -> None:
+    """Every verb (not only the ACL ones) signs with MQ_ACCESS_KEY/MQ_SECRET_KEY: a topic change by the super user
+    passes where the unsigned one is refused and changes nothing."""
+    unsigned = mqadmin(auth_cluster, "updateTopic", "-c", CLUSTER, "-t", "signed_topic", signed=False)
+    assert unsigned.exit_code == 1
+    assert unsigned.stderr.startswith(f"NO_PERMISSION ({ResponseCode.NO_PERMISSION}): ")
+    assert "signed_topic" not in ok(auth_cluster, "topicList")
+    ok(auth_cluster, "updateTopic", "-c", CLUSTER, "-t", "signed_topic")
+    assert "signed_topic" in ok(auth_cluster, "topicList")

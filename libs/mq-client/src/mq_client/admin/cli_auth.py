@@ -33,7 +33,16 @@ from rich.console import Console
 from rich.table import Table
 
 from mq_client.admin.admin_client import MQAdminClient
-from mq_client.admin.cli_common import OutputFormat, OutputOption, app, emit, require_one_target, run_admin
+from mq_client.admin.cli_common import (
+    OutputFormat,
+    OutputOption,
+    app,
+    emit,
+    global_credentials,
+    global_tls,
+    require_one_target,
+    run_admin,
+)
 from mq_client.auth_admin_calls import AuthAdminCalls
 
 __all__ = ["parse_acl"]
@@ -87,11 +96,15 @@ def _run_auth(
 ) -> list[tuple[str, _T]]:
     """``action`` on each target broker (``-b`` or the masters of ``-c``), in address order: (addr, answer)."""
     access_key, secret_key = credentials
-    signing = (access_key, secret_key) if access_key and secret_key else None
+    fallback = global_credentials()
+    if access_key and secret_key:
+        signing: tuple[str, str] | None = (access_key, secret_key)
+    else:
+        signing = (fallback.access_key, fallback.secret_key) if fallback is not None else None
 
     async def each(admin: MQAdminClient) -> list[tuple[str, _T]]:
         addrs = await admin.resolve_broker_addrs(broker_addr, cluster_name)
-        pool = ChannelPool()
+        pool = ChannelPool(global_tls())
         try:
             calls = AuthAdminCalls(pool, signing)
             return [(addr, await action(calls, addr)) for addr in addrs]

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Annotated, Final, TypeVar
 
 import typer
+from mq_common.auth.settings import Credentials
 from mq_common.codec import MessageExt
 from mq_common.errors import MQError
 from mq_common.response_code import ResponseCode
@@ -50,6 +51,17 @@ app = typer.Typer(
 class _State:
     namesrv_addrs: tuple[str, ...] = (DEFAULT_NAMESRV_ADDR,)
     tls: TlsClientConfig | None = None
+    credentials: Credentials | None = None
+
+
+def global_tls() -> TlsClientConfig | None:
+    """The TLS client configuration of the global ``--tls*`` options (None: plaintext)."""
+    return _State.tls
+
+
+def global_credentials() -> Credentials | None:
+    """The global ``--accessKey``/``--secretKey`` (MQ_ACCESS_KEY/MQ_SECRET_KEY) pair, None unless both are set."""
+    return _State.credentials
 
 
 def split_addrs(value: str) -> tuple[str, ...]:
@@ -68,9 +80,18 @@ def _global_options(
     tls_ca_file: TlsCaFileOption = None,
     tls_cert_file: TlsCertFileOption = None,
     tls_key_file: TlsKeyFileOption = None,
+    access_key: Annotated[
+        str | None,
+        typer.Option("--accessKey", envvar="MQ_ACCESS_KEY", help="access key (username) every call is signed with"),
+    ] = None,
+    secret_key: Annotated[
+        str | None,
+        typer.Option("--secretKey", envvar="MQ_SECRET_KEY", help="secret key to sign with (prefer MQ_SECRET_KEY)"),
+    ] = None,
 ) -> None:
     """PyRocketMQ admin tool."""
     _State.tls = tls_config(tls, tls_ca_file, tls_cert_file, tls_key_file)
+    _State.credentials = Credentials(access_key, secret_key) if access_key and secret_key else None
     value = namesrv_addr or os.environ.get("MQ_NAMESRV_ADDR") or DEFAULT_NAMESRV_ADDR
     _State.namesrv_addrs = split_addrs(value) or (DEFAULT_NAMESRV_ADDR,)
 
@@ -97,7 +118,9 @@ def run_admin(action: Callable[[MQAdminClient], Awaitable[_T]], gateway_addr: st
     and raises typer.Exit(1)."""
 
     async def main() -> _T:
-        async with MQAdminClient(_State.namesrv_addrs, gateway_addr=gateway_addr, tls=_State.tls) as admin:
+        async with MQAdminClient(
+            _State.namesrv_addrs, gateway_addr=gateway_addr, tls=_State.tls, credentials=_State.credentials
+        ) as admin:
             return await action(admin)
 
     try:
