@@ -40,6 +40,7 @@ EXPECTED_ALERTS = {
     "PyRocketMQConsumerLagHigh",
     "PyRocketMQDeadLetterGrowing",
     "PyRocketMQAuthRefusalBurst",
+    "PyRocketMQBrokerAuthRefusalBurst",
 }
 _METRIC_REF = re.compile(r"\b((?:rocketmq|mq)_[a-z_]+)")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (make prometheus)")

@@ -191,6 +191,7 @@ class BrokerController:
             SignatureVerifier(s.auth_clock_skew_ms, s.auth_replay_window_ms),
             authentication_enabled=s.authentication_enabled,
             authorization_enabled=s.authorization_enabled,
+            on_refusal=self.metrics.on_auth_refusal if self.metrics is not None else None,
         )
 
     async def _scan_not_active_consumers(self) -> None:

@@ -131,6 +131,14 @@ class BrokerMetrics(ServiceMetrics):
             "mq_broker_flush_disk_timeout", "Group-commit requests answered FLUSH_DISK_TIMEOUT."
         ).child()
         self.flush_disk_timeouts.inc(0)
+        self.auth_refusals = self.counter(
+            "mq_broker_auth_refusals",
+            "Requests refused NO_PERMISSION by authentication, the admin rule or authorisation, by stage, resource "
+            "type and action (no user or resource-name label: any caller may name any).",
+            ("stage", "resource_type", "action"),
+        )
+        for stage in ("authentication", "admin"):  # exported from the start, as 0 (no resource, no action)
+            self.auth_refusals.child(stage, "none", "none").inc(0)
         self._put_messages = 0
         self._flushed_messages = 0
         self._peers: dict[str, float] = {}
@@ -154,6 +162,10 @@ class BrokerMetrics(ServiceMetrics):
         self.registry.register(self.consumer_lag)
 
     # --- event loop -----------------------------------------------------------------------------------------
+
+    def on_auth_refusal(self, stage: str, resource_type: str, action: str) -> None:
+        """mq_broker.auth.guard.RefusalObserver: one refused request."""
+        self.auth_refusals.child(stage, resource_type, action).inc()
 
     def observe_rpc(self, method: str, response_code: str, elapsed_ms: float) -> None:
         """RequestContextInterceptor callback (one per RPC)."""

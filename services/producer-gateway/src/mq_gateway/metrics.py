@@ -81,6 +81,10 @@ class GatewayMetrics(ServiceMetrics):
             "Calls refused by authorisation, by user, resource type and action.",
             ("user", "resource_type", "action"),
         )
+        # Exported from the start as 0 (the common first refusals: unsigned calls, anonymous sends), so a scrape
+        # and the burst alert see the families before the first refusal.
+        self.auth_failures.child("no_credentials", "_anonymous").inc(0)
+        self.auth_denials.child("_anonymous", "Topic", "Pub").inc(0)
         self.route_refreshes = self.counter(
             "mq_gateway_route_refreshes", "Topic route queries to the name servers.", ("result",)
         )

@@ -18,7 +18,7 @@ Synchronous and cheap (the verifier caches verified signatures): call it on the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -32,6 +32,10 @@ from mq_broker.auth.metadata_manager import AuthMetadataManager
 
 CLIENT_ID: Final = "x-mq-client-id"
 ANONYMOUS: Final = "anonymous"
+NO_LABEL: Final = "none"
+RefusalObserver = Callable[[str, str, str], None]
+"""Told (stage, resource_type, action) of each refusal: stage "authentication", "admin" or "authorization";
+resource_type/action NO_LABEL where the stage has none (metrics: mq_broker_auth_refusals_total)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +73,10 @@ class BrokerAuthGuard:
         *,
         authentication_enabled: bool,
         authorization_enabled: bool,
+        on_refusal: RefusalObserver | None = None,
     ) -> None:
         self._metadata = metadata
+        self._on_refusal = on_refusal
         self._verifier = verifier
         self.authentication_enabled = authentication_enabled
         self.authorization_enabled = authorization_enabled
@@ -80,6 +86,18 @@ class BrokerAuthGuard:
         return self.authentication_enabled or self.authorization_enabled
 
     def authenticate(self, headers: Mapping[str, str], source_ip: str | None) -> Caller:
+        """See :meth:`_authenticate`; a refusal is also told to ``on_refusal``."""
+        try:
+            return self._authenticate(headers, source_ip)
+        except MQError:
+            self._observe("authentication", NO_LABEL, NO_LABEL)
+            raise
+
+    def _observe(self, stage: str, resource_type: str, action: str) -> None:
+        if self._on_refusal is not None:
+            self._on_refusal(stage, resource_type, action)
+
+    def _authenticate(self, headers: Mapping[str, str], source_ip: str | None) -> Caller:
         """The caller of a request with gRPC metadata ``headers`` (lowercase names).
 
         With both flags off: the caller is anonymous, nothing is read. Otherwise a present ``authorization`` header
@@ -113,6 +131,7 @@ class BrokerAuthGuard:
     def require_admin(self, caller: Caller, rpc: str) -> None:
         """Admin RPC ``rpc``: a SUPER user (or component) when auth is on. Raises NO_PERMISSION 16."""
         if self.enabled and not caller.is_super:
+            self._observe("admin", NO_LABEL, NO_LABEL)
             raise _refuse(f"{caller.name} has no permission to call {rpc}: it needs a super user or a component")
 
     def require(self, caller: Caller, resource: Resource, action: Action) -> None:
@@ -122,7 +141,9 @@ class BrokerAuthGuard:
         if caller.component is not None:
             return
         if caller.user is None:
+            self._observe("authorization", resource.resource_type.value, action.value)
             raise _refuse(f"{ANONYMOUS} has no permission to {action.value} {resource.key}")
         result = authorize(self._metadata.acl_of(caller.user.subject), caller.user, resource, action, caller.source_ip)
         if not result.allowed:
+            self._observe("authorization", resource.resource_type.value, action.value)
             raise _refuse(result.reason)
