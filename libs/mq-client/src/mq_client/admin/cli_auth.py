@@ -33,7 +33,15 @@ from rich.console import Console
 from rich.table import Table
 
 from mq_client.admin.admin_client import MQAdminClient
-from mq_client.admin.cli_common import OutputFormat, OutputOption, app, emit, require_one_target, run_admin
+from mq_client.admin.cli_common import (
+    OutputFormat,
+    OutputOption,
+    admin_tls,
+    app,
+    emit,
+    require_one_target,
+    run_admin,
+)
 from mq_client.auth_admin_calls import AuthAdminCalls
 
 __all__ = ["parse_acl"]
@@ -91,7 +99,7 @@ def _run_auth(
 
     async def each(admin: MQAdminClient) -> list[tuple[str, _T]]:
         addrs = await admin.resolve_broker_addrs(broker_addr, cluster_name)
-        pool = ChannelPool()
+        pool = ChannelPool(admin_tls())  # the brokers' port is TLS when the invocation is
         try:
             calls = AuthAdminCalls(pool, signing)
             return [(addr, await action(calls, addr)) for addr in addrs]

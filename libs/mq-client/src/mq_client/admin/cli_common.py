@@ -52,6 +52,11 @@ class _State:
     tls: TlsClientConfig | None = None
 
 
+def admin_tls() -> TlsClientConfig | None:
+    """The TLS of this invocation (``--tls`` and friends; None: plaintext), for verbs that open their own pools."""
+    return _State.tls
+
+
 def split_addrs(value: str) -> tuple[str, ...]:
     """``"a:1;b:2"`` (RocketMQ's separator) or ``"a:1,b:2"`` -> ("a:1", "b:2")."""
     return tuple(a.strip() for a in value.replace(",", ";").split(";") if a.strip())
