@@ -95,6 +95,7 @@ listen_host: "0.0.0.0"
 listen_port: {{ .Values.namesrv.port }}
 metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
 cluster_name: {{ .Values.clusterName | quote }}
+{{- include "pyrocketmq.tlsOwnedConfig" (dict "root" . "component" "namesrv") }}
 {{- end -}}
 
 {{/* Call with (dict "root" $ "group" $group). broker_ip is per pod (env), not here. */}}
@@ -107,6 +108,8 @@ broker_name: {{ .group.name | quote }}
 broker_id: 0
 namesrv_addr: {{ include "pyrocketmq.namesrvAddr" .root | quote }}
 store_path_root_dir: /var/lib/rocketmq/store
+{{ include "pyrocketmq.authOwnedConfig" .root }}
+{{- include "pyrocketmq.tlsOwnedConfig" (dict "root" .root "component" "broker") }}
 {{- end -}}
 
 {{- define "pyrocketmq.gatewayOwnedConfig" -}}
@@ -115,6 +118,8 @@ listen_port: {{ .Values.gateway.port }}
 metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
 cluster_name: {{ .Values.clusterName | quote }}
 namesrv_addr: {{ include "pyrocketmq.namesrvAddr" . | quote }}
+{{ include "pyrocketmq.authOwnedConfig" . }}
+{{- include "pyrocketmq.tlsOwnedConfig" (dict "root" . "component" "gateway") }}
 {{- end -}}
 
 {{/* Pod-level security context (restricted Pod Security Standard). */}}
@@ -155,23 +160,35 @@ checkov.io/skip{{ add1 $i }}: {{ $skip | quote }}
 {{- end -}}
 {{- end -}}
 
-{{/* Native gRPC probes on grpc.health.v1 (service ""). Call with (dict "port" 9876 "c" $componentValues). */}}
+{{/*
+Probes. Plaintext: native gRPC probes on grpc.health.v1 (service ""). TLS: the kubelet's gRPC probe cannot speak
+TLS, so the probes open a TCP connection to the gRPC port instead. Call with (dict "port" 9876 "c" $componentValues
+"tls" $tlsEnabled).
+*/}}
+{{- define "pyrocketmq.probeAction" -}}
+{{- if .tls }}
+tcpSocket:
+  port: {{ .port }}
+{{- else }}
+grpc:
+  port: {{ .port }}
+{{- end }}
+{{- end -}}
+
 {{- define "pyrocketmq.probes" -}}
+{{- $action := include "pyrocketmq.probeAction" . | trim }}
 startupProbe:
-  grpc:
-    port: {{ .port }}
+  {{- $action | nindent 2 }}
   periodSeconds: {{ .c.startupProbe.periodSeconds }}
   failureThreshold: {{ .c.startupProbe.failureThreshold }}
   timeoutSeconds: 2
 readinessProbe:
-  grpc:
-    port: {{ .port }}
+  {{- $action | nindent 2 }}
   periodSeconds: {{ .c.readinessProbe.periodSeconds }}
   failureThreshold: {{ .c.readinessProbe.failureThreshold }}
   timeoutSeconds: 2
 livenessProbe:
-  grpc:
-    port: {{ .port }}
+  {{- $action | nindent 2 }}
   periodSeconds: {{ .c.livenessProbe.periodSeconds }}
   failureThreshold: {{ .c.livenessProbe.failureThreshold }}
   timeoutSeconds: 3
