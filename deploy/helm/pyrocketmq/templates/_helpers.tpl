@@ -147,13 +147,18 @@ seccompProfile:
 {{- end -}}
 
 {{/* checkov skip annotations, each with its reason (README.md lists them). Empty when nothing is skipped. */}}
+{{- /* Call with the root context, or (dict "root" $ "envSecrets" true) for pods that take auth.existingSecret as env. */ -}}
 {{- define "pyrocketmq.checkovAnnotations" -}}
+{{- $root := .root | default . -}}
 {{- $skips := list -}}
-{{- if not .Values.image.digest -}}
+{{- if not $root.Values.image.digest -}}
 {{- $skips = append $skips "CKV_K8S_43=The image is referenced by tag while image.digest is empty; set image.digest to pin it (docs/deployment.md)" -}}
-{{- if ne .Values.image.pullPolicy "Always" -}}
-{{- $skips = append $skips (printf "CKV_K8S_15=image.pullPolicy is %s on purpose (images side-loaded into a dev cluster); use Always or image.digest elsewhere" .Values.image.pullPolicy) -}}
+{{- if ne $root.Values.image.pullPolicy "Always" -}}
+{{- $skips = append $skips (printf "CKV_K8S_15=image.pullPolicy is %s on purpose (images side-loaded into a dev cluster); use Always or image.digest elsewhere" $root.Values.image.pullPolicy) -}}
 {{- end -}}
+{{- end -}}
+{{- if and .envSecrets $root.Values.auth.enabled -}}
+{{- $skips = append $skips "CKV_K8S_35=The services read settings from env only (pydantic-settings): auth.existingSecret reaches them by secretKeyRef, never a ConfigMap, and is never logged" -}}
 {{- end -}}
 {{- range $i, $skip := $skips }}
 checkov.io/skip{{ add1 $i }}: {{ $skip | quote }}
