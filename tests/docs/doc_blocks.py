@@ -76,4 +76,8 @@ CLAIMS: Final[dict[tuple[str, str], str]] = {
         "docs/security.md",
         "make up MQLOCAL_ARGS=--tls",
     ): "tests/docs/test_security_blocks.py::test_security_tls_local_cluster",
+    (
+        "docs/security.md",
+        "make up MQLOCAL_ARGS=--auth",
+    ): "tests/docs/test_security_blocks.py::test_security_auth_local_cluster",
 }

@@ -5,11 +5,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from pathlib import Path
 
 import grpc
 import pytest
+import trustme
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_common.auth.settings import Credentials
+from mq_common.auth.signature import AUTHORIZATION, DATE_TIME, hmac_sha1_hex, parse_authorization
 from mq_common.response_code import ResponseCode
 from mq_local.ports import free_port
 from mq_spark.encoding import EncodedRow
@@ -26,6 +30,7 @@ class FakeGateway(gateway_pb2_grpc.ProducerGatewayServicer):
     def __init__(self, decide: Decide) -> None:
         self.decide = decide
         self.calls: list[list[bytes]] = []
+        self.headers: list[dict[str, str]] = []
         self.seen: dict[bytes, int] = {}
         self.lock = threading.Lock()
 
@@ -38,6 +43,7 @@ class FakeGateway(gateway_pb2_grpc.ProducerGatewayServicer):
         results = []
         with self.lock:
             self.calls.append([m.body for m in request.messages])
+            self.headers.append({k: str(v) for k, v in context.invocation_metadata()})
             for msg in request.messages:
                 self.seen[msg.body] = self.seen.get(msg.body, 0) + 1
                 code, broker = self.decide(msg, self.seen[msg.body])
@@ -53,14 +59,14 @@ class FakeGateway(gateway_pb2_grpc.ProducerGatewayServicer):
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Decide], tuple[FakeGateway, str]]]:
+def serve() -> Iterator[Callable[..., tuple[FakeGateway, str]]]:
     servers: list[grpc.Server] = []
 
-    def start(decide: Decide) -> tuple[FakeGateway, str]:
+    def start(decide: Decide, tls: grpc.ServerCredentials | None = None) -> tuple[FakeGateway, str]:
         fake = FakeGateway(decide)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         gateway_pb2_grpc.add_ProducerGatewayServicer_to_server(fake, server)
-        port = server.add_insecure_port("127.0.0.1:0")
+        port = server.add_insecure_port("127.0.0.1:0") if tls is None else server.add_secure_port("127.0.0.1:0", tls)
         server.start()
         servers.append(server)
         return fake, f"127.0.0.1:{port}"
@@ -175,3 +181,50 @@ def test_invalid_argument_is_final_as_in_every_client_adapter() -> None:
     finally:
         server.stop(grace=None)
     assert len(fake.calls) == 1
+
+
+SECRET = "sender-secret-7Qx"
+
+
+def test_signed_calls_carry_a_valid_signature_and_no_secret(serve: Callable[[Decide], tuple[FakeGateway, str]]) -> None:
+    fake, addr = serve(lambda m, n: (0, "b"))
+    _send(_options(addr, credentials=Credentials("spark", SECRET)), _rows(25))
+    assert len(fake.headers) == 3
+    for headers in fake.headers:
+        header = parse_authorization(headers[AUTHORIZATION])
+        assert header is not None
+        assert header.access_key == "spark"
+        assert header.signature == hmac_sha1_hex(SECRET, headers[DATE_TIME])
+        assert SECRET not in str(headers)
+
+
+def test_unsigned_calls_carry_no_authorization(serve: Callable[[Decide], tuple[FakeGateway, str]]) -> None:
+    fake, addr = serve(lambda m, n: (0, "b"))
+    _send(_options(addr), _rows(5))
+    assert AUTHORIZATION not in fake.headers[0]
+
+
+def test_a_refusal_is_not_retried_and_names_topic_and_action(
+    serve: Callable[[Decide], tuple[FakeGateway, str]],
+) -> None:
+    fake, addr = serve(lambda m, n: (ResponseCode.NO_PERMISSION, ""))
+    options = _options(addr, max_retries=3, credentials=Credentials("spark", SECRET))
+    with pytest.raises(PublishFailedError, match=r"refused action Pub on topic 'flights'.*not retried") as info:
+        _send(options, _rows(10))
+    assert "CODE 16 (NO_PERMISSION)" in str(info.value)
+    assert "'spark'" in str(info.value)
+    assert SECRET not in str(info.value)
+    assert len(fake.calls) == 1
+
+
+def test_tls_channel_verified_by_the_ca_file(serve: Callable[..., tuple[FakeGateway, str]], tmp_path: Path) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    server_tls = grpc.ssl_server_credentials([(cert.private_key_pem.bytes(), cert.cert_chain_pems[0].bytes())])
+    _fake, addr = serve(lambda m, n: (0, "b"), server_tls)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    sender = _send(_options(addr, tls=True, tls_ca_file=str(ca_file)), _rows(12))
+    assert sender.counts.published == 12
+    with pytest.raises(PublishFailedError, match="UNAVAILABLE"):  # plaintext against a TLS port
+        _send(_options(addr, max_retries=0), _rows(1))

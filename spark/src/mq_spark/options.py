@@ -13,16 +13,26 @@
 | retryBackoffMs  | pause before retry round n is n x this                             | 200              |
 | producerGroup   | producer group sent with each batch                                | SPARK_PRODUCER   |
 | summaryPath     | file where ``commit()`` writes the job's totals as JSON            | none             |
+| accessKey       | access key (user name) the calls are signed with (MQv2-HMAC-SHA1)  | env MQ_SPARK_ACCESS_KEY |
+| secretKey       | its secret key                                                     | env MQ_SPARK_SECRET_KEY |
+| tls             | ``true``: call the gateway over TLS                                | false            |
+| tlsCaFile       | PEM CA bundle that verifies the gateway (unset: the system roots)  | env MQ_SPARK_TLS_CA_FILE |
 
-Option names are case-insensitive (Spark's CaseInsensitiveDict).
+Option names are case-insensitive (Spark's CaseInsensitiveDict). The secret key is best given through the
+environment of the driver and executors (MQ_SPARK_SECRET_KEY), so it is no Spark option at all; Spark also redacts
+options whose name matches ``spark.redaction.regex`` (``secret``, ``access.key``, ...) in its UI and plans. It is
+never written to a log, a summary, a repr or an exception text. Credentials need both keys (one alone is refused).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
+from mq_common.auth.settings import Credentials
 from mq_common.constants import validate_topic
 from mq_common.errors import InvalidParameterError
 
@@ -36,6 +46,11 @@ DEFAULT_MAX_IN_FLIGHT: Final = 2
 MAX_IN_FLIGHT_LIMIT: Final = 16
 DEFAULT_RETRY_BACKOFF_MS: Final = 200
 DEFAULT_PRODUCER_GROUP: Final = "SPARK_PRODUCER"
+ACCESS_KEY_ENV: Final = "MQ_SPARK_ACCESS_KEY"
+SECRET_KEY_ENV: Final = "MQ_SPARK_SECRET_KEY"
+TLS_CA_FILE_ENV: Final = "MQ_SPARK_TLS_CA_FILE"
+_TRUE: Final = frozenset({"true", "1", "yes"})
+_FALSE: Final = frozenset({"false", "0", "no", ""})
 
 
 def _int_option(options: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -49,6 +64,32 @@ def _int_option(options: Mapping[str, str], name: str, default: int, low: int, h
     if not low <= value <= high:
         raise InvalidParameterError(f"option {name} must be in [{low}, {high}], got {value}")
     return value
+
+
+def _bool_option(options: Mapping[str, str], name: str) -> bool:
+    raw = (options.get(name) or "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise InvalidParameterError(f"option {name} must be true or false, got {raw!r}")
+
+
+def _option_or_env(options: Mapping[str, str], name: str, env: Mapping[str, str], env_name: str) -> str | None:
+    return options.get(name) or env.get(env_name) or None
+
+
+def credentials_of(options: Mapping[str, str], env: Mapping[str, str]) -> Credentials | None:
+    """accessKey/secretKey (else MQ_SPARK_ACCESS_KEY / MQ_SPARK_SECRET_KEY of ``env``); None when neither is set.
+    Raises InvalidParameterError (29) when only one is set (the text names the missing one, never a value)."""
+    access_key = _option_or_env(options, "accessKey", env, ACCESS_KEY_ENV)
+    secret_key = _option_or_env(options, "secretKey", env, SECRET_KEY_ENV)
+    if access_key is None and secret_key is None:
+        return None
+    if access_key is None or secret_key is None:
+        missing = f"accessKey ({ACCESS_KEY_ENV})" if access_key is None else f"secretKey ({SECRET_KEY_ENV})"
+        raise InvalidParameterError(f"credentials need both keys: {missing} is not set")
+    return Credentials(access_key, secret_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +107,15 @@ class WriterOptions:
     retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
     producer_group: str = DEFAULT_PRODUCER_GROUP
     summary_path: str | None = None
+    credentials: Credentials | None = field(default=None, repr=False)
+    tls: bool = False
+    tls_ca_file: str | None = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> WriterOptions:
-        """Read the data source options. Raises InvalidParameterError (29) for a missing/illegal value."""
+    def parse(cls, options: Mapping[str, str], env: Mapping[str, str] | None = None) -> WriterOptions:
+        """Read the data source options (credentials and the CA file fall back to ``env``, default os.environ).
+        Raises InvalidParameterError (29) for a missing/illegal value, never quoting a secret."""
+        env = os.environ if env is None else env
         topic = options.get("topic") or ""
         problem = validate_topic(topic)
         if problem is not None:
@@ -89,7 +135,20 @@ class WriterOptions:
             retry_backoff_ms=_int_option(options, "retryBackoffMs", DEFAULT_RETRY_BACKOFF_MS, 0, 60_000),
             producer_group=options.get("producerGroup") or DEFAULT_PRODUCER_GROUP,
             summary_path=options.get("summaryPath") or None,
+            credentials=credentials_of(options, env),
+            tls=_bool_option(options, "tls"),
+            tls_ca_file=_option_or_env(options, "tlsCaFile", env, TLS_CA_FILE_ENV),
         )
+
+    def tls_ca_bytes(self) -> bytes | None:
+        """The CA bundle's PEM bytes (None: the system roots). Raises InvalidParameterError (29) when the file
+        cannot be read. Blocking (a small file, read once per task)."""
+        if self.tls_ca_file is None:
+            return None
+        try:
+            return Path(self.tls_ca_file).read_bytes()
+        except OSError as exc:
+            raise InvalidParameterError(f"option tlsCaFile: cannot read {self.tls_ca_file}: {exc.strerror}") from None
 
     def check_columns(self, column_names: Sequence[str]) -> None:
         """Raises InvalidParameterError (29) when keyColumn or tagColumn names no column of the DataFrame."""

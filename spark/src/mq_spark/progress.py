@@ -4,6 +4,9 @@ A daemon thread owns its own asyncio loop and mq_client channels; every ``poll_i
 max offsets of every queue of the topic on every broker of the route (GetTopicStats) and shows the growth
 since the bar started. Bounded: it stops when the ``with`` block ends or after ``max_seconds``; ``stop``
 waits at most ``JOIN_WAIT_S`` for the thread. Start it after the SparkSession exists (gRPC channels).
+On a secured cluster its ChannelPool takes ``tls`` (CA, and a client certificate where the name server and brokers
+require mutual TLS) and ``credentials`` (calls signed by SigningInterceptor); when it may not read the stats the bar
+just stays at its last count.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from types import TracebackType
 from typing import Final
 
 from mq_client.broker_client import BrokerClient
+from mq_common.auth.interceptor import signing_interceptors
+from mq_common.auth.settings import Credentials
 from mq_common.channels import ChannelPool
 from mq_common.errors import MQError
 from mq_common.namesrv_client import NameServerClient
+from mq_common.tls import TlsClientConfig
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -52,7 +58,11 @@ class PublishProgress:
         poll_interval_s: float = 0.5,
         max_seconds: float = 3600.0,
         console: Console | None = None,
+        tls: TlsClientConfig | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
+        self.tls = tls
+        self.credentials = credentials
         self.namesrv_addr = namesrv_addr
         self.topic = topic
         self.total = total
@@ -98,7 +108,7 @@ class PublishProgress:
             self._baseline_ready.set()
 
     async def _poll_loop(self) -> None:
-        pool = ChannelPool()
+        pool = ChannelPool(self.tls, signing_interceptors(self.credentials))
         try:
             namesrv, brokers = NameServerClient([self.namesrv_addr], pool), BrokerClient(pool)
             baseline = await stored_messages(namesrv, brokers, self.topic) or 0

@@ -15,8 +15,13 @@ const POLL_MS = 200;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const now = () => performance.now() / 1000;
 
+// access_key/secret_key in cfg sign every call (the SDK's sessionCredentials: accessKey, accessSecret).
 function clientOptions(cfg) {
-  return { endpoints: cfg.endpoints, namespace: "", requestTimeout: (cfg.request_timeout_s ?? 3) * 1000 };
+  const options = { endpoints: cfg.endpoints, namespace: "", requestTimeout: (cfg.request_timeout_s ?? 3) * 1000 };
+  if (cfg.access_key) {
+    options.sessionCredentials = { accessKey: cfg.access_key, accessSecret: cfg.secret_key };
+  }
+  return options;
 }
 
 function view(message) {
@@ -198,7 +203,26 @@ async function push(cfg) {
   }
 }
 
-const SCENARIOS = { produce, drain, simple, empty, push };
+// A send expected to be refused (e.g. a wrong secret): the root cause's exception name and response code (the
+// SDK wraps a refused route query in "Startup ... failed" and "Failed to fetch topic routes" errors) and every
+// message of the chain.
+async function refused(cfg) {
+  try {
+    await produce(cfg);
+  } catch (err) {
+    const messages = [];
+    let root = err;
+    for (let depth = 0; depth < 8; depth++) {
+      messages.push(String(root.message ?? root));
+      if (!root.cause) break;
+      root = root.cause;
+    }
+    return { refused: true, name: root.name ?? null, code: root.code ?? null, message: messages.join(" <- ") };
+  }
+  return { refused: false };
+}
+
+const SCENARIOS = { produce, drain, simple, empty, push, refused };
 
 async function main() {
   const [scenario, config] = process.argv.slice(2);

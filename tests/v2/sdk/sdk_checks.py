@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Final
 
+from mq_common.auth.metadata import InMemoryAuthMetadataProvider
+from mq_common.auth.model import Acl, Action, Policy, PolicyEntry, Resource, User
 from mq_local.cluster import LocalCluster
 from sdk_testkit import (
     SdkRunner,
@@ -96,3 +98,26 @@ def check_two_gateway_replicas(cluster: LocalCluster, runner: SdkRunner, topic: 
     assert_views_match(out["messages"], sent, ids)
     left = runner.run("empty", consumer_cfg(cluster.gateway_addr, group, topic, await_s=AWAIT_S))
     assert left["messages"] == [], left
+
+
+def signed_user_provider(username: str, secret: str, prefix: str) -> InMemoryAuthMetadataProvider:
+    """One user allowed Pub+Sub on ``Topic:<prefix>*`` and Sub on ``Group:<prefix>*`` (an auth gateway's users)."""
+    entries = (
+        PolicyEntry(Resource.parse(f"Topic:{prefix}*"), frozenset({Action.PUB, Action.SUB})),
+        PolicyEntry(Resource.parse(f"Group:{prefix}*"), frozenset({Action.SUB})),
+    )
+    acl = Acl(f"User:{username}", (Policy(entries=entries),))
+    return InMemoryAuthMetadataProvider((User(username, secret),), (acl,))
+
+
+def check_signed_send_and_receive(
+    cluster: LocalCluster, runner: SdkRunner, gateway_addr: str, topic: str, group: str, credentials: dict[str, str]
+) -> None:
+    """The SDK with ``credentials`` ({"access_key", "secret_key"}) sends through an auth gateway, the brokers store
+    what it sent, and its SimpleConsumer receives every message."""
+    sent = sample_messages(f"{runner.name}-auth", 4)
+    produce = {"endpoints": gateway_addr, "topic": topic, "messages": sent, **credentials}
+    ids = [r["message_id"] for r in runner.run("produce", produce)["receipts"]]
+    assert_stored(cluster, topic, sent, ids)
+    out = runner.run("drain", {**consumer_cfg(gateway_addr, group, topic, count=len(sent)), **credentials})
+    assert sorted({m["message_id"] for m in out["messages"]}) == sorted(ids)

@@ -89,7 +89,10 @@ class BrokerClient:
     def _send_stream(self, addr: str) -> BrokerSendStream:
         stream = self._send_streams.get(addr)
         if stream is None:
-            stream = self._send_streams[addr] = BrokerSendStream(lambda: self._stub(addr).SendStream(), addr)
+            # opened with the pool's stream metadata (signed headers when the pool signs: signing_pool)
+            stream = self._send_streams[addr] = BrokerSendStream(
+                lambda: self._stub(addr).SendStream(metadata=self._pool.stream_metadata()), addr
+            )
         return stream
 
     async def send_message(

@@ -217,3 +217,14 @@ def is_system_topic(topic: str) -> bool:
 def is_not_allowed_send_topic(topic: str) -> bool:
     """TopicValidator#isNotAllowedSendTopic."""
     return topic in NOT_ALLOWED_SEND_TOPICS
+
+
+def is_client_forbidden_send_topic(topic: str) -> bool:
+    """Topics a client's send may not write: TopicValidator#isNotAllowedSendTopic's, the auto-create template
+    TBW102, and every ``%RETRY%`` / ``%DLQ%`` topic (only the broker's own send-back and POP revive paths write
+    those, straight to its store). Stricter than RocketMQ 4.x's broker, which lets a client write retry topics."""
+    return (
+        topic in NOT_ALLOWED_SEND_TOPICS
+        or topic == MixAll.DEFAULT_TOPIC
+        or topic.startswith((MixAll.RETRY_GROUP_TOPIC_PREFIX, MixAll.DLQ_GROUP_TOPIC_PREFIX))
+    )

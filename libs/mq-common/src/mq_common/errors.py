@@ -123,3 +123,9 @@ def error_for_code(code: int, remark: str, broker_name: str = "") -> MQError:
     if cls is not None and issubclass(cls, RemotingError):
         return cls(remark)
     return MQBrokerError(remark, code, broker_name)
+
+
+def internal_error_remark(rpc: str) -> str:
+    """The remark (or v2 Status message) of an unexpected failure in ``rpc``: what failed, in words; never the
+    exception's type, text or traceback, which go to the service's log instead."""
+    return f"{rpc} failed on an internal error; the service logged the cause"

@@ -15,6 +15,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from mq_common.grpc_guard import DEFAULT_REQUEST_LIMITS, RequestGuard, RequestLimits
 from mq_common.tls import TlsServerConfig, server_credentials
 
 # 4 MiB bodies x a batch plus headers; a batch larger than this is refused by gRPC itself.
@@ -51,7 +52,8 @@ class ServiceServer:
     reflection and marked SERVING by :meth:`start`, NOT_SERVING by :meth:`stop`. ``interceptors`` wrap every
     call (e.g. mq_common.request_context.RequestContextInterceptor: request ids, RPC latency).
     ``max_message_bytes`` bounds one inbound or outbound gRPC message (the gateway raises it to the 5.x proxy's
-    130 MiB grpcMaxInboundMessageSize; its handlers enforce the 4 MiB body limit themselves).
+    130 MiB grpcMaxInboundMessageSize; its handlers enforce the 4 MiB body limit themselves). ``limits``: what the
+    mq_common.grpc_guard.RequestGuard installed before ``interceptors`` enforces (element bounds, streams).
     """
 
     def __init__(
@@ -60,9 +62,11 @@ class ServiceServer:
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
         *,
         max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES,
+        limits: RequestLimits = DEFAULT_REQUEST_LIMITS,
     ) -> None:
         self.server = grpc.aio.server(
-            options=server_options(max_message_bytes), interceptors=list(interceptors) or None
+            options=[*server_options(max_message_bytes), *limits.server_options()],
+            interceptors=[RequestGuard(limits), *interceptors],
         )
         self.health = health.aio.HealthServicer()
         self.service_names = list(service_names)

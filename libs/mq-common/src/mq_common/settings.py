@@ -17,6 +17,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from mq_common.config_fields import DESCRIPTION_KEY, field_of
+from mq_common.grpc_guard import DEFAULT_MAX_CONCURRENT_STREAMS
 from mq_common.tls.settings import TlsSettings
 
 if TYPE_CHECKING:
@@ -59,6 +60,13 @@ class ServiceSettings(TlsSettings):
     cluster_name: str = Field(default="DefaultCluster", description="RocketMQ brokerClusterName.")
     log_level: str = Field(default="INFO", description="structlog level: DEBUG, INFO, WARNING, ERROR.")
     log_json: bool = Field(default=True, description="JSON log lines (false: console renderer).")
+    # --- hostile input (docs/security.md, "Hostile input and limits") ---
+    max_concurrent_streams: int = Field(
+        default=DEFAULT_MAX_CONCURRENT_STREAMS,
+        gt=0,
+        description="Calls one client connection may have in flight at once (grpc.max_concurrent_streams); "
+        "later ones wait for a free stream.",
+    )
 
     @classmethod
     def settings_customise_sources(

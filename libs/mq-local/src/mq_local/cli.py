@@ -1,6 +1,6 @@
 """``mqlocal``: start a local cluster in the background, show it, stop it (``make up`` / ``make down``).
 
-    mqlocal up [--brokers 2] [--flush-disk-type SYNC_FLUSH] [--data-dir .run/local] [--tls]
+    mqlocal up [--brokers 2] [--flush-disk-type SYNC_FLUSH] [--data-dir .run/local] [--tls] [--auth]
     mqlocal status [--data-dir .run/local]
     mqlocal down [--data-dir .run/local]
     mqlocal --version
@@ -19,6 +19,7 @@ from mq_client.cli_version import version_option
 from rich.console import Console
 from rich.table import Table
 
+from mq_local.auth_files import LocalAuthFiles
 from mq_local.cluster import ClusterSpec, ClusterStartError, FlushDiskType, LocalCluster
 from mq_local.ports import DEFAULT_BROKER_BASE_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_NAMESRV_PORT, PortLayout
 from mq_local.processes import STOP_GRACE_S, stop_record
@@ -60,6 +61,12 @@ def up(
     tls: Annotated[
         bool, typer.Option("--tls", help="TLS everywhere: a local CA in <data>/tls, mutual TLS between components.")
     ] = False,
+    auth: Annotated[
+        bool,
+        typer.Option(
+            "--auth", help="Authentication + ACL on brokers and gateway: a generated super user in <data>/auth."
+        ),
+    ] = False,
 ) -> None:
     """Start the cluster in the background and return once every service serves."""
     if flush_disk_type not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
@@ -72,7 +79,12 @@ def up(
         raise typer.Exit(1)
     folder = _data_dir(data_dir)
     spec = ClusterSpec(
-        data_dir=folder, ports=ports, flush_disk_type=flush, auto_create_topic_enable=auto_create_topic, tls=tls
+        data_dir=folder,
+        ports=ports,
+        flush_disk_type=flush,
+        auto_create_topic_enable=auto_create_topic,
+        tls=tls,
+        auth=auth,
     )
     try:
         cluster = LocalCluster(spec, fresh=not keep_data).start()
@@ -84,6 +96,18 @@ def up(
     console.print(f"name server {state.namesrv_addr}, gateway {state.gateway_addr}; stop with `mqlocal down`")
     if tls:
         console.print(f"TLS: CA and client certificates in {LocalTlsFiles.of_data_dir(folder).directory}")
+    if auth:
+        _print_auth_usage(LocalAuthFiles.of_data_dir(folder))
+
+
+def _print_auth_usage(files: LocalAuthFiles) -> None:
+    """How to sign mqadmin with the generated super user (the secret stays in the file, never printed)."""
+    console.print(
+        f"auth: super user {files.super_user().access_key!r}; its keys are in {files.admin_env_file} (0600).\n"
+        f"  source {files.admin_env_file}\n"
+        "  uv run mqadmin createUser -c DefaultCluster -u <user> -p <secret>\n"
+        "  uv run mqadmin createAcl -c DefaultCluster -s User:<user> -r Topic:<topic> -a Pub -d Allow"
+    )
 
 
 @app.command()

@@ -22,9 +22,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Literal
 
+from mq_common.auth.settings import Credentials
 from mq_common.extensions import NO_EXTENSIONS_ENV
 from mq_common.tls import TlsClientAuth, TlsClientConfig
 
+from mq_local.auth_files import LocalAuthFiles
 from mq_local.ports import LOCAL_HOST, PortLayout, broker_name_of
 from mq_local.processes import STOP_GRACE_S, ManagedProcess, ProcessStartError
 from mq_local.readiness import missing_brokers, wait_registered, wait_serving
@@ -54,6 +56,8 @@ class ClusterSpec:
     ``tls`` makes a local CA and certificates (mq_local.tls_files) and starts every service with TLS: mutual
     TLS on the name server (only ``broker.pyrocketmq`` may register) and brokers, TLS without client
     certificates on the gateway; the cluster's own readiness checks present the ``admin`` certificate.
+    ``auth`` turns authentication and authorisation on for brokers and the gateway, with a generated init super
+    user and inner credentials in ``<data>/auth`` (mq_local.auth_files); ``admin_credentials`` signs admin calls.
     ``clean_file_forcibly_enable`` is off by default: local stores share the host's disk with everything else,
     so a host disk above 85 % must not delete what was just stored (above 90 % DISK_FULL still refuses puts).
     """
@@ -74,6 +78,18 @@ class ClusterSpec:
     gateway_module: str = GATEWAY_MODULE
     metrics_ports: Mapping[str, int] = field(default_factory=dict)
     tls: bool = False
+    auth: bool = False
+
+    @property
+    def auth_files(self) -> LocalAuthFiles | None:
+        """The cluster's generated credentials when ``auth``, else None."""
+        return LocalAuthFiles.of_data_dir(self.data_dir) if self.auth else None
+
+    @property
+    def admin_credentials(self) -> Credentials | None:
+        """The init super user when ``auth`` (readable once the cluster started), else None."""
+        files = self.auth_files
+        return None if files is None else files.super_user()
 
     @property
     def tls_files(self) -> LocalTlsFiles | None:
@@ -199,6 +215,7 @@ class LocalCluster:
         prepare_data_dir(self.spec.data_dir, fresh=self.fresh)
         if self.spec.tls_files is not None:
             self.spec.tls_files.write()
+        self._add_auth_env()
         self._started_at_ms = int(time.time() * 1000)
         try:
             self._start_and_wait([self.namesrv])
@@ -261,13 +278,30 @@ class LocalCluster:
     def state(self) -> ClusterState:
         records = tuple(p.record() for p in self.processes() if p.running())
         return ClusterState(
-            self.namesrv_addr, self.gateway_addr, self.broker_addrs, records, self._started_at_ms, self.spec.tls
+            self.namesrv_addr,
+            self.gateway_addr,
+            self.broker_addrs,
+            records,
+            self._started_at_ms,
+            self.spec.tls,
+            self.spec.auth,
         )
 
     def write_state(self) -> None:
         write_state(self.spec.data_dir, self.state())
 
     # -- internals ---------------------------------------------------------------------------------------
+    def _add_auth_env(self) -> None:
+        """With ``auth``: make the credentials and give brokers and gateway their auth settings (the spec's own
+        env still wins). Their secrets exist only once the data folder is prepared, hence here, not in __init__."""
+        files = self.spec.auth_files
+        if files is None:
+            return
+        files.write()
+        for proc in self.brokers.values():
+            proc.env.update({**files.service_env("MQ_BROKER_", broker=True), **self.spec.broker_env})
+        self.gateway.env.update({**files.service_env("MQ_GATEWAY_", broker=False), **self.spec.gateway_env})
+
     def _start_and_wait(self, procs: list[ManagedProcess]) -> None:
         for proc in procs:
             proc.start()

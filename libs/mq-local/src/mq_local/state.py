@@ -58,6 +58,7 @@ class ClusterState:
     processes: tuple[ProcessRecord, ...]
     started_at_ms: int
     tls: bool = False
+    auth: bool = False
 
     def to_json(self) -> str:
         data = {
@@ -68,6 +69,7 @@ class ClusterState:
             "processes": [asdict(p) for p in self.processes],
             "started_at_ms": self.started_at_ms,
             "tls": self.tls,
+            "auth": self.auth,
         }
         return json.dumps(data, indent=2)
 
@@ -85,6 +87,7 @@ class ClusterState:
             processes,
             int(data["started_at_ms"]),
             bool(data.get("tls", False)),
+            bool(data.get("auth", False)),
         )
 
     def alive(self) -> list[ProcessRecord]:

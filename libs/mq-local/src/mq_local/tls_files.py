@@ -29,7 +29,7 @@ def identity_name(name: str) -> str:
     return f"{name}.{IDENTITY_DOMAIN}"
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes) -> None:
     """Write ``data`` to a file only its owner can read (created 0600, truncated if it exists)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as out:
@@ -63,7 +63,7 @@ class LocalTlsFiles:
         ca.cert_pem.write_to_path(str(self.ca_file))
         for name in IDENTITIES:
             issued = ca.issue_cert("127.0.0.1", "localhost", identity_name(name), common_name=identity_name(name))
-            _write_private(self.key_file(name), issued.private_key_pem.bytes())
+            write_private(self.key_file(name), issued.private_key_pem.bytes())
             issued.cert_chain_pems[0].write_to_path(str(self.cert_file(name)))
             for extra in issued.cert_chain_pems[1:]:
                 extra.write_to_path(str(self.cert_file(name)), append=True)

@@ -11,6 +11,7 @@ import time
 from typing import Final
 
 from mq_client.admin.admin_client import MQAdminClient
+from mq_common.auth.settings import Credentials
 from mq_common.errors import MQClientError, MQError
 from mq_common.protocol import TopicConfig, TopicRouteData
 from mq_common.response_code import ResponseCode
@@ -26,14 +27,16 @@ async def create_topic_on_cluster(
     cluster_name: str = "DefaultCluster",
     route_wait_s: float = ROUTE_WAIT_S,
     tls: TlsClientConfig | None = None,
+    credentials: Credentials | None = None,
 ) -> TopicRouteData:
     """Create ``config`` on each master of ``cluster_name``; return the route once it lists every master.
 
     Raises MQClientError (BROKER_NOT_EXIST) when the cluster has no master, MQClientError (SYSTEM_ERROR)
     when the route does not show up within ``route_wait_s``, the broker's error (error_for_code) when a
-    create fails, RemotingError on transport failure. ``tls``: the admin client's TLS (None: plaintext).
+    create fails, RemotingError on transport failure. ``tls``: the admin client's TLS (None: plaintext);
+    ``credentials``: a super user's, when the brokers have authentication on (NO_PERMISSION 16 without).
     """
-    async with MQAdminClient([namesrv_addr], tls=tls) as admin:
+    async with MQAdminClient([namesrv_addr], tls=tls, credentials=credentials) as admin:
         addrs = await admin.update_topic(config, cluster_name=cluster_name)
         info = await admin.cluster_list()
         brokers = {name for name, data in info.broker_addr_table.items() if data.master_addr() in addrs}

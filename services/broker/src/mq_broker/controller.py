@@ -41,7 +41,7 @@ from mq_broker.consumer.pop.service import PopService
 from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
-from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer
+from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer, request_limits
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.registration import BrokerRegistrar, NamesrvClient
@@ -103,8 +103,17 @@ class BrokerController:
         broker_ip, malformed topics.json).
         """
         observe = self.metrics.observe_rpc if self.metrics is not None else None
+        s = self.settings
+        limits = request_limits(
+            max_send_batch_requests=s.max_send_batch_requests,
+            max_topic_attributes=s.max_topic_attributes,
+            max_topic_attributes_bytes=s.max_topic_attributes_bytes,
+            max_concurrent_streams=s.max_concurrent_streams,
+        )
         server = ServiceServer(
-            [SERVICE_NAME], [RequestContextInterceptor(observe=observe, self_observed=frozenset({"SendStream"}))]
+            [SERVICE_NAME],
+            [RequestContextInterceptor(observe=observe, self_observed=frozenset({"SendStream"}))],
+            limits=limits,
         )
         try:
             await self._start_on(server)
@@ -131,6 +140,7 @@ class BrokerController:
             broker_name=s.broker_name,
             auto_create_topic_enable=s.auto_create_topic_enable,
             default_topic_queue_nums=s.default_topic_queue_nums,
+            auto_create_topic_max_topics=s.auto_create_topic_max_topics,
         )
         config_dir = s.store_path_root_dir / "config"
         groups = SubscriptionGroupManager(

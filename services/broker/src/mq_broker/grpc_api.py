@@ -8,9 +8,10 @@ as a client,
 org.apache.rocketmq.broker.out.BrokerOuterAPI.
 Handlers run on the service's asyncio loop. Business outcomes travel as ``code`` + ``remark``; a handler never
 raises into gRPC: an MQError becomes its code, anything else SYSTEM_ERROR (1) with a remark. Sends come only
-as SendStream frames (no unary send RPC); a frame of more than MAX_SEND_BATCH_COUNT requests is refused with
-INVALID_PARAMETER (29) and the stream goes on. A TopicConfig's ``perm`` is taken as is (0: neither read nor write;
-see mq_common.protocol.topic). As a client of the name servers the broker uses mq_common.namesrv_client.
+as SendStream frames (no unary send RPC); a frame of more than ``max_send_batch_requests`` requests ends the stream
+INVALID_ARGUMENT before it is parsed (mq_common.grpc_guard, the limits of :func:`request_limits`). A TopicConfig's
+``perm`` is taken as is (0: neither read nor write; see mq_common.protocol.topic).
+As a client of the name servers the broker uses mq_common.namesrv_client.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Final, TypeVar
 import grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq_common.auth.model import Action, Resource
-from mq_common.errors import MQError
+from mq_common.errors import MQError, internal_error_remark
+from mq_common.grpc_guard import RequestLimits
 from mq_common.logging import get_logger
 from mq_common.protocol.convert import (
     ack_request_from_proto,
@@ -64,6 +66,7 @@ from mq_common.protocol.convert import (
 )
 from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
+from mq_common.wire_bounds import method_bounds
 
 from mq_broker.admin_processor import AdminBrokerProcessor
 from mq_broker.auth.grpc_api import AuthServicerMixin
@@ -80,13 +83,40 @@ from mq_broker.stream_sessions import SendStreamSessions
 log = get_logger("mq_broker.grpc_api")
 
 SERVICE_NAME: Final = broker_pb2.DESCRIPTOR.services_by_name["Broker"].full_name
-MAX_SEND_BATCH_COUNT: Final = 10_000
 MAX_OFFSETS_PER_UPDATE: Final = 10_000
 """Offsets one UpdateConsumerOffsets call may carry (more: INVALID_PARAMETER)."""
 _Resp = TypeVar("_Resp")
 _Context = grpc.aio.ServicerContext[object, object]
 # The SendStream caller (or why it was refused), set when the stream opens; its frame tasks inherit it.
 _STREAM_CALLER: contextvars.ContextVar[Caller | MQError | None] = contextvars.ContextVar("stream_caller", default=None)
+
+
+def request_limits(
+    *,
+    max_send_batch_requests: int,
+    max_topic_attributes: int,
+    max_topic_attributes_bytes: int,
+    max_concurrent_streams: int,
+) -> RequestLimits:
+    """The request guard's limits of mq.broker.v1.Broker: send requests per SendStream frame, the attributes of
+    CreateTopic/UpdateTopic (count and encoded bytes), offsets per UpdateConsumerOffsets."""
+    service = broker_pb2.DESCRIPTOR.services_by_name["Broker"]
+    names = "max_topic_attributes, max_topic_attributes_bytes"
+    attributes = ("topic_config.attributes", max_topic_attributes, names, max_topic_attributes_bytes)
+    return RequestLimits(
+        dict(
+            [
+                method_bounds(
+                    service, "SendStream", ("batch.requests", max_send_batch_requests, "max_send_batch_requests", None)
+                ),
+                method_bounds(service, "CreateTopic", attributes),
+                method_bounds(service, "UpdateTopic", attributes),
+                method_bounds(service, "UpdateConsumerOffsets", ("offsets", MAX_OFFSETS_PER_UPDATE, "offsets", None)),
+            ]
+        ),
+        max_concurrent_streams=max_concurrent_streams,
+    )
+
 
 # --- translation ----------------------------------------------------------------------------------------------------
 
@@ -110,9 +140,9 @@ async def _guard(rpc: str, make_error: Callable[..., _Resp], handler: Callable[[
     except MQError as exc:
         log.info("request_refused", rpc=rpc, code=ResponseCode.name_of(exc.code), remark=exc.remark)
         return make_error(code=exc.code, remark=exc.remark)
-    except Exception as exc:
+    except Exception:
         log.exception("request_failed", rpc=rpc)
-        return make_error(code=ResponseCode.SYSTEM_ERROR, remark=f"{rpc} failed: {type(exc).__name__}: {exc}")
+        return make_error(code=ResponseCode.SYSTEM_ERROR, remark=internal_error_remark(rpc))
 
 
 class BrokerServicer(AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
@@ -228,8 +258,7 @@ class BrokerServicer(AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
     ) -> tuple[str, object, broker_pb2.SendStreamResponse]:
         """One SendStream frame -> (method label, what carries its code, answer). Runs in the frame's own task.
 
-        Refused at frame level: no send or more than MAX_SEND_BATCH_COUNT requests (INVALID_PARAMETER), read
-        after its deadline (SYSTEM_BUSY, not stored)."""
+        Refused at frame level: no send (INVALID_PARAMETER), read after its deadline (SYSTEM_BUSY, not stored)."""
         bind_request_id(frame.request_id)
         kind = frame.WhichOneof("send")
         method = "SendMessageBatch" if kind == "message_batch" else "SendBatch"
@@ -240,8 +269,6 @@ class BrokerServicer(AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
         elif frame.deadline_unix_ms and now_ms > frame.deadline_unix_ms:
             remark = _fast_failure_remark(int(now_ms - frame.deadline_unix_ms))
             refused = _frame_refused(frame, ResponseCode.SYSTEM_BUSY, remark)
-        elif kind == "batch" and len(frame.batch.requests) > MAX_SEND_BATCH_COUNT:
-            refused = _frame_refused(frame, ResponseCode.INVALID_PARAMETER, _too_many_remark(len(frame.batch.requests)))
         elif (denied := self._frame_refusal(frame)) is not None:
             refused = _frame_refused(frame, denied.code, denied.remark)
         if refused is not None:
@@ -510,10 +537,6 @@ class BrokerServicer(AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
             return consumer_connection_info_to_proto(info)
 
         return await _guard("GetConsumerConnectionList", broker_pb2.GetConsumerConnectionListResponse, handle)
-
-
-def _too_many_remark(count: int) -> str:
-    return f"SendStream frame carries {count} requests, at most {MAX_SEND_BATCH_COUNT}"
 
 
 def _fast_failure_remark(late_ms: int) -> str:

@@ -26,11 +26,12 @@ from mq_common.codec import (
     split_host_port,
 )
 from mq_common.constants import (
+    MAX_PROPERTIES_SIZE_BYTES,
     MessageConst,
     MessageSysFlag,
     MixAll,
     PermName,
-    is_not_allowed_send_topic,
+    is_client_forbidden_send_topic,
     validate_topic,
 )
 from mq_common.errors import (
@@ -187,10 +188,11 @@ class SendMessageProcessor:
         """AbstractSendMessageProcessor#msgCheck plus the body checks; returns (topic config, queue id).
 
         Raises (response code): NoPermissionError (16) when the broker or the topic is not writable or the topic
-        is a not-allowed-send system topic; InvalidParameterError (29) for an illegal topic name;
-        TopicNotExistError (17) for an unknown topic that cannot be auto-created; MQBrokerError (1,
-        QUEUE_ID_ILLEGAL_CODE) for a queue id out of range; MessageIllegalError (13) for an empty or too large
-        body.
+        is one clients may not send to (:func:`is_client_forbidden_send_topic`); InvalidParameterError (29) for an
+        illegal topic name; TopicNotExistError (17) for an unknown topic that cannot be auto-created; MQBrokerError
+        (1, QUEUE_ID_ILLEGAL_CODE) for a queue id out of range; MessageIllegalError (13) for an empty or too large
+        body or properties. An unknown topic is auto-created only after every check passed (a refused send creates
+        nothing).
         """
         topic = request.topic
         if not PermName.is_writeable(self.broker_permission):
@@ -198,14 +200,15 @@ class SendMessageProcessor:
         remark = _topic_remark(topic)
         if remark is not None:
             raise InvalidParameterError(remark)
-        if is_not_allowed_send_topic(topic):
+        if is_client_forbidden_send_topic(topic):
             raise NoPermissionError(f"Sending message to topic[{topic}] is forbidden.")
+        self._check_body(request)
         config = self.topics.select_topic_config(topic)
+        template = None
         if config is None:
             queue_nums = request.default_topic_queue_nums or self.topics.default_topic_queue_nums
-            config = self.topics.create_topic_in_send_message_method(
-                topic, request.default_topic or MixAll.DEFAULT_TOPIC, queue_nums
-            )
+            default_topic = request.default_topic or MixAll.DEFAULT_TOPIC
+            config = template = self.topics.send_message_template(topic, default_topic, queue_nums)
             if config is None:
                 raise TopicNotExistError(f"topic[{topic}] not exist, apply first please!")
         queue_id = request.queue_id
@@ -217,11 +220,23 @@ class SendMessageProcessor:
             )
         if not PermName.is_writeable(config.perm):
             raise NoPermissionError(f"the topic[{topic}] sending message is forbidden")
+        if template is not None:
+            config = (
+                self.topics.create_topic_in_send_message_method(
+                    topic, request.default_topic or MixAll.DEFAULT_TOPIC, template.write_queue_nums
+                )
+                or template
+            )
+        return config, queue_id
+
+    def _check_body(self, request: SendMessageRequestHeader) -> None:
+        """MessageIllegalError (13) for an empty or too large body, or properties over MAX_PROPERTIES_SIZE_BYTES."""
         if not request.body:
             raise MessageIllegalError("the message body length is zero")
         if len(request.body) > self.max_message_size_bytes:
             raise MessageIllegalError(MESSAGE_ILLEGAL_REMARK % self.max_message_size_bytes)
-        return config, queue_id
+        if len(request.properties) > MAX_PROPERTIES_SIZE_BYTES:  # characters: a lower bound of the bytes
+            raise MessageIllegalError(f"the message properties are longer than {MAX_PROPERTIES_SIZE_BYTES} bytes")
 
     def _prepare(self, request: SendMessageRequestHeader, peer_host: str) -> tuple[MessageExtBrokerInner, str]:
         """The stored message and its UNIQ_KEY (the reply's transaction id). Raises MQError as msg_check."""

@@ -21,6 +21,7 @@ from pydantic_settings import SettingsConfigDict
 from mq_broker.consumer.pop.context import PopConfig
 from mq_broker.consumer_metrics import DEFAULT_MAX_CONSUMER_PAIRS
 from mq_broker.store.config import MIN_COMMIT_LOG_FILE_SIZE_BYTES, FlushDiskType, MessageStoreConfig
+from mq_broker.topic_config import DEFAULT_AUTO_CREATE_TOPIC_MAX_TOPICS
 
 DEFAULT_STORE_PATH_ROOT_DIR = Path.home() / "store"
 
@@ -211,6 +212,28 @@ class BrokerSettings(ServiceSettings, AuthSettings):
     )
     shutdown_grace_ms: int = Field(
         default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
+    )
+    # --- hostile input (docs/security.md, "Hostile input and limits") ---
+    max_send_batch_requests: int = Field(
+        default=10_000,
+        gt=0,
+        description="Send requests one SendStream frame may carry; more: the stream ends INVALID_ARGUMENT before "
+        "the frame is parsed, nothing of it stored.",
+    )
+    auto_create_topic_max_topics: int = Field(
+        default=DEFAULT_AUTO_CREATE_TOPIC_MAX_TOPICS,
+        gt=0,
+        description="Sends auto-create no topic once the broker has this many (TOPIC_NOT_EXIST): keeps its "
+        "registration under the name servers' max_topics_per_registration.",
+    )
+    max_topic_attributes: int = Field(
+        default=32, gt=0, description="Attributes one CreateTopic/UpdateTopic may set; more: INVALID_ARGUMENT."
+    )
+    max_topic_attributes_bytes: int = Field(
+        default=1024,
+        gt=0,
+        description="Encoded bytes of one CreateTopic/UpdateTopic's attributes (they travel in every registration); "
+        "more: INVALID_ARGUMENT.",
     )
 
     auth_max_users: int = Field(default=10_000, gt=0, description="Users config/users.json holds at most.")

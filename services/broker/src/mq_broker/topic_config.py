@@ -25,6 +25,7 @@ from mq_common.protocol.topic import MAX_PERM
 from mq_broker.consumer.config_file import ConfigManager
 
 log = get_logger("mq_broker.topic_config")
+DEFAULT_AUTO_CREATE_TOPIC_MAX_TOPICS: Final = 10_000
 
 MAX_QUEUE_NUMS: Final = 1024
 SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
@@ -61,9 +62,11 @@ class TopicConfigManager(ConfigManager):
         broker_name: str,
         auto_create_topic_enable: bool,
         default_topic_queue_nums: int,
+        auto_create_topic_max_topics: int = DEFAULT_AUTO_CREATE_TOPIC_MAX_TOPICS,
     ) -> None:
         super().__init__(config_path)
         self.auto_create_topic_enable = auto_create_topic_enable
+        self.auto_create_topic_max_topics = auto_create_topic_max_topics
         self.default_topic_queue_nums = default_topic_queue_nums
         self.topic_config_table: dict[str, TopicConfig] = {}
         self.system_topics: set[str] = set()
@@ -127,6 +130,29 @@ class TopicConfigManager(ConfigManager):
         existing = self.topic_config_table.get(topic)
         if existing is not None:
             return existing
+        created = self.send_message_template(topic, default_topic, client_default_topic_queue_nums, topic_sys_flag)
+        if created is None:
+            return None
+        self.topic_config_table[topic] = created
+        log.info(
+            "topic_created_by_default_topic",
+            topic=topic,
+            default_topic=default_topic,
+            queue_nums=created.write_queue_nums,
+        )
+        self._changed()
+        return created
+
+    def send_message_template(
+        self, topic: str, default_topic: str, client_default_topic_queue_nums: int, topic_sys_flag: int = 0
+    ) -> TopicConfig | None:
+        """The config :meth:`create_topic_in_send_message_method` would create for ``topic``, or None when it
+        would create none; nothing is stored (the send path checks a send against it first, so a refused send
+        creates no topic). None too once the broker has ``auto_create_topic_max_topics`` topics: sends to random
+        names must not grow the table (and the registration every name server gets) without bound. Event loop."""
+        if len(self.topic_config_table) >= self.auto_create_topic_max_topics:
+            log.warning("create_topic_failed_too_many_topics", topic=topic, topics=len(self.topic_config_table))
+            return None
         default_config = self.topic_config_table.get(default_topic)
         if default_config is None:
             log.warning("create_topic_failed_no_default_topic", topic=topic, default_topic=default_topic)
@@ -138,13 +164,7 @@ class TopicConfigManager(ConfigManager):
             log.warning("create_topic_failed_default_topic_no_inherit", topic=topic, default_topic=default_topic)
             return None
         queue_nums = max(0, min(client_default_topic_queue_nums, default_config.write_queue_nums))
-        created = TopicConfig(
-            topic, queue_nums, queue_nums, perm & ~PermName.PERM_INHERIT, topic_sys_flag, attributes={}
-        )
-        self.topic_config_table[topic] = created
-        log.info("topic_created_by_default_topic", topic=topic, default_topic=default_topic, queue_nums=queue_nums)
-        self._changed()
-        return created
+        return TopicConfig(topic, queue_nums, queue_nums, perm & ~PermName.PERM_INHERIT, topic_sys_flag, attributes={})
 
     def create_topic_in_send_message_back_method(
         self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0

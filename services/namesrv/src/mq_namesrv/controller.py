@@ -15,7 +15,7 @@ from mq_common.metrics import NodeIdentity
 from mq_common.request_context import RequestContextInterceptor
 from mq_common.tls import ComponentGuard
 
-from mq_namesrv.grpc_api import SERVICE_NAME, NameServerServicer, add_to_server
+from mq_namesrv.grpc_api import SERVICE_NAME, NameServerServicer, add_to_server, request_limits
 from mq_namesrv.metrics import NamesrvMetrics
 from mq_namesrv.route_info_manager import Clock, RouteInfoManager, system_clock_ms
 from mq_namesrv.settings import NamesrvSettings
@@ -34,7 +34,8 @@ class NamesrvController:
             node = NodeIdentity(settings.cluster_name, "namesrv", f"{settings.listen_host}:{settings.listen_port}")
             self.metrics = NamesrvMetrics(node, self.route_info_manager, max_topics=settings.metrics_max_topics)
         observe = self.metrics.observe_rpc if self.metrics is not None else None
-        self.server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe)])
+        limits = request_limits(settings.max_topics_per_registration, settings.max_concurrent_streams)
+        self.server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe)], limits=limits)
         guard = ComponentGuard.from_settings(settings)
         add_to_server(NameServerServicer(self.route_info_manager, guard), self.server.server)
         self._scan_task: asyncio.Task[None] | None = None

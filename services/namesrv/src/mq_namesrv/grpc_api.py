@@ -15,11 +15,13 @@ from typing import TypeVar
 
 import grpc
 from mq.namesrv.v1 import namesrv_pb2, namesrv_pb2_grpc
-from mq_common.errors import MQError
+from mq_common.errors import MQError, internal_error_remark
+from mq_common.grpc_guard import RequestLimits
 from mq_common.logging import get_logger
 from mq_common.protocol.convert import cluster_info_to_proto, registration_from_proto, route_to_proto
 from mq_common.response_code import ResponseCode
 from mq_common.tls import ComponentGuard
+from mq_common.wire_bounds import method_bounds
 
 from mq_namesrv.route_info_manager import RouteInfoManager
 
@@ -37,9 +39,9 @@ def _guard(rpc: str, make_error: Callable[[int, str], _Resp], handler: Callable[
         if exc.code != ResponseCode.TOPIC_NOT_EXIST:
             log.info("request_refused", rpc=rpc, code=ResponseCode.name_of(exc.code), remark=exc.remark)
         return make_error(exc.code, exc.remark)
-    except Exception as exc:
+    except Exception:
         log.exception("request_failed", rpc=rpc)
-        return make_error(ResponseCode.SYSTEM_ERROR, f"{rpc} failed: {type(exc).__name__}: {exc}")
+        return make_error(ResponseCode.SYSTEM_ERROR, internal_error_remark(rpc))
 
 
 class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
@@ -156,3 +158,12 @@ def _delete_topic_error(code: int, remark: str) -> namesrv_pb2.DeleteTopicInName
 def add_to_server(servicer: NameServerServicer, server: grpc.aio.Server) -> None:
     """Register ``servicer`` on ``server``."""
     namesrv_pb2_grpc.add_NameServerServicer_to_server(servicer, server)
+
+
+def request_limits(max_topics_per_registration: int, max_concurrent_streams: int) -> RequestLimits:
+    """The request guard's limits of mq.namesrv.v1.NameServer: RegisterBroker's topic_config_table entries."""
+    service = namesrv_pb2.DESCRIPTOR.services_by_name["NameServer"]
+    topics = ("topic_config_table", max_topics_per_registration, "max_topics_per_registration", None)
+    return RequestLimits(
+        dict([method_bounds(service, "RegisterBroker", topics)]), max_concurrent_streams=max_concurrent_streams
+    )

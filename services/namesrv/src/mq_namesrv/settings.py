@@ -6,11 +6,13 @@ Read once at start-up on the main thread.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from mq_common.settings import ServiceSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
+
+DEFAULT_MAX_TOPICS_PER_REGISTRATION: Final = 20_000
 
 
 class NamesrvSettings(ServiceSettings):
@@ -38,4 +40,11 @@ class NamesrvSettings(ServiceSettings):
     )
     shutdown_grace_ms: int = Field(
         default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
+    )
+    # --- hostile input (docs/security.md, "Hostile input and limits") ---
+    max_topics_per_registration: int = Field(
+        default=DEFAULT_MAX_TOPICS_PER_REGISTRATION,
+        gt=0,
+        description="Topics one RegisterBroker may carry; more: INVALID_ARGUMENT before the request is parsed, "
+        "the broker's earlier registration stays.",
     )

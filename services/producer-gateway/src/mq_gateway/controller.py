@@ -13,7 +13,7 @@ from mq_client.broker_client import BrokerClient
 from mq_client.producer import DefaultMQProducer, ProducerConfig, ProducerHooks, TopicAccessList, load_hook
 from mq_client.producer.kernel import BrokerTransport
 from mq_client.producer.route_manager import NameServerLookup
-from mq_common.auth.interceptor import SigningInterceptor
+from mq_common.auth.interceptor import signing_pool
 from mq_common.auth.metadata import AuthMetadataProvider, CachingAuthMetadataProvider
 from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
 from mq_common.grpc_server import ServiceServer
@@ -27,7 +27,7 @@ from mq_gateway.accumulator import SendAccumulator
 from mq_gateway.auth import BrokerAuthMetadataProvider, GatewayAuth
 from mq_gateway.auth_metrics import AuthMetrics
 from mq_gateway.coalescer import CoalescingBrokerTransport
-from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server
+from mq_gateway.grpc_api import SERVICE_NAME, ProducerGatewayServicer, add_to_server, request_limits
 from mq_gateway.metrics import GatewayMetrics, ObservedNameServer, ObservedTransport
 from mq_gateway.settings import GatewaySettings
 from mq_gateway.v2 import servicer as v2_servicer
@@ -64,9 +64,7 @@ def consumer_config(settings: GatewaySettings) -> ConsumerActivityConfig:
 def channel_pool(settings: GatewaySettings) -> ChannelPool:
     """A channel pool over the gateway's outbound TLS settings (plaintext when off) whose calls are signed with
     inner_client_authentication_credentials when set."""
-    credentials = settings.inner_client_credentials()
-    interceptors = [SigningInterceptor(credentials)] if credentials is not None else []
-    return ChannelPool(settings.tls_client_config(), interceptors=interceptors)
+    return signing_pool(settings.tls_client_config(), settings.inner_client_credentials())
 
 
 def producer_hooks(settings: GatewaySettings) -> ProducerHooks:
@@ -133,8 +131,14 @@ class GatewayController:
         interceptor = RequestContextInterceptor(
             observe=observe, generate=True, self_observed_prefixes=(v2_servicer.METHOD_PREFIX,)
         )
+        limits = request_limits(
+            max_batch_messages=settings.max_batch_messages, max_concurrent_streams=settings.max_concurrent_streams
+        )
         self.server = ServiceServer(
-            [SERVICE_NAME, v2_servicer.SERVICE_NAME], [interceptor], max_message_bytes=MAX_GRPC_MESSAGE_BYTES
+            [SERVICE_NAME, v2_servicer.SERVICE_NAME],
+            [interceptor],
+            max_message_bytes=MAX_GRPC_MESSAGE_BYTES,
+            limits=limits,
         )
         self.auth = self._build_auth(auth_provider)
         self.v2 = self._build_v2(consumer)

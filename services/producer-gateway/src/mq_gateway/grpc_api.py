@@ -18,6 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import grpc
+from apache.rocketmq.v2 import service_pb2
 from google.protobuf.message import DecodeError
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
@@ -37,10 +38,12 @@ from mq_client.producer.message_batch import (
     encoded_refusal,
 )
 from mq_client.producer.validators import check_user_properties
-from mq_common.errors import MessageIllegalError, MQError
+from mq_common.errors import MessageIllegalError, MQError, internal_error_remark
+from mq_common.grpc_guard import RequestLimits
 from mq_common.logging import get_logger
 from mq_common.message_id import create_uniq_ids
 from mq_common.response_code import ResponseCode
+from mq_common.wire_bounds import method_bounds
 
 from mq_gateway import wire
 
@@ -206,7 +209,7 @@ def outcome_to_proto(outcome: SendResult | MQError) -> gateway_pb2.SendResult:
 
 def _unexpected(rpc: str, exc: Exception) -> gateway_pb2.SendResult:
     log.exception("request_failed", rpc=rpc)
-    return gateway_pb2.SendResult(code=ResponseCode.SYSTEM_ERROR, remark=f"{rpc} failed: {type(exc).__name__}: {exc}")
+    return gateway_pb2.SendResult(code=ResponseCode.SYSTEM_ERROR, remark=internal_error_remark(rpc))
 
 
 class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
@@ -487,3 +490,15 @@ def add_to_server(servicer: ProducerGatewayServicer, server: grpc.aio.Server) ->
     assert set(handlers) == set(gateway_pb2.DESCRIPTOR.services_by_name["ProducerGateway"].methods_by_name)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
+def request_limits(*, max_batch_messages: int, max_concurrent_streams: int) -> RequestLimits:
+    """The request guard's limits of the gateway's two services: messages per v1 SendBatch and per v2
+    SendMessage (both ``max_batch_messages``), checked before the request is parsed."""
+    v1 = gateway_pb2.DESCRIPTOR.services_by_name["ProducerGateway"]
+    v2 = service_pb2.DESCRIPTOR.services_by_name["MessagingService"]
+    messages = ("messages", max_batch_messages, "max_batch_messages", None)
+    return RequestLimits(
+        dict([method_bounds(v1, "SendBatch", messages), method_bounds(v2, "SendMessage", messages)]),
+        max_concurrent_streams=max_concurrent_streams,
+    )

@@ -61,7 +61,10 @@ class GatewaySettings(ServiceSettings, AuthSettings):
     poll_name_server_interval_ms: int = mirrored_field(ProducerConfig, "poll_name_server_interval_ms", ge=10)
     default_topic_queue_nums: int = mirrored_field(ProducerConfig, "default_topic_queue_nums", gt=0)
     max_batch_messages: int = Field(
-        default=1000, gt=0, description="Most messages in one SendBatch request (more: INVALID_ARGUMENT)."
+        default=1000,
+        gt=0,
+        description="Most messages in one v1 SendBatch or v2 SendMessage request (more: INVALID_ARGUMENT, checked "
+        "before the request is parsed).",
     )
     shutdown_grace_ms: int = Field(
         default=10_000, ge=0, description="How long in-flight calls may finish on SIGTERM, ms."

@@ -7,9 +7,12 @@ setuptools).
 
 As a script against a running cluster (``mqlocal up``)::
 
-    python spark/jobs/publish_flights.py --gateway 127.0.0.1:8081 --namesrv 127.0.0.1:9876 [--limit N]
+    python spark/jobs/publish_flights.py --gateway 127.0.0.1:8081 --namesrv 127.0.0.1:9876 [--limit N] [--tls]
 
-prints the writer's summary JSON as its last stdout line. Runs on the driver's main thread.
+prints the writer's summary JSON as its last stdout line. Runs on the driver's main thread. On a secured cluster
+the credentials and CA file come from the environment (mq_spark.job_security: MQ_SPARK_ACCESS_KEY,
+MQ_SPARK_SECRET_KEY, MQ_SPARK_TLS_CA_FILE, ...); a user limited to Pub on the topic needs ``--no-create-topic``
+(creating a topic is an admin call).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from mq_local.topics import create_topic_on_cluster
 from pyspark.sql import DataFrame, SparkSession
 
 from mq_spark.datasource import FORMAT_NAME, read_summary
+from mq_spark.job_security import JobSecurity
 from mq_spark.progress import PublishProgress
 from mq_spark.session import build_spark_session
 
@@ -155,10 +159,18 @@ def publish(
 
 
 def publish_with_progress(
-    df: DataFrame, rows: int, *, gateway: str, namesrv: str, topic: str = FLIGHTS_TOPIC, **kwargs: Any
+    df: DataFrame,
+    rows: int,
+    *,
+    gateway: str,
+    namesrv: str,
+    topic: str = FLIGHTS_TOPIC,
+    security: JobSecurity | None = None,
+    **kwargs: Any,
 ) -> PublishOutcome:
     """:func:`publish` with a progress bar on stderr fed by the brokers' stored counts."""
-    with PublishProgress(namesrv, topic, rows):
+    security = security or JobSecurity()
+    with PublishProgress(namesrv, topic, rows, tls=security.tls_client, credentials=security.credentials):
         return publish(df, gateway=gateway, topic=topic, **kwargs)
 
 
@@ -173,17 +185,22 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-create-topic", action="store_true", help="do not create/update the topic (4 queues per master) first"
     )
+    parser.add_argument("--tls", action="store_true", help="TLS to the cluster (CA file: MQ_SPARK_TLS_CA_FILE)")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Script entry: publish to an already running cluster; last stdout line = the summary JSON."""
     args = _parse_args(argv)
+    security = JobSecurity.from_env(args.tls)
     spark = build_spark_session("publish-flights")
     try:
         if not args.no_create_topic:
             config = TopicConfig(args.topic, read_queue_nums=QUEUES_PER_BROKER, write_queue_nums=QUEUES_PER_BROKER)
-            asyncio.run(create_topic_on_cluster(args.namesrv, config, args.cluster))
+            create = create_topic_on_cluster(
+                args.namesrv, config, args.cluster, tls=security.tls_client, credentials=security.credentials
+            )
+            asyncio.run(create)
         with tempfile.TemporaryDirectory(prefix="mq-flights-") as tmp:
             df, rows = load_flights(spark, Path(tmp), args.limit)
             outcome = publish_with_progress(
@@ -192,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 gateway=args.gateway,
                 namesrv=args.namesrv,
                 topic=args.topic,
-                extra_options={"batchSize": str(args.batch_size)},
+                security=security,
+                extra_options={"batchSize": str(args.batch_size), **security.writer_options()},
             )
     finally:
         spark.stop()

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Sequence
 from types import TracebackType
 from typing import Final, Self, TypeVar
 
+from mq_common.auth.interceptor import signing_interceptors
+from mq_common.auth.settings import Credentials
 from mq_common.channels import ChannelPool
 from mq_common.constants import MixAll
 from mq_common.errors import MQClientError, MQError
@@ -48,10 +50,12 @@ class AdminBase:
         gateway_addr: str = DEFAULT_GATEWAY_ADDR,
         timeout_ms: int = DEFAULT_ADMIN_TIMEOUT_MS,
         tls: TlsClientConfig | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
-        """``tls``: TLS for every channel (None: plaintext). Raises MQClientError (RPC_ADDR_IS_NULL) when
+        """``tls``: TLS for every channel (None: plaintext); ``credentials``: sign every call (SigningInterceptor),
+        as a cluster with authentication on requires of admin calls. Raises MQClientError (RPC_ADDR_IS_NULL) when
         ``namesrv_addrs`` is empty."""
-        self._pool = ChannelPool(tls)
+        self._pool = ChannelPool(tls, signing_interceptors(credentials))
         self._namesrv = NameServerClient(namesrv_addrs, self._pool)
         self._broker = BrokerClient(self._pool)
         self._calls = ConsumerAdminCalls(self._pool)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from mq_common.constants import MessageConst, MixAll, is_not_allowed_send_topic, validate_topic
+from mq_common.constants import MessageConst, MixAll, is_client_forbidden_send_topic, validate_topic
 from mq_common.errors import MessageIllegalError, MQClientError
 
 from mq_client.producer.message import Message
@@ -43,7 +43,8 @@ def check_group(group: str) -> None:
 
 
 def check_topic(topic: str) -> None:
-    """Validators#checkTopic + #isNotAllowedSendTopic. Raises MessageIllegalError (13)."""
+    """Validators#checkTopic + #isNotAllowedSendTopic, and no TBW102, %RETRY% or %DLQ% topic
+    (mq_common.constants.is_client_forbidden_send_topic). Raises MessageIllegalError (13)."""
     remark = _topic_refusal(topic)
     if remark is not None:
         raise MessageIllegalError(remark)
@@ -53,7 +54,7 @@ def check_topic(topic: str) -> None:
 def _topic_refusal(topic: str) -> str | None:
     """The refusal remark of ``topic`` or None; cached: a producer sends to the same few topics over and over."""
     remark = validate_topic(topic)
-    if remark is None and is_not_allowed_send_topic(topic):
+    if remark is None and is_client_forbidden_send_topic(topic):
         remark = f"Sending message to topic[{topic}] is forbidden."
     return remark
 

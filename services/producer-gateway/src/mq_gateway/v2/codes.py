@@ -14,8 +14,11 @@ from types import MappingProxyType
 from typing import Final, TypeAlias
 
 from apache.rocketmq.v2 import definition_pb2
-from mq_common.errors import MQError, RemotingTimeoutError
+from mq_common.errors import MQError, RemotingTimeoutError, internal_error_remark
+from mq_common.logging import get_logger
 from mq_common.response_code import ResponseCode
+
+log = get_logger("mq_gateway.v2.codes")
 
 Code = definition_pb2.Code
 # The type of one v2 Code value (an int at run time).
@@ -95,15 +98,17 @@ class V2Error(Exception):
 
 def status_of(exc: BaseException, overrides: Mapping[int, V2Code] | None = None) -> definition_pb2.Status:
     """The v2 Status for an exception a handler met: V2Error as it is; MQError by its ``code`` through
-    :func:`v2_code_for` (RemotingTimeoutError -> PROXY_TIMEOUT 50400); anything else INTERNAL_SERVER_ERROR with the
-    exception's text. Mirrors ResponseBuilder#buildStatus(Throwable)."""
+    :func:`v2_code_for` (RemotingTimeoutError -> PROXY_TIMEOUT 50400); anything else INTERNAL_SERVER_ERROR with a
+    message in words (the exception itself is logged, never answered).
+    Mirrors ResponseBuilder#buildStatus(Throwable)."""
     if isinstance(exc, V2Error):
         return definition_pb2.Status(code=exc.code, message=exc.message)
     if isinstance(exc, RemotingTimeoutError):
         return definition_pb2.Status(code=Code.PROXY_TIMEOUT, message=exc.remark)
     if isinstance(exc, MQError):
         return definition_pb2.Status(code=v2_code_for(exc.code, overrides), message=exc.remark or str(exc.code))
-    return definition_pb2.Status(code=Code.INTERNAL_SERVER_ERROR, message=f"{type(exc).__name__}: {exc}")
+    log.error("v2_request_failed", exc_info=exc)
+    return definition_pb2.Status(code=Code.INTERNAL_SERVER_ERROR, message=internal_error_remark("the request"))
 
 
 def ok_status() -> definition_pb2.Status:

@@ -26,7 +26,7 @@ from typing import Final, Protocol
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.producer import Message, SendResult, SendStatus
-from mq_common.constants import MessageConst
+from mq_common.constants import MessageConst, is_client_forbidden_send_topic
 from mq_common.errors import MQError, TopicNotExistError
 from mq_common.logging import get_logger
 from mq_common.response_code import ResponseCode
@@ -159,6 +159,8 @@ class SendMessageActivity:
         if any(m.topic.name != topic for m in messages):
             raise V2Error(Code.MESSAGE_CORRUPTED, "messages of one request must share their topic")
         check_topic_name(topic)
+        if is_client_forbidden_send_topic(topic):
+            raise V2Error(Code.ILLEGAL_TOPIC, f"cannot send to system topic {topic}")
         try:
             await self.routes.route(topic)
         except TopicNotExistError:

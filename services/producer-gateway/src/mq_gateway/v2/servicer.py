@@ -13,6 +13,7 @@ issue). Handlers run on the gateway's asyncio loop. Mirrors org.apache.rocketmq.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, Protocol, TypeVar
@@ -39,6 +40,7 @@ log = get_logger("mq_gateway.v2.servicer")
 
 SERVICE_NAME: Final = service_pb2.DESCRIPTOR.services_by_name["MessagingService"].full_name
 METHOD_PREFIX: Final = f"/{SERVICE_NAME}/"
+REFUSAL_READ_WAIT_S: Final = 1.0
 # Of a call's deadline, what the send budget leaves for the answer to travel back (an in-band failure status
 # beats DEADLINE_EXCEEDED: clients retry on it).
 ANSWER_MARGIN_MS: Final = 50
@@ -271,12 +273,17 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
             if self.auth is not None:
                 await self._check_auth(ctx, None, context)
         except V2Error as exc:
-            code = exc.code
-            status = grpc.StatusCode.UNAUTHENTICATED if code == Code.UNAUTHORIZED else grpc.StatusCode.INVALID_ARGUMENT
-            await context.abort(status, exc.message)
+            # Read the client's first command before refusing: a status sent while the client still writes
+            # reaches it as INTERNAL "Internal error from Core" instead (grpc's client-side race).
+            status = (
+                grpc.StatusCode.UNAUTHENTICATED if exc.code == Code.UNAUTHORIZED else grpc.StatusCode.INVALID_ARGUMENT
+            )
+            if await _first_or_none(request_iterator):
+                await context.abort(status, exc.message)
             return
         except AuthMetadataUnavailableError as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            if await _first_or_none(request_iterator):
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
             return
         async for command in self.telemetry.serve(ctx.client_id, request_iterator, context):
             yield command
@@ -382,6 +389,18 @@ async def _lite_unsupported(
 def add_to_server(servicer: MessagingServiceServicer, server: grpc.aio.Server) -> None:
     """Register ``servicer`` on ``server``."""
     service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
+
+
+async def _first_or_none(requests: AsyncIterator[object]) -> bool:
+    """Wait up to REFUSAL_READ_WAIT_S for the first request of a stream about to be refused. False when reading it
+    already ended the call (the request guard refused the frame); errors otherwise ignored."""
+    try:
+        await asyncio.wait_for(anext(aiter(requests), None), REFUSAL_READ_WAIT_S)
+    except grpc.aio.AbortError:
+        return False
+    except Exception:  # the client gone, the wait over: refuse all the same
+        return True
+    return True
 
 
 __all__ = ["METHOD_PREFIX", "SERVICE_NAME", "ConsumerActivities", "MessagingServiceServicer", "add_to_server"]
