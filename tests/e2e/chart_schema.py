@@ -180,9 +180,9 @@ def _tls() -> dict[str, Any]:
             "enabled": _BOOL,
             "mountPath": {"type": "string", "pattern": "^/"},
             "gatewayClientAuth": {"enum": ["none", "optional"]},
-            "identities": _obj({c: _STR for c in _COMPONENTS}),
+            "identities": _obj(dict.fromkeys(_COMPONENTS, _STR)),
             "certManager": cert_manager,
-            "existingSecrets": _obj({c: _SECRET_NAME for c in _COMPONENTS}),
+            "existingSecrets": _obj(dict.fromkeys(_COMPONENTS, _SECRET_NAME)),
         },
         ["enabled"],
     )

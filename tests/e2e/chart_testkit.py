@@ -88,7 +88,11 @@ def render_files(
     """
     loaded = helm_python.Chart.load(str(chart))
     rendered: dict[str, str] = loaded.render(
-        values=values if bare else with_install_secrets(values), name=name, namespace=namespace, is_install=not is_upgrade, is_upgrade=is_upgrade
+        values=values if bare else with_install_secrets(values),
+        name=name,
+        namespace=namespace,
+        is_install=not is_upgrade,
+        is_upgrade=is_upgrade,
     )
     return rendered
 

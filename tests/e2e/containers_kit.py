@@ -4,8 +4,9 @@ A :class:`PodRun` is what Kubernetes would start for one pod of a rendered workl
 (replaces the image's entrypoint, as in Kubernetes) and ``args``, the environment resolved the Kubernetes way
 (``envFrom`` ConfigMaps first, then ``env`` entries with ``$(VAR)`` expansion, downward-API pod names and
 ``secretKeyRef`` values from the test's Secret objects), the volume mounts (Secret and ConfigMap volumes are
-written into a directory the container mounts read-only, as the kubelet projects them) and the security context. :func:`start_container` runs one with testcontainers on the host network
-(the only network allowed here; no ports published), applying the caller's overrides on top.
+written into a directory the container mounts read-only, as the kubelet projects them) and the security
+context. :func:`start_container` runs one with testcontainers on the host network (the only network allowed
+here; no ports published), applying the caller's overrides on top.
 """
 
 from __future__ import annotations
@@ -162,7 +163,9 @@ def resolve_env(
             env[entry["name"]] = str(configmaps[ref["name"]]["data"][ref["key"]])
         elif "secretKeyRef" in source:
             ref = source["secretKeyRef"]
-            assert ref["key"] in secrets.get(ref["name"], {}), f"env {entry['name']}: no Secret {ref['name']}/{ref['key']}"
+            assert ref["key"] in secrets.get(ref["name"], {}), (
+                f"env {entry['name']}: no Secret {ref['name']}/{ref['key']}"
+            )
             env[entry["name"]] = secrets[ref["name"]][ref["key"]]
         else:
             raise AssertionError(f"env {entry['name']}: unsupported valueFrom {source}")
@@ -231,7 +234,9 @@ def pod_runs(
                 fs_group = int(security.get("fsGroup", 0))
                 mounts[mount["mountPath"]] = ("files", str(project_volume(vol, configmaps, secrets, target, fs_group)))
             else:
-                assert mount["name"] in claims, f"{name}: volume {mount['name']} is no emptyDir, Secret, ConfigMap or claim"
+                assert mount["name"] in claims, (
+                    f"{name}: volume {mount['name']} is no emptyDir, Secret, ConfigMap or claim"
+                )
                 mounts[mount["mountPath"]] = ("claim", mount["name"])
         runs.append(
             PodRun(
