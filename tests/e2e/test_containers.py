@@ -341,6 +341,117 @@ async def test_topology_runs_as_the_chart_describes(topology: Topology) -> None:
         assert len(started) == 1, pod.logs()[-2000:]
 
 
+# ------------------------------------------------------------------------------------------ TLS and auth
+
+
+@pytest.fixture(scope="module")
+def bootstrapped(
+    topology: Topology,
+    rendered: list[dict[str, Any]],
+    secrets: dict[str, dict[str, str]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    """Run the chart's auth bootstrap Job (the post-install hook) as Kubernetes would after the install; its log."""
+    (job,) = _workload(rendered, "Job", "auth-bootstrap")
+    (run,) = pod_runs(rendered, "Job", job, NAMESPACE, secrets, tmp_path_factory.mktemp("bootstrap"))
+    entries = run.env["MQ_NAMESRV_ADDR"].split(";")
+    assert set(entries) == set(topology.dns_to_local), entries
+    pod = start_container(run, {"MQ_NAMESRV_ADDR": ";".join(topology.dns_to_local[e] for e in entries)})
+    topology.pods.append(pod)
+    started = time.monotonic()
+    code = pod.wait_exit(BOOTSTRAP_TIMEOUT_S)
+    logs = pod.logs()
+    record_timings({"auth_bootstrap_job_s": round(time.monotonic() - started, 1)})
+    assert code == 0, logs[-4000:]
+    return logs
+
+
+def test_bootstrap_job_creates_the_users_and_acls(topology: Topology, bootstrapped: str) -> None:
+    events = list(json_lines(bootstrapped))
+    applied = {(e["event"], e.get("user") or e.get("subject"), e["broker"]) for e in events if "broker" in e}
+    brokers = {_broker_addr(p) for p in topology.brokers.values()}
+    for broker in brokers:
+        assert {("user_applied", "spark-flights", broker), ("user_applied", "sdk-app", broker)} <= applied
+        assert ("acl_applied", "User:spark-flights", broker) in applied
+    assert events[-1]["event"] == "bootstrap_done"
+    assert not [s for s in SECRETS_SHOWN_NOWHERE if s in bootstrapped]
+
+    async def users_on_every_broker() -> list[set[str]]:
+        pool = ChannelPool(topology.admin_tls, signing_interceptors(SUPER_USER))
+        try:
+            calls = AuthAdminCalls(pool, (SUPER_USER.access_key, SUPER_USER.secret_key))
+            return [{u.username for u in await calls.list_user(addr)} for addr in sorted(brokers)]
+        finally:
+            await pool.close()
+
+    for names in asyncio.run(users_on_every_broker()):
+        assert {"spark-flights", "sdk-app", SUPER_USER.access_key} <= names
+
+
+REFUSALS = {
+    "no credentials": Code.UNAUTHORIZED,
+    "wrong signature": Code.UNAUTHORIZED,
+    "stale date-time": Code.UNAUTHORIZED,
+    "lacking the action": Code.FORBIDDEN,
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+async def test_refused_clients_store_nothing(topology: Topology, bootstrapped: str, case: str) -> None:
+    async with topology.admin() as admin:
+        await admin.update_topic(TopicConfig(REFUSED_TOPIC, 2, 2), cluster_name="DefaultCluster")
+    status = await v2_send(topology.gateway_addr, topology.pki.ca_pem, REFUSED_TOPIC, headers(case, f"e2e-{case}"))
+    assert status.code == REFUSALS[case], status.message
+    assert not [s for s in SECRETS_SHOWN_NOWHERE if s in status.message]
+    if REFUSALS[case] == Code.FORBIDDEN:
+        assert f"Topic:{REFUSED_TOPIC}" in status.message
+    offsets = await _topic_offsets(topology, REFUSED_TOPIC)
+    assert offsets, "the topic has queues"
+    assert all(high == 0 for _, high in offsets.values()), offsets
+
+
+async def test_a_broker_without_the_component_certificate_cannot_register(topology: Topology) -> None:
+    expected = {name: [_broker_addr(pod)] for name, pod in topology.brokers.items()}
+    await _wait_registered(topology, expected, 30.0)
+    impostor = "127.0.0.1:1"
+    # Signed by the cluster's CA but not the brokers' identity: the name server answers NO_PERMISSION (16).
+    for namesrv in topology.namesrv_addrs:
+        code, remark = await register_as(namesrv, topology.pki.client("outsider"), impostor)
+        assert code == ResponseCode.NO_PERMISSION, remark
+    # Without a certificate of the CA the handshake fails: no RPC at all.
+    stranger = Pki(topology.pki.directory.parent / "stranger-pki")
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await register_as(topology.namesrv_addrs[0], stranger.client("broker"), impostor)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    await _wait_registered(topology, expected, 5.0)  # routes unchanged
+    async with topology.admin() as admin:
+        info = await admin.cluster_list()
+    assert impostor not in info.broker_addr_table["broker-a"].broker_addrs.values()
+
+
+@pytest.mark.parametrize("sdk", ["python", "node"])
+def test_official_sdks_send_and_receive_with_credentials_over_tls(
+    topology: Topology, bootstrapped: str, sdk: str, tmp_path: Path
+) -> None:
+    topic, group = f"e2e-sdk-{sdk}", f"e2e-sdk-{sdk}-group"
+    asyncio.run(_make_topic(topology, topic))
+    runner = python_runner(tmp_path / "home") if sdk == "python" else node_runner(tmp_path / "home")
+    runner.env["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = str(topology.pki.ca_file)
+    host_port = topology.gateway_addr.replace("127.0.0.1", "localhost")  # the SDKs verify a host name
+    cfg = {"endpoints": host_port, "access_key": SDK_USER.access_key, "secret_key": SDK_USER.secret_key, "tls": True}
+    messages = sample_messages(f"e2e-{sdk}", 4)
+    sent = runner.run("produce", {**cfg, "topic": topic, "messages": messages})
+    ids = [r["message_id"] for r in sent["receipts"]]
+    assert len(ids) == len(messages)
+    got = runner.run("drain", {**cfg, "topic": topic, "group": group, "count": len(messages), "deadline_s": 120})
+    assert_views_match(got["messages"], messages, ids)
+
+
+async def _make_topic(topology: Topology, topic: str) -> None:
+    async with topology.admin() as admin:
+        await admin.update_topic(TopicConfig(topic, 2, 2), cluster_name="DefaultCluster")
+
+
 async def _make_flights_topic(topology: Topology) -> None:
     """What an admin does before the Spark user (Pub on Topic:flights only) publishes: create the topic."""
     config = TopicConfig(FLIGHTS_TOPIC, read_queue_nums=4, write_queue_nums=4)
@@ -542,6 +653,11 @@ async def _send_while(topology: Topology, stop: asyncio.Event, limit: int = 3_00
     return acked
 
 
+async def _has_topic(topology: Topology) -> bool:
+    async with topology.admin() as admin:
+        return FLIGHTS_TOPIC in await admin.topic_list()
+
+
 async def test_gateway_sigterm_drains_and_exits_cleanly(topology: Topology) -> None:
     gateway = topology.gateway
     async with topology.admin(gateway=True) as admin:
@@ -555,119 +671,3 @@ async def test_gateway_sigterm_drains_and_exits_cleanly(topology: Topology) -> N
     events = [e.get("event") for e in json_lines(logs)]
     assert "gateway_stopped" in events
     assert events[-1] == "stopped"
-
-
-async def _has_topic(topology: Topology) -> bool:
-    async with topology.admin() as admin:
-        return FLIGHTS_TOPIC in await admin.topic_list()
-
-
-# ------------------------------------------------------------------------------------------ TLS and auth
-
-
-@pytest.fixture(scope="module")
-def bootstrapped(
-    topology: Topology,
-    rendered: list[dict[str, Any]],
-    secrets: dict[str, dict[str, str]],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> str:
-    """Run the chart's auth bootstrap Job (the post-install hook) as Kubernetes would after the install; its log."""
-    (job,) = _workload(rendered, "Job", "auth-bootstrap")
-    (run,) = pod_runs(rendered, "Job", job, NAMESPACE, secrets, tmp_path_factory.mktemp("bootstrap"))
-    entries = run.env["MQ_NAMESRV_ADDR"].split(";")
-    assert set(entries) == set(topology.dns_to_local), entries
-    pod = start_container(run, {"MQ_NAMESRV_ADDR": ";".join(topology.dns_to_local[e] for e in entries)})
-    topology.pods.append(pod)
-    started = time.monotonic()
-    code = pod.wait_exit(BOOTSTRAP_TIMEOUT_S)
-    logs = pod.logs()
-    record_timings({"auth_bootstrap_job_s": round(time.monotonic() - started, 1)})
-    assert code == 0, logs[-4000:]
-    return logs
-
-
-def test_bootstrap_job_creates_the_users_and_acls(topology: Topology, bootstrapped: str) -> None:
-    events = list(json_lines(bootstrapped))
-    applied = {(e["event"], e.get("user") or e.get("subject"), e["broker"]) for e in events if "broker" in e}
-    brokers = {_broker_addr(p) for p in topology.brokers.values()}
-    for broker in brokers:
-        assert {("user_applied", "spark-flights", broker), ("user_applied", "sdk-app", broker)} <= applied
-        assert ("acl_applied", "User:spark-flights", broker) in applied
-    assert events[-1]["event"] == "bootstrap_done"
-    assert not [s for s in SECRETS_SHOWN_NOWHERE if s in bootstrapped]
-
-    async def users_on_every_broker() -> list[set[str]]:
-        pool = ChannelPool(topology.admin_tls, signing_interceptors(SUPER_USER))
-        try:
-            calls = AuthAdminCalls(pool, (SUPER_USER.access_key, SUPER_USER.secret_key))
-            return [{u.username for u in await calls.list_user(addr)} for addr in sorted(brokers)]
-        finally:
-            await pool.close()
-
-    for names in asyncio.run(users_on_every_broker()):
-        assert {"spark-flights", "sdk-app", SUPER_USER.access_key} <= names
-
-
-REFUSALS = {
-    "no credentials": Code.UNAUTHORIZED,
-    "wrong signature": Code.UNAUTHORIZED,
-    "stale date-time": Code.UNAUTHORIZED,
-    "lacking the action": Code.FORBIDDEN,
-}
-
-
-@pytest.mark.parametrize("case", list(REFUSALS))
-async def test_refused_clients_store_nothing(topology: Topology, bootstrapped: str, case: str) -> None:
-    async with topology.admin() as admin:
-        await admin.update_topic(TopicConfig(REFUSED_TOPIC, 2, 2), cluster_name="DefaultCluster")
-    status = await v2_send(topology.gateway_addr, topology.pki.ca_pem, REFUSED_TOPIC, headers(case, f"e2e-{case}"))
-    assert status.code == REFUSALS[case], status.message
-    assert not [s for s in SECRETS_SHOWN_NOWHERE if s in status.message]
-    if REFUSALS[case] == Code.FORBIDDEN:
-        assert f"Topic:{REFUSED_TOPIC}" in status.message
-    offsets = await _topic_offsets(topology, REFUSED_TOPIC)
-    assert offsets, "the topic has queues"
-    assert all(high == 0 for _, high in offsets.values()), offsets
-
-
-async def test_a_broker_without_the_component_certificate_cannot_register(topology: Topology) -> None:
-    expected = {name: [_broker_addr(pod)] for name, pod in topology.brokers.items()}
-    await _wait_registered(topology, expected, 30.0)
-    impostor = "127.0.0.1:1"
-    # Signed by the cluster's CA but not the brokers' identity: the name server answers NO_PERMISSION (16).
-    for namesrv in topology.namesrv_addrs:
-        code, remark = await register_as(namesrv, topology.pki.client("outsider"), impostor)
-        assert code == ResponseCode.NO_PERMISSION, remark
-    # Without a certificate of the CA the handshake fails: no RPC at all.
-    stranger = Pki(topology.pki.directory.parent / "stranger-pki")
-    with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await register_as(topology.namesrv_addrs[0], stranger.client("broker"), impostor)
-    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-    await _wait_registered(topology, expected, 5.0)  # routes unchanged
-    async with topology.admin() as admin:
-        info = await admin.cluster_list()
-    assert impostor not in info.broker_addr_table["broker-a"].broker_addrs.values()
-
-
-@pytest.mark.parametrize("sdk", ["python", "node"])
-def test_official_sdks_send_and_receive_with_credentials_over_tls(
-    topology: Topology, bootstrapped: str, sdk: str, tmp_path: Path
-) -> None:
-    topic, group = f"e2e-sdk-{sdk}", f"e2e-sdk-{sdk}-group"
-    asyncio.run(_make_topic(topology, topic))
-    runner = python_runner(tmp_path / "home") if sdk == "python" else node_runner(tmp_path / "home")
-    runner.env["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = str(topology.pki.ca_file)
-    host_port = topology.gateway_addr.replace("127.0.0.1", "localhost")  # the SDKs verify a host name
-    cfg = {"endpoints": host_port, "access_key": SDK_USER.access_key, "secret_key": SDK_USER.secret_key, "tls": True}
-    messages = sample_messages(f"e2e-{sdk}", 4)
-    sent = runner.run("produce", {**cfg, "topic": topic, "messages": messages})
-    ids = [r["message_id"] for r in sent["receipts"]]
-    assert len(ids) == len(messages)
-    got = runner.run("drain", {**cfg, "topic": topic, "group": group, "count": len(messages), "deadline_s": 120})
-    assert_views_match(got["messages"], messages, ids)
-
-
-async def _make_topic(topology: Topology, topic: str) -> None:
-    async with topology.admin() as admin:
-        await admin.update_topic(TopicConfig(topic, 2, 2), cluster_name="DefaultCluster")
