@@ -121,7 +121,7 @@ def test_group_settings_override_the_shared_ones() -> None:
 )
 def test_notes_show_a_first_message_with_real_mqadmin_commands(values: dict[str, Any], verbs: set[str]) -> None:
     notes = render_files(values)["pyrocketmq/templates/NOTES.txt"]
-    used = set(re.findall(r"mqadmin (?:-n \S+ )?(\w+)(?: |$)", notes, flags=re.M))
+    used = set(re.findall(r"(?:^\s+|; )mqadmin (?:-n \S+ )?(\w+)(?: |$)", notes, flags=re.M))
     assert verbs <= used
     mqadmin = Path(sys.executable).with_name("mqadmin")
     env = {"COLUMNS": "120", "PATH": str(mqadmin.parent)}
