@@ -1,4 +1,4 @@
-"""Claims of docs/deployment.md's blocks: (file, text unique to the block) -> the test executing it."""
+"""Claims of docs/deployment.md's blocks and docs/security.md's chart values: (file, unique text) -> the test."""
 
 from __future__ import annotations
 
@@ -12,4 +12,5 @@ CLAIMS: Final[dict[tuple[str, str], str]] = {
     ("docs/deployment.md", "- name: broker-c"): f"{_TESTS}::test_broker_groups_block_renders_its_claims",
     ("docs/deployment.md", "kubectl apply -f deploy/spark/"): f"{_TESTS}::test_spark_manifests_apply",
     ("docs/deployment.md", "spark-submit --master"): f"{_TESTS}::test_spark_submit_runs_as_shown",
+    ("docs/security.md", "passwordSecret: {name: spark-flights-user"): f"{_TESTS}::test_security_values_block_renders",
 }

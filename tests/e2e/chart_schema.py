@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mq_broker.settings import BrokerSettings
+from mq_common.auth.model import Action
 from mq_gateway.settings import GatewaySettings
 from mq_namesrv.settings import NamesrvSettings
 from pydantic_settings import BaseSettings
@@ -27,6 +28,8 @@ SETTINGS: dict[str, type[BaseSettings]] = {
 # Ranges the validation template checks itself, with a message naming the rule.
 TEMPLATE_CHECKED = {"broker": {"sync_flush_timeout_ms"}}
 
+# ACL 2.0 action names as mqadmin takes them (Pub, Sub, ..., All); Any is a request-side action only.
+_ACTIONS = tuple(a.value for a in Action if a.value != "Any")
 _INT = {"type": "integer"}
 _STR = {"type": "string"}
 _BOOL = {"type": "boolean"}
@@ -149,6 +152,84 @@ def _monitor() -> dict[str, Any]:
     }
 
 
+def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": properties}
+    if required:
+        out["required"] = required
+    return out
+
+
+_SECRET_NAME = {"type": "string", "pattern": "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$", "maxLength": 253}
+_COMPONENTS = ("namesrv", "broker", "gateway", "admin")
+
+
+def _tls() -> dict[str, Any]:
+    """tls.*: on by default; certificates from cert-manager or existing Secrets (validate.yaml demands one)."""
+    issuer = _obj({"name": _STR, "kind": {"enum": ["Issuer", "ClusterIssuer"]}, "group": _STR})
+    cert_manager = _obj(
+        {
+            "enabled": _BOOL,
+            "issuerRef": issuer,
+            "duration": {"type": "string", "pattern": "^([0-9]+(h|m|s))+$"},
+            "renewBefore": {"type": "string", "pattern": "^([0-9]+(h|m|s))+$"},
+            "gatewayDnsNames": {"type": "array", "items": _STR},
+        }
+    )
+    return _obj(
+        {
+            "enabled": _BOOL,
+            "mountPath": {"type": "string", "pattern": "^/"},
+            "gatewayClientAuth": {"enum": ["none", "optional"]},
+            "identities": _obj(dict.fromkeys(_COMPONENTS, _STR)),
+            "certManager": cert_manager,
+            "existingSecrets": _obj(dict.fromkeys(_COMPONENTS, _SECRET_NAME)),
+        },
+        ["enabled"],
+    )
+
+
+def _auth() -> dict[str, Any]:
+    """auth.*: on by default; the Secret of the init user and inner credentials; users/ACLs of the bootstrap Job."""
+    user = _obj(
+        {
+            "username": {"type": "string", "minLength": 1},
+            "passwordSecret": _obj({"name": _SECRET_NAME, "key": {"type": "string", "minLength": 1}}, ["name", "key"]),
+            "userType": {"enum": ["Normal", "Super"]},
+        },
+        ["username", "passwordSecret"],
+    )
+    names = {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}}
+    acl = _obj(
+        {
+            "subject": {"type": "string", "pattern": "^User:.+"},
+            "resources": names,
+            "actions": {"type": "array", "minItems": 1, "items": {"enum": list(_ACTIONS)}},
+            "decision": {"enum": ["Allow", "Deny"]},
+            "sourceIps": {"type": "array", "items": _STR},
+        },
+        ["subject", "resources", "actions", "decision"],
+    )
+    bootstrap = _obj(
+        {
+            "backoffLimit": {"type": "integer", "minimum": 0},
+            "activeDeadlineSeconds": {"type": "integer", "minimum": 60},
+            "resources": _RESOURCES,
+        }
+    )
+    keys = {"type": "string", "pattern": "^[-._a-zA-Z0-9]+$"}
+    return _obj(
+        {
+            "enabled": _BOOL,
+            "existingSecret": _SECRET_NAME,
+            "secretKeys": _obj({"initAuthenticationUser": keys, "innerClientAuthenticationCredentials": keys}),
+            "users": {"type": "array", "items": user},
+            "acls": {"type": "array", "items": acl},
+            "bootstrap": bootstrap,
+        },
+        ["enabled"],
+    )
+
+
 def build_schema() -> dict[str, Any]:
     """The whole values.schema.json document."""
     group = {
@@ -167,7 +248,7 @@ def build_schema() -> dict[str, Any]:
         "title": "pyrocketmq chart values",
         "type": "object",
         "additionalProperties": False,
-        "required": ["image", "clusterName", "namesrv", "broker", "gateway", "metrics", "networkPolicy"],
+        "required": ["image", "clusterName", "tls", "auth", "namesrv", "broker", "gateway", "metrics", "networkPolicy"],
         "properties": {
             "global": _MAP,
             "nameOverride": _STR,
@@ -201,6 +282,8 @@ def build_schema() -> dict[str, Any]:
                 "additionalProperties": False,
                 "properties": {"create": _BOOL, "annotations": _MAP},
             },
+            "tls": _tls(),
+            "auth": _auth(),
             "tmpVolume": {"type": "object", "additionalProperties": False, "properties": {"sizeLimit": _STR}},
             "metrics": {
                 "type": "object",

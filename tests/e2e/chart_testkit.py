@@ -6,6 +6,7 @@ through ``uv tool run`` (not a project dependency), once per session over every 
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -31,11 +32,36 @@ VALUE_SETS: dict[str, Path | None] = {
     "syncflush": CHART / "ci" / "values-syncflush.yaml",
 }
 # Kinds from CRDs: no upstream schema; checked field by field in the tests.
-CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "SparkApplication"}
+CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "SparkApplication", "Certificate"}
 # The oldest Kubernetes the chart supports (native gRPC probes) and a recent one: strict schema checks run on both.
 KUBE_VERSIONS = ["1.27.0", "1.31.0"]
 CHECKOV_TIMEOUT_S = 600
 VALIDATE_TIMEOUT_S = 300
+
+
+# What every install must name while TLS and auth are on (the chart's defaults refuse to render without them): the
+# tests render with these Secret names unless the values bring their own certificates or turn a feature off.
+TLS_SECRETS: dict[str, str] = {c: f"{RELEASE}-{c}-tls" for c in ("namesrv", "broker", "gateway", "admin")}
+AUTH_SECRET = f"{RELEASE}-auth"
+
+
+# Secret data the tests resolve secretKeyRef env from (the container round writes its own certificates).
+AUTH_SECRET_DATA: dict[str, str] = {
+    "initAuthenticationUser": '{"username": "rocketmq", "password": "init-user-secret-1"}',
+    "innerClientAuthenticationCredentials": '{"accessKey": "inner", "secretKey": "inner-secret-1"}',
+}
+
+
+def with_install_secrets(values: dict[str, Any] | None) -> dict[str, Any]:
+    """``values`` plus TLS_SECRETS / AUTH_SECRET where the values leave TLS or auth on without naming a source."""
+    out = copy.deepcopy(values or {})
+    tls = out.setdefault("tls", {})
+    if tls.get("enabled", True) and not tls.get("certManager", {}).get("enabled") and not tls.get("existingSecrets"):
+        tls["existingSecrets"] = dict(TLS_SECRETS)
+    auth = out.setdefault("auth", {})
+    if auth.get("enabled", True) and "existingSecret" not in auth:
+        auth["existingSecret"] = AUTH_SECRET
+    return out
 
 
 def load_values(name: str) -> dict[str, Any]:
@@ -53,14 +79,20 @@ def render_files(
     name: str = RELEASE,
     namespace: str = NAMESPACE,
     is_upgrade: bool = False,
+    bare: bool = False,
 ) -> dict[str, str]:
-    """Template path -> rendered text, as ``helm install`` (or ``helm upgrade``) renders it.
+    """Template path -> rendered text, as ``helm install`` (or ``helm upgrade``) renders it; unless ``bare``, with
+    the Secret names of :func:`with_install_secrets`.
 
     Raises helm_python.HelmError on schema or template failures.
     """
     loaded = helm_python.Chart.load(str(chart))
     rendered: dict[str, str] = loaded.render(
-        values=values or {}, name=name, namespace=namespace, is_install=not is_upgrade, is_upgrade=is_upgrade
+        values=values if bare else with_install_secrets(values),
+        name=name,
+        namespace=namespace,
+        is_install=not is_upgrade,
+        is_upgrade=is_upgrade,
     )
     return rendered
 

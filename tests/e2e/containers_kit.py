@@ -2,9 +2,11 @@
 
 A :class:`PodRun` is what Kubernetes would start for one pod of a rendered workload: the image, ``command``
 (replaces the image's entrypoint, as in Kubernetes) and ``args``, the environment resolved the Kubernetes way
-(``envFrom`` ConfigMaps first, then ``env`` entries with ``$(VAR)`` expansion and downward-API pod names), the
-volume mounts and the security context. :func:`start_container` runs one with testcontainers on the host network
-(the only network allowed here; no ports published), applying the caller's overrides on top.
+(``envFrom`` ConfigMaps first, then ``env`` entries with ``$(VAR)`` expansion, downward-API pod names and
+``secretKeyRef`` values from the test's Secret objects), the volume mounts (Secret and ConfigMap volumes are
+written into a directory the container mounts read-only, as the kubelet projects them) and the security
+context. :func:`start_container` runs one with testcontainers on the host network (the only network allowed
+here; no ports published), applying the caller's overrides on top.
 """
 
 from __future__ import annotations
@@ -117,7 +119,8 @@ class PodRun:
     command: tuple[str, ...]
     args: tuple[str, ...]
     env: Mapping[str, str]
-    # mountPath -> ("emptyDir", sizeLimit) or ("claim", claim template name)
+    # mountPath -> ("emptyDir", sizeLimit), ("claim", claim template name) or ("files", host directory: a projected
+    # Secret or ConfigMap volume, mounted read-only)
     mounts: Mapping[str, tuple[str, str]]
     user: str
     read_only_root: bool
@@ -132,10 +135,16 @@ def _by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]
 
 
 def resolve_env(
-    container: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, Any]], pod_name: str, namespace: str
+    container: Mapping[str, Any],
+    configmaps: Mapping[str, Mapping[str, Any]],
+    pod_name: str,
+    namespace: str,
+    secrets: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, str]:
     """The container's environment as the kubelet builds it: envFrom, then env (later wins, ``$(VAR)`` expanded
-    from what is defined so far). Supports configMapRef/configMapKeyRef and fieldRef metadata.name/namespace."""
+    from what is defined so far). Supports configMapRef/configMapKeyRef, secretKeyRef (``secrets``: Secret name ->
+    key -> value; a missing Secret or key fails, as the pod would not start) and fieldRef metadata.name/namespace."""
+    secrets = secrets or {}
     env: dict[str, str] = {}
     for source in container.get("envFrom") or []:
         ref = source["configMapRef"]["name"]
@@ -152,46 +161,96 @@ def resolve_env(
         elif "configMapKeyRef" in source:
             ref = source["configMapKeyRef"]
             env[entry["name"]] = str(configmaps[ref["name"]]["data"][ref["key"]])
+        elif "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            assert ref["key"] in secrets.get(ref["name"], {}), (
+                f"env {entry['name']}: no Secret {ref['name']}/{ref['key']}"
+            )
+            env[entry["name"]] = secrets[ref["name"]][ref["key"]]
         else:
             raise AssertionError(f"env {entry['name']}: unsupported valueFrom {source}")
     return env
 
 
-def pod_runs(docs: list[dict[str, Any]], kind: str, name: str, namespace: str) -> list[PodRun]:
+def project_volume(
+    volume: Mapping[str, Any],
+    configmaps: Mapping[str, Mapping[str, Any]],
+    secrets: Mapping[str, Mapping[str, str]],
+    directory: Path,
+    fs_group: int,
+) -> Path:
+    """Write a Secret or ConfigMap volume's files into ``directory`` as the kubelet projects them: every key (or
+    the ``items`` listed, at their ``path``), mode ``defaultMode`` (0644 unless given), group ``fs_group``."""
+    if "secret" in volume:
+        source, data = volume["secret"], secrets.get(volume["secret"]["secretName"])
+        assert data is not None, f"volume {volume['name']}: no Secret {source['secretName']}"
+    else:
+        source, data = volume["configMap"], configmaps[volume["configMap"]["name"]]["data"]
+    items = source.get("items") or [{"key": k, "path": k} for k in data]
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chown(directory, 0, fs_group)
+    directory.chmod(0o755)
+    for item in items:
+        target = directory / item["path"]
+        target.write_text(str(data[item["key"]]), encoding="utf-8")
+        os.chown(target, 0, fs_group)
+        target.chmod(int(source.get("defaultMode", 0o644)))
+    return directory
+
+
+def pod_runs(
+    docs: list[dict[str, Any]],
+    kind: str,
+    name: str,
+    namespace: str,
+    secrets: Mapping[str, Mapping[str, str]] | None = None,
+    files_dir: Path | None = None,
+) -> list[PodRun]:
     """Every pod of the workload ``kind``/``name``: StatefulSet pods ``<name>-<ordinal>``, Deployment pods
-    ``<name>-<i>`` (the suite's stand-in for the ReplicaSet's random suffix)."""
+    ``<name>-<i>`` (the suite's stand-in for the ReplicaSet's random suffix), a Job's one pod ``<name>-0``.
+    ``secrets`` (name -> key -> value) stand in for the cluster's Secrets; Secret and ConfigMap volumes are
+    written under ``files_dir`` (one directory per pod and volume)."""
     workload = _by_kind(docs, kind)[name]
     configmaps = _by_kind(docs, "ConfigMap")
+    secrets = secrets or {}
     pod = workload["spec"]["template"]["spec"]
     container = pod["containers"][0]
     security = {**(pod.get("securityContext") or {}), **(container.get("securityContext") or {})}
     volumes = {v["name"]: v for v in pod.get("volumes") or []}
     claims = {c["metadata"]["name"] for c in workload["spec"].get("volumeClaimTemplates") or []}
-    mounts: dict[str, tuple[str, str]] = {}
-    for mount in container.get("volumeMounts") or []:
-        vol = volumes.get(mount["name"])
-        if vol is not None and "emptyDir" in vol:
-            mounts[mount["mountPath"]] = ("emptyDir", str(vol["emptyDir"].get("sizeLimit", "")))
-        else:
-            assert mount["name"] in claims, f"{name}: volume {mount['name']} is neither an emptyDir nor a claim"
-            mounts[mount["mountPath"]] = ("claim", mount["name"])
-    grpc_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
+    ports = {p["name"]: p["containerPort"] for p in container.get("ports") or []}
     runs = []
     for i in range(int(workload["spec"].get("replicas", 1))):
         pod_name = f"{name}-{i}"
+        mounts: dict[str, tuple[str, str]] = {}
+        for mount in container.get("volumeMounts") or []:
+            vol = volumes.get(mount["name"])
+            if vol is not None and "emptyDir" in vol:
+                mounts[mount["mountPath"]] = ("emptyDir", str(vol["emptyDir"].get("sizeLimit", "")))
+            elif vol is not None and ("secret" in vol or "configMap" in vol):
+                assert mount.get("readOnly", "secret" in vol) or "configMap" in vol, f"{name}: {mount} not read-only"
+                assert files_dir is not None, f"{name}: volume {mount['name']} needs files_dir"
+                target = files_dir / pod_name / mount["name"]
+                fs_group = int(security.get("fsGroup", 0))
+                mounts[mount["mountPath"]] = ("files", str(project_volume(vol, configmaps, secrets, target, fs_group)))
+            else:
+                assert mount["name"] in claims, (
+                    f"{name}: volume {mount['name']} is no emptyDir, Secret, ConfigMap or claim"
+                )
+                mounts[mount["mountPath"]] = ("claim", mount["name"])
         runs.append(
             PodRun(
                 pod_name=pod_name,
                 image=container["image"],
                 command=tuple(container.get("command") or ()),
                 args=tuple(container.get("args") or ()),
-                env=resolve_env(container, configmaps, pod_name, namespace),
+                env=resolve_env(container, configmaps, pod_name, namespace, secrets),
                 mounts=mounts,
                 user=f"{security['runAsUser']}:{security.get('runAsGroup', security['runAsUser'])}",
                 read_only_root=bool(security.get("readOnlyRootFilesystem")),
                 drop_all_capabilities="ALL" in (security.get("capabilities") or {}).get("drop", []),
                 no_new_privileges=security.get("allowPrivilegeEscalation") is False,
-                grpc_port=grpc_port,
+                grpc_port=int(ports.get("grpc", 0)),
                 termination_grace_s=int(pod.get("terminationGracePeriodSeconds", 30)),
             )
         )
@@ -268,6 +327,8 @@ def start_container(
     for path, (kind, detail) in run.mounts.items():
         if kind == "emptyDir":
             container.with_tmpfs_mount(path, size=_tmpfs_size(detail))
+        elif kind == "files":
+            container.with_volume_mapping(detail, path, "ro")
         else:
             container.with_volume_mapping(str(claims[detail]), path, "rw")
     kwargs: dict[str, Any] = {
@@ -299,12 +360,26 @@ def _tmpfs_size(size_limit: str) -> str:
     return f"size={m.group(1)}{m.group(2).lower()},exec" if m else "exec"
 
 
-def wait_serving(pod: RunningPod, addr: str, timeout_s: float) -> float:
-    """Poll grpc.health.v1 Check at ``addr`` (what the chart's native gRPC probes call) until SERVING; returns
-    the seconds waited. Fails with the container's log when it exits or the time runs out."""
+@dataclass(frozen=True, slots=True)
+class ClientTls:
+    """PEM bytes a test client presents: the CA that verifies servers, and a client certificate pair."""
+
+    ca_pem: bytes
+    cert_pem: bytes
+    key_pem: bytes
+
+    def channel(self, addr: str) -> grpc.Channel:
+        creds = grpc.ssl_channel_credentials(self.ca_pem, self.key_pem, self.cert_pem)
+        return grpc.secure_channel(addr, creds)
+
+
+def wait_serving(pod: RunningPod, addr: str, timeout_s: float, tls: ClientTls | None = None) -> float:
+    """Poll grpc.health.v1 Check at ``addr`` (what the chart's native gRPC probes call in plaintext; over ``tls``
+    with a client certificate when the ports serve TLS) until SERVING; returns the seconds waited. Fails with the
+    container's log when it exits or the time runs out."""
     started = time.monotonic()
     deadline = started + timeout_s
-    with grpc.insecure_channel(addr) as channel:
+    with tls.channel(addr) if tls is not None else grpc.insecure_channel(addr) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             try:

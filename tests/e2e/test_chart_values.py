@@ -112,10 +112,17 @@ def test_group_settings_override_the_shared_ones() -> None:
     assert maps["mq-broker-b"]["MQ_BROKER_FLUSH_DISK_TYPE"] == "SYNC_FLUSH"
 
 
-def test_notes_show_a_first_message_with_real_mqadmin_commands() -> None:
-    notes = render_files()["pyrocketmq/templates/NOTES.txt"]
-    used = set(re.findall(r"^\s+mqadmin (?:-n \S+ )?(\w+)(?: |$)", notes, flags=re.M))
-    assert {"updateTopic", "sendMessage", "clusterList"} <= used
+@pytest.mark.parametrize(
+    ("values", "verbs"),
+    [
+        ({}, {"updateTopic", "createUser", "createAcl", "clusterList"}),  # auth on: a user, no unsigned send
+        ({"tls": {"enabled": False}, "auth": {"enabled": False}}, {"updateTopic", "sendMessage", "clusterList"}),
+    ],
+)
+def test_notes_show_a_first_message_with_real_mqadmin_commands(values: dict[str, Any], verbs: set[str]) -> None:
+    notes = render_files(values)["pyrocketmq/templates/NOTES.txt"]
+    used = set(re.findall(r"(?:^\s+|; )mqadmin (?:-n \S+ )?(\w+)(?: |$)", notes, flags=re.M))
+    assert verbs <= used
     mqadmin = Path(sys.executable).with_name("mqadmin")
     env = {"COLUMNS": "120", "PATH": str(mqadmin.parent)}
     proc = subprocess.run([str(mqadmin), "--help"], capture_output=True, text=True, check=False, timeout=60, env=env)

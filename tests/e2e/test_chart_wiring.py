@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 import pytest
-from chart_testkit import NAMESPACE, VALUE_SETS, Rendered
+from chart_testkit import AUTH_SECRET, AUTH_SECRET_DATA, NAMESPACE, VALUE_SETS, Rendered
 from mq_broker.settings import BrokerSettings
 from mq_common.settings import ServiceSettings
 from mq_gateway.settings import GatewaySettings
@@ -20,6 +20,7 @@ SETTINGS: dict[str, tuple[str, type[ServiceSettings]]] = {
     "gateway": ("MQ_GATEWAY_", GatewaySettings),
 }
 SETS = list(VALUE_SETS)
+PRODUCTION_AUTH_SECRET = "pyrocketmq-auth"  # ci/values-production.yaml
 
 
 def _component(doc: dict[str, Any]) -> str:
@@ -39,14 +40,20 @@ def _container(workload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _env(r: Rendered, workload: dict[str, Any]) -> dict[str, str]:
-    """The container's environment as Kubernetes builds it: envFrom ConfigMaps, then env with $(VAR) expanded."""
+    """The container's environment as Kubernetes builds it: envFrom ConfigMaps, then env with $(VAR) expanded and
+    secretKeyRef resolved from AUTH_SECRET_DATA."""
     container = _container(workload)
+    auth_secret = PRODUCTION_AUTH_SECRET if r.name == "production" else AUTH_SECRET
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
         env.update(r.get("ConfigMap", source["configMapRef"]["name"])["data"])
     pod_name = f"{workload['metadata']['name']}-0"
     for item in container.get("env", []):
-        if "valueFrom" in item:
+        if "secretKeyRef" in item.get("valueFrom", {}):
+            ref = item["valueFrom"]["secretKeyRef"]
+            assert ref["name"] == auth_secret, ref  # the only Secret passed as env: auth.existingSecret
+            env[item["name"]] = AUTH_SECRET_DATA[ref["key"]]
+        elif "valueFrom" in item:
             assert item["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
             env[item["name"]] = pod_name
         else:
@@ -139,8 +146,10 @@ def test_probes_and_service_ports_match_container_ports(rendered: dict[str, Rend
         assert ports["grpc"] == int(env[f"{prefix}LISTEN_PORT"])
         if "metrics" in ports:
             assert ports["metrics"] == int(env[f"{prefix}METRICS_PORT"]) == 5557
+        # Native gRPC probes in plaintext; with TLS the kubelet (no TLS in its gRPC probe) opens a TCP connection.
+        action = "tcpSocket" if env.get(f"{prefix}TLS_ENABLED") == "true" else "grpc"
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"] == {"port": ports["grpc"]}, probe
+            assert container[probe][action] == {"port": ports["grpc"]}, probe
         labels = workload["spec"]["template"]["metadata"]["labels"]
         for svc in r.kind("Service"):
             if svc["spec"]["selector"].items() <= labels.items():

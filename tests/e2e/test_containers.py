@@ -4,8 +4,13 @@ Both images are built offline (docker/build-images.sh: debootstrap base, host wh
 workload's image, command, args, environment (envFrom ConfigMaps + env), mounts and security context come from
 the chart rendered by the real Helm engine with tests/e2e/values-containers.yaml; the Spark job's from
 deploy/spark/sparkapplication.yaml. Only what host networking forces is overridden (HOST_NETWORK_OVERRIDES).
-Then: every flight stored once; SIGTERM one broker -> exit 0, no abort file, unregistered; start it again on the
-same volume -> data intact and serving. Timings go to .build/e2e-timings.json.
+TLS and auth are on, as the chart's defaults: the suite makes the CA, the certificates and the Secrets an operator
+would create (e2e_security.py); the kit projects them into the containers the way the kubelet would. The chart's
+bootstrap Job creates the Spark and SDK users; every client of the suite calls over TLS (admin certificate) and
+signs as the init super user. Then: every flight stored once (the Spark user, Pub on Topic:flights only);
+refused clients store nothing; a fake broker cannot register; the official SDKs send and receive with
+credentials over TLS; SIGTERM one broker -> exit 0, no abort file, unregistered; start it again on the same
+volume -> data intact and serving. Timings go to .build/e2e-timings.json.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import yaml
+from apache.rocketmq.v2 import definition_pb2
 from chart_testkit import NAMESPACE, SPARK_DIR, render_docs
 from containers_kit import (
     PodRun,
@@ -31,6 +38,7 @@ from containers_kit import (
     image_exists,
     json_lines,
     pod_runs,
+    project_volume,
     record_timings,
     remove_leftover_containers,
     start_container,
@@ -38,11 +46,30 @@ from containers_kit import (
     stop_docker,
     wait_serving,
 )
+from e2e_security import (
+    SDK_USER,
+    SECRETS_SHOWN_NOWHERE,
+    SPARK_USER,
+    SUPER_USER,
+    Pki,
+    cluster_secrets,
+    headers,
+    register_as,
+    v2_send,
+)
 from mq_client.admin.admin_client import MQAdminClient
+from mq_client.auth_admin_calls import AuthAdminCalls
+from mq_client.consumer.pull_consumer import PullConsumer
+from mq_common.auth.interceptor import signing_interceptors
+from mq_common.channels import ChannelPool
 from mq_common.errors import MQError
 from mq_common.protocol import TopicConfig
+from mq_common.response_code import ResponseCode
+from mq_common.tls import TlsClientConfig
 from mq_spark.jobs.publish_flights import FLIGHTS_ROWS, FLIGHTS_TOPIC
-from mq_spark.verify import read_back
+from mq_spark.verify import VERIFY_CONSUMER_GROUP, RowIdCheck, pull_queue
+
+from tests.v2.sdk.sdk_testkit import assert_views_match, node_runner, python_runner, sample_messages
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1_800)]
 
@@ -51,6 +78,8 @@ STORE_UID = 10001
 SERVING_TIMEOUT_S = 120.0
 SPARK_TIMEOUT_S = 1_200.0
 PROBE_TOPIC = "e2e-probe"
+REFUSED_TOPIC = "e2e-refused"
+Code = definition_pb2.Code
 
 # What host networking forces, and nothing else. In Kubernetes each pod has its own network namespace and
 # cluster DNS; here every container shares the host's loopback. (what, value here, why)
@@ -66,7 +95,13 @@ HOST_NETWORK_OVERRIDES: tuple[tuple[str, str, str], ...] = (
     ("MQ_BROKER_BROKER_IP", "127.0.0.1", "the pod's stable DNS name resolves only inside the cluster"),
     ("SparkApplication --gateway / --namesrv", "127.0.0.1:<gateway port> / 127.0.0.1:<namesrv-0 port>", "DNS"),
     ("Spark driver SPARK_LOCAL_IP", "127.0.0.1", "Spark would bind and reverse-resolve the host's external address"),
+    ("auth bootstrap Job MQ_NAMESRV_ADDR", "127.0.0.1:<port of namesrv-i> per DNS name", "no cluster DNS here"),
 )
+# What deploy/spark/sparkapplication.yaml leaves to the operator on a secured cluster (docs/security.md, "In
+# Kubernetes"): `--tls`, the Spark user's keys and a client certificate from Secrets, the topic made by an admin.
+SPARK_SECURITY = ("--tls", "--no-create-topic")
+SPARK_TLS_DIR = "/etc/pyrocketmq/tls"
+BOOTSTRAP_TIMEOUT_S = 300.0
 _PREFIX = {"namesrv": "MQ_NAMESRV_", "broker": "MQ_BROKER_", "gateway": "MQ_GATEWAY_"}
 
 
@@ -78,6 +113,17 @@ class Topology:
     namesrv_addrs: list[str]
     gateway_addr: str
     pods: list[RunningPod]  # every container started, removed at teardown
+    pki: Pki
+    dns_to_local: dict[str, str]  # name server pod DNS name:port -> 127.0.0.1:port
+    admin_tls: TlsClientConfig  # the admin certificate (a component at the brokers)
+
+    def admin(self, gateway: bool = False) -> MQAdminClient:
+        """An admin client over TLS, signing as the init super user (sends through the gateway when ``gateway``)."""
+        if gateway:
+            return MQAdminClient(
+                self.namesrv_addrs, gateway_addr=self.gateway_addr, tls=self.admin_tls, credentials=SUPER_USER
+            )
+        return MQAdminClient(self.namesrv_addrs[:1], tls=self.admin_tls, credentials=SUPER_USER)
 
 
 def _override(pod: PodRun, service: str, port: int, metrics_port: int, dns_to_local: dict[str, str]) -> dict[str, str]:
@@ -113,6 +159,16 @@ def _workload(docs: list[dict[str, Any]], kind: str, component: str) -> list[str
 @pytest.fixture(scope="module")
 def rendered() -> list[dict[str, Any]]:
     return render_docs(yaml.safe_load(VALUES.read_text(encoding="utf-8")))
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def secrets(pki: Pki) -> dict[str, dict[str, str]]:
+    return cluster_secrets(pki)
 
 
 @pytest.fixture(scope="module")
@@ -154,15 +210,21 @@ def images(docker_daemon: None, rendered: list[dict[str, Any]], spark_app: dict[
 
 @pytest.fixture(scope="module")
 def topology(
-    images: dict[str, str], rendered: list[dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+    images: dict[str, str],
+    rendered: list[dict[str, Any]],
+    tmp_path_factory: pytest.TempPathFactory,
+    pki: Pki,
+    secrets: dict[str, dict[str, str]],
 ) -> Iterator[Topology]:
     started = time.monotonic()
+    files = tmp_path_factory.mktemp("projected")
     (namesrv_sts,) = _workload(rendered, "StatefulSet", "namesrv")
     broker_sts = _workload(rendered, "StatefulSet", "broker")
     (gateway_deploy,) = _workload(rendered, "Deployment", "gateway")
-    namesrv_runs = pod_runs(rendered, "StatefulSet", namesrv_sts, NAMESPACE)
-    broker_runs = [r for sts in broker_sts for r in pod_runs(rendered, "StatefulSet", sts, NAMESPACE)]
-    (gateway_run,) = pod_runs(rendered, "Deployment", gateway_deploy, NAMESPACE)
+    namesrv_runs = pod_runs(rendered, "StatefulSet", namesrv_sts, NAMESPACE, secrets, files)
+    broker_runs = [r for sts in broker_sts for r in pod_runs(rendered, "StatefulSet", sts, NAMESPACE, secrets, files)]
+    (gateway_run,) = pod_runs(rendered, "Deployment", gateway_deploy, NAMESPACE, secrets, files)
+    probe = pki.client("admin")
     assert (len(namesrv_runs), len(broker_runs)) == (2, 2)
     ports = iter(free_ports(2 * (len(namesrv_runs) + len(broker_runs) + 1)))
     pods: list[RunningPod] = []
@@ -175,7 +237,7 @@ def topology(
             namesrvs.append(pod)
             dns_to_local[_headless_dns(rendered, namesrv_sts, run)] = f"127.0.0.1:{port}"
         for pod in namesrvs:
-            wait_serving(pod, f"127.0.0.1:{pod.env['MQ_NAMESRV_LISTEN_PORT']}", SERVING_TIMEOUT_S)
+            wait_serving(pod, f"127.0.0.1:{pod.env['MQ_NAMESRV_LISTEN_PORT']}", SERVING_TIMEOUT_S, probe)
         brokers = {}
         for run in broker_runs:
             store = tmp_path_factory.mktemp(run.pod_name)
@@ -189,8 +251,8 @@ def topology(
         gateway = start_container(gateway_run, overrides)
         pods.append(gateway)
         for pod in brokers.values():
-            wait_serving(pod, f"127.0.0.1:{pod.env['MQ_BROKER_LISTEN_PORT']}", SERVING_TIMEOUT_S)
-        wait_serving(gateway, f"127.0.0.1:{gateway_port}", SERVING_TIMEOUT_S)
+            wait_serving(pod, f"127.0.0.1:{pod.env['MQ_BROKER_LISTEN_PORT']}", SERVING_TIMEOUT_S, probe)
+        wait_serving(gateway, f"127.0.0.1:{gateway_port}", SERVING_TIMEOUT_S, probe)
         record_timings({"topology_start_s": round(time.monotonic() - started, 1)})
         yield Topology(
             namesrvs=namesrvs,
@@ -199,6 +261,9 @@ def topology(
             namesrv_addrs=list(dns_to_local.values()),
             gateway_addr=f"127.0.0.1:{gateway_port}",
             pods=pods,
+            pki=pki,
+            dns_to_local=dns_to_local,
+            admin_tls=pki.client_config("admin"),
         )
     finally:
         for pod in pods:
@@ -224,7 +289,7 @@ def test_image_entrypoint_tini_forwards_sigterm(images: dict[str, str]) -> None:
     )
     pod = start_container(run, {})
     try:
-        wait_serving(pod, f"127.0.0.1:{port}", SERVING_TIMEOUT_S)
+        wait_serving(pod, f"127.0.0.1:{port}", SERVING_TIMEOUT_S)  # no TLS settings: plaintext
         assert pod.inspect()["Config"]["Entrypoint"] == ["tini", "--"]
         pod.signal("SIGTERM")
         code = pod.wait_exit(run.termination_grace_s)
@@ -235,9 +300,9 @@ def test_image_entrypoint_tini_forwards_sigterm(images: dict[str, str]) -> None:
     assert [e.get("event") for e in json_lines(logs)][-1] == "stopped"
 
 
-async def _cluster_brokers(namesrv_addr: str) -> dict[str, list[str]]:
+async def _cluster_brokers(namesrv_addr: str, tls: TlsClientConfig) -> dict[str, list[str]]:
     """broker name -> addresses registered on one name server."""
-    async with MQAdminClient([namesrv_addr]) as admin:
+    async with MQAdminClient([namesrv_addr], tls=tls) as admin:
         info = await admin.cluster_list()
     return {name: sorted(data.broker_addrs.values()) for name, data in info.broker_addr_table.items()}
 
@@ -246,7 +311,7 @@ async def _wait_registered(topology: Topology, expected: dict[str, list[str]], t
     deadline = time.monotonic() + timeout_s
     seen: list[dict[str, list[str]]] = []
     while time.monotonic() < deadline:
-        seen = [await _cluster_brokers(a) for a in topology.namesrv_addrs]
+        seen = [await _cluster_brokers(a, topology.admin_tls) for a in topology.namesrv_addrs]
         if all({k: v for k, v in s.items() if v} == expected for s in seen):
             return
         await asyncio.sleep(0.5)
@@ -276,9 +341,138 @@ async def test_topology_runs_as_the_chart_describes(topology: Topology) -> None:
         assert len(started) == 1, pod.logs()[-2000:]
 
 
-def test_spark_image_publishes_every_flight_once(topology: Topology, spark_app: dict[str, Any]) -> None:
+# ------------------------------------------------------------------------------------------ TLS and auth
+
+
+@pytest.fixture(scope="module")
+def bootstrapped(
+    topology: Topology,
+    rendered: list[dict[str, Any]],
+    secrets: dict[str, dict[str, str]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    """Run the chart's auth bootstrap Job (the post-install hook) as Kubernetes would after the install; its log."""
+    (job,) = _workload(rendered, "Job", "auth-bootstrap")
+    (run,) = pod_runs(rendered, "Job", job, NAMESPACE, secrets, tmp_path_factory.mktemp("bootstrap"))
+    entries = run.env["MQ_NAMESRV_ADDR"].split(";")
+    assert set(entries) == set(topology.dns_to_local), entries
+    pod = start_container(run, {"MQ_NAMESRV_ADDR": ";".join(topology.dns_to_local[e] for e in entries)})
+    topology.pods.append(pod)
+    started = time.monotonic()
+    code = pod.wait_exit(BOOTSTRAP_TIMEOUT_S)
+    logs = pod.logs()
+    record_timings({"auth_bootstrap_job_s": round(time.monotonic() - started, 1)})
+    assert code == 0, logs[-4000:]
+    return logs
+
+
+def test_bootstrap_job_creates_the_users_and_acls(topology: Topology, bootstrapped: str) -> None:
+    events = list(json_lines(bootstrapped))
+    applied = {(e["event"], e.get("user") or e.get("subject"), e["broker"]) for e in events if "broker" in e}
+    brokers = {_broker_addr(p) for p in topology.brokers.values()}
+    for broker in brokers:
+        assert {("user_applied", "spark-flights", broker), ("user_applied", "sdk-app", broker)} <= applied
+        assert ("acl_applied", "User:spark-flights", broker) in applied
+    assert events[-1]["event"] == "bootstrap_done"
+    assert not [s for s in SECRETS_SHOWN_NOWHERE if s in bootstrapped]
+
+    async def users_on_every_broker() -> list[set[str]]:
+        pool = ChannelPool(topology.admin_tls, signing_interceptors(SUPER_USER))
+        try:
+            calls = AuthAdminCalls(pool, (SUPER_USER.access_key, SUPER_USER.secret_key))
+            return [{u.username for u in await calls.list_user(addr)} for addr in sorted(brokers)]
+        finally:
+            await pool.close()
+
+    for names in asyncio.run(users_on_every_broker()):
+        assert {"spark-flights", "sdk-app", SUPER_USER.access_key} <= names
+
+
+REFUSALS = {
+    "no credentials": Code.UNAUTHORIZED,
+    "wrong signature": Code.UNAUTHORIZED,
+    "stale date-time": Code.UNAUTHORIZED,
+    "lacking the action": Code.FORBIDDEN,
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+async def test_refused_clients_store_nothing(topology: Topology, bootstrapped: str, case: str) -> None:
+    async with topology.admin() as admin:
+        await admin.update_topic(TopicConfig(REFUSED_TOPIC, 2, 2), cluster_name="DefaultCluster")
+    status = await v2_send(topology.gateway_addr, topology.pki.ca_pem, REFUSED_TOPIC, headers(case, f"e2e-{case}"))
+    assert status.code == REFUSALS[case], status.message
+    assert not [s for s in SECRETS_SHOWN_NOWHERE if s in status.message]
+    if REFUSALS[case] == Code.FORBIDDEN:
+        assert f"Topic:{REFUSED_TOPIC}" in status.message
+    offsets = await _topic_offsets(topology, REFUSED_TOPIC)
+    assert offsets, "the topic has queues"
+    assert all(high == 0 for _, high in offsets.values()), offsets
+
+
+async def test_a_broker_without_the_component_certificate_cannot_register(topology: Topology) -> None:
+    expected = {name: [_broker_addr(pod)] for name, pod in topology.brokers.items()}
+    await _wait_registered(topology, expected, 30.0)
+    impostor = "127.0.0.1:1"
+    # Signed by the cluster's CA but not the brokers' identity: the name server answers NO_PERMISSION (16).
+    for namesrv in topology.namesrv_addrs:
+        code, remark = await register_as(namesrv, topology.pki.client("outsider"), impostor)
+        assert code == ResponseCode.NO_PERMISSION, remark
+    # Without a certificate of the CA the handshake fails: no RPC at all.
+    stranger = Pki(topology.pki.directory.parent / "stranger-pki")
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await register_as(topology.namesrv_addrs[0], stranger.client("broker"), impostor)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    await _wait_registered(topology, expected, 5.0)  # routes unchanged
+    async with topology.admin() as admin:
+        info = await admin.cluster_list()
+    assert impostor not in info.broker_addr_table["broker-a"].broker_addrs.values()
+
+
+@pytest.mark.parametrize("sdk", ["python", "node"])
+def test_official_sdks_send_and_receive_with_credentials_over_tls(
+    topology: Topology, bootstrapped: str, sdk: str, tmp_path: Path
+) -> None:
+    topic, group = f"e2e-sdk-{sdk}", f"e2e-sdk-{sdk}-group"
+    asyncio.run(_make_topic(topology, topic))
+    runner = python_runner(tmp_path / "home") if sdk == "python" else node_runner(tmp_path / "home")
+    runner.env["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = str(topology.pki.ca_file)
+    host_port = topology.gateway_addr.replace("127.0.0.1", "localhost")  # the SDKs verify a host name
+    cfg = {"endpoints": host_port, "access_key": SDK_USER.access_key, "secret_key": SDK_USER.secret_key, "tls": True}
+    messages = sample_messages(f"e2e-{sdk}", 4)
+    sent = runner.run("produce", {**cfg, "topic": topic, "messages": messages})
+    ids = [r["message_id"] for r in sent["receipts"]]
+    assert len(ids) == len(messages)
+    got = runner.run("drain", {**cfg, "topic": topic, "group": group, "count": len(messages), "deadline_s": 120})
+    assert_views_match(got["messages"], messages, ids)
+
+
+async def _make_topic(topology: Topology, topic: str) -> None:
+    async with topology.admin() as admin:
+        await admin.update_topic(TopicConfig(topic, 2, 2), cluster_name="DefaultCluster")
+
+
+async def _make_flights_topic(topology: Topology) -> None:
+    """What an admin does before the Spark user (Pub on Topic:flights only) publishes: create the topic."""
+    config = TopicConfig(FLIGHTS_TOPIC, read_queue_nums=4, write_queue_nums=4)
+    async with topology.admin() as admin:
+        await admin.update_topic(config, cluster_name="DefaultCluster")
+
+
+def _spark_tls_dir(topology: Topology, root: Path) -> Path:
+    """The Spark driver's projected Secret: the CA and its own client certificate (``mq-spark``, no component)."""
+    cert, key = topology.pki.certs["spark"]
+    data = {"ca.crt": topology.pki.ca_pem.decode(), "tls.crt": cert.decode(), "tls.key": key.decode()}
+    return project_volume({"name": "tls", "secret": {"secretName": "spark", "defaultMode": 0o440}}, {},
+                          {"spark": data}, root / "spark-tls", STORE_UID)  # fmt: skip
+
+
+def test_spark_image_publishes_every_flight_once(
+    topology: Topology, bootstrapped: str, spark_app: dict[str, Any], tmp_path: Path
+) -> None:
+    asyncio.run(_make_flights_topic(topology))
     spec = spark_app["spec"]
-    args = list(spec["arguments"])
+    args = [*spec["arguments"], *SPARK_SECURITY]
     local = {"--gateway": topology.gateway_addr, "--namesrv": topology.namesrv_addrs[0]}
     for flag, value in local.items():  # HOST_NETWORK_OVERRIDES (the SparkApplication row)
         args[args.index(flag) + 1] = value
@@ -294,7 +488,10 @@ def test_spark_image_publishes_every_flight_once(topology: Topology, spark_app: 
         command=(),
         args=("driver", "--master", "local[2]", *confs, spec["mainApplicationFile"], *args),
         env={e["name"]: str(e["value"]) for e in driver.get("env", [])},
-        mounts={m["mountPath"]: ("emptyDir", sizes[m["name"]]) for m in driver.get("volumeMounts", [])},
+        mounts={
+            **{m["mountPath"]: ("emptyDir", sizes[m["name"]]) for m in driver.get("volumeMounts", [])},
+            SPARK_TLS_DIR: ("files", str(_spark_tls_dir(topology, tmp_path))),
+        },
         user=f"{security['runAsUser']}:{security['runAsGroup']}",
         read_only_root=bool(security.get("readOnlyRootFilesystem")),
         drop_all_capabilities="ALL" in security["capabilities"]["drop"],
@@ -303,7 +500,14 @@ def test_spark_image_publishes_every_flight_once(topology: Topology, spark_app: 
         termination_grace_s=30,
     )
     started = time.monotonic()
-    pod = start_container(run, {"SPARK_LOCAL_IP": "127.0.0.1"})
+    security = {
+        "MQ_SPARK_ACCESS_KEY": SPARK_USER.access_key,
+        "MQ_SPARK_SECRET_KEY": SPARK_USER.secret_key,
+        "MQ_SPARK_TLS_CA_FILE": f"{SPARK_TLS_DIR}/ca.crt",
+        "MQ_SPARK_TLS_CERT_FILE": f"{SPARK_TLS_DIR}/tls.crt",
+        "MQ_SPARK_TLS_KEY_FILE": f"{SPARK_TLS_DIR}/tls.key",
+    }
+    pod = start_container(run, {"SPARK_LOCAL_IP": "127.0.0.1", **security})
     try:
         code = pod.wait_exit(SPARK_TIMEOUT_S)
         seconds = time.monotonic() - started
@@ -314,7 +518,8 @@ def test_spark_image_publishes_every_flight_once(topology: Topology, spark_app: 
     summary = [e for e in json_lines(logs) if "published" in e][-1]
     assert summary["published"] == summary["rows"] == FLIGHTS_ROWS, summary
     assert summary["failed"] == 0
-    check = asyncio.run(read_back(topology.namesrv_addrs[0], FLIGHTS_TOPIC, FLIGHTS_ROWS))
+    assert not [s for s in SECRETS_SHOWN_NOWHERE if s in logs]
+    check = asyncio.run(_read_back(topology, FLIGHTS_TOPIC, FLIGHTS_ROWS))
     report = check.report()
     record_timings({"spark_publish_s": round(seconds, 1), "spark_summary": summary, "verify": report})
     assert (check.verified, check.missing, check.duplicates, check.unexpected) == (FLIGHTS_ROWS, 0, 0, 0), report
@@ -322,16 +527,37 @@ def test_spark_image_publishes_every_flight_once(topology: Topology, spark_app: 
     assert check.keys_on_many_queues == 0
 
 
-async def _topic_offsets(namesrv_addr: str, topic: str, broker: str) -> dict[int, tuple[int, int]]:
-    async with MQAdminClient([namesrv_addr]) as admin:
+async def _read_back(topology: Topology, topic: str, expected_rows: int, max_seconds: float = 600.0) -> RowIdCheck:
+    """mq_spark.verify.read_back over the cluster's TLS, pulls signed by the super user."""
+    check = RowIdCheck(expected_rows)
+    deadline = time.monotonic() + max_seconds
+    pool = ChannelPool(topology.admin_tls, signing_interceptors(SUPER_USER))
+    try:
+        async with PullConsumer(topology.namesrv_addrs[:1], VERIFY_CONSUMER_GROUP, pool=pool) as consumer:
+            queues = await consumer.fetch_subscribe_message_queues(topic)
+            await asyncio.gather(*(pull_queue(consumer, q, check, deadline) for q in queues))
+    finally:
+        await pool.close()
+    return check
+
+
+async def _topic_offsets(topology: Topology, topic: str, broker: str | None = None) -> dict[int, tuple[int, int]]:
+    """queue id -> (min, max offset) of ``topic`` on ``broker`` (None: summed over every broker)."""
+    async with topology.admin() as admin:
         stats = await admin.topic_status(topic)
+    if broker is None:
+        out: dict[int, tuple[int, int]] = {}
+        for s in stats:
+            low, high = out.get(s.queue_id, (0, 0))
+            out[s.queue_id] = (low + s.min_offset, high + s.max_offset)
+        return out
     return {s.queue_id: (s.min_offset, s.max_offset) for s in stats if s.broker_name == broker}
 
 
 async def _send_until(topology: Topology, topic: str, broker: str, limit: int) -> int:
     """Send probe messages through the gateway until one lands on ``broker``; returns how many were sent."""
     deadline = time.monotonic() + 60.0
-    async with MQAdminClient(topology.namesrv_addrs, gateway_addr=topology.gateway_addr) as admin:
+    async with topology.admin(gateway=True) as admin:
         for i in range(limit):
             result = await admin.send_message(topic, json.dumps({"probe": i}).encode(), keys=[f"probe-{i}"])
             assert result.send_status == "SEND_OK"
@@ -346,12 +572,11 @@ async def _send_until(topology: Topology, topic: str, broker: str, limit: int) -
 async def test_broker_sigterm_is_clean_and_restart_keeps_its_data(topology: Topology) -> None:
     name = "broker-b"
     pod = topology.brokers[name]
-    namesrv = topology.namesrv_addrs[0]
-    async with MQAdminClient([namesrv]) as admin:
+    async with topology.admin() as admin:
         await admin.update_topic(TopicConfig(PROBE_TOPIC, 2, 2), cluster_name="DefaultCluster")
     await _wait_registered(topology, {n: [_broker_addr(p)] for n, p in topology.brokers.items()}, 30.0)
     await _send_until(topology, PROBE_TOPIC, name, 40)
-    before = await _topic_offsets(namesrv, PROBE_TOPIC, name)
+    before = await _topic_offsets(topology, PROBE_TOPIC, name)
     assert sum(hi for _, hi in before.values()) > 0
     (store,) = pod.claims.values()
     store_root = Path(pod.env["MQ_BROKER_STORE_PATH_ROOT_DIR"].replace("/var/lib/rocketmq", str(store), 1))
@@ -373,7 +598,7 @@ async def test_broker_sigterm_is_clean_and_restart_keeps_its_data(topology: Topo
     assert (store_root / "checkpoint").exists()
     others = {n: [_broker_addr(p)] for n, p in topology.brokers.items() if n != name}
     await _wait_registered(topology, others, 5.0)  # unregistered at once, not expired after 120 s
-    async with MQAdminClient([namesrv]) as admin:
+    async with topology.admin() as admin:
         route = await admin.topic_route(PROBE_TOPIC)
     assert {b.broker_name for b in route.broker_datas} == set(others)
 
@@ -382,21 +607,21 @@ async def test_broker_sigterm_is_clean_and_restart_keeps_its_data(topology: Topo
     again = start_container(pod.run, pod.env, pod.claims)
     topology.brokers[name] = again
     topology.pods.append(again)
-    wait_serving(again, _broker_addr(again), SERVING_TIMEOUT_S)
+    wait_serving(again, _broker_addr(again), SERVING_TIMEOUT_S, topology.pki.client("admin"))
     restart_s = time.monotonic() - started
     (line,) = [e for e in json_lines(again.logs()) if e.get("event") == "started"]
     assert line["last_exit_ok"] is True
     await _wait_registered(topology, {n: [_broker_addr(p)] for n, p in topology.brokers.items()}, 30.0)
-    restored = await _topic_offsets(namesrv, PROBE_TOPIC, name)
+    restored = await _topic_offsets(topology, PROBE_TOPIC, name)
     assert restored.keys() == before.keys()
     assert all(restored[q][1] >= before[q][1] for q in before), (before, restored)
     lost = [(b, q, o) for b, q, o in acked if b == name and o >= restored[q][1]]
     assert not lost, f"acknowledged sends missing after the restart: {lost[:10]}"
-    if await _has_topic(namesrv):  # the Spark test ran: every flight is still there, once
-        check = await read_back(namesrv, FLIGHTS_TOPIC, FLIGHTS_ROWS)
+    if await _has_topic(topology):  # the Spark test ran: every flight is still there, once
+        check = await _read_back(topology, FLIGHTS_TOPIC, FLIGHTS_ROWS)
         assert (check.verified, check.missing, check.duplicates) == (FLIGHTS_ROWS, 0, 0), check.report()
     sent = await _send_until(topology, PROBE_TOPIC, name, 40)
-    after = await _topic_offsets(namesrv, PROBE_TOPIC, name)
+    after = await _topic_offsets(topology, PROBE_TOPIC, name)
     assert sum(hi for _, hi in after.values()) > sum(hi for _, hi in before.values())
     record_timings(
         {
@@ -414,7 +639,7 @@ async def _send_while(topology: Topology, stop: asyncio.Event, limit: int = 3_00
     """Probe sends through the gateway until ``stop`` (at most ``limit``); returns the acknowledged ones as
     (broker name, queue id, queue offset). Failed sends (the broker going away) are allowed, not counted."""
     acked: list[tuple[str, int, int]] = []
-    async with MQAdminClient(topology.namesrv_addrs, gateway_addr=topology.gateway_addr) as admin:
+    async with topology.admin(gateway=True) as admin:
         for i in range(limit):
             if stop.is_set():
                 break
@@ -428,9 +653,14 @@ async def _send_while(topology: Topology, stop: asyncio.Event, limit: int = 3_00
     return acked
 
 
+async def _has_topic(topology: Topology) -> bool:
+    async with topology.admin() as admin:
+        return FLIGHTS_TOPIC in await admin.topic_list()
+
+
 async def test_gateway_sigterm_drains_and_exits_cleanly(topology: Topology) -> None:
     gateway = topology.gateway
-    async with MQAdminClient(topology.namesrv_addrs, gateway_addr=topology.gateway_addr) as admin:
+    async with topology.admin(gateway=True) as admin:
         await admin.update_topic(TopicConfig(PROBE_TOPIC, 2, 2), cluster_name="DefaultCluster")
         result = await admin.send_message(PROBE_TOPIC, b'{"before": "sigterm"}')
     assert result.send_status == "SEND_OK"
@@ -441,8 +671,3 @@ async def test_gateway_sigterm_drains_and_exits_cleanly(topology: Topology) -> N
     events = [e.get("event") for e in json_lines(logs)]
     assert "gateway_stopped" in events
     assert events[-1] == "stopped"
-
-
-async def _has_topic(namesrv: str) -> bool:
-    async with MQAdminClient([namesrv]) as admin:
-        return FLIGHTS_TOPIC in await admin.topic_list()

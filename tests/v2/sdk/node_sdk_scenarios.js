@@ -18,6 +18,10 @@ const now = () => performance.now() / 1000;
 // access_key/secret_key in cfg sign every call (the SDK's sessionCredentials: accessKey, accessSecret).
 function clientOptions(cfg) {
   const options = { endpoints: cfg.endpoints, namespace: "", requestTimeout: (cfg.request_timeout_s ?? 3) * 1000 };
+  // tls: the SDK's sslEnabled (the CA from GRPC_DEFAULT_SSL_ROOTS_FILE_PATH in the environment).
+  if (cfg.tls) {
+    options.sslEnabled = true;
+  }
   if (cfg.access_key) {
     options.sessionCredentials = { accessKey: cfg.access_key, accessSecret: cfg.secret_key };
   }

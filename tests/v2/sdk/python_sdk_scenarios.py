@@ -35,7 +35,9 @@ POLL_S = 0.2
 
 
 def config_of(cfg: dict[str, Any]) -> ClientConfiguration:
-    """The SDK's configuration; ``access_key``/``secret_key`` in ``cfg`` sign every call (SessionCredentials)."""
+    """The SDK's configuration; ``access_key``/``secret_key`` in ``cfg`` sign every call (SessionCredentials).
+    ``tls`` in ``cfg`` turns TLS on (the Producer's/SimpleConsumer's tls_enable; the CA from the environment's
+    GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)."""
     credentials = Credentials(cfg.get("access_key", ""), cfg.get("secret_key", ""))
     return ClientConfiguration(cfg["endpoints"], credentials, request_timeout=cfg.get("request_timeout_s", 3))
 
@@ -55,7 +57,7 @@ def view(message: Any) -> dict[str, Any]:
 
 def produce(cfg: dict[str, Any]) -> dict[str, Any]:
     """Send each of ``messages`` [{body, tag, keys, properties}] to ``topic``: their SendReceipts."""
-    producer = Producer(config_of(cfg), (cfg["topic"],))
+    producer = Producer(config_of(cfg), (cfg["topic"],), tls_enable=cfg.get("tls", False))
     producer.startup()
     try:
         receipts = []
@@ -78,7 +80,8 @@ def produce(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def simple_consumer(cfg: dict[str, Any]) -> SimpleConsumer:
     subscription = {cfg["topic"]: FilterExpression(cfg.get("filter", "*"))}
-    consumer = SimpleConsumer(config_of(cfg), cfg["group"], subscription, await_duration=cfg.get("await_s", 5))
+    await_s, tls = cfg.get("await_s", 5), cfg.get("tls", False)
+    consumer = SimpleConsumer(config_of(cfg), cfg["group"], subscription, await_duration=await_s, tls_enable=tls)
     consumer.startup()
     return consumer
 

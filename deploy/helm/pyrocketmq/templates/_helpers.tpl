@@ -95,6 +95,7 @@ listen_host: "0.0.0.0"
 listen_port: {{ .Values.namesrv.port }}
 metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
 cluster_name: {{ .Values.clusterName | quote }}
+{{- include "pyrocketmq.tlsOwnedConfig" (dict "root" . "component" "namesrv") }}
 {{- end -}}
 
 {{/* Call with (dict "root" $ "group" $group). broker_ip is per pod (env), not here. */}}
@@ -107,6 +108,8 @@ broker_name: {{ .group.name | quote }}
 broker_id: 0
 namesrv_addr: {{ include "pyrocketmq.namesrvAddr" .root | quote }}
 store_path_root_dir: /var/lib/rocketmq/store
+{{ include "pyrocketmq.authOwnedConfig" .root }}
+{{- include "pyrocketmq.tlsOwnedConfig" (dict "root" .root "component" "broker") }}
 {{- end -}}
 
 {{- define "pyrocketmq.gatewayOwnedConfig" -}}
@@ -115,6 +118,8 @@ listen_port: {{ .Values.gateway.port }}
 metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
 cluster_name: {{ .Values.clusterName | quote }}
 namesrv_addr: {{ include "pyrocketmq.namesrvAddr" . | quote }}
+{{ include "pyrocketmq.authOwnedConfig" . }}
+{{- include "pyrocketmq.tlsOwnedConfig" (dict "root" . "component" "gateway") }}
 {{- end -}}
 
 {{/* Pod-level security context (restricted Pod Security Standard). */}}
@@ -142,36 +147,53 @@ seccompProfile:
 {{- end -}}
 
 {{/* checkov skip annotations, each with its reason (README.md lists them). Empty when nothing is skipped. */}}
+{{- /* Call with the root context, or (dict "root" $ "envSecrets" true) for pods that take auth.existingSecret as env. */ -}}
 {{- define "pyrocketmq.checkovAnnotations" -}}
+{{- $root := .root | default . -}}
 {{- $skips := list -}}
-{{- if not .Values.image.digest -}}
+{{- if not $root.Values.image.digest -}}
 {{- $skips = append $skips "CKV_K8S_43=The image is referenced by tag while image.digest is empty; set image.digest to pin it (docs/deployment.md)" -}}
-{{- if ne .Values.image.pullPolicy "Always" -}}
-{{- $skips = append $skips (printf "CKV_K8S_15=image.pullPolicy is %s on purpose (images side-loaded into a dev cluster); use Always or image.digest elsewhere" .Values.image.pullPolicy) -}}
+{{- if ne $root.Values.image.pullPolicy "Always" -}}
+{{- $skips = append $skips (printf "CKV_K8S_15=image.pullPolicy is %s on purpose (images side-loaded into a dev cluster); use Always or image.digest elsewhere" $root.Values.image.pullPolicy) -}}
 {{- end -}}
+{{- end -}}
+{{- if and .envSecrets $root.Values.auth.enabled -}}
+{{- $skips = append $skips "CKV_K8S_35=The services read settings from env only (pydantic-settings): auth.existingSecret reaches them by secretKeyRef, never a ConfigMap, and is never logged" -}}
 {{- end -}}
 {{- range $i, $skip := $skips }}
 checkov.io/skip{{ add1 $i }}: {{ $skip | quote }}
 {{- end -}}
 {{- end -}}
 
-{{/* Native gRPC probes on grpc.health.v1 (service ""). Call with (dict "port" 9876 "c" $componentValues). */}}
+{{/*
+Probes. Plaintext: native gRPC probes on grpc.health.v1 (service ""). TLS: the kubelet's gRPC probe cannot speak
+TLS, so the probes open a TCP connection to the gRPC port instead. Call with (dict "port" 9876 "c" $componentValues
+"tls" $tlsEnabled).
+*/}}
+{{- define "pyrocketmq.probeAction" -}}
+{{- if .tls }}
+tcpSocket:
+  port: {{ .port }}
+{{- else }}
+grpc:
+  port: {{ .port }}
+{{- end }}
+{{- end -}}
+
 {{- define "pyrocketmq.probes" -}}
+{{- $action := include "pyrocketmq.probeAction" . | trim }}
 startupProbe:
-  grpc:
-    port: {{ .port }}
+  {{- $action | nindent 2 }}
   periodSeconds: {{ .c.startupProbe.periodSeconds }}
   failureThreshold: {{ .c.startupProbe.failureThreshold }}
   timeoutSeconds: 2
 readinessProbe:
-  grpc:
-    port: {{ .port }}
+  {{- $action | nindent 2 }}
   periodSeconds: {{ .c.readinessProbe.periodSeconds }}
   failureThreshold: {{ .c.readinessProbe.failureThreshold }}
   timeoutSeconds: 2
 livenessProbe:
-  grpc:
-    port: {{ .port }}
+  {{- $action | nindent 2 }}
   periodSeconds: {{ .c.livenessProbe.periodSeconds }}
   failureThreshold: {{ .c.livenessProbe.failureThreshold }}
   timeoutSeconds: 3

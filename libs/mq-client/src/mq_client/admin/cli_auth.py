@@ -36,10 +36,10 @@ from mq_client.admin.admin_client import MQAdminClient
 from mq_client.admin.cli_common import (
     OutputFormat,
     OutputOption,
+    admin_tls,
     app,
     emit,
     global_credentials,
-    global_tls,
     require_one_target,
     run_admin,
 )
@@ -104,7 +104,7 @@ def _run_auth(
 
     async def each(admin: MQAdminClient) -> list[tuple[str, _T]]:
         addrs = await admin.resolve_broker_addrs(broker_addr, cluster_name)
-        pool = ChannelPool(global_tls())
+        pool = ChannelPool(admin_tls())  # the brokers' port is TLS when the invocation is
         try:
             calls = AuthAdminCalls(pool, signing)
             return [(addr, await action(calls, addr)) for addr in addrs]

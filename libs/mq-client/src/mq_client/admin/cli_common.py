@@ -54,14 +54,14 @@ class _State:
     credentials: Credentials | None = None
 
 
-def global_tls() -> TlsClientConfig | None:
-    """The TLS client configuration of the global ``--tls*`` options (None: plaintext)."""
-    return _State.tls
-
-
 def global_credentials() -> Credentials | None:
     """The global ``--accessKey``/``--secretKey`` (MQ_ACCESS_KEY/MQ_SECRET_KEY) pair, None unless both are set."""
     return _State.credentials
+
+
+def admin_tls() -> TlsClientConfig | None:
+    """The TLS of this invocation (``--tls`` and friends; None: plaintext), for verbs that open their own pools."""
+    return _State.tls
 
 
 def split_addrs(value: str) -> tuple[str, ...]:
