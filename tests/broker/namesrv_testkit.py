@@ -3,6 +3,7 @@ every RegisterBroker and UnregisterBroker it is sent and answers SUCCESS (the wi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,10 +16,13 @@ class RecordingNameServer(namesrv_pb2_grpc.NameServerServicer):
     def __init__(self) -> None:
         self.registrations: list[namesrv_pb2.RegisterBrokerRequest] = []
         self.unregistrations: list[namesrv_pb2.UnregisterBrokerRequest] = []
+        self.register_delay_s = 0.0  # a slow name server: each RegisterBroker is recorded this much later
 
     async def RegisterBroker(
         self, request: namesrv_pb2.RegisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> namesrv_pb2.RegisterBrokerResponse:
+        if self.register_delay_s:
+            await asyncio.sleep(self.register_delay_s)
         self.registrations.append(request)
         return namesrv_pb2.RegisterBrokerResponse(code=ResponseCode.SUCCESS)
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from broker_grpc_testkit import RunningBrokers, closed_port, stream_send
+from broker_grpc_testkit import RunningBrokers, closed_port, send_request, stream_send
 from mq.broker.v1 import broker_pb2
 from mq.common.v1 import common_pb2
 from mq_common.response_code import ResponseCode
@@ -91,3 +91,18 @@ async def test_a_broker_without_name_servers_registers_nowhere(brokers: RunningB
     sent = await stream_send(stub, broker_pb2.SendMessageRequest(topic="Any", body=b"x", default_topic="TBW102"))
     assert sent.code == ResponseCode.SUCCESS
     await brokers.stop_all()  # nothing to unregister from
+
+
+async def test_a_send_that_creates_a_topic_is_answered_after_its_route_is_registered(
+    namesrv: tuple[RecordingNameServer, str], brokers: RunningBrokers, tmp_path: Path
+) -> None:
+    """The first send of an auto-created topic returns once a registration carrying the topic has reached the
+    name server, so a consumer asking for the route right after the send finds it (the README's example), even
+    from a slow name server."""
+    recorder, addr = namesrv
+    _controller, stub = await brokers.start(tmp_path / "store", namesrv_addr=addr, broker_name="broker-x")
+    await wait_for(lambda: len(recorder.registrations) >= 1)
+    recorder.register_delay_s = 0.3  # well inside the send path's bound (AUTO_CREATE_ROUTE_WAIT_S)
+    answer = await stream_send(stub, send_request("AutoMade"))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assert "AutoMade" in recorder.registrations[-1].topic_config_table

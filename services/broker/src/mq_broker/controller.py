@@ -309,6 +309,8 @@ class BrokerController:
             timeout_ms=s.register_broker_timeout_ms,
         )
         topics.on_change = self.registrar.trigger
+        if self.send_processor is not None:
+            self.send_processor.route_published = self.registrar.next_round
         self.registrar.start()
 
     def build_registration(self) -> BrokerRegistration:

@@ -59,6 +59,7 @@ class BrokerRegistrar:
         self.last_results: dict[str, bool] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._round_waiters: list[asyncio.Future[None]] = []
 
     def start(self) -> None:
         """Start the periodic task (its first round runs at once). Event loop."""
@@ -69,12 +70,25 @@ class BrokerRegistrar:
         """Register again as soon as possible (a topic was created or changed)."""
         self._wake.set()
 
+    async def next_round(self) -> None:
+        """Trigger a round and wait until a round that started after this call has ended (whatever its results).
+        The send path awaits it, bounded, after a send created a topic, so the route exists at the name servers
+        when the send is answered. Event loop."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._round_waiters.append(waiter)
+        self.trigger()
+        await waiter
+
     async def _run(self) -> None:
         while True:
+            waiters, self._round_waiters = self._round_waiters, []
             try:
                 await self.register_all()
             except Exception as exc:  # never let the periodic task die
                 log.error("register_round_failed", error=repr(exc))
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval_ms / 1000)
             self._wake.clear()

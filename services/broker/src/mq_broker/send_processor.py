@@ -11,10 +11,12 @@ outcomes are ``SendMessageResponseHeader.code`` + ``remark`` (RocketMQ numbers).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from mq_common.codec import (
@@ -70,6 +72,8 @@ if TYPE_CHECKING:
 # queue); apache/rocketmq#9027 (Dec 2024) switched it to INVALID_PARAMETER.
 QUEUE_ID_ILLEGAL_CODE: Final = ResponseCode.SYSTEM_ERROR
 SHUTTING_DOWN_REMARK: Final = "the broker is shutting down, message store has been shut down"
+AUTO_CREATE_ROUTE_WAIT_S: Final = 1.0
+"""How long a send that auto-created a topic waits for the registration round that publishes its route."""
 _UNKNOWN_HOST: Final = host_to_bytes("0.0.0.0", 0)
 
 
@@ -95,6 +99,18 @@ class SendMessageProcessor:
         self.accepting = True
         self._random = random.Random()
         self.metrics: BrokerMetrics | None = None
+        # Set by the controller to BrokerRegistrar.next_round: a send that auto-created a topic is answered once
+        # the name servers have its route (at most AUTO_CREATE_ROUTE_WAIT_S later), so a consumer that asks for the
+        # route right after the first send finds it.
+        self.route_published: Callable[[], Awaitable[None]] | None = None
+
+    async def _publish_created_topics(self, version_before: object) -> None:
+        """After a put: when the topic table changed since ``version_before`` (a topic was auto-created), wait for
+        a registration round, bounded by AUTO_CREATE_ROUTE_WAIT_S (a slow name server only delays the answer)."""
+        if self.route_published is None or self.topics.data_version == version_before:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.route_published(), AUTO_CREATE_ROUTE_WAIT_S)
 
     def stop_accepting(self) -> None:
         """Later sends get SERVICE_NOT_AVAILABLE (SIGTERM, first step)."""
@@ -111,6 +127,7 @@ class SendMessageProcessor:
         inners: list[MessageExtBrokerInner] = []
         uniq_keys: list[str] = []
         positions: list[int] = []
+        version_before = self.topics.data_version
         for i, request in enumerate(requests):
             try:
                 inner, uniq_key = self._prepare(request, peer_host)
@@ -127,6 +144,7 @@ class SendMessageProcessor:
                 self.metrics.on_put(inners, results, (time.perf_counter() - begin) * 1000.0, peer_host)
             for i, inner, uniq_key, result in zip(positions, inners, uniq_keys, results, strict=True):
                 replies[i] = self._reply_for(result, inner, uniq_key)
+            await self._publish_created_topics(version_before)
         out = [r for r in replies if r is not None]
         assert len(out) == len(requests)
         return out
@@ -146,6 +164,7 @@ class SendMessageProcessor:
             default_topic=request.default_topic,
             default_topic_queue_nums=request.default_topic_queue_nums,
         )
+        version_before = self.topics.data_version
         try:
             if not self.accepting:
                 raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
@@ -170,6 +189,7 @@ class SendMessageProcessor:
         result = await self.store.put_message_batch(batch)
         if self.metrics is not None:
             self.metrics.on_put_batch(batch, result, (time.perf_counter() - begin) * 1000.0, peer_host)
+        await self._publish_created_topics(version_before)
         if not result.status.is_stored:
             failed = self._reply_for(result, MessageExtBrokerInner(request.topic, queue_id, b""), "")
             return SendMessageBatchResponseHeader(code=failed.code, remark=result.remark or failed.remark)
