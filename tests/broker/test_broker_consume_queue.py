@@ -156,3 +156,15 @@ def test_put_units_writes_what_unit_by_unit_puts_write(tmp_path: Path, runs: lis
     finally:
         for cq in queues.values():
             cq.close()
+
+
+def test_a_file_destroyed_under_the_flusher_needs_no_flush(tmp_path: Path) -> None:
+    """The flusher thread may hold a ConsumeQueue file that DeleteTopic or the clean service closes meanwhile: its
+    units need no flush (None), and the read must not fail the store (it once raised struct.error, which made the
+    whole store read-only)."""
+    cq = ConsumeQueue("T", 0, tmp_path, units_per_file=4)
+    assert cq.put_message_position_info(100, 50, 7, queue_offset=0)
+    assert cq.first_unflushed_physic_offset() == 100
+    for mapped in cq.mapped_file_queue.mapped_files:
+        mapped.close()  # what destroy() does first, while the flusher still holds the file
+    assert cq.first_unflushed_physic_offset() is None

@@ -321,7 +321,10 @@ class ConsumeQueue:
         mapped = mfq.find_mapped_file_by_offset(flushed)
         if mapped is None:
             return None
-        phys, size, _tags = CQ_UNIT.unpack(mapped.read(flushed - mapped.file_from_offset, CQ_UNIT.size))
+        raw = mapped.read(flushed - mapped.file_from_offset, CQ_UNIT.size)
+        if len(raw) < CQ_UNIT.size:  # the file was destroyed meanwhile (queue deleted, expired): nothing to flush
+            return None
+        phys, size, _tags = CQ_UNIT.unpack(raw)
         return 0 if size == BLANK_UNIT_SIZE else phys
 
     def flush(self, least_pages: int = 0) -> int:
