@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq.gateway.v1 import gateway_pb2
 from mq.namesrv.v1 import namesrv_pb2
+from mq_common.constants import MixAll
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.testing import spec_for_tests
 from proto_grammar import RANDOM_BYTES, FuzzRequest
@@ -92,6 +93,19 @@ class StoreSnapshot:
 
     topics: frozenset[str]
     max_offsets: tuple[tuple[str, int, int], ...]
+
+    def without_empty_retry_topics(self) -> StoreSnapshot:
+        """The snapshot less the ``%RETRY%<group>`` topics that hold nothing: a consumer's Heartbeat or PopMessage
+        creates its group's retry topic (RocketMQ's createTopicInSendMessageBackMethod), whatever the answer, so
+        an empty one is consumer metadata of an accepted call, not something stored from a refused request."""
+        empty = {
+            topic
+            for topic in self.topics
+            if topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
+            and all(offset == 0 for name, _queue, offset in self.max_offsets if name == topic)
+        }
+        kept = tuple(entry for entry in self.max_offsets if entry[0] not in empty)
+        return StoreSnapshot(self.topics - empty, kept)
 
 
 async def store_snapshot(cluster: LocalCluster) -> StoreSnapshot:

