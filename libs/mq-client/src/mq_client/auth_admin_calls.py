@@ -12,12 +12,11 @@ INVALID_PARAMETER 29 for a malformed user or ACL).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
+from mq_common.auth.interceptor import SigningInterceptor
 from mq_common.auth.model import Acl, User
-from mq_common.auth.signature import sign
-from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
+from mq_common.auth.settings import Credentials
+from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool, StubCache
 from mq_common.channels import seconds as _seconds
 from mq_common.errors import MQClientError
 from mq_common.grpc_errors import invoke as _invoke
@@ -45,19 +44,17 @@ class AuthAdminCalls:
     has credentials)."""
 
     def __init__(self, pool: ChannelPool, credentials: tuple[str, str] | None = None) -> None:
-        """``credentials`` (access key, secret key): sign every call (MQv2-HMAC-SHA1, mq_common.auth.signature);
-        None sends unsigned calls (or lets ``pool``'s interceptors sign)."""
-        self._pool = pool
-        self._credentials = credentials
+        """``credentials`` (access key, secret key): sign every call (MQv2-HMAC-SHA1, the headers of the current
+        second from mq_common.auth.interceptor.SigningInterceptor); None sends unsigned calls (or lets ``pool``'s
+        interceptors sign)."""
+        self._stubs = StubCache(pool, broker_pb2_grpc.BrokerStub)
+        self._signer = SigningInterceptor(Credentials(*credentials)) if credentials is not None else None
 
     def _signed(self) -> tuple[tuple[str, str], ...] | None:
-        if self._credentials is None:
-            return None
-        access_key, secret_key = self._credentials
-        return sign(access_key, secret_key, datetime.now(UTC))
+        return self._signer.headers() if self._signer is not None else None
 
     def _stub(self, addr: str) -> broker_pb2_grpc.BrokerAsyncStub:
-        return broker_pb2_grpc.BrokerStub(self._pool.get(addr))
+        return self._stubs.get(addr)
 
     # --- what the gateway's AuthMetadataProvider reads ------------------------------------------------------------
 

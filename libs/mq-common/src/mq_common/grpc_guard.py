@@ -114,7 +114,9 @@ class RequestGuard(grpc.aio.ServerInterceptor):
 
     def __init__(self, limits: RequestLimits) -> None:
         self._limits = limits
-        self._plans: dict[str, Any] = {}
+        # Per registered method (bounded by the services' protos): its bounds plan and request type name, so a
+        # call costs no descriptor lookup.
+        self._plans: dict[str, tuple[Any, str]] = {}
         self._log = _LogLimiter()
 
     async def intercept_service(
@@ -128,11 +130,12 @@ class RequestGuard(grpc.aio.ServerInterceptor):
         # A handler that parses the raw bytes itself (the gateway's SendBatch) still gets its bounds checked.
         deserialize = handler.request_deserializer or _raw
         method = str(handler_call_details.method)
-        descriptor = _request_descriptor(method)
-        if method not in self._plans:  # one entry per registered method: bounded by the services' protos
-            self._plans[method] = build_plan(self._limits.bounds.get(method, ()), descriptor)
-        type_name = descriptor.name if descriptor is not None else "its request type"
-        guarded = _guarded_deserializer(deserialize, self._plans[method], type_name)
+        planned = self._plans.get(method)
+        if planned is None:
+            descriptor = _request_descriptor(method)
+            type_name = descriptor.name if descriptor is not None else "its request type"
+            planned = self._plans[method] = (build_plan(self._limits.bounds.get(method, ()), descriptor), type_name)
+        guarded = _guarded_deserializer(deserialize, *planned)
         return self._wrap(handler, guarded, method)
 
     def _wrap(
