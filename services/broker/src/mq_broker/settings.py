@@ -15,12 +15,12 @@ from typing import ClassVar
 from mq_common.auth.settings import AuthSettings
 from mq_common.constants import MixAll, PermName
 from mq_common.settings import ServiceSettings, config_from_settings, mirrored_field
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from mq_broker.consumer.pop.context import PopConfig
 from mq_broker.consumer_metrics import DEFAULT_MAX_CONSUMER_PAIRS
-from mq_broker.store.config import MIN_COMMIT_LOG_FILE_SIZE_BYTES, FlushDiskType, MessageStoreConfig
+from mq_broker.store.config import MIN_COMMIT_LOG_FILE_SIZE_BYTES, BrokerRole, FlushDiskType, MessageStoreConfig
 from mq_broker.topic_config import DEFAULT_AUTO_CREATE_TOPIC_MAX_TOPICS
 
 DEFAULT_STORE_PATH_ROOT_DIR = Path.home() / "store"
@@ -64,6 +64,7 @@ class BrokerSettings(ServiceSettings, AuthSettings):
         MessageStoreConfig, "mapped_file_size_consume_queue_units", gt=0
     )
     flush_disk_type: FlushDiskType = mirrored_field(MessageStoreConfig, "flush_disk_type")
+    broker_role: BrokerRole = mirrored_field(MessageStoreConfig, "broker_role")
     sync_flush_timeout_ms: int = mirrored_field(MessageStoreConfig, "sync_flush_timeout_ms", gt=0)
     flush_interval_commit_log_ms: int = mirrored_field(MessageStoreConfig, "flush_interval_commit_log_ms", gt=0)
     flush_interval_consume_queue_ms: int = mirrored_field(MessageStoreConfig, "flush_interval_consume_queue_ms", gt=0)
@@ -238,6 +239,13 @@ class BrokerSettings(ServiceSettings, AuthSettings):
 
     auth_max_users: int = Field(default=10_000, gt=0, description="Users config/users.json holds at most.")
     auth_max_acls: int = Field(default=10_000, gt=0, description="ACLs (subjects) config/acls.json holds at most.")
+
+    @model_validator(mode="after")
+    def _slave_has_slave_id(self) -> BrokerSettings:
+        """BrokerStartup's rule: a SLAVE's broker_id is > 0 (0 names the master)."""
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id == MixAll.MASTER_ID:
+            raise ValueError("broker_role SLAVE needs broker_id > 0 (0 is the master's id)")
+        return self
 
     @field_validator("broker_ip")
     @classmethod

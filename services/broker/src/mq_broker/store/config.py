@@ -37,6 +37,18 @@ class FlushDiskType(StrEnum):
     ASYNC_FLUSH = "ASYNC_FLUSH"
 
 
+class BrokerRole(StrEnum):
+    """A broker's part in its broker group. Mirrors org.apache.rocketmq.store.config.BrokerRole.
+
+    ASYNC_MASTER answers a put once stored locally; SYNC_MASTER once ``in_sync_replicas`` copies hold it; SLAVE
+    refuses client writes and stores what its master replicates.
+    """
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
 @dataclass(frozen=True, slots=True)
 class MessageStoreConfig:
     """Store layout, flush policy and limits. Mirrors MessageStoreConfig (names in Python style).
@@ -54,6 +66,9 @@ class MessageStoreConfig:
     )
     flush_disk_type: FlushDiskType = described(
         FlushDiskType.ASYNC_FLUSH, "MessageStoreConfig.flushDiskType: SYNC_FLUSH or ASYNC_FLUSH."
+    )
+    broker_role: BrokerRole = described(
+        BrokerRole.ASYNC_MASTER, "MessageStoreConfig.brokerRole: ASYNC_MASTER, SYNC_MASTER or SLAVE."
     )
     sync_flush_timeout_ms: int = described(5_000, "MessageStoreConfig.syncFlushTimeout: SYNC_FLUSH wait limit, ms.")
     group_commit_wait_interval_ms: int = 10

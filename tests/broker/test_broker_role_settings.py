@@ -1,0 +1,25 @@
+"""BrokerSettings.broker_role (MessageStoreConfig.brokerRole) and BrokerStartup's slave-id rule."""
+
+from __future__ import annotations
+
+import pytest
+from mq_broker.settings import BrokerSettings
+from mq_broker.store.config import BrokerRole
+from pydantic import ValidationError
+
+
+def test_role_defaults_to_async_master_and_reaches_the_store_config() -> None:
+    settings = BrokerSettings()
+    assert settings.broker_role is BrokerRole.ASYNC_MASTER
+    slave = BrokerSettings(broker_role=BrokerRole.SLAVE, broker_id=1)
+    assert slave.message_store_config().broker_role is BrokerRole.SLAVE
+
+
+def test_role_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MQ_BROKER_BROKER_ROLE", "SYNC_MASTER")
+    assert BrokerSettings().broker_role is BrokerRole.SYNC_MASTER
+
+
+def test_a_slave_with_the_master_id_is_refused() -> None:
+    with pytest.raises(ValidationError, match="broker_id > 0"):
+        BrokerSettings(broker_role=BrokerRole.SLAVE, broker_id=0)
