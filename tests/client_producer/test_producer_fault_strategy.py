@@ -158,3 +158,13 @@ def test_pick_one_at_least_of_a_foreign_broker_is_forgotten() -> None:
     assert strategy.select_one_message_queue(info, None) == MessageQueue("T", "broker-a", 0)
     assert "broker-zz" not in lft.items()
     assert "broker-a" in lft.items()
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_isolating_failures_reach_the_broker_failure_listener(enabled: bool) -> None:
+    strategy = MQFaultStrategy(enabled, LatencyFaultTolerance(FakeClock()))
+    failed: list[str] = []
+    strategy.broker_failure_listener = failed.append
+    strategy.update_fault_item("broker-a", 12, isolation=False)
+    strategy.update_fault_item("broker-b", 3000, isolation=True)
+    assert failed == ["broker-b"]

@@ -155,3 +155,53 @@ async def test_periodic_refresh_task_runs_and_stops() -> None:
     queries = len(ns.queries)
     await asyncio.sleep(0.05)
     assert len(ns.queries) == queries
+
+
+async def _settle(routes: TopicRouteManager) -> None:
+    """Wait (bounded) for the failure-driven refresh tasks the manager started."""
+    for _ in range(200):
+        if not routes._failure_refreshes:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("failure-driven route refresh did not end")
+
+
+async def test_a_broker_failure_refreshes_the_topics_it_serves_once_per_interval() -> None:
+    ns = InMemoryNameServer(
+        {
+            "T1": make_route({"broker-a": 2}, addrs={"broker-a": "127.0.0.1:1"}),
+            "T2": make_route({"broker-a": 2, "broker-b": 2}, addrs={"broker-a": "127.0.0.1:1"}),
+            "T3": make_route({"broker-b": 2}),
+        }
+    )
+    routes = manager(ns)
+    for topic in ("T1", "T2", "T3"):
+        await routes.find_publish_info(topic, 1000)
+    ns.queries.clear()
+    changed: list[str] = []
+    routes.master_changed_listener = changed.append
+    # broker-a's group failed over: its slave now serves as the master under the same broker name.
+    ns.routes["T1"] = make_route({"broker-a": 2}, addrs={"broker-a": "127.0.0.1:2"})
+    ns.routes["T2"] = make_route({"broker-a": 2, "broker-b": 2}, addrs={"broker-a": "127.0.0.1:2"})
+    routes.broker_unreachable("broker-a")
+    routes.broker_unreachable("broker-a")  # the same failure seen by another send: no second refresh
+    await _settle(routes)
+    assert sorted(ns.queries) == ["T1", "T2"]
+    assert routes.find_broker_address_in_publish("broker-a") == "127.0.0.1:2"
+    assert changed == ["broker-a"]
+    routes.broker_unreachable("broker-a")  # within FAILURE_REFRESH_MIN_INTERVAL_MS of the last one
+    await _settle(routes)
+    assert sorted(ns.queries) == ["T1", "T2"]
+    routes.broker_unreachable("broker-x")  # serves no cached topic
+    await _settle(routes)
+    assert sorted(ns.queries) == ["T1", "T2"]
+
+
+async def test_a_failure_driven_refresh_that_fails_keeps_the_route() -> None:
+    ns = InMemoryNameServer({"T": make_route({"broker-a": 2})})
+    routes = manager(ns)
+    info = await routes.find_publish_info("T", 1000)
+    ns.error = RemotingError("down")
+    routes.broker_unreachable("broker-a")
+    await _settle(routes)
+    assert routes.publish_info("T") is info

@@ -3,6 +3,7 @@ avoid-last-broker rule, retried vs not retried codes, one shared budget, the fin
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 
 import pytest
@@ -357,6 +358,30 @@ async def test_latency_fault_isolates_a_failed_broker(transport: ScriptedBrokerT
     clock.advance(600_000)
     again = [await producer.send(Message("T", b"x")) for _ in range(8)]
     assert {r.message_queue.broker_name for r in again} == {"broker-a", "broker-b"}
+
+
+async def test_a_failed_over_broker_group_is_followed_and_unisolated(transport: ScriptedBrokerTransport) -> None:
+    """broker-a's master dies and its slave takes over under the same name at a new address: the failed send
+    makes the producer re-fetch broker-a's routes at once, and the new master clears broker-a's isolation."""
+    promoted = "127.0.0.1:10912"
+    ns = two_broker_ns()
+    clock = FakeClock()
+    transport.clock = clock
+    transport.script(A, Step(error=RemotingError("connect to <127.0.0.1:10911> failed")))
+    producer = await make_producer(transport, clock=clock, ns=ns, send_latency_fault_enable=True)
+    await producer.routes.find_publish_info("T", 1000)  # the route before the failover is cached
+    ns.routes["T"] = make_route({"broker-a": 4, "broker-b": 4}, addrs={"broker-a": promoted, "broker-b": B})
+    first = await producer.send(Message("T", b"x"))  # a0 fails (isolating), retried on broker-b
+    assert first.message_queue.broker_name == "broker-b"
+    for _ in range(200):  # bounded: the refresh runs in a task
+        if producer.routes.find_broker_address_in_publish("broker-a") == promoted:
+            break
+        await asyncio.sleep(0.01)
+    assert producer.routes.find_broker_address_in_publish("broker-a") == promoted
+    assert "broker-a" not in producer.fault_strategy.latency_fault_tolerance.items()
+    later = [await producer.send(Message("T", b"x")) for _ in range(8)]
+    assert {r.message_queue.broker_name for r in later} == {"broker-a", "broker-b"}
+    assert promoted in {c.addr for c in transport.calls}
 
 
 async def test_not_retriable_code_does_not_isolate(transport: ScriptedBrokerTransport) -> None:

@@ -168,6 +168,9 @@ class MQFaultStrategy:
         self.latency_max_ms = tuple(latency_max_ms)
         self.not_available_duration_ms = tuple(not_available_duration_ms)
         self.isolation_latency_ms = ISOLATION_LATENCY_MS if isolation_latency_ms is None else isolation_latency_ms
+        # Told the broker name of every isolating failure, whether or not latency fault tolerance is on (the
+        # producer refreshes that broker's routes: a failed-over group's new master is found within seconds).
+        self.broker_failure_listener: Callable[[str], None] | None = None
 
     @classmethod
     def with_tables(
@@ -215,7 +218,10 @@ class MQFaultStrategy:
 
     def update_fault_item(self, broker_name: str, current_latency_ms: int, isolation: bool) -> None:
         """After a send to ``broker_name``: record its latency (``isolation_latency_ms`` when ``isolation``).
-        No-op unless ``send_latency_fault_enable``. Mirrors MQFaultStrategy#updateFaultItem."""
+        No-op unless ``send_latency_fault_enable``, except that an isolating failure is always reported to
+        ``broker_failure_listener``. Mirrors MQFaultStrategy#updateFaultItem."""
+        if isolation and self.broker_failure_listener is not None:
+            self.broker_failure_listener(broker_name)
         if not self.send_latency_fault_enable:
             return
         duration = self.compute_not_available_duration(self.isolation_latency_ms if isolation else current_latency_ms)

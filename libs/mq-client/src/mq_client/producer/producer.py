@@ -112,6 +112,8 @@ class DefaultMQProducer:
         else:
             tables = LATENCY_TABLES[config.latency_fault_tables]
             self.fault_strategy = MQFaultStrategy.with_tables(tables, config.send_latency_fault_enable, lft)
+        self.fault_strategy.broker_failure_listener = self.routes.broker_unreachable
+        self.routes.master_changed_listener = self.fault_strategy.latency_fault_tolerance.remove
         self._kernel = SendKernel(config, self.routes, transport, hooks or ProducerHooks())
         self._batch = BatchSender(self._kernel, self.fault_strategy, clock_ms)
         self._message_batch = MessageBatchSender(self._kernel, self.fault_strategy, clock_ms)

@@ -2,6 +2,12 @@
 servers. Mirrors DefaultMQProducerImpl#tryToFindTopicPublishInfo and MQClientInstance's topicRouteTable,
 brokerAddrTable, #updateTopicRouteInfoFromNameServer and its pollNameServerInterval (30 s) scheduled task.
 
+A send that fails on a broker (an isolating failure: the broker is unreachable or refused) makes the manager
+re-fetch the routes of that broker's topics at once, at most every ``FAILURE_REFRESH_MIN_INTERVAL_MS`` per broker
+name, so a broker group whose master failed over (a slave promoted, registered under the same broker name) is
+followed within seconds instead of at the next 30 s poll; a changed master address is reported to
+``master_changed_listener`` (the producer forgets that broker's fault item). RocketMQ's client waits for the poll.
+
 Lookup order for a topic: the local cache; then the name server; when the name server answers
 TOPIC_NOT_EXIST, the route of the default topic (TBW102) with ``min(default_topic_queue_nums, its read
 queues)`` queues per broker, so the broker auto-creates the topic on the first send. Concurrent lookups of one
@@ -13,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from typing import Protocol
+from collections.abc import Callable
+from typing import Final, Protocol
 
 from mq_common.constants import MixAll
 from mq_common.errors import MQError, RemotingError, RemotingTimeoutError, TopicNotExistError
@@ -29,6 +36,8 @@ from mq_client.producer.topic_publish_info import (
 )
 
 _log = get_logger("mq_client.producer.route_manager")
+
+FAILURE_REFRESH_MIN_INTERVAL_MS: Final = 1_000
 
 
 class NameServerLookup(Protocol):
@@ -66,6 +75,11 @@ class TopicRouteManager:
         self._broker_addrs: dict[str, dict[int, str]] = {}
         self._lookups: dict[str, asyncio.Task[TopicPublishInfo]] = {}
         self._refresh_task: asyncio.Task[None] | None = None
+        # Per broker name: the failure-driven refresh running now, and when the last one started (monotonic ms).
+        self._failure_refreshes: dict[str, asyncio.Task[None]] = {}
+        self._failure_refreshed_at_ms: dict[str, float] = {}
+        # Told a broker name whose master address changed in a fetched route. Event loop.
+        self.master_changed_listener: Callable[[str], None] | None = None
 
     # ---- queries -------------------------------------------------------------------------------------
 
@@ -142,7 +156,13 @@ class TopicRouteManager:
         if not changed and old_info is not None and old_info.ok() and old_info.from_default_topic == is_default:
             return False
         for bd in route.broker_datas:
+            old_addrs = self._broker_addrs.get(bd.broker_name)
             self._broker_addrs[bd.broker_name] = dict(bd.broker_addrs)
+            old_master = None if old_addrs is None else old_addrs.get(MixAll.MASTER_ID)
+            if old_master is not None and old_master != bd.broker_addrs.get(MixAll.MASTER_ID):
+                _log.info("broker_master_changed", broker_name=bd.broker_name, old_master=old_master)
+                if self.master_changed_listener is not None:
+                    self.master_changed_listener(bd.broker_name)
         counter = old_info.send_which_queue if old_info is not None else SendWhichQueue(rng=self._rng)
         info = topic_route_data_to_publish_info(topic, route, counter, from_default_topic=is_default)
         self._routes[topic] = route
@@ -170,6 +190,34 @@ class TopicRouteManager:
             except MQError as exc:
                 _log.warning("topic_route_refresh_failed", topic=topic, error=str(exc))
 
+    def broker_unreachable(self, broker_name: str) -> None:
+        """A send to ``broker_name`` failed: re-fetch the routes of the cached topics it serves, in a task,
+        unless one runs or started less than FAILURE_REFRESH_MIN_INTERVAL_MS ago. Event loop; never raises."""
+        now_ms = asyncio.get_running_loop().time() * 1000.0
+        last_ms = self._failure_refreshed_at_ms.get(broker_name)
+        if broker_name in self._failure_refreshes or (
+            last_ms is not None and now_ms - last_ms < FAILURE_REFRESH_MIN_INTERVAL_MS
+        ):
+            return
+        topics = [
+            t for t, route in self._routes.items() if any(bd.broker_name == broker_name for bd in route.broker_datas)
+        ]
+        if not topics:
+            return
+        self._failure_refreshed_at_ms[broker_name] = now_ms
+        task = asyncio.get_running_loop().create_task(
+            self._refresh_topics(topics), name=f"route-failover-{broker_name}"
+        )
+        self._failure_refreshes[broker_name] = task
+        task.add_done_callback(lambda _: self._failure_refreshes.pop(broker_name, None))
+
+    async def _refresh_topics(self, topics: list[str]) -> None:
+        for topic in topics:
+            try:
+                await self.update_topic_route(topic)
+            except MQError as exc:
+                _log.warning("topic_route_refresh_failed", topic=topic, error=str(exc))
+
     # ---- lifecycle -----------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -187,7 +235,7 @@ class TopicRouteManager:
 
     async def stop(self) -> None:
         """Stop the refresh task and cancel in-flight lookups."""
-        tasks = [t for t in [self._refresh_task, *self._lookups.values()] if t is not None]
+        tasks = [t for t in [self._refresh_task, *self._lookups.values(), *self._failure_refreshes.values()] if t]
         self._refresh_task = None
         for task in tasks:
             task.cancel()
