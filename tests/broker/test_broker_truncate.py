@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_testkit import message, open_store, store_config
+from broker_testkit import message, open_store, served, store_config
 from mq_broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from mq_broker.store.mapped_file import offset_to_file_name
 from mq_broker.store.message import GetMessageStatus
 from mq_broker.store.message_store import DefaultMessageStore
 from mq_broker.store.truncation import TruncateRefusedError
-from mq_common.codec import iter_messages
 
 FILE_SIZE = 2048
 QUEUES = [("TopicA", 0), ("TopicA", 1), ("TopicB", 0), ("TopicB", 2)]
@@ -56,18 +55,6 @@ async def fill(store: DefaultMessageStore, count: int) -> list[Put]:
     return puts
 
 
-def served(store: DefaultMessageStore, topic: str, queue_id: int) -> list[tuple[int, bytes]]:
-    out: list[tuple[int, bytes]] = []
-    offset = 0
-    for _ in range(1000):
-        result = store.get_messages(topic, queue_id, offset, 16)
-        if not result.messages:
-            break
-        out.extend((m.queue_offset, m.body) for m in iter_messages(b"".join(result.messages)))
-        offset = result.next_begin_offset
-    return out
-
-
 def commit_log_sha256(config: MessageStoreConfig, end: int) -> str:
     """sha256 of the CommitLog bytes [0, end) read through plain file I/O."""
     digest = hashlib.sha256()
@@ -89,7 +76,7 @@ def check_cut_state(store: DefaultMessageStore, puts: list[Put], cut: int) -> No
     for topic, queue_id in QUEUES:
         kept = expected_after(puts, cut, topic, queue_id)
         assert store.get_max_offset_in_queue(topic, queue_id) == len(kept)
-        assert served(store, topic, queue_id) == kept
+        assert served(store, queue_id, topic) == kept
         status = store.get_messages(topic, queue_id, len(kept) + 1, 4).status
         assert status in (GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.NO_MESSAGE_IN_QUEUE)
     for p in puts:
@@ -152,7 +139,7 @@ async def test_truncate_keeps_the_prefix_and_the_next_put_continues_from_the_cut
         assert r.is_ok
         assert r.wrote_offset == cut
         assert r.queue_offset == first_cut.queue_offset
-        assert served(store, first_cut.topic, first_cut.queue_id)[-1] == (first_cut.queue_offset, again.body)
+        assert served(store, first_cut.queue_id, first_cut.topic)[-1] == (first_cut.queue_offset, again.body)
         assert store.query_message(first_cut.topic, f"k{cut_index(puts, where)}", 4, 0, 2**62).message_count == 1
         checkpoint = store.checkpoint
         for _ in range(600):  # the restarted flusher makes the new record durable (30 s at most)
@@ -167,7 +154,7 @@ async def test_truncate_keeps_the_prefix_and_the_next_put_continues_from_the_cut
     try:
         assert reopened.last_exit_ok
         assert reopened.commit_log.max_offset == cut + first_cut.wrote_bytes
-        assert served(reopened, first_cut.topic, first_cut.queue_id)[-1] == (first_cut.queue_offset, again.body)
+        assert served(reopened, first_cut.queue_id, first_cut.topic)[-1] == (first_cut.queue_offset, again.body)
     finally:
         reopened.shutdown()
 
@@ -189,7 +176,7 @@ async def test_truncate_refusals_change_nothing(tmp_path: Path) -> None:
             await asyncio.to_thread(slave.truncate_files, puts[3].wrote_offset + 1)
         assert not await asyncio.to_thread(slave.truncate_files, end)
         assert slave.commit_log.max_offset == end
-        assert served(slave, *QUEUES[0]) == expected_after(puts, end, *QUEUES[0])
+        assert served(slave, QUEUES[0][1], QUEUES[0][0]) == expected_after(puts, end, *QUEUES[0])
     finally:
         slave.shutdown()
     with pytest.raises(TruncateRefusedError, match="shut down"):
@@ -230,7 +217,7 @@ def state(store: DefaultMessageStore) -> dict[str, Any]:
 
 
 def served_hex(store: DefaultMessageStore, topic: str, queue_id: int) -> list[list[Any]]:
-    return [[offset, body.hex()] for offset, body in served(store, topic, queue_id)]
+    return [[offset, body.hex()] for offset, body in served(store, queue_id, topic)]
 
 
 async def test_kill_after_truncate_recovers_the_same_state(tmp_path: Path) -> None:
