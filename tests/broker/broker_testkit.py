@@ -14,7 +14,7 @@ from typing import Any
 from mq_broker.store.config import FlushDiskType, MessageStoreConfig
 from mq_broker.store.message import MessageExtBrokerInner
 from mq_broker.store.message_store import DefaultMessageStore
-from mq_common.codec import host_to_bytes
+from mq_common.codec import host_to_bytes, iter_messages
 
 STORE_HOST = host_to_bytes("127.0.0.1", 10911)
 # (flush mode, CommitLog file size): tiny files roll every few messages, 1 MiB files hold them all.
@@ -45,6 +45,19 @@ def open_store(config: MessageStoreConfig) -> DefaultMessageStore:
     store = DefaultMessageStore(config, STORE_HOST)
     store.start()
     return store
+
+
+def served(store: DefaultMessageStore, queue_id: int, topic: str = "TopicTest") -> list[tuple[int, bytes]]:
+    """Every (queue offset, body) the store serves for one queue, pulled from offset 0."""
+    out: list[tuple[int, bytes]] = []
+    offset = 0
+    for _ in range(1000):
+        result = store.get_messages(topic, queue_id, offset, 32)
+        if not result.messages:
+            break
+        out.extend((m.queue_offset, m.body) for m in iter_messages(b"".join(result.messages)))
+        offset = result.next_begin_offset
+    return out
 
 
 def message(

@@ -9,26 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from broker_testkit import MATRIX_IDS, STORE_MATRIX, Stored, crash_writer, message, open_store, store_config
+from broker_testkit import MATRIX_IDS, STORE_MATRIX, Stored, crash_writer, message, open_store, served, store_config
 from mq_broker.store.config import FlushDiskType, MessageStoreConfig
 from mq_broker.store.mapped_file import offset_to_file_name
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
-from mq_common.codec import iter_messages
 
 TOPIC = "TopicTest"
-
-
-def served(store: DefaultMessageStore, queue_id: int, topic: str = TOPIC) -> list[tuple[int, bytes]]:
-    """Every (queue offset, body) the store serves for one queue, pulled from offset 0."""
-    out: list[tuple[int, bytes]] = []
-    offset = 0
-    for _ in range(1000):
-        result = store.get_messages(topic, queue_id, offset, 32)
-        if not result.messages:
-            break
-        out.extend((m.queue_offset, m.body) for m in iter_messages(b"".join(result.messages)))
-        offset = result.next_begin_offset
-    return out
 
 
 def expected(stored: list[Stored], queue_id: int) -> list[tuple[int, bytes]]:

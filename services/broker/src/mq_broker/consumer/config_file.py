@@ -15,22 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar
 
 from mq_common.logging import get_logger
 from mq_common.protocol import DataVersion
 
+from mq_broker.store.atomic_file import BAK_SUFFIX, sibling, write_atomically
+
 log = get_logger("mq_broker.consumer.config_file")
-
-BAK_SUFFIX: Final = ".bak"
-TMP_SUFFIX: Final = ".tmp"
-
-
-def _sibling(path: Path, suffix: str) -> Path:
-    return path.with_name(path.name + suffix)
 
 
 def _read_object(path: Path) -> dict[str, Any] | None:
@@ -63,7 +57,7 @@ def load_json(path: Path) -> dict[str, Any] | None:
         data, primary_error = None, exc
     if data is not None:
         return data
-    bak = _sibling(path, BAK_SUFFIX)
+    bak = sibling(path, BAK_SUFFIX)
     backup = _read_object(bak)  # ValueError when the backup is corrupt too
     if backup is None and primary_error is not None:
         raise ValueError(f"{primary_error}; and no {bak.name}") from primary_error
@@ -73,32 +67,10 @@ def load_json(path: Path) -> dict[str, Any] | None:
 
 
 def persist_json(path: Path, data: Mapping[str, Any]) -> None:
-    """Write ``data`` as indented JSON to ``path`` atomically, keeping the previous file as ``path.bak``.
-    Blocking (fsync of the file and of its directory). Raises OSError (disk full, permissions); ``path`` is then
-    unchanged."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2, sort_keys=False)
-    tmp = _sibling(path, TMP_SUFFIX)
-    with tmp.open("wb") as out:
-        out.write(text.encode("utf-8"))
-        out.flush()
-        os.fsync(out.fileno())
-    if path.exists():
-        bak = _sibling(path, BAK_SUFFIX)
-        bak_tmp = _sibling(bak, TMP_SUFFIX)
-        bak_tmp.unlink(missing_ok=True)
-        os.link(path, bak_tmp)
-        os.replace(bak_tmp, bak)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Write ``data`` as indented JSON to ``path`` atomically, keeping the previous file as ``path.bak``
+    (mq_broker.store.atomic_file). Blocking (fsync of the file and of its directory). Raises OSError (disk full,
+    permissions); ``path`` is then unchanged."""
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=False).encode("utf-8"))
 
 
 class BackgroundPersister:

@@ -465,6 +465,20 @@ class CommitLog:
         mfq.truncate_dirty_files(end, zero_tail=zero_tail, zero_run_stop_bytes=2 * self.config.max_record_size_bytes)
         return end
 
+    def is_offset_aligned(self, offset: int) -> bool:
+        """A valid record (CRC checked), a file's END_OF_FILE blank or the log's end starts at ``offset`` (the log
+        may be cut there). Any thread. Mirrors DefaultMessageStore#isOffsetAligned."""
+        if offset == self.max_offset:
+            return True
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mapped is None:
+            return False
+        pos = offset - mapped.file_from_offset
+        if pos >= mapped.wrote_position:
+            return False
+        size, request = self._check_message_and_return_size(mapped, pos)
+        return size == 0 or request is not None
+
     def _scan(self, index: int, pos: int, dispatch: Callable[[DispatchRequest], None]) -> int:
         files = self.mapped_file_queue.mapped_files
         while index < len(files):

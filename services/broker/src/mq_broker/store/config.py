@@ -229,6 +229,11 @@ class MessageStoreConfig:
         return self.store_path_root_dir / "lock"
 
     @property
+    def epoch_file_path(self) -> Path:
+        """MessageStoreConfig#getStorePathEpochFile: the epoch history (mq_broker.store.epoch_file)."""
+        return self.store_path_root_dir / "epochFileCheckpoint"
+
+    @property
     def max_record_size_bytes(self) -> int:
         """The largest whole record accepted (MessageExtEncoder: body limit + 64 KiB)."""
         return self.max_message_size_bytes + RECORD_OVERHEAD_LIMIT_BYTES

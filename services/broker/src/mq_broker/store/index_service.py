@@ -160,6 +160,17 @@ class IndexService:
                 self.index_files.remove(f)
         self._update_last_indexed()
 
+    def truncate_files(self, phy_offset: int) -> None:
+        """While serving: :meth:`truncate` at ``phy_offset`` under the files lock, and every file flushed again from
+        then on (a full file cut below its end is written anew). The caller keeps the flusher off meanwhile; a
+        query running at the same time may miss entries (it checks each candidate against the CommitLog, so it
+        never returns a message past the cut). Blocking (worker thread). Raises OSError.
+        No RocketMQ counterpart: DefaultMessageStore#truncateDirtyFiles leaves such entries dangling.
+        """
+        with self._files_lock:
+            self.truncate(phy_offset)
+            self._flushed_full.clear()
+
     # --- build (event loop) ----------------------------------------------------------------------------------
 
     def build_index(

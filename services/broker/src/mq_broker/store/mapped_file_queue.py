@@ -267,6 +267,21 @@ class MappedFileQueue:
         self.mapped_files = keep
         self.flushed_where = keep[-1].file_from_offset + keep[-1].flushed_position if keep else 0
 
+    def truncate_to(self, offset: int, *, zero_run_stop_bytes: int = 0) -> None:
+        """While serving: :meth:`truncate_dirty_files` at ``offset`` (the rest of the file holding it zeroed and
+        msynced before any later file is deleted, so a crash midway still recovers to ``offset``), then the
+        prefault and page-cache watermarks brought back to the new end. The caller keeps the flusher and the
+        clean service off the queue meanwhile. Blocking (worker thread). Raises OSError.
+        Mirrors MappedFileQueue#truncateDirtyFiles as DefaultMessageStore#truncateFiles uses it.
+        """
+        self.truncate_dirty_files(offset, zero_tail=True, zero_run_stop_bytes=zero_run_stop_bytes)
+        end = self.max_offset()
+        self._prefault_at = min(self._prefault_at, end)
+        self._page_cache_dropped_where = min(self._page_cache_dropped_where, self.flushed_where)
+        last = self.last_mapped_file()
+        if last is not None:
+            last.page_cache_dropped_until = min(last.page_cache_dropped_until, last.wrote_position)
+
     def close(self) -> None:
         for mapped in [*self.mapped_files, *self._prepared]:
             mapped.close()

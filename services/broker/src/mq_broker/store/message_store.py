@@ -35,8 +35,9 @@ from mq_broker.store.commit_log import (
     CommitLog,
     DispatchRequest,
 )
-from mq_broker.store.config import CQ_UNIT_SIZE_BYTES, FlushDiskType, MessageStoreConfig
+from mq_broker.store.config import CQ_UNIT_SIZE_BYTES, BrokerRole, FlushDiskType, MessageStoreConfig
 from mq_broker.store.consume_queue import ConsumeQueue
+from mq_broker.store.epoch_file import EpochFileCache, EpochFileError
 from mq_broker.store.flush import FlushRealTimeService, FlushService, GroupCommitService
 from mq_broker.store.index_service import (
     MAX_TIMESTAMP_MS,
@@ -62,6 +63,7 @@ from mq_broker.store.queue_deletion import (
     move_queue_dir_aside,
     remove_queue_dir,
 )
+from mq_broker.store.truncation import TruncateRefusedError, truncate_logs
 
 log = get_logger("mq_broker.store")
 
@@ -83,13 +85,15 @@ class DefaultMessageStore:
         self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
         self.index_service = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
         self.checkpoint: StoreCheckpoint | None = None
+        # The epoch history of this store's CommitLog (controller mode); loaded and mended at start().
+        self.epoch_file = EpochFileCache(config.epoch_file_path, lambda: self.commit_log.max_offset)
         self.flush_service: FlushService | None = None
         # Disk space management (expired files, DISK_FULL); replace before start() to inject a clock/disk usage.
         self.clean_service = CleanService(
             config,
             self.commit_log,
             lambda: list(self.consume_queue_table.values()),
-            index_cleaner=self._delete_expired_index,
+            index_cleaner=self._on_commit_log_files_deleted,
         )
         self.prefault_service: PrefaultService | None = None
         if config.prefault_ahead_commit_log_bytes > 0 or config.prefault_ahead_consume_queue_bytes > 0:
@@ -124,6 +128,7 @@ class DefaultMessageStore:
             self._load_consume_queues()
             self.index_service.load()
             self._recover()
+            self._recover_epoch_file()
             self._create_abort_file()
         except OSError as exc:
             self._close_files()
@@ -510,6 +515,92 @@ class DefaultMessageStore:
         delete = getattr(getattr(self, "index_service", None), "delete_expired_file", None)
         if callable(delete):
             delete(min_commit_log_offset)
+
+    # --- epochs and truncation (controller mode) ------------------------------------------------------------------
+
+    def _recover_epoch_file(self) -> None:
+        """Start-up, after the CommitLog's recovery: load the epoch file, drop the entries starting past the
+        recovered max offset (a crash between truncate_files' CommitLog cut and its epoch file write, or bytes an
+        abnormal stop lost) and those wholly below the first CommitLog file. Raises OSError (EINVAL when neither
+        the file nor its .bak checks out: the broker refuses to start rather than forget its epochs)."""
+        try:
+            self.epoch_file.load()
+        except EpochFileError as exc:
+            raise OSError(errno.EINVAL, f"epoch file unusable: {exc}") from exc
+        self.epoch_file.truncate_suffix(self.commit_log.max_offset + 1)  # + 1: an epoch starting at the end stays
+        self.epoch_file.truncate_prefix(self.commit_log.min_offset)
+
+    def _on_commit_log_files_deleted(self, min_commit_log_offset: int) -> None:
+        """Clean service thread, after expired CommitLog files went: trim the index, and the epoch entries wholly
+        below the new min offset (CleanCommitLogService -> AutoSwitchHAService#truncateEpochFilePrefix). A failed
+        epoch file write is logged; the next round tries again."""
+        self._delete_expired_index(min_commit_log_offset)
+        try:
+            self.epoch_file.truncate_prefix(min_commit_log_offset)
+        except OSError as exc:
+            log.error("epoch_file_prefix_truncate_failed", error=str(exc), min_offset=min_commit_log_offset)
+
+    def truncate_files(self, offset: int) -> bool:
+        """Cut the store back to CommitLog ``offset`` (bytes, a record start): the CommitLog, every ConsumeQueue
+        (units of messages ending past it), the index, the topic-queue offsets, the checkpoint and the epoch file,
+        as mq_broker.store.truncation says; False (nothing done) when ``offset`` >= the max offset. Afterwards
+        reads of the cut range find nothing and the next append goes to ``offset``.
+
+        Precondition: nothing writes to the store: it is a SLAVE whose replication is stopped (the HAClient calls
+        this before it asks for data) or it is not writeable. Raises TruncateRefusedError (nothing changed) when
+        the store takes client writes, is not started or has failed, or ``offset`` is below the min offset or not
+        a record start. Raises OSError when a file operation fails: the store is then failed (read-only) and a
+        restart recovers to a consistent state.
+
+        Blocking (stops and restarts the flusher, msync, fsync): call it through ``asyncio.to_thread``; reads on
+        the event loop may go on meanwhile. Mirrors DefaultMessageStore#truncateFiles.
+        """
+        self._check_truncatable()
+        commit_log = self.commit_log
+        if offset >= commit_log.max_offset:
+            return False
+        if offset < commit_log.min_offset or not commit_log.is_offset_aligned(offset):
+            raise TruncateRefusedError(
+                f"offset {offset} is not a record start in [{commit_log.min_offset}, {commit_log.max_offset})"
+            )
+        old_max = commit_log.max_offset
+        self._stop_flusher_for_truncate()
+        checkpoint = self.checkpoint
+        assert checkpoint is not None
+        try:
+            with self.clean_service.round_lock, self._logics_lock:
+                tables = list(self.consume_queue_table.values())
+                truncate_logs(offset, commit_log, tables, self.index_service, checkpoint, self.epoch_file)
+        except OSError as exc:
+            self._fail(f"truncate to {offset} failed: {exc!r}")
+            raise
+        self.dispatched_offset = min(self.dispatched_offset, offset)
+        self.flush_service = self._restart_flusher(self.flush_service)
+        log.info("store_truncated", offset=offset, old_max_offset=old_max, epochs=len(self.epoch_file.entries()))
+        return True
+
+    def _check_truncatable(self) -> None:
+        if not self._started or self.failure is not None:
+            raise TruncateRefusedError(f"the store cannot be truncated: {self._unavailable_remark()}")
+        if self._writeable and self.config.broker_role is not BrokerRole.SLAVE:
+            raise TruncateRefusedError(f"the store of a {self.config.broker_role} takes writes: it cannot be truncated")
+
+    def _stop_flusher_for_truncate(self) -> None:
+        """Stop the flusher after a last flush, so no msync runs on a file being cut or deleted."""
+        service = self.flush_service
+        if service is None:
+            return
+        service.shutdown()
+        if service.is_alive:
+            self._fail("the flusher did not stop for truncate_files")
+            raise TruncateRefusedError("the flusher did not stop (stuck in msync); the store failed")
+
+    def _restart_flusher(self, stopped: FlushService | None) -> FlushService:
+        service = self._make_flush_service()
+        if stopped is not None:
+            service.observer = stopped.observer
+        service.start()
+        return service
 
     def _unavailable_remark(self) -> str:
         reason = self.failure or "message store has been shut down"
