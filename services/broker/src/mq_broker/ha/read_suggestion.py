@@ -6,9 +6,10 @@ Mirrors the end of org.apache.rocketmq.broker.processor.PullMessageProcessor#com
 
 - A pull counts as *consuming slowly* when the CommitLog bytes written after the last message it read exceed
   ``access_message_in_memory_max_ratio_percent`` % of the machine's physical memory (the data is then probably no
-  longer in the page cache: reading it costs the master disk I/O). RocketMQ computes exactly this distance
-  (maxOffsetPy - maxPhyOffsetPulling > TOTAL_PHYSICAL_MEMORY_SIZE * accessMessageInMemoryMaxRatio / 100); a ratio
-  of 0 makes every pull that leaves newer bytes behind count as slow (tests use it to be deterministic).
+  longer in the page cache: reading it costs the master disk I/O). RocketMQ computes this distance
+  (maxOffsetPy - maxPhyOffsetPulling > TOTAL_PHYSICAL_MEMORY_SIZE * accessMessageInMemoryMaxRatio / 100) from the
+  *start* of the last message; here it runs from its end, so that a ratio of 0 means exactly "newer bytes follow"
+  (tests use it to be deterministic; with a real ratio one message's size makes no difference).
 - With ``slave_read_enable`` the answer is the group's ``which_broker_when_consume_slowly`` (default 1) when slow,
   else the group's ``broker_id`` (default 0, the master); without it always the master (MixAll.MASTER_ID).
 - A slave that finds the pull not slow while its master is online sends the consumer back to the master (suggest
@@ -44,11 +45,13 @@ def total_physical_memory_bytes() -> int:
         return 0
 
 
-def last_physical_offset(messages: Sequence[bytes]) -> int | None:
-    """PHYSICALOFFSET (CommitLog offset, bytes 28..36 of a v1 record) of the last of ``messages``; None when empty."""
+def end_physical_offset(messages: Sequence[bytes]) -> int | None:
+    """The CommitLog offset just past the last of ``messages`` (v1 records: PHYSICALOFFSET, bytes 28..36, plus the
+    record's length); None when empty."""
     if not messages:
         return None
-    return int(_PHYSICAL_OFFSET.unpack_from(messages[-1], PHYSICAL_OFFSET_POS)[0])
+    last = messages[-1]
+    return int(_PHYSICAL_OFFSET.unpack_from(last, PHYSICAL_OFFSET_POS)[0]) + len(last)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +85,7 @@ class ReadSuggestionPolicy:
     def consuming_slowly(self, messages: Sequence[bytes]) -> bool:
         """DefaultMessageStore#getMessage's suggestPullingFromSlave for a pull that read ``messages`` (raw records):
         more CommitLog bytes follow the last of them than the in-memory share allows. False when nothing was read."""
-        pulled = last_physical_offset(messages)
+        pulled = end_physical_offset(messages)
         if pulled is None:
             return False
         memory_bytes = self.total_memory_bytes * self.access_message_in_memory_max_ratio_percent // 100
