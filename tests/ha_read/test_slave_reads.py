@@ -12,10 +12,12 @@ registered under one name (see slave_testkit).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mq_client.admin.cli import app
 from mq_client.broker_client import BrokerClient
 from mq_client.consumer import PullConsumer
 from mq_client.consumer_admin_calls import ConsumerAdminCalls
@@ -34,6 +36,7 @@ from slave_testkit import (
     wait_for,
     wait_route_ids,
 )
+from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration
 
@@ -54,15 +57,6 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterSlaveGroup
         yield made
     finally:
         made.stop()
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[ChannelPool]:
-    p = ChannelPool()
-    try:
-        yield p
-    finally:
-        await p.close()
 
 
 async def test_routes_list_master_and_slave(group: MasterSlaveGroup) -> None:
@@ -138,3 +132,12 @@ async def test_slave_synchronize_copies_topics_groups_and_offsets(group: MasterS
         return new_topic in files[0] and new_group in files[1] and f"{group.topic}@{new_group}" in files[2]
 
     await wait_for(persisted, "the synchronised tables in the slave's config files")
+
+
+def test_cluster_list_shows_each_broker_id(group: MasterSlaveGroup) -> None:
+    asyncio.run(wait_route_ids(group.cluster.namesrv_addr, group.topic, {MixAll.MASTER_ID, SLAVE_ID}))
+    env = {"COLUMNS": "200", "MQ_NAMESRV_ADDR": ""}
+    result = CliRunner().invoke(app, ["-n", group.cluster.namesrv_addr, "clusterList", "--output", "json"], env=env)
+    assert result.exit_code == 0, result.output
+    rows = {(r["broker_name"], r["broker_id"], r["addr"]) for r in json.loads(result.stdout)["brokers"]}
+    assert rows == {(BROKER, MixAll.MASTER_ID, group.master_addr), (BROKER, SLAVE_ID, group.slave_addr)}

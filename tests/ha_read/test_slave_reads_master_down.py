@@ -88,14 +88,14 @@ async def _read_while_master_down(group: MasterSlaveGroup, pool: ChannelPool) ->
         await consumer.close()
 
 
-async def test_consumer_reads_from_the_slave_and_commits_to_the_returned_master(tmp_path: Path) -> None:
+async def test_consumer_reads_from_the_slave_and_commits_to_the_returned_master(
+    tmp_path: Path, pool: ChannelPool
+) -> None:
     cluster: LocalCluster = await asyncio.to_thread(start_cluster, tmp_path / "data")
     group: MasterSlaveGroup | None = None
-    pool = ChannelPool()
     try:
         topic = await make_filled_topic(cluster, "master_down", MESSAGES)
         group = await asyncio.to_thread(add_slave, cluster, topic)
         await _read_while_master_down(group, pool)
     finally:
-        await pool.close()
         await asyncio.to_thread(group.stop if group is not None else cluster.stop)
