@@ -6,7 +6,9 @@ port (so STOREHOST carries the real port), start the store (recovery; in a threa
 groups and consumer offsets (``config/*.json``), serve, start the consumer offset persist task and the 10 s
 scan of silent consumers, start registering. Stop order (SIGTERM): refuse new sends, unregister, stop the
 server (in-flight calls finish), stop the consumer tasks and persist offsets, groups and topics, shut the store
-down cleanly (``abort`` removed). Runs on the service's asyncio loop.
+down cleanly (``abort`` removed). A SLAVE also runs SlaveSynchronize (mq_broker.ha.slave_synchronize) from its
+master, whose address the registration answers give (:attr:`BrokerController.master_addresses`). Runs on the
+service's asyncio loop.
 """
 
 from __future__ import annotations
@@ -42,12 +44,15 @@ from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer, request_limits
+from mq_broker.ha.read_suggestion import ReadSuggestionPolicy
+from mq_broker.ha.slave_synchronize import MetadataTables, SlaveSynchronize, build_slave_synchronize
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
-from mq_broker.registration import BrokerRegistrar, NamesrvClient
+from mq_broker.registration import BrokerRegistrar, MasterAddresses, NamesrvClient
 from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.settings import BrokerSettings, pop_config
+from mq_broker.store.config import BrokerRole
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
 from mq_broker.topic_config import TopicConfigManager
 
@@ -85,6 +90,8 @@ class BrokerController:
         self.pop: PopService | None = None
         self.metrics: BrokerMetrics | None = None
         self.auth_metadata: AuthMetadataManager | None = None
+        self.slave_synchronize: SlaveSynchronize | None = None
+        self._slave_pool: ChannelPool | None = None
         if settings.metrics_port:
             self.metrics = BrokerMetrics(
                 NodeIdentity(settings.cluster_name, "broker", settings.broker_name),
@@ -97,6 +104,20 @@ class BrokerController:
     @property
     def broker_addr(self) -> str:
         return self.settings.broker_addr(self.port)
+
+    @property
+    def master_addresses(self) -> MasterAddresses:
+        """The group's master as the name servers last named it (mq_broker.registration.MasterAddresses): the one
+        source of SlaveSynchronize (``master_addr``) and of the HAClient (``ha_server_addr``); empty on a master,
+        before the first registration answer, and while no master is online."""
+        return self.registrar.master if self.registrar is not None else MasterAddresses()
+
+    def _metadata_tables(self) -> MetadataTables:
+        topics, groups, offsets = self.topics, self.subscription_groups, self.consumer_offsets
+        assert topics is not None
+        assert groups is not None
+        assert offsets is not None
+        return MetadataTables(topics, groups, offsets, self.settings.store_path_root_dir / "config")
 
     async def start(self) -> int:
         """Start everything; returns the bound port. Raises RuntimeError (bind failure, StoreStartError, bad
@@ -170,6 +191,22 @@ class BrokerController:
         offsets.start()
         self._scan_task = asyncio.create_task(self._scan_not_active_consumers())
         self._start_registration(topics)
+        self._start_slave_synchronize()
+
+    def _start_slave_synchronize(self) -> None:
+        """A SLAVE copies its master's metadata periodically (RuntimeError: unreadable TLS files)."""
+        if self.settings.broker_role is not BrokerRole.SLAVE:
+            return
+        try:
+            self.slave_synchronize, self._slave_pool = build_slave_synchronize(
+                self.settings,
+                self._metadata_tables(),
+                master_addr=lambda: self.master_addresses.master_addr,
+                broker_addr=lambda: self.broker_addr,
+            )
+        except OSError as exc:
+            raise RuntimeError(f"cannot build SlaveSynchronize: {exc}") from exc
+        self.slave_synchronize.start()
 
     async def _load_auth(self, config_dir: Path) -> AuthMetadataManager:
         """Users and ACLs (config/users.json, config/acls.json) plus the super users of the settings, created when
@@ -231,6 +268,7 @@ class BrokerController:
             auth_metadata=self.auth_metadata,
             auth_guard=self._auth_guard(),
             component_identity=ComponentGuard.from_settings(self.settings).component_name,
+            metadata_tables=self._metadata_tables(),
         )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
 
@@ -255,6 +293,13 @@ class BrokerController:
             long_polling=self.long_polling,
             suspend_max_time_ms=s.broker_suspend_max_time_ms,
             is_master=s.broker_id == MixAll.MASTER_ID,
+            read_suggestion=ReadSuggestionPolicy(
+                broker_id=s.broker_id,
+                slave_read_enable=s.slave_read_enable,
+                access_message_in_memory_max_ratio_percent=s.access_message_in_memory_max_ratio_percent,
+                max_phy_offset=lambda: store.commit_log.max_offset,
+                master_online=lambda: self.master_addresses.master_online,
+            ),
         )
         send_back = ConsumerSendMsgBackProcessor(
             store, groups, self.retry_dlq, broker_permission=s.broker_permission, broker_ip=s.broker_ip
@@ -352,6 +397,10 @@ class BrokerController:
             await self.server.stop(self.settings.shutdown_grace_ms / 1000)
         if self.pop is not None:
             await self.pop.stop()
+        if self.slave_synchronize is not None:
+            await self.slave_synchronize.stop()
+        if self._slave_pool is not None:
+            await self._slave_pool.close()
         await self._stop_consumer_state()
         if self.topics is not None:
             await self.topics.wait_persisted()

@@ -74,6 +74,8 @@ from mq_broker.auth.guard import BrokerAuthGuard, Caller
 from mq_broker.auth.metadata_manager import AuthMetadataManager
 from mq_broker.consumer.pop.service import PopService
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
+from mq_broker.ha.grpc_api import MetadataServicerMixin
+from mq_broker.ha.slave_synchronize import MetadataTables
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.query_processor import QueryMessageProcessor
 from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
@@ -145,7 +147,7 @@ async def _guard(rpc: str, make_error: Callable[..., _Resp], handler: Callable[[
         return make_error(code=ResponseCode.SYSTEM_ERROR, remark=internal_error_remark(rpc))
 
 
-class BrokerServicer(AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
+class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
     """mq.broker.v1.Broker over the send, pull and admin processors. Runs on the service's asyncio loop.
 
     ``observe`` (method, response code name, ms) is told about every SendStream frame, as the request-context
@@ -157,7 +159,8 @@ class BrokerServicer(AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
     component, sends Pub on each topic, pulls/pops/acks/offsets Sub on the topic and the group; a refusal is
     NO_PERMISSION 16 (a SendStream frame: every request of the frame) and changes nothing. ``component_identity``
     names a call's verified component certificate (None: none), which passes every check. ``auth_metadata``
-    serves the user/ACL RPCs (mq_broker.auth.grpc_api).
+    serves the user/ACL RPCs (mq_broker.auth.grpc_api), ``metadata_tables`` the GET_ALL_* RPCs a slave's
+    SlaveSynchronize calls (mq_broker.ha.grpc_api).
     """
 
     def __init__(
@@ -174,7 +177,9 @@ class BrokerServicer(AuthServicerMixin, broker_pb2_grpc.BrokerServicer):
         auth_metadata: AuthMetadataManager | None = None,
         auth_guard: BrokerAuthGuard | None = None,
         component_identity: Callable[[_Context], str | None] | None = None,
+        metadata_tables: MetadataTables | None = None,
     ) -> None:
+        self._metadata_tables = metadata_tables
         self._auth_metadata = auth_metadata
         self._auth_guard = auth_guard
         self._component_identity = component_identity

@@ -11,13 +11,19 @@ copies.
 from __future__ import annotations
 
 from mq_common.constants import MixAll, PermName
-from mq_common.protocol import PULL_STATUS_BY_CODE, PullMessageRequestHeader, PullMessageResponseHeader
+from mq_common.protocol import (
+    PULL_STATUS_BY_CODE,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    SubscriptionGroupConfig,
+)
 from mq_common.response_code import ResponseCode
 
 from mq_broker.consumer.long_polling import LongPollingService, PollingFullError
 from mq_broker.consumer.messages_out import MessagesOutObserver
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
+from mq_broker.ha.read_suggestion import ReadSuggestionPolicy
 from mq_broker.send_processor import QUEUE_ID_ILLEGAL_CODE
 from mq_broker.store.api import MessageStore
 from mq_broker.store.message import GetMessageStatus
@@ -43,7 +49,9 @@ class PullMessageProcessor:
 
     ``groups`` / ``offsets``: the broker's SubscriptionGroupManager and ConsumerOffsetManager. ``long_polling``
     holds pulls that found nothing (None: never held), for at most ``suspend_max_time_ms``
-    (brokerSuspendMaxTimeMillis). ``is_master``: only a master stores the offsets pulls commit. ``metrics`` (event
+    (brokerSuspendMaxTimeMillis). ``is_master``: only a master stores the offsets pulls commit (a slave takes
+    them from its master through SlaveSynchronize). ``read_suggestion`` sets each answer's
+    ``suggest_which_broker_id`` (mq_broker.ha.read_suggestion; None: always the master, 0). ``metrics`` (event
     loop) is told about every answer that carries messages.
     """
 
@@ -59,6 +67,7 @@ class PullMessageProcessor:
         long_polling: LongPollingService | None = None,
         suspend_max_time_ms: int = 0,
         is_master: bool = True,
+        read_suggestion: ReadSuggestionPolicy | None = None,
     ) -> None:
         self.store = store
         self.topics = topic_config_manager
@@ -69,6 +78,7 @@ class PullMessageProcessor:
         self.long_polling = long_polling
         self.suspend_max_time_ms = suspend_max_time_ms
         self.is_master = is_master
+        self.read_suggestion = read_suggestion
         self.metrics: MessagesOutObserver | None = None
 
     async def pull(self, request: PullMessageRequestHeader, peer_host: str = "") -> PullMessageResponseHeader:
@@ -90,6 +100,8 @@ class PullMessageProcessor:
         refused = self._check(request, peer_host)
         if refused is not None:
             return refused
+        group = self.groups.find_subscription_group_config(request.consumer_group)
+        assert group is not None  # _check answered SUBSCRIPTION_GROUP_NOT_EXIST otherwise
         try:
             subscription = SubscriptionData.build(request.subscription)
         except SubscriptionParseError:
@@ -97,7 +109,7 @@ class PullMessageProcessor:
                 int(ResponseCode.SUBSCRIPTION_PARSE_FAILED), "parse the consumer's subscription failed"
             )
         message_filter = None if subscription.is_sub_all else subscription
-        response = self._get(request, message_filter)
+        response = self._get(request, message_filter, group)
         self._try_commit_offset(request, peer_host)
         suspend_ms = min(request.suspend_timeout_ms, self.suspend_max_time_ms)
         if response.code != ResponseCode.PULL_NOT_FOUND or suspend_ms <= 0 or self.long_polling is None:
@@ -107,7 +119,7 @@ class PullMessageProcessor:
             await self.long_polling.wait_for_arrival(request.topic, (request.queue_id,), suspend_ms)
         except PollingFullError as exc:
             return PullMessageResponseHeader(int(ResponseCode.POLLING_FULL), f"pull polling full: {exc}")
-        return self._counted(request, self._get(request, message_filter))
+        return self._counted(request, self._get(request, message_filter, group))
 
     def _counted(
         self, request: PullMessageRequestHeader, response: PullMessageResponseHeader
@@ -120,7 +132,7 @@ class PullMessageProcessor:
         return response
 
     def _get(
-        self, request: PullMessageRequestHeader, message_filter: MessageFilter | None
+        self, request: PullMessageRequestHeader, message_filter: MessageFilter | None, group: SubscriptionGroupConfig
     ) -> PullMessageResponseHeader:
         result = self.store.get_messages(
             request.topic, request.queue_id, request.queue_offset, request.max_msg_nums, message_filter
@@ -129,6 +141,12 @@ class PullMessageProcessor:
         no_queue_data = (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE)
         if result.status in no_queue_data and request.queue_offset != 0:
             code = ResponseCode.PULL_OFFSET_MOVED
+        suggest = MixAll.MASTER_ID
+        if self.read_suggestion is not None:
+            suggestion = self.read_suggestion.suggest(group, result.messages)
+            suggest = suggestion.broker_id
+            if suggestion.retry_immediately:  # a slave sends the consumer to its master at once (no offset move)
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
         return PullMessageResponseHeader(
             code=int(code),
             remark=result.status.value,
@@ -138,6 +156,7 @@ class PullMessageProcessor:
             max_offset=result.max_offset,
             message_bytes=b"".join(result.messages),
             message_count=result.message_count,
+            suggest_which_broker_id=suggest,
         )
 
     def _try_commit_offset(self, request: PullMessageRequestHeader, peer_host: str) -> None:

@@ -20,6 +20,7 @@ from pydantic_settings import SettingsConfigDict
 
 from mq_broker.consumer.pop.context import PopConfig
 from mq_broker.consumer_metrics import DEFAULT_MAX_CONSUMER_PAIRS
+from mq_broker.ha.read_suggestion import DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT
 from mq_broker.store.config import MIN_COMMIT_LOG_FILE_SIZE_BYTES, BrokerRole, FlushDiskType, MessageStoreConfig
 from mq_broker.topic_config import DEFAULT_AUTO_CREATE_TOPIC_MAX_TOPICS
 
@@ -213,6 +214,26 @@ class BrokerSettings(ServiceSettings, AuthSettings):
     )
     shutdown_grace_ms: int = Field(
         default=5_000, ge=0, description="How long in-flight calls may finish on SIGTERM (shutdown hook), ms."
+    )
+    # --- reads from slaves and SlaveSynchronize (issue 20) ---
+    slave_read_enable: bool = Field(
+        default=False,
+        description="BrokerConfig.slaveReadEnable: pull answers suggest the group's whichBrokerWhenConsumeSlowly "
+        "(a slave) when the consumer reads data no longer in memory; off: always the master.",
+    )
+    access_message_in_memory_max_ratio_percent: int = Field(
+        default=DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT,
+        ge=0,
+        le=100,
+        description="MessageStoreConfig.accessMessageInMemoryMaxRatio: a pull that leaves more CommitLog bytes "
+        "behind than this share of physical memory counts as consuming slowly, percent (0: any bytes left behind).",
+    )
+    slave_synchronize_interval_ms: int = Field(
+        default=3_000,
+        ge=500,
+        le=600_000,
+        description="How often a SLAVE copies its master's topics, subscription groups, consumer offsets and delay "
+        "offsets (SlaveSynchronize#syncAll; RocketMQ: every 10 s), ms.",
     )
     # --- hostile input (docs/security.md, "Hostile input and limits") ---
     max_send_batch_requests: int = Field(

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from mq_common.constants import MixAll, PermName, is_system_topic, validate_topic
 from mq_common.logging import get_logger
-from mq_common.protocol import TopicConfig
+from mq_common.protocol import DataVersion, TopicConfig
 from mq_common.protocol.topic import MAX_PERM
 
 from mq_broker.consumer.config_file import ConfigManager
@@ -201,4 +201,22 @@ class TopicConfigManager(ConfigManager):
         self.system_topics.discard(topic)
         log.info("topic_config_deleted", topic=topic, config=str(old))
         self._changed()
+        return True
+
+    def replace_from_master(self, table: Mapping[str, TopicConfig], data_version: DataVersion) -> bool:
+        """A slave takes its master's whole topic table (``data_version`` is the master's): topics the master has
+        not are dropped, the others replaced; persisted in the background. Nothing happens when ``data_version``
+        equals this table's (the table is already the master's); returns whether it changed. Perms are taken as
+        the master has them (the slave's registration does not change routes: name servers take QueueData from
+        masters only). Event loop. Mirrors SlaveSynchronize#syncTopicConfig (which then moves its own version on;
+        here the master's version is kept, so an unchanged master table costs nothing next round)."""
+        if data_version == self.data_version:
+            return False
+        self.topic_config_table.clear()
+        self.topic_config_table.update(
+            (name, replace(tc, attributes=dict(tc.attributes))) for name, tc in table.items()
+        )
+        self.data_version = data_version
+        self.persist_soon()
+        log.info("topic_config_synchronized", topics=len(table), data_version=str(data_version))
         return True

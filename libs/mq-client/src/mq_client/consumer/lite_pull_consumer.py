@@ -115,7 +115,9 @@ class LitePullConsumer:
         self._pool = ChannelPool(tls) if pool is None else pool
         self._queues = PullConsumer(namesrv_addrs, consumer_group, pool=self._pool)
         self._calls = ConsumerBrokerCalls(self._pool)
-        self._offsets = RemoteBrokerOffsetStore(self._calls, consumer_group, self._master_addr)
+        self._offsets = RemoteBrokerOffsetStore(
+            self._calls, consumer_group, self._master_addr, find_read_addr=self._read_addr
+        )
         self._rebalance = RebalanceLitePull(self.config, self._queues, self._calls, self._offsets)
         self._assigned = AssignedMessageQueues()
         self._subscriptions: dict[str, str] = {}
@@ -380,6 +382,7 @@ class LitePullConsumer:
             await self._offsets.persist(dropped)
             for mq in dropped:
                 self._offsets.remove_offset(mq)
+                self._queues.pull_nodes.remove(mq)
         for mq in sorted(allocated - current):
             self._offsets.remove_offset(mq)
             try:
@@ -418,6 +421,11 @@ class LitePullConsumer:
             raise MQClientError("The consumer not running, please start it first.", ResponseCode.SYSTEM_ERROR)
 
     async def _master_addr(self, mq: MessageQueue) -> str:
+        """Where ``mq``'s offsets are committed: its group's master only (MQClientError while it is away)."""
+        return await self._queues.find_master_addr(mq.broker_name, mq.topic)
+
+    async def _read_addr(self, mq: MessageQueue) -> str:
+        """Where ``mq``'s offsets are read: the master, else a slave (findBrokerAddressInSubscribe)."""
         return await self._queues.find_broker_addr(mq.broker_name, mq.topic)
 
 

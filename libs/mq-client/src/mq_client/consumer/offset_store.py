@@ -38,7 +38,7 @@ OFFSET_RPC_TIMEOUT_MS: Final = 5_000
 """RemoteBrokerOffsetStore's 1000 * 5 for updateConsumerOffset / queryConsumerOffset."""
 
 BrokerAddrFinder = Callable[[MessageQueue], Awaitable[str]]
-"""The master address of ``mq``'s broker group (route lookup); raises MQError when there is none."""
+"""An address of ``mq``'s broker group (route lookup); raises MQError when there is none."""
 
 
 class ReadOffsetType(Enum):
@@ -50,8 +50,12 @@ class ReadOffsetType(Enum):
 
 
 class RemoteBrokerOffsetStore:
-    """Offsets per MessageQueue in memory, read from and persisted to the queue's broker (its master).
+    """Offsets per MessageQueue in memory, read from and persisted to the queue's broker.
 
+    ``find_broker_addr`` gives the master's address (offsets are committed to masters only: while a group's master
+    is away it raises, the offsets stay in memory and go out with the first persist after it returns);
+    ``find_read_addr`` (default: the same) where offsets are read, e.g. master first, else a slave, which has
+    its master's offsets from SlaveSynchronize (RemoteBrokerOffsetStore#fetchConsumeOffsetFromBroker's fallback).
     Mirrors RemoteBrokerOffsetStore; persisting is batched: one UpdateConsumerOffsets RPC per broker per call.
     """
 
@@ -62,10 +66,12 @@ class RemoteBrokerOffsetStore:
         find_broker_addr: BrokerAddrFinder,
         *,
         rpc_timeout_ms: int = OFFSET_RPC_TIMEOUT_MS,
+        find_read_addr: BrokerAddrFinder | None = None,
     ) -> None:
         self._calls = calls
         self.consumer_group = consumer_group
         self._find_broker_addr = find_broker_addr
+        self._find_read_addr = find_read_addr or find_broker_addr
         self._rpc_timeout_ms = rpc_timeout_ms
         self._offsets: dict[MessageQueue, int] = {}
 
@@ -98,7 +104,7 @@ class RemoteBrokerOffsetStore:
             if read_type is ReadOffsetType.READ_FROM_MEMORY:
                 return OFFSET_NOT_FOUND
         try:
-            addr = await self._find_broker_addr(mq)
+            addr = await self._find_read_addr(mq)
             offset = await self._calls.query_consumer_offset(
                 addr, self.consumer_group, mq.topic, mq.queue_id, timeout_ms=self._rpc_timeout_ms
             )

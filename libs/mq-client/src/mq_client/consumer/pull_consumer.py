@@ -2,13 +2,16 @@
 
 Mirrors org.apache.rocketmq.client.consumer.DefaultMQPullConsumer (fetchSubscribeMessageQueues, pull, minOffset,
 maxOffset, searchOffset: MQAdminImpl's queue calls) and DefaultLitePullConsumer's pull path (long polling,
-commit offset piggy-backed), plus PullAPIWrapper#processPullResult's client-side tag filter. Offsets are the
-caller's business (no offset store, no rebalance: mq_client.consumer.lite_pull_consumer builds those on top).
-Runs on the caller's asyncio loop; one PullConsumer per loop.
+commit offset piggy-backed), plus PullAPIWrapper#processPullResult's client-side tag filter and its choice of
+broker (mq_client.consumer.pull_node: the master, the slave a pull answer suggested, a slave while the master is
+away; commit offsets go to masters only). Offsets are the caller's business (no offset store, no rebalance:
+mq_client.consumer.lite_pull_consumer builds those on top). Runs on the caller's asyncio loop; one PullConsumer
+per loop.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -29,6 +32,7 @@ from mq_common.response_code import ResponseCode
 from mq_common.tls import TlsClientConfig
 
 from mq_client.broker_client import BrokerClient
+from mq_client.consumer.pull_node import FindBrokerResult, PullNodeTable
 from mq_client.consumer_calls import ConsumerBrokerCalls
 
 DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
@@ -96,6 +100,7 @@ class PullConsumer:
         self.pull_timeout_ms = pull_timeout_ms
         self.route_timeout_ms = route_timeout_ms
         self._routes: dict[str, TopicRouteData] = {}
+        self.pull_nodes = PullNodeTable()
 
     async def __aenter__(self) -> Self:
         return self
@@ -140,6 +145,29 @@ class PullConsumer:
             raise MQClientError(f"The broker[{broker_name}] not exist", ResponseCode.BROKER_NOT_EXIST)
         return addr
 
+    async def find_master_addr(self, broker_name: str, topic: str) -> str:
+        """The master's address of ``broker_name`` (route refreshed once when the cached one has none): where
+        offsets are committed. Raises MQClientError (BROKER_NOT_EXIST, 211) while the group has no master online."""
+        data = (await self.route(topic)).broker_data(broker_name)
+        addr = data.master_addr() if data is not None else None
+        if addr is None:
+            data = (await self.refresh_route(topic)).broker_data(broker_name)
+            addr = data.master_addr() if data is not None else None
+        if addr is None:
+            raise MQClientError(f"The broker[{broker_name}] has no master online", ResponseCode.BROKER_NOT_EXIST)
+        return addr
+
+    async def find_pull_broker(self, mq: MessageQueue, *, refresh: bool = False) -> FindBrokerResult:
+        """Where to pull ``mq`` from now (:attr:`pull_nodes`' suggestion, findBrokerAddressInSubscribe's
+        fallbacks); the route is refreshed once when it has no address. Raises MQClientError (BROKER_NOT_EXIST)."""
+        route = await (self.refresh_route(mq.topic) if refresh else self.route(mq.topic))
+        found = self.pull_nodes.select(mq, route.broker_data(mq.broker_name))
+        if found is None and not refresh:
+            return await self.find_pull_broker(mq, refresh=True)
+        if found is None:
+            raise MQClientError(f"The broker[{mq.broker_name}] not exist", ResponseCode.BROKER_NOT_EXIST)
+        return found
+
     async def pull(
         self,
         mq: MessageQueue,
@@ -159,7 +187,9 @@ class PullConsumer:
         ``suspend_timeout_ms`` > 0: long polling, the broker holds the call up to that long when nothing is
         there (PullSysFlag's suspend); ``timeout_ms``: the call's deadline (default ``pull_timeout_ms``; with
         long polling it must exceed ``suspend_timeout_ms``, as consumerTimeoutMillisWhenSuspend does).
-        Bodies stored compressed are inflated. Raises MQClientError (INVALID_PARAMETER) for a negative
+        Bodies stored compressed are inflated. The broker is chosen per queue as mq_client.consumer.pull_node says
+        (``commit_offset`` is dropped when that is a slave); the answer's suggestion is kept for the next pull.
+        Raises MQClientError (INVALID_PARAMETER) for a negative
         offset or ``max_nums`` outside 1..1024, MQClientError (BROKER_NOT_EXIST) for an unknown broker, the
         broker's error (error_for_code) for other non-pull codes, RemotingError/RemotingTimeoutError.
         """
@@ -173,27 +203,22 @@ class PullConsumer:
         request = _PullArgs(
             mq, offset, max_nums, subscription, commit_offset, suspend_timeout_ms, timeout_ms or self.pull_timeout_ms
         )
-        addr = await self.find_broker_addr(mq.broker_name, mq.topic)
+        found = await self.find_pull_broker(mq)
         try:
-            result = await self._pull_from(addr, request)
+            result = await self._pull_from(found, request)
         except RemotingError:
-            new_addr = await self.find_broker_addr(mq.broker_name, mq.topic, refresh=True)
-            if new_addr == addr:
+            again = await self.find_pull_broker(mq, refresh=True)
+            if again.broker_addr == found.broker_addr:
                 raise
-            result = await self._pull_from(new_addr, request)
+            result = await self._pull_from(again, request)
+        self.pull_nodes.update(mq, result.suggest_which_broker_id)
         if not tags:
             return result
-        return PullResult(
-            status=result.status,
-            next_begin_offset=result.next_begin_offset,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-            messages=filter_by_tags(result.messages, tags),
-        )
+        return dataclasses.replace(result, messages=filter_by_tags(result.messages, tags))
 
-    async def _pull_from(self, addr: str, args: _PullArgs) -> PullResult:
+    async def _pull_from(self, found: FindBrokerResult, args: _PullArgs) -> PullResult:
         return await self._broker.pull_message(
-            addr,
+            found.broker_addr,
             args.mq.topic,
             args.mq.queue_id,
             args.offset,
@@ -201,7 +226,7 @@ class PullConsumer:
             subscription=args.subscription.strip() or SUB_ALL,
             timeout_ms=args.timeout_ms,
             consumer_group=self.consumer_group or DEFAULT_CONSUMER_GROUP,
-            commit_offset=args.commit_offset,
+            commit_offset=None if found.slave else args.commit_offset,
             suspend_timeout_ms=args.suspend_timeout_ms,
         )
 

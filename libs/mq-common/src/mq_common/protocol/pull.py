@@ -66,7 +66,8 @@ class PullMessageResponseHeader:
     ``status``: the PullStatus the code stands for (None on an error code). ``message_bytes``: the stored records,
     concatenated in CommitLog format v1 (``message_count`` of them; decode with mq_common.codec).
     ``next_begin_offset`` is the queue offset to pull from next; ``min_offset``/``max_offset`` bound the queue
-    (max is one past the last message).
+    (max is one past the last message). ``suggest_which_broker_id``: the broker id to pull this queue from next
+    (PullMessageResponseHeader.suggestWhichBrokerId; 0 is the master, MixAll.MASTER_ID).
     """
 
     code: int
@@ -77,6 +78,7 @@ class PullMessageResponseHeader:
     max_offset: int = 0
     message_bytes: bytes = b""
     message_count: int = 0
+    suggest_which_broker_id: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,7 +102,8 @@ class PullResult:
     """A pull as the consumer sees it. Mirrors org.apache.rocketmq.client.consumer.PullResult.
 
     ``messages`` are decoded v1 records (compressed bodies inflated); empty unless ``status`` is FOUND.
-    Offsets as in :class:`PullMessageResponseHeader`.
+    Offsets and ``suggest_which_broker_id`` as in :class:`PullMessageResponseHeader` (PullResultExt's
+    suggestWhichBrokerId).
     """
 
     status: PullStatus
@@ -108,6 +111,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: tuple[MessageExt, ...]
+    suggest_which_broker_id: int = 0
 
 
 def decoded_messages(message_bytes: bytes, what: str) -> tuple[MessageExt, ...]:
@@ -143,4 +147,5 @@ def pull_result_of(response: PullMessageResponseHeader, broker_name: str = "") -
         min_offset=response.min_offset,
         max_offset=response.max_offset,
         messages=messages,
+        suggest_which_broker_id=response.suggest_which_broker_id,
     )

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
 from mq_common.logging import get_logger
+from mq_common.protocol import ConsumerQueueOffset, DataVersion
 
 from mq_broker.consumer.config_file import ConfigManager, persist_json
 
@@ -173,3 +174,29 @@ class ConsumerOffsetManager(ConfigManager):
         if doomed:
             self._changes += 1
             self.data_version = self.data_version.next_version()
+
+    def all_offsets(self) -> list[ConsumerQueueOffset]:
+        """Every committed offset, sorted by topic@group then queue id (GET_ALL_CONSUMER_OFFSET's table)."""
+        out: list[ConsumerQueueOffset] = []
+        for key, queues in sorted(self._table.items()):
+            pair = _split(key)
+            if pair is not None:
+                out.extend(ConsumerQueueOffset(pair[1], pair[0], q, o) for q, o in sorted(queues.items()))
+        return out
+
+    def replace_from_master(self, offsets: Iterable[ConsumerQueueOffset], data_version: DataVersion) -> bool:
+        """A slave takes its master's whole offset table (RocketMQ merges it into its own with putAll; replacing
+        also drops the offsets of groups the master removed). Returns whether the table changed; the caller
+        persists (the periodic task would too). At most MAX_OFFSET_TABLE_KEYS topic@group pairs are kept. Event
+        loop. Mirrors SlaveSynchronize#syncConsumerOffset."""
+        table: dict[str, dict[int, int]] = {}
+        for o in offsets:
+            key = _key(o.topic, o.consumer_group)
+            if key in table or len(table) < MAX_OFFSET_TABLE_KEYS:
+                table.setdefault(key, {})[o.queue_id] = o.offset
+        self.data_version = data_version
+        if table == self._table:
+            return False
+        self._table = table
+        self._changes += 1
+        return True

@@ -17,7 +17,7 @@ shutdown); everything else runs on the event loop, and changes are written in th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
@@ -25,7 +25,7 @@ from typing import Any, Final
 from mq_common.constants import MixAll, validate_group
 from mq_common.errors import InvalidParameterError
 from mq_common.logging import get_logger
-from mq_common.protocol import SubscriptionGroupConfig
+from mq_common.protocol import DataVersion, SubscriptionGroupConfig
 
 from mq_broker.consumer.config_file import ConfigManager
 
@@ -144,3 +144,15 @@ class SubscriptionGroupManager(ConfigManager):
     def configs(self) -> list[SubscriptionGroupConfig]:
         """Every group, sorted by name (GET_ALL_SUBSCRIPTIONGROUP_CONFIG)."""
         return [self._table[name] for name in sorted(self._table)]
+
+    def replace_from_master(self, configs: Iterable[SubscriptionGroupConfig], data_version: DataVersion) -> bool:
+        """A slave takes its master's whole group table (``data_version`` is the master's), persisted in the
+        background; nothing happens when the versions are equal. Returns whether it changed. Event loop. Mirrors
+        SlaveSynchronize#syncSubscriptionGroupConfig (the master's version is kept, as in TopicConfigManager)."""
+        if data_version == self.data_version:
+            return False
+        self._table = {c.group_name: replace(c, attributes=dict(c.attributes)) for c in configs}
+        self.data_version = data_version
+        self.persist_soon()
+        log.info("subscription_group_synchronized", groups=len(self._table), data_version=str(data_version))
+        return True

@@ -560,6 +560,7 @@ class PullMessageResponse(_message.Message):
     MAX_OFFSET_FIELD_NUMBER: _builtins.int
     MESSAGE_BYTES_FIELD_NUMBER: _builtins.int
     MESSAGE_COUNT_FIELD_NUMBER: _builtins.int
+    SUGGEST_WHICH_BROKER_ID_FIELD_NUMBER: _builtins.int
     code: _builtins.int
     remark: _builtins.str
     status: Global___PullStatus.ValueType
@@ -569,6 +570,10 @@ class PullMessageResponse(_message.Message):
     message_bytes: _builtins.bytes
     """Stored messages, concatenated in CommitLog format v1 (decode with mq_common.codec)."""
     message_count: _builtins.int
+    suggest_which_broker_id: _builtins.int
+    """PullMessageResponseHeader.suggestWhichBrokerId: the broker id the consumer should pull this queue from next
+    (0 the master; a slave's id when the master found the wanted data no longer in memory).
+    """
     def __init__(
         self,
         *,
@@ -580,10 +585,11 @@ class PullMessageResponse(_message.Message):
         max_offset: _builtins.int = ...,
         message_bytes: _builtins.bytes = ...,
         message_count: _builtins.int = ...,
+        suggest_which_broker_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "max_offset", b"max_offset", "message_bytes", b"message_bytes", "message_count", b"message_count", "min_offset", b"min_offset", "next_begin_offset", b"next_begin_offset", "remark", b"remark", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "max_offset", b"max_offset", "message_bytes", b"message_bytes", "message_count", b"message_count", "min_offset", b"min_offset", "next_begin_offset", b"next_begin_offset", "remark", b"remark", "status", b"status", "suggest_which_broker_id", b"suggest_which_broker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1134,6 +1140,143 @@ class GetAllSubscriptionGroupsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetAllSubscriptionGroupsResponse: _TypeAlias = GetAllSubscriptionGroupsResponse  # noqa: Y015
+
+@_typing.final
+class GetAllTopicConfigRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAllTopicConfigRequest: _TypeAlias = GetAllTopicConfigRequest  # noqa: Y015
+
+@_typing.final
+class GetAllTopicConfigResponse(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.body.TopicConfigSerializeWrapper."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    TOPIC_CONFIGS_FIELD_NUMBER: _builtins.int
+    DATA_VERSION_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    @_builtins.property
+    def topic_configs(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicConfig]: ...
+    @_builtins.property
+    def data_version(self) -> _common_pb2.DataVersion: ...
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        topic_configs: _abc.Iterable[_common_pb2.TopicConfig] | None = ...,
+        data_version: _common_pb2.DataVersion | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["data_version", b"data_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "data_version", b"data_version", "remark", b"remark", "topic_configs", b"topic_configs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAllTopicConfigResponse: _TypeAlias = GetAllTopicConfigResponse  # noqa: Y015
+
+@_typing.final
+class GetAllConsumerOffsetRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAllConsumerOffsetRequest: _TypeAlias = GetAllConsumerOffsetRequest  # noqa: Y015
+
+@_typing.final
+class GetAllConsumerOffsetResponse(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.body.ConsumerOffsetSerializeWrapper: one entry per group, topic
+    and queue.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    OFFSETS_FIELD_NUMBER: _builtins.int
+    DATA_VERSION_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    @_builtins.property
+    def offsets(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConsumerQueueOffset]: ...
+    @_builtins.property
+    def data_version(self) -> _common_pb2.DataVersion: ...
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        offsets: _abc.Iterable[Global___ConsumerQueueOffset] | None = ...,
+        data_version: _common_pb2.DataVersion | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["data_version", b"data_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "data_version", b"data_version", "offsets", b"offsets", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAllConsumerOffsetResponse: _TypeAlias = GetAllConsumerOffsetResponse  # noqa: Y015
+
+@_typing.final
+class GetAllDelayOffsetRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAllDelayOffsetRequest: _TypeAlias = GetAllDelayOffsetRequest  # noqa: Y015
+
+@_typing.final
+class GetAllDelayOffsetResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    DELAY_OFFSET_JSON_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    delay_offset_json: _builtins.str
+    """The JSON text of config/delayOffset.json (ScheduleMessageService#encode's shape); empty when there is none."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        delay_offset_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "delay_offset_json", b"delay_offset_json", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAllDelayOffsetResponse: _TypeAlias = GetAllDelayOffsetResponse  # noqa: Y015
 
 @_typing.final
 class ConsumerQueueOffset(_message.Message):

@@ -89,6 +89,21 @@ class BrokerStub:
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsRequest.SerializeToString,
                 response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsResponse.FromString,
                 _registered_method=True)
+        self.GetAllTopicConfig = channel.unary_unary(
+                '/mq.broker.v1.Broker/GetAllTopicConfig',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllTopicConfigRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllTopicConfigResponse.FromString,
+                _registered_method=True)
+        self.GetAllConsumerOffset = channel.unary_unary(
+                '/mq.broker.v1.Broker/GetAllConsumerOffset',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllConsumerOffsetRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllConsumerOffsetResponse.FromString,
+                _registered_method=True)
+        self.GetAllDelayOffset = channel.unary_unary(
+                '/mq.broker.v1.Broker/GetAllDelayOffset',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetResponse.FromString,
+                _registered_method=True)
         self.UpdateConsumerOffsets = channel.unary_unary(
                 '/mq.broker.v1.Broker/UpdateConsumerOffsets',
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateConsumerOffsetsRequest.SerializeToString,
@@ -293,6 +308,29 @@ class BrokerServicer:
 
     def GetAllSubscriptionGroups(self, request, context):
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): every subscription group of this broker.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAllTopicConfig(self, request, context):
+        """GET_ALL_TOPIC_CONFIG (21): this broker's whole topic config table with its data version (a slave's
+        SlaveSynchronize reads its master's). Admin RPC: a super user or a component when auth is on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAllConsumerOffset(self, request, context):
+        """GET_ALL_CONSUMER_OFFSET (43): every committed consumer offset of this broker with the table's data version.
+        Admin RPC, as GetAllTopicConfig.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAllDelayOffset(self, request, context):
+        """GET_ALL_DELAY_OFFSET (45): the delay-level offsets (config/delayOffset.json) as stored. Admin RPC.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -525,6 +563,21 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.GetAllSubscriptionGroups,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsRequest.FromString,
                     response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsResponse.SerializeToString,
+            ),
+            'GetAllTopicConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAllTopicConfig,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllTopicConfigRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllTopicConfigResponse.SerializeToString,
+            ),
+            'GetAllConsumerOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAllConsumerOffset,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllConsumerOffsetRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllConsumerOffsetResponse.SerializeToString,
+            ),
+            'GetAllDelayOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAllDelayOffset,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetResponse.SerializeToString,
             ),
             'UpdateConsumerOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateConsumerOffsets,
@@ -944,6 +997,87 @@ class Broker:
             '/mq.broker.v1.Broker/GetAllSubscriptionGroups',
             mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsRequest.SerializeToString,
             mq_dot_broker_dot_v1_dot_broker__pb2.GetAllSubscriptionGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAllTopicConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/GetAllTopicConfig',
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetAllTopicConfigRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetAllTopicConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAllConsumerOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/GetAllConsumerOffset',
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetAllConsumerOffsetRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetAllConsumerOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAllDelayOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/GetAllDelayOffset',
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetResponse.FromString,
             options,
             channel_credentials,
             insecure,

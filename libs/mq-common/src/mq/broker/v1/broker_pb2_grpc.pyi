@@ -64,6 +64,16 @@ class BrokerStub:
     """DELETE_SUBSCRIPTIONGROUP (207): remove a group (and, with clean_offset, its consumer offsets)."""
     GetAllSubscriptionGroups: _grpc.UnaryUnaryMultiCallable[_broker_pb2.GetAllSubscriptionGroupsRequest, _broker_pb2.GetAllSubscriptionGroupsResponse]
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): every subscription group of this broker."""
+    GetAllTopicConfig: _grpc.UnaryUnaryMultiCallable[_broker_pb2.GetAllTopicConfigRequest, _broker_pb2.GetAllTopicConfigResponse]
+    """GET_ALL_TOPIC_CONFIG (21): this broker's whole topic config table with its data version (a slave's
+    SlaveSynchronize reads its master's). Admin RPC: a super user or a component when auth is on.
+    """
+    GetAllConsumerOffset: _grpc.UnaryUnaryMultiCallable[_broker_pb2.GetAllConsumerOffsetRequest, _broker_pb2.GetAllConsumerOffsetResponse]
+    """GET_ALL_CONSUMER_OFFSET (43): every committed consumer offset of this broker with the table's data version.
+    Admin RPC, as GetAllTopicConfig.
+    """
+    GetAllDelayOffset: _grpc.UnaryUnaryMultiCallable[_broker_pb2.GetAllDelayOffsetRequest, _broker_pb2.GetAllDelayOffsetResponse]
+    """GET_ALL_DELAY_OFFSET (45): the delay-level offsets (config/delayOffset.json) as stored. Admin RPC."""
     UpdateConsumerOffsets: _grpc.UnaryUnaryMultiCallable[_broker_pb2.UpdateConsumerOffsetsRequest, _broker_pb2.UpdateConsumerOffsetsResponse]
     """UPDATE_CONSUMER_OFFSET (15), many at once: commit consumer offsets."""
     QueryConsumerOffset: _grpc.UnaryUnaryMultiCallable[_broker_pb2.QueryConsumerOffsetRequest, _broker_pb2.QueryConsumerOffsetResponse]
@@ -150,6 +160,16 @@ class BrokerAsyncStub(BrokerStub):
     """DELETE_SUBSCRIPTIONGROUP (207): remove a group (and, with clean_offset, its consumer offsets)."""
     GetAllSubscriptionGroups: _aio.UnaryUnaryMultiCallable[_broker_pb2.GetAllSubscriptionGroupsRequest, _broker_pb2.GetAllSubscriptionGroupsResponse]  # type: ignore[assignment]
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): every subscription group of this broker."""
+    GetAllTopicConfig: _aio.UnaryUnaryMultiCallable[_broker_pb2.GetAllTopicConfigRequest, _broker_pb2.GetAllTopicConfigResponse]  # type: ignore[assignment]
+    """GET_ALL_TOPIC_CONFIG (21): this broker's whole topic config table with its data version (a slave's
+    SlaveSynchronize reads its master's). Admin RPC: a super user or a component when auth is on.
+    """
+    GetAllConsumerOffset: _aio.UnaryUnaryMultiCallable[_broker_pb2.GetAllConsumerOffsetRequest, _broker_pb2.GetAllConsumerOffsetResponse]  # type: ignore[assignment]
+    """GET_ALL_CONSUMER_OFFSET (43): every committed consumer offset of this broker with the table's data version.
+    Admin RPC, as GetAllTopicConfig.
+    """
+    GetAllDelayOffset: _aio.UnaryUnaryMultiCallable[_broker_pb2.GetAllDelayOffsetRequest, _broker_pb2.GetAllDelayOffsetResponse]  # type: ignore[assignment]
+    """GET_ALL_DELAY_OFFSET (45): the delay-level offsets (config/delayOffset.json) as stored. Admin RPC."""
     UpdateConsumerOffsets: _aio.UnaryUnaryMultiCallable[_broker_pb2.UpdateConsumerOffsetsRequest, _broker_pb2.UpdateConsumerOffsetsResponse]  # type: ignore[assignment]
     """UPDATE_CONSUMER_OFFSET (15), many at once: commit consumer offsets."""
     QueryConsumerOffset: _aio.UnaryUnaryMultiCallable[_broker_pb2.QueryConsumerOffsetRequest, _broker_pb2.QueryConsumerOffsetResponse]  # type: ignore[assignment]
@@ -299,6 +319,34 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_broker_pb2.GetAllSubscriptionGroupsResponse, _abc.Awaitable[_broker_pb2.GetAllSubscriptionGroupsResponse]]:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): every subscription group of this broker."""
+
+    @_abc_1.abstractmethod
+    def GetAllTopicConfig(
+        self,
+        request: _broker_pb2.GetAllTopicConfigRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.GetAllTopicConfigResponse, _abc.Awaitable[_broker_pb2.GetAllTopicConfigResponse]]:
+        """GET_ALL_TOPIC_CONFIG (21): this broker's whole topic config table with its data version (a slave's
+        SlaveSynchronize reads its master's). Admin RPC: a super user or a component when auth is on.
+        """
+
+    @_abc_1.abstractmethod
+    def GetAllConsumerOffset(
+        self,
+        request: _broker_pb2.GetAllConsumerOffsetRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.GetAllConsumerOffsetResponse, _abc.Awaitable[_broker_pb2.GetAllConsumerOffsetResponse]]:
+        """GET_ALL_CONSUMER_OFFSET (43): every committed consumer offset of this broker with the table's data version.
+        Admin RPC, as GetAllTopicConfig.
+        """
+
+    @_abc_1.abstractmethod
+    def GetAllDelayOffset(
+        self,
+        request: _broker_pb2.GetAllDelayOffsetRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.GetAllDelayOffsetResponse, _abc.Awaitable[_broker_pb2.GetAllDelayOffsetResponse]]:
+        """GET_ALL_DELAY_OFFSET (45): the delay-level offsets (config/delayOffset.json) as stored. Admin RPC."""
 
     @_abc_1.abstractmethod
     def UpdateConsumerOffsets(

@@ -4,9 +4,12 @@ QueryAssignment answers one assignment per broker with readable queues, queue id
 ReceiveMessage pops), or one per read queue for a FIFO (orderly) group; the broker endpoints are the request's
 own (the gateway is the access point), broker id 0; none readable: FORBIDDEN 40300. The pull API maps onto the
 brokers' offsets (GET_TOPIC_STATS_INFO min/max, SEARCH_OFFSET_BY_TIMESTAMP, QUERY/UPDATE_CONSUMER_OFFSET) and
-PULL_MESSAGE; PullMessage streams ``{status}`` first, then each ``{message}``, then ``{next_offset}``. Runs on the
-gateway's asyncio loop. Mirrors org.apache.rocketmq.proxy.grpc.v2.route.RouteActivity#queryAssignment and the
-proxy's ConsumerProcessor offset / pull calls.
+PULL_MESSAGE; PullMessage streams ``{status}`` first, then each ``{message}``, then ``{next_offset}``. PullMessage
+chooses the broker of the queue's group as the consumers of mq_client do (mq_client.consumer.pull_node: the
+master, the slave the last answer suggested, a slave while the master is away); offsets and POP (ReceiveMessage)
+stay on the master (RocketMQ's proxy, too, pops and commits offsets on masters only). Runs on the gateway's
+asyncio loop. Mirrors org.apache.rocketmq.proxy.grpc.v2.route.RouteActivity#queryAssignment and the proxy's
+ConsumerProcessor offset / pull calls.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from typing import Final
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.broker_client import BrokerClient
+from mq_client.consumer.pull_node import FindBrokerResult, PullNodeTable
 from mq_client.consumer_calls import ConsumerBrokerCalls
 from mq_common.constants import MixAll, PermName
-from mq_common.errors import MQError
-from mq_common.protocol import ConsumerQueueOffset, PullStatus, TopicRouteData
+from mq_common.errors import MQClientError, MQError
+from mq_common.protocol import ConsumerQueueOffset, MessageQueue, PullStatus, TopicRouteData
 from mq_common.response_code import ResponseCode
 
 from mq_gateway.v2.codes import Code, V2Code, V2Error, ok_status, status_of
@@ -85,6 +89,7 @@ class PullSideActivity:
         self._broker = broker
         self._groups = groups
         self._config = config
+        self._pull_nodes = PullNodeTable()
 
     async def query_assignment(
         self, request: service_pb2.QueryAssignmentRequest
@@ -210,11 +215,11 @@ class PullSideActivity:
         try:
             group = check_group(request.group)
             expression = tag_expression(request.filter_expression)
-            topic, addr = await self._queue_addr(request.message_queue)
+            mq, found = await self._pull_broker(request.message_queue)
             poll_ms, timeout_ms = self._pull_times(request, time_remaining_ms)
             result = await self._broker.pull_message(
-                addr,
-                topic,
+                found.broker_addr,
+                mq.topic,
                 request.message_queue.id,
                 request.offset,
                 max(1, min(request.batch_size, self._config.pull_batch_size_max)),
@@ -226,6 +231,7 @@ class PullSideActivity:
         except Exception as exc:
             yield service_pb2.PullMessageResponse(status=status_of(exc))
             return
+        self._pull_nodes.update(mq, result.suggest_which_broker_id)
         code, text = _PULL_STATUS[result.status]
         yield service_pb2.PullMessageResponse(status=definition_pb2.Status(code=code, message=text))
         for message in result.messages:
@@ -233,6 +239,20 @@ class PullSideActivity:
             fill_message(response.message, message)
             yield response
         yield service_pb2.PullMessageResponse(next_offset=result.next_begin_offset)
+
+    async def _pull_broker(self, queue: definition_pb2.MessageQueue) -> tuple[MessageQueue, FindBrokerResult]:
+        """The queue and the broker of its group to pull it from now. Raises V2Error (40002, BAD_REQUEST for a
+        queue id < 0), TopicNotExistError, MQClientError (BROKER_NOT_EXIST) when the route has no such group."""
+        topic = check_topic(queue.topic)
+        if queue.id < 0:
+            raise V2Error(Code.BAD_REQUEST, f"queue id {queue.id} is not a queue")
+        mq = MessageQueue(topic, queue.broker.name, queue.id)
+        found = self._pull_nodes.select(mq, (await self._routes.route(topic)).broker_data(mq.broker_name))
+        if found is None:
+            self._routes.invalidate(topic)
+            remark = f"broker {mq.broker_name!r} is not in the route of topic {topic!r}"
+            raise MQClientError(remark, ResponseCode.BROKER_NOT_EXIST)
+        return mq, found
 
     def _pull_times(self, request: service_pb2.PullMessageRequest, time_remaining_ms: float | None) -> tuple[int, int]:
         poll_ms = min(max(0, duration_ms(request.long_polling_timeout)), self._config.long_polling_timeout_max_ms)

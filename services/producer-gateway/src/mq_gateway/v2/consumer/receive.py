@@ -7,6 +7,10 @@ message whose delivery attempt would exceed the group's max attempts (retryMaxTi
 is acked instead of delivered (the proxy's PopMessageResultFilterImpl; the broker's revive already sends messages
 past retryMaxTimes to the DLQ itself, so this only catches groups whose limit was lowered meanwhile). Runs on the
 gateway's asyncio loop. Mirrors org.apache.rocketmq.proxy.grpc.v2.consumer.ReceiveMessageActivity.
+
+POP reads the master of a broker group only, never a slave, as RocketMQ's proxy and broker do (POP keeps
+invisibility, checkpoints and acks on the master; a slave answers no pops): while a group's master is away its
+queues are not popped (pull consumers read them from a slave, mq_client.consumer.pull_node).
 """
 
 from __future__ import annotations
