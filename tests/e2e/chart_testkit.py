@@ -41,7 +41,9 @@ VALIDATE_TIMEOUT_S = 300
 
 # What every install must name while TLS and auth are on (the chart's defaults refuse to render without them): the
 # tests render with these Secret names unless the values bring their own certificates or turn a feature off.
-TLS_SECRETS: dict[str, str] = {c: f"{RELEASE}-{c}-tls" for c in ("namesrv", "broker", "gateway", "admin")}
+TLS_SECRETS: dict[str, str] = {
+    c: f"{RELEASE}-{c}-tls" for c in ("namesrv", "broker", "gateway", "admin", "controller", "etcd")
+}
 AUTH_SECRET = f"{RELEASE}-auth"
 
 

@@ -178,6 +178,14 @@ broker_role: {{ $b.role | quote }}
 {{- include "pyrocketmq.tlsOwnedConfig" (dict "root" .root "component" "broker") }}
 {{- end -}}
 
+{{- define "pyrocketmq.controllerOwnedConfig" -}}
+listen_host: "0.0.0.0"
+listen_port: {{ .Values.controller.port }}
+metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
+etcd_endpoints: {{ include "pyrocketmq.etcdServiceAddr" . | quote }}
+{{- include "pyrocketmq.tlsOwnedConfig" (dict "root" . "component" "controller") }}
+{{- end -}}
+
 {{- define "pyrocketmq.gatewayOwnedConfig" -}}
 listen_host: "0.0.0.0"
 listen_port: {{ .Values.gateway.port }}
