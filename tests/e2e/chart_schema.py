@@ -30,8 +30,6 @@ SETTINGS: dict[str, type[BaseSettings]] = {
 # The controller's settings class (services/controller), read when that workspace member is installed; until then
 # `controller.config` takes any MQ_CONTROLLER_<FIELD> name (the service checks its own environment at start).
 CONTROLLER_SETTINGS_CLASS = ("mq_controller.settings", "ControllerSettings")
-# Fields the chart sets on the controller (validate.yaml refuses them in controller.config).
-CONTROLLER_OWNED = ("listen_host", "listen_port", "metrics_port", "etcd_endpoints")
 
 
 def controller_settings() -> type[BaseSettings] | None:
@@ -149,7 +147,7 @@ def _config(component: str) -> dict[str, Any]:
     return {
         "type": "object",
         "description": "MQ_CONTROLLER_<FIELD> settings (snake_case); checked by mqcontroller at start.",
-        "propertyNames": {"pattern": "^[a-z][a-z0-9_]*$", "not": {"enum": list(CONTROLLER_OWNED)}},
+        "propertyNames": {"pattern": "^[a-z][a-z0-9_]*$"},
     }
 
 
