@@ -86,11 +86,10 @@ def test_schema_rejects_unknown_or_out_of_range_settings(values: dict[str, Any])
 
 
 def _checksums(values: dict[str, Any]) -> dict[str, str]:
-    """checksum/config of every workload with a ConfigMap (etcd's settings are its args: a change rolls it anyway)."""
     return {
         d["metadata"]["name"]: d["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
         for d in render_docs(values)
-        if d["kind"] in ("StatefulSet", "Deployment") and d["metadata"]["labels"]["app.kubernetes.io/component"] != "etcd"
+        if d["kind"] in ("StatefulSet", "Deployment")
     }
 
 
