@@ -168,7 +168,9 @@ def test_controller_can_run_with_one_pod_per_group() -> None:
 
 
 def test_static_roles_point_slaves_at_the_master() -> None:
-    docs = render_docs({"broker": {"replicasPerBrokerGroup": 3, "role": "ASYNC_MASTER"}, "controller": {"enabled": False}})
+    docs = render_docs(
+        {"broker": {"replicasPerBrokerGroup": 3, "role": "ASYNC_MASTER"}, "controller": {"enabled": False}}
+    )
     assert not {_component_of(d) for d in docs} & {"controller", "etcd"}
     sts = _by(docs, "StatefulSet")["mq-broker-broker-a"]
     assert sts["spec"]["replicas"] == 3
@@ -194,7 +196,9 @@ def test_certificates_name_the_controller_and_etcd() -> None:
 
 def test_existing_secrets_must_name_the_controller_and_etcd_certificates() -> None:
     secrets = {c: f"{c}-tls" for c in ("namesrv", "broker", "gateway", "admin")}
-    with pytest.raises(helm_python.HelmRenderError, match=r"tls\.existingSecrets\.controller, tls\.existingSecrets\.etcd"):
+    with pytest.raises(
+        helm_python.HelmRenderError, match=r"tls\.existingSecrets\.controller, tls\.existingSecrets\.etcd"
+    ):
         render_files({"tls": {"existingSecrets": secrets}, "auth": {"enabled": False}}, bare=True)
     render_files(
         {"tls": {"existingSecrets": secrets}, "auth": {"enabled": False}, "broker": {"replicasPerBrokerGroup": 1}},

@@ -217,7 +217,9 @@ def test_pods_run_restricted(rendered: dict[str, Rendered], name: str) -> None:
         assert {"requests", "limits"} <= c["resources"].keys()
         # args, not command: the image's ENTRYPOINT (tini) stays PID 1, forwarding signals and reaping children;
         # a replicated broker's args are a sh script ending in `exec mqbroker` (checked by _env)
-        expected = {"broker": ("mqbroker", "sh"), "etcd": ("etcd",)}.get(_component(workload), (f"mq{_component(workload)}",))
+        expected = {"broker": ("mqbroker", "sh"), "etcd": ("etcd",)}.get(
+            _component(workload), (f"mq{_component(workload)}",)
+        )
         assert c["args"][0] in expected
         assert "command" not in c
         tmp = next(m for m in c["volumeMounts"] if m["mountPath"] == "/tmp")
