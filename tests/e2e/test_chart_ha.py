@@ -77,7 +77,8 @@ def test_default_brokers_run_in_controller_mode(default_docs: list[dict[str, Any
     assert controller["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
     assert _container(deployment)["args"] == ["mqcontroller"]
     settings = _by(default_docs, "ConfigMap")["mq-controller"]["data"]
-    assert settings["MQ_CONTROLLER_ETCD_ENDPOINTS"] == f"mq-etcd.{NAMESPACE}.svc.cluster.local:2379"
+    members = [f"mq-etcd-{i}.{ETCD_DOMAIN}:2379" for i in range(3)]
+    assert settings["MQ_CONTROLLER_ETCD_ENDPOINTS"] == ",".join(members)
     assert settings["MQ_CONTROLLER_COMPONENT_IDENTITIES"] == "mq-broker,mq-admin"
     assert _by(default_docs, "PodDisruptionBudget")["mq-controller"]["spec"]["maxUnavailable"] == 1
 

@@ -51,6 +51,7 @@ PENDING_HA_SERIES = {
     "mq_broker_ha_slave_lag_bytes",
     "mq_broker_ha_slave_lag_seconds",
     "mq_broker_ha_in_sync_slaves",
+    "mq_broker_ha_role",
     "mq_controller_elections_total",
     "mq_controller_sync_state_set_size",
 }

@@ -88,9 +88,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-etcd-headless" (include "pyrocketmq.fullname" .) -}}
 {{- end -}}
 
-{{/* The etcd client Service (only ready members): host:port, what the controllers dial. */}}
-{{- define "pyrocketmq.etcdServiceAddr" -}}
-{{- printf "%s-etcd.%s.svc.cluster.local:%d" (include "pyrocketmq.fullname" .) .Release.Namespace (int .Values.etcd.clientPort) -}}
+{{/* ','-separated host:port of every etcd member (stable DNS names): the controllers' etcd_endpoints (their client
+skips a member that does not answer, and one behind a Service address could stay pinned to a member without quorum). */}}
+{{- define "pyrocketmq.etcdEndpoints" -}}
+{{- $full := include "pyrocketmq.fullname" . -}}
+{{- $headless := include "pyrocketmq.etcdHeadless" . -}}
+{{- $addrs := list -}}
+{{- range $i := until (int .Values.etcd.replicas) -}}
+{{- $addrs = append $addrs (printf "%s-etcd-%d.%s.%s.svc.cluster.local:%d" $full $i $headless $.Release.Namespace (int $.Values.etcd.clientPort)) -}}
+{{- end -}}
+{{- join "," $addrs -}}
 {{- end -}}
 
 {{/*
@@ -182,7 +189,7 @@ broker_role: {{ $b.role | quote }}
 listen_host: "0.0.0.0"
 listen_port: {{ .Values.controller.port }}
 metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
-etcd_endpoints: {{ include "pyrocketmq.etcdServiceAddr" . | quote }}
+etcd_endpoints: {{ include "pyrocketmq.etcdEndpoints" . | quote }}
 {{- include "pyrocketmq.tlsOwnedConfig" (dict "root" . "component" "controller") }}
 {{- end -}}
 
