@@ -1,13 +1,15 @@
 """values.schema.json for deploy/helm/pyrocketmq, generated from the services' pydantic settings classes.
 
 The `<component>.config` sections list exactly the settings fields (types, enums, ranges, descriptions from
-NamesrvSettings, BrokerSettings, GatewaySettings); the rest of the schema is written out here. Regenerate after
+NamesrvSettings, BrokerSettings, GatewaySettings and, once the controller service is in the workspace,
+mq_controller's ControllerSettings); the rest of the schema is written out here. Regenerate after
 a settings change with ``uv run --frozen --group e2e python tests/e2e/chart_schema.py`` (test_chart_values.py
 fails while the committed file differs).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,25 @@ SETTINGS: dict[str, type[BaseSettings]] = {
     "broker": BrokerSettings,
     "gateway": GatewaySettings,
 }
+# The controller's settings class (services/controller), read when that workspace member is installed; until then
+# `controller.config` takes any MQ_CONTROLLER_<FIELD> name (the service checks its own environment at start).
+CONTROLLER_SETTINGS_CLASS = ("mq_controller.settings", "ControllerSettings")
+
+
+def controller_settings() -> type[BaseSettings] | None:
+    """mq_controller.settings.ControllerSettings when the package is importable, else None."""
+    module_name, class_name = CONTROLLER_SETTINGS_CLASS
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        return None
+    cls: type[BaseSettings] = getattr(module, class_name)
+    return cls
+
+
+_CONTROLLER_SETTINGS = controller_settings()
+if _CONTROLLER_SETTINGS is not None:
+    SETTINGS["controller"] = _CONTROLLER_SETTINGS
 # Ranges the validation template checks itself, with a message naming the rule.
 TEMPLATE_CHECKED = {"broker": {"sync_flush_timeout_ms"}}
 
@@ -115,8 +136,41 @@ def _component(component: str, extra: dict[str, Any], required: list[str]) -> di
         "type": "object",
         "additionalProperties": False,
         "required": ["port", "config", "resources", *required],
-        "properties": {"port": _PORT, "config": config_schema(component), **_scheduling(), **extra},
+        "properties": {"port": _PORT, "config": _config(component), **_scheduling(), **extra},
     }
+
+
+def _config(component: str) -> dict[str, Any]:
+    """`<component>.config`: from the settings class; the controller's is open while its class is absent."""
+    if component in SETTINGS:
+        return config_schema(component)
+    return {
+        "type": "object",
+        "description": "MQ_CONTROLLER_<FIELD> settings (snake_case); checked by mqcontroller at start.",
+        "propertyNames": {"pattern": "^[a-z][a-z0-9_]*$"},
+    }
+
+
+def _controller() -> dict[str, Any]:
+    """controller.*: the RocketMQ 5 controller Deployment; `enabled` null = on when groups have several pods."""
+    extra = {"enabled": {"type": ["boolean", "null"]}, "replicas": {"type": "integer", "minimum": 1}}
+    return _component("controller", extra, ["replicas"])
+
+
+def _etcd() -> dict[str, Any]:
+    """etcd.*: the controller's state store, a StatefulSet of an odd number of members (validate.yaml checks odd)."""
+    props = {
+        "replicas": {"type": "integer", "minimum": 1},
+        "clientPort": _PORT,
+        "peerPort": _PORT,
+        "metricsPort": _PORT,
+        "quotaBackendBytes": {"type": "integer", "minimum": 134217728},
+        "autoCompactionRetention": {"type": "integer", "minimum": 1},
+        "persistence": _persistence(),
+        **_scheduling(),
+    }
+    required = ["replicas", "clientPort", "peerPort", "metricsPort", "persistence", "resources"]
+    return {"type": "object", "additionalProperties": False, "required": required, "properties": props}
 
 
 def _persistence() -> dict[str, Any]:
@@ -160,7 +214,8 @@ def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[
 
 
 _SECRET_NAME = {"type": "string", "pattern": "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$", "maxLength": 253}
-_COMPONENTS = ("namesrv", "broker", "gateway", "admin")
+_COMPONENTS = ("namesrv", "broker", "gateway", "admin", "controller", "etcd")
+_BROKER_ROLES = ["ASYNC_MASTER", "SYNC_MASTER"]
 
 
 def _tls() -> dict[str, Any]:
@@ -248,7 +303,19 @@ def build_schema() -> dict[str, Any]:
         "title": "pyrocketmq chart values",
         "type": "object",
         "additionalProperties": False,
-        "required": ["image", "clusterName", "tls", "auth", "namesrv", "broker", "gateway", "metrics", "networkPolicy"],
+        "required": [
+            "image",
+            "clusterName",
+            "tls",
+            "auth",
+            "namesrv",
+            "broker",
+            "gateway",
+            "controller",
+            "etcd",
+            "metrics",
+            "networkPolicy",
+        ],
         "properties": {
             "global": _MAP,
             "nameOverride": _STR,
@@ -319,9 +386,17 @@ def build_schema() -> dict[str, Any]:
             "namesrv": _component("namesrv", {"replicas": {"type": "integer", "minimum": 1}}, ["replicas"]),
             "broker": _component(
                 "broker",
-                {"groups": {"type": "array", "items": group}, "persistence": _persistence()},
-                ["groups", "persistence"],
+                {
+                    "groups": {"type": "array", "items": group},
+                    "persistence": _persistence(),
+                    "haPort": _PORT,
+                    "replicasPerBrokerGroup": {"type": "integer", "minimum": 1, "maximum": 9},
+                    "role": {"enum": _BROKER_ROLES},
+                },
+                ["groups", "persistence", "haPort", "replicasPerBrokerGroup", "role"],
             ),
+            "controller": _controller(),
+            "etcd": _etcd(),
             "gateway": _component(
                 "gateway",
                 {

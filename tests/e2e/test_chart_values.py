@@ -60,6 +60,10 @@ def test_every_value_is_documented() -> None:
         ({"broker": {"groups": [{"name": "Broker_A"}]}}, "must be a DNS label"),
         ({"gateway": {"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}}, "minReplicas (5) is larger"),
         ({"metrics": {"serviceMonitor": {"enabled": True}, "podMonitor": {"enabled": True}}}, "scraped twice"),
+        ({"etcd": {"replicas": 4}}, "etcd.replicas must be odd (got 4)"),
+        ({"broker": {"config": {"broker_role": "SLAVE"}}}, "broker.config.broker_role is set by the chart"),
+        ({"controller": {"config": {"etcd_endpoints": "127.0.0.1:1"}}}, "controller.config.etcd_endpoints is set"),
+        ({"broker": {"haPort": 10911}}, "broker.haPort 10911 is the broker's gRPC port"),
     ],
 )
 def test_validation_template_fails_with_a_clear_message(values: dict[str, Any], message: str) -> None:
@@ -173,6 +177,8 @@ def test_service_monitor_selects_one_service_per_component(chart_copy: Path) -> 
     ]
     assert sorted(d["metadata"]["name"] for d in selected) == [
         "mq-broker-broker-a-headless",
+        "mq-controller-metrics",
+        "mq-etcd-headless",
         "mq-gateway-metrics",
         "mq-namesrv-headless",
     ]
@@ -190,7 +196,13 @@ def test_monitors_give_targets_the_component_labels_the_down_alerts_select(kind:
     workloads = [d for d in docs if d["kind"] in ("StatefulSet", "Deployment")]
     pod_labels = [d["spec"]["template"]["metadata"]["labels"] for d in workloads]
     assert {labels["app.kubernetes.io/part-of"] for labels in pod_labels} == {"pyrocketmq"}
-    assert {labels["app.kubernetes.io/component"] for labels in pod_labels} == {"namesrv", "broker", "gateway"}
+    assert {labels["app.kubernetes.io/component"] for labels in pod_labels} == {
+        "namesrv",
+        "broker",
+        "gateway",
+        "controller",
+        "etcd",
+    }
     rules = yaml.safe_load((CHART / "files/rules/pyrocketmq.rules.yaml").read_text("utf-8"))
     exprs = {r["alert"]: r["expr"] for g in rules["groups"] for r in g["rules"]}
     for alert, component in [

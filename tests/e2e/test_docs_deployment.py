@@ -410,7 +410,8 @@ def test_security_values_block_renders() -> None:
     block = find("docs/security.md", "passwordSecret: {name: spark-flights-user")
     docs = render_docs(helm_python.values_from_yaml(block.text), bare=True)
     certificates = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Certificate"}
-    assert sorted(certificates) == ["mq-admin", "mq-broker", "mq-gateway", "mq-namesrv"]
+    # the controller's and etcd's too: replicated broker groups (the default) run them
+    assert sorted(certificates) == ["mq-admin", "mq-broker", "mq-controller", "mq-etcd", "mq-gateway", "mq-namesrv"]
     assert {c["spec"]["issuerRef"]["name"] for c in certificates.values()} == {"messaging-ca"}
     assert "server auth" not in certificates["mq-admin"]["spec"]["usages"]
     job = _named(docs, "Job", "mq-auth-bootstrap")

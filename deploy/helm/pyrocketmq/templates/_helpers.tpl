@@ -62,6 +62,65 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-namesrv.%s.svc.cluster.local:%d" (include "pyrocketmq.fullname" .) .Release.Namespace (int .Values.namesrv.port) -}}
 {{- end -}}
 
+{{/* "true" when the controller (and etcd) run: controller.enabled, or by default when groups have several pods. */}}
+{{- define "pyrocketmq.controllerEnabled" -}}
+{{- $given := .Values.controller.enabled -}}
+{{- if kindIs "invalid" $given -}}
+{{- if gt (int .Values.broker.replicasPerBrokerGroup) 1 }}true{{ end -}}
+{{- else if $given -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when brokers replicate: several pods per group (static roles) or controller mode. */}}
+{{- define "pyrocketmq.brokerHa" -}}
+{{- if or (gt (int .Values.broker.replicasPerBrokerGroup) 1) (include "pyrocketmq.controllerEnabled" .) }}true{{ end -}}
+{{- end -}}
+
+{{/* "true" when broker_id comes from the pod ordinal (the container's script), not the ConfigMap. */}}
+{{- define "pyrocketmq.brokerPerPodIds" -}}
+{{- include "pyrocketmq.brokerHa" . -}}
+{{- end -}}
+
+{{- define "pyrocketmq.controllerServiceAddr" -}}
+{{- printf "%s-controller.%s.svc.cluster.local:%d" (include "pyrocketmq.fullname" .) .Release.Namespace (int .Values.controller.port) -}}
+{{- end -}}
+
+{{- define "pyrocketmq.etcdHeadless" -}}
+{{- printf "%s-etcd-headless" (include "pyrocketmq.fullname" .) -}}
+{{- end -}}
+
+{{/* ','-separated host:port of every etcd member (stable DNS names): the controllers' etcd_endpoints (their client
+skips a member that does not answer, and one behind a Service address could stay pinned to a member without quorum). */}}
+{{- define "pyrocketmq.etcdEndpoints" -}}
+{{- $full := include "pyrocketmq.fullname" . -}}
+{{- $headless := include "pyrocketmq.etcdHeadless" . -}}
+{{- $addrs := list -}}
+{{- range $i := until (int .Values.etcd.replicas) -}}
+{{- $addrs = append $addrs (printf "%s-etcd-%d.%s.%s.svc.cluster.local:%d" $full $i $headless $.Release.Namespace (int $.Values.etcd.clientPort)) -}}
+{{- end -}}
+{{- join "," $addrs -}}
+{{- end -}}
+
+{{/*
+The broker container's args. One pod per group without the controller: plain `mqbroker`, as before. Otherwise a
+POSIX sh script derives the per-pod values from the StatefulSet ordinal (the suffix of POD_NAME) and then execs
+mqbroker (tini stays PID 1): in controller mode broker_id = ordinal + 1 and the controller elects the master;
+with static roles ordinal 0 is the master (broker_id 0, broker.role) and ordinal n a SLAVE with broker_id n that
+replicates from ordinal 0's HA port. Call with (dict "root" $ "group" $group).
+*/}}
+{{- define "pyrocketmq.brokerArgs" -}}
+{{- $b := .root.Values.broker -}}
+{{- if not (include "pyrocketmq.brokerPerPodIds" .root) -}}
+{{- list "mqbroker" | toJson -}}
+{{- else if include "pyrocketmq.controllerEnabled" .root -}}
+{{- list "sh" "-c" "ordinal=\"${POD_NAME##*-}\"\nexport MQ_BROKER_BROKER_ID=\"$((ordinal + 1))\"\nexec mqbroker\n" | toJson -}}
+{{- else -}}
+{{- $name := include "pyrocketmq.brokerName" . -}}
+{{- $master := printf "%s-0.%s-headless.%s.svc.cluster.local:%d" $name $name .root.Release.Namespace (int $b.haPort) -}}
+{{- $script := printf "ordinal=\"${POD_NAME##*-}\"\nif [ \"$ordinal\" = 0 ]; then\n  export MQ_BROKER_BROKER_ID=0 MQ_BROKER_BROKER_ROLE=%s\nelse\n  export MQ_BROKER_BROKER_ID=\"$ordinal\" MQ_BROKER_BROKER_ROLE=SLAVE MQ_BROKER_HA_MASTER_ADDRESS=%s\nfi\nexec mqbroker\n" $b.role $master -}}
+{{- list "sh" "-c" $script | toJson -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "pyrocketmq.gatewayServiceAddr" -}}
 {{- printf "%s-gateway.%s.svc.cluster.local:%d" (include "pyrocketmq.fullname" .) .Release.Namespace (int .Values.gateway.service.port) -}}
 {{- end -}}
@@ -98,18 +157,40 @@ cluster_name: {{ .Values.clusterName | quote }}
 {{- include "pyrocketmq.tlsOwnedConfig" (dict "root" . "component" "namesrv") }}
 {{- end -}}
 
-{{/* Call with (dict "root" $ "group" $group). broker_ip is per pod (env), not here. */}}
+{{/*
+Call with (dict "root" $ "group" $group). broker_ip is per pod (env), not here; so are broker_id (and, with static
+roles, broker_role) when a group has several pods: the container's script derives them from the pod's ordinal.
+*/}}
 {{- define "pyrocketmq.brokerOwnedConfig" -}}
+{{- $b := .root.Values.broker }}
 listen_host: "0.0.0.0"
-listen_port: {{ .root.Values.broker.port }}
+listen_port: {{ $b.port }}
 metrics_port: {{ ternary .root.Values.metrics.port 0 .root.Values.metrics.enabled }}
 cluster_name: {{ .root.Values.clusterName | quote }}
 broker_name: {{ .group.name | quote }}
+{{- if not (include "pyrocketmq.brokerPerPodIds" .root) }}
 broker_id: 0
+{{- end }}
 namesrv_addr: {{ include "pyrocketmq.namesrvAddr" .root | quote }}
 store_path_root_dir: /var/lib/rocketmq/store
+{{- if include "pyrocketmq.brokerHa" .root }}
+ha_listen_port: {{ $b.haPort }}
+{{- end }}
+{{- if include "pyrocketmq.controllerEnabled" .root }}
+enable_controller_mode: true
+controller_addr: {{ include "pyrocketmq.controllerServiceAddr" .root | quote }}
+broker_role: {{ $b.role | quote }}
+{{- end }}
 {{ include "pyrocketmq.authOwnedConfig" .root }}
 {{- include "pyrocketmq.tlsOwnedConfig" (dict "root" .root "component" "broker") }}
+{{- end -}}
+
+{{- define "pyrocketmq.controllerOwnedConfig" -}}
+listen_host: "0.0.0.0"
+listen_port: {{ .Values.controller.port }}
+metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
+etcd_endpoints: {{ include "pyrocketmq.etcdEndpoints" . | quote }}
+{{- include "pyrocketmq.tlsOwnedConfig" (dict "root" . "component" "controller") }}
 {{- end -}}
 
 {{- define "pyrocketmq.gatewayOwnedConfig" -}}
@@ -199,7 +280,11 @@ livenessProbe:
   timeoutSeconds: 3
 {{- end -}}
 
-{{/* Scheduling fields of the pod templates. Call with (dict "root" $ "component" "broker" "c" $componentValues). */}}
+{{/*
+Scheduling fields of the pod templates. Call with (dict "root" $ "component" "broker" "c" $componentValues); a
+replicated broker group adds "group" $groupName: the preset then keeps the pods of that group (master and slaves)
+apart (required when hard, preferred when soft) and only prefers to spread the groups over nodes.
+*/}}
 {{- define "pyrocketmq.scheduling" -}}
 {{- with .c.nodeSelector }}
 nodeSelector:
@@ -215,13 +300,23 @@ affinity:
 {{- else if .c.podAntiAffinityPreset }}
 affinity:
   podAntiAffinity:
-    {{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "pyrocketmq.selectorLabels" (dict "root" .root "component" .component) | fromYaml)) }}
+    {{- $selector := include "pyrocketmq.selectorLabels" (dict "root" .root "component" .component) | fromYaml }}
+    {{- $componentTerm := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" $selector) }}
+    {{- $term := $componentTerm }}
+    {{- $preferred := list }}
+    {{- if .group }}
+    {{- $term = dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (merge (dict "pyrocketmq.io/broker-group" .group) $selector)) }}
+    {{- $preferred = append $preferred (dict "weight" 50 "podAffinityTerm" $componentTerm) }}
+    {{- end }}
     {{- if eq .c.podAntiAffinityPreset "hard" }}
     requiredDuringSchedulingIgnoredDuringExecution:
       {{- list $term | toYaml | nindent 6 }}
     {{- else }}
+    {{- $preferred = prepend $preferred (dict "weight" 100 "podAffinityTerm" $term) }}
+    {{- end }}
+    {{- with $preferred }}
     preferredDuringSchedulingIgnoredDuringExecution:
-      {{- list (dict "weight" 100 "podAffinityTerm" $term) | toYaml | nindent 6 }}
+      {{- toYaml . | nindent 6 }}
     {{- end }}
 {{- end }}
 {{- with .c.topologySpreadConstraints }}

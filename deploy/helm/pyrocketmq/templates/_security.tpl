@@ -28,7 +28,8 @@ the pods as env with secretKeyRef.
 {{/*
 Chart-owned TLS settings of a component (a YAML map merged into its ConfigMap data). Name servers and brokers
 require client certificates (mutual TLS); name servers take RegisterBroker only from the broker identity, brokers
-treat the broker, gateway and admin identities as components. The gateway's client port asks for none.
+treat the broker, gateway and admin identities as components, controllers the broker (heartbeats, SyncStateSet
+changes) and admin (elections by hand) identities. The gateway's client port asks for none.
 Call with (dict "root" $ "component" "broker").
 */}}
 {{- define "pyrocketmq.tlsOwnedConfig" -}}
@@ -48,6 +49,12 @@ component_identities: {{ include "pyrocketmq.tlsIdentity" (dict "root" .root "co
 {{- else if eq .component "broker" }}
 {{- $names := list }}
 {{- range $c := list "broker" "gateway" "admin" }}
+{{- $names = append $names (include "pyrocketmq.tlsIdentity" (dict "root" $.root "component" $c)) }}
+{{- end }}
+component_identities: {{ join "," $names | quote }}
+{{- else if eq .component "controller" }}
+{{- $names := list }}
+{{- range $c := list "broker" "admin" }}
 {{- $names = append $names (include "pyrocketmq.tlsIdentity" (dict "root" $.root "component" $c)) }}
 {{- end }}
 component_identities: {{ join "," $names | quote }}
