@@ -75,7 +75,7 @@ lint: sync proto-lint ## buf lint, ruff, ruff format, mypy --strict, import rule
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen ruff format --check .
 	$(UV) run --frozen mypy libs/mq-common/src/mq_common libs/mq-client/src libs/mq-local/src \
-	  services/namesrv/src services/broker/src services/producer-gateway/src spark/src
+	  services/namesrv/src services/controller/src services/broker/src services/producer-gateway/src spark/src
 	$(UV) run --frozen lint-imports
 
 .PHONY: test
