@@ -17,7 +17,7 @@ NO_PERMISSION 16).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from mq.controller.v1 import controller_pb2, controller_pb2_grpc
 
@@ -43,7 +43,8 @@ from mq_common.protocol.controller_convert import (
 from mq_common.response_code import ResponseCode
 
 _R = TypeVar("_R")
-_Stub = controller_pb2_grpc.ControllerAsyncStub
+if TYPE_CHECKING:
+    _Stub = controller_pb2_grpc.ControllerAsyncStub
 
 
 class ControllerClient:

@@ -2,9 +2,10 @@
 
 - BrokerHeartbeat and AlterSyncStateSet change who is master: with mutual TLS (tls_client_auth=require) only a
   component certificate (mq_common.tls.ComponentGuard) may call them, as only brokers register at the name server.
-- ElectMaster and the reads need a component or an admin: with authentication on, a call signed by a SUPER user
-  (the init user or the inner client credentials of the settings; mq_common.auth's HMAC signature check); with
-  mutual TLS and authentication off, a component certificate; with neither, anyone.
+- ElectMaster and the reads need a component or an admin: with authentication on, a component certificate or a
+  call signed by a SUPER user (the init user or the inner client credentials of the settings; mq_common.auth's HMAC
+  signature check). With authentication off there are no users: any caller the transport let in (with mutual TLS,
+  a certificate the CA verified) counts as an admin.
 
 A refusal is NO_PERMISSION (16) whose remark names the RPC and the caller, never a secret. Runs on the controller's
 loop; the signature check costs one cached lookup.
@@ -58,7 +59,6 @@ class ControllerAccess:
         if self._guard.component_name(context) is not None:
             return
         if self._authenticator is None:
-            self.check_component(context, rpc)
             return
         header, date_time = signed_headers(context.invocation_metadata())
         result = await self._authenticator.authenticate(header, date_time, context.peer())
