@@ -1,7 +1,8 @@
 """Who becomes master: RocketMQ's DefaultElectPolicy as a pure function.
 
 Mirrors org.apache.rocketmq.controller.elect.impl.DefaultElectPolicy. Candidates are the live brokers of the
-SyncStateSet; only with ``unclean`` (enableElectUncleanMaster) any live replica when none of those is alive. A group
+SyncStateSet; only with ``unclean`` (enableElectUncleanMaster), when none of those qualifies (none alive, or the
+designated one is not in sync), any live replica. A group
 that never had a master (master epoch 0) takes any live replica: nobody can have acknowledged data in it yet.
 Among the candidates: the still-live old master when nothing else is asked; else the designated broker (or nobody
 when it is not a candidate); else the largest epoch, then the largest max offset, then the smallest
@@ -26,15 +27,10 @@ def _rank(info: BrokerLiveInfo) -> tuple[int, int, int, int]:
     return (-info.epoch, -info.max_offset, priority, info.broker_id)
 
 
-def candidates(group: GroupState, live: Mapping[int, BrokerLiveInfo], unclean: bool) -> frozenset[int]:
-    """The live broker ids that may become master (see the module docstring)."""
+def candidates(group: GroupState, live: Mapping[int, BrokerLiveInfo]) -> frozenset[int]:
+    """The live in-sync broker ids (every live one in a group that never had a master)."""
     alive = frozenset(live)
-    if group.master_epoch == 0:
-        return alive
-    in_sync = alive & group.sync_state_set
-    if in_sync or not unclean:
-        return in_sync
-    return alive
+    return alive if group.master_epoch == 0 else alive & group.sync_state_set
 
 
 def _pick(
@@ -55,8 +51,7 @@ def elect(
     """The broker id to make (or keep) master, or None when no candidate qualifies. ``live`` maps broker id to
     its last heartbeat (only live brokers)."""
     old_master = group.master_broker_id if group.master_broker_id != NO_MASTER_ID else -1
-    in_sync = candidates(group, live, unclean=False)
-    chosen = _pick(in_sync, live, old_master, designated)
+    chosen = _pick(candidates(group, live), live, old_master, designated)
     if chosen is None and unclean:
-        chosen = _pick(candidates(group, live, unclean=True), live, old_master, designated)
+        chosen = _pick(frozenset(live), live, old_master, designated)
     return chosen

@@ -104,7 +104,7 @@ def manual_elect(
         who = f"broker {designated}" if designated is not None else "no replica"
         raise _error(
             ResponseCode.CONTROLLER_ELECT_MASTER_FAILED,
-            f"{group.broker_name}: {who} can be master (it must be alive and in the SyncStateSet)",
+            f"{group.broker_name}: {who} cannot be master (it must be alive and in the SyncStateSet)",
         )
     if chosen == group.master_broker_id:
         raise _error(
