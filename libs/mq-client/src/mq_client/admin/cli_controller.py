@@ -2,7 +2,7 @@
 
 Mirrors org.apache.rocketmq.tools.command.ha.GetSyncStateSetSubCommand, controller.ReElectMasterSubCommand and
 controller.GetControllerMetaDataSubCommand: their options (``-a/--controllerAddress``; electMaster's ``-b/--brokerId``
-and ``-bn/--brokerName``) and their ``#Key<TAB>value`` lines; ``--output json`` prints one JSON document instead.
+and ``-bn/--brokerName``) and their ``#Key<TAB>value`` lines (printed as they are: tabs kept, no wrapping); ``--output json`` prints one JSON document instead.
 Calls go through mq_common.controller_client.ControllerClient, signed with the global ``--accessKey``/``--secretKey``
 and over the global ``--tls`` options. Registers on mq_client.admin.cli_common.app; main thread, a loop per verb.
 """
@@ -76,18 +76,18 @@ def get_sync_state_set(
     groups = run_controller(controller, lambda client: client.get_sync_state_data(names))
     groups = tuple(g for g in groups if cluster_name is None or g.cluster_name == cluster_name)
 
-    def render(out: Console) -> None:
+    def render(_: Console) -> None:
         for g in groups:
             info = g.replica_info
-            out.print(
+            typer.echo(
                 f"\n#brokerName\t{g.broker_name}\n#MasterBrokerId\t{info.master_broker_id}\n"
                 f"#MasterAddr\t{info.master_addr}\n#MasterEpoch\t{info.master_epoch}\n"
                 f"#SyncStateSetEpoch\t{info.sync_state_set_epoch}\n#SyncStateSetNums\t{len(info.sync_state_set)}"
             )
             for member in g.in_sync_replicas:
-                out.print(f"\nInSyncReplica:\t{_identity(member)}")
+                typer.echo(f"\nInSyncReplica:\t{_identity(member)}")
             for member in g.not_in_sync_replicas:
-                out.print(f"\nNotInSyncReplica:\t{_identity(member)}")
+                typer.echo(f"\nNotInSyncReplica:\t{_identity(member)}")
 
     emit(output, {"groups": groups}, render)
 
@@ -107,12 +107,12 @@ def elect_master(
     """Make broker -b master of group -bn (a manual switch); without -b the election policy chooses."""
     info = run_controller(controller, lambda client: client.elect_master(cluster_name, broker_name, broker_id))
 
-    def render(out: Console) -> None:
-        out.print(
+    def render(_: Console) -> None:
+        typer.echo(
             f"\n#ClusterName\t{cluster_name}\n#BrokerName\t{broker_name}\n#BrokerMasterAddr\t{info.master_addr}"
             f"\n#MasterEpoch\t{info.master_epoch}\n#SyncStateSetEpoch\t{info.sync_state_set_epoch}"
         )
-        out.print(f"\t#Broker\t{info.master_broker_id}\t{info.master_addr}")
+        typer.echo(f"\t#Broker\t{info.master_broker_id}\t{info.master_addr}")
 
     emit(output, {"cluster_name": cluster_name, "broker_name": broker_name, "replica_info": info}, render)
 
@@ -122,12 +122,12 @@ def get_controller_meta_data(controller: ControllerOption, output: OutputOption 
     """Show the controller that answered and the etcd cluster its state lives in."""
     meta = run_controller(controller, lambda client: client.get_controller_meta_data())
 
-    def render(out: Console) -> None:
-        out.print(
+    def render(_: Console) -> None:
+        typer.echo(
             f"\n#ControllerGroup\tetcd\n#ControllerLeaderId\t{meta.etcd_leader_id}"
             f"\n#ControllerLeaderAddress\t{meta.controller_addr}"
         )
         for peer in meta.etcd_endpoints:
-            out.print(f"\n#Peer:\t{peer}")
+            typer.echo(f"\n#Peer:\t{peer}")
 
     emit(output, meta, render)
