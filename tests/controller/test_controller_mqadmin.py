@@ -70,7 +70,8 @@ def test_mqadmin_controller_verbs(tmp_path: Path) -> None:
 def test_local_cluster_starts_etcd_and_a_controller(tmp_path: Path) -> None:
     spec = spec_for_tests(tmp_path / "cluster", broker_groups=1, controller=True, controller_port=free_port())
     with LocalCluster(spec) as cluster:
-        assert cluster.controller is not None and cluster.controller.running()
+        assert cluster.controller is not None
+        assert cluster.controller.running()
         assert cluster.etcd is not None
         env = cluster.brokers["broker-a"].env
         assert env["MQ_BROKER_CONTROLLER_ADDR"] == spec.controller_addr

@@ -2,7 +2,8 @@
 
 Mirrors org.apache.rocketmq.tools.command.ha.GetSyncStateSetSubCommand, controller.ReElectMasterSubCommand and
 controller.GetControllerMetaDataSubCommand: their options (``-a/--controllerAddress``; electMaster's ``-b/--brokerId``
-and ``-bn/--brokerName``) and their ``#Key<TAB>value`` lines (printed as they are: tabs kept, no wrapping); ``--output json`` prints one JSON document instead.
+and ``-bn/--brokerName``) and their ``#Key<TAB>value`` lines
+(printed as they are: tabs kept, no wrapping); ``--output json`` prints one JSON document instead.
 Calls go through mq_common.controller_client.ControllerClient, signed with the global ``--accessKey``/``--secretKey``
 and over the global ``--tls`` options. Registers on mq_client.admin.cli_common.app; main thread, a loop per verb.
 """
