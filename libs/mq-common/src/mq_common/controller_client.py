@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from mq.controller.v1 import controller_pb2, controller_pb2_grpc
 
 from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool, seconds
-from mq_common.errors import MQClientError, RemotingError
+from mq_common.failover import Failover
 from mq_common.grpc_errors import invoke
 from mq_common.namesrv_client import check_code
 from mq_common.protocol.controller import (
@@ -40,7 +40,6 @@ from mq_common.protocol.controller_convert import (
     replica_info_from_proto,
     role_from_proto,
 )
-from mq_common.response_code import ResponseCode
 
 _R = TypeVar("_R")
 if TYPE_CHECKING:
@@ -52,32 +51,18 @@ class ControllerClient:
     (RPC_ADDR_IS_NULL, -1002) when ``controller_addrs`` has no address."""
 
     def __init__(self, controller_addrs: Sequence[str], pool: ChannelPool) -> None:
-        addrs = tuple(a.strip() for a in controller_addrs if a.strip())
-        if not addrs:
-            raise MQClientError("No controller address, please set it", ResponseCode.RPC_ADDR_IS_NULL)
-        self._addrs = addrs
+        self._failover = Failover(controller_addrs, "controller")
         self._pool = pool
-        self._index = 0
 
     @property
     def controller_addrs(self) -> tuple[str, ...]:
-        return self._addrs
+        return self._failover.addrs
 
     async def _call(self, attempt: Callable[[_Stub, str, float], Awaitable[_R]], timeout_ms: int) -> _R:
-        errors: list[str] = []
-        for step in range(len(self._addrs)):
-            index = (self._index + step) % len(self._addrs)
-            addr = self._addrs[index]
-            try:
-                result = await attempt(
-                    controller_pb2_grpc.ControllerStub(self._pool.get(addr)), addr, seconds(timeout_ms)
-                )
-            except RemotingError as exc:
-                errors.append(exc.remark)
-                continue
-            self._index = index
-            return result
-        raise RemotingError("no controller answered: " + "; ".join(errors))
+        def stub(addr: str) -> _Stub:
+            return controller_pb2_grpc.ControllerStub(self._pool.get(addr))
+
+        return await self._failover.call(lambda addr: attempt(stub(addr), addr, seconds(timeout_ms)))
 
     async def broker_heartbeat(
         self, heartbeat: BrokerHeartbeat, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
