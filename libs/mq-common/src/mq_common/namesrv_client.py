@@ -16,7 +16,8 @@ from typing import TypeVar
 from mq.namesrv.v1 import namesrv_pb2, namesrv_pb2_grpc
 
 from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool, seconds
-from mq_common.errors import MQClientError, RemotingError, TopicNotExistError, error_for_code
+from mq_common.errors import TopicNotExistError, error_for_code
+from mq_common.failover import Failover
 from mq_common.grpc_errors import invoke
 from mq_common.protocol.cluster import ClusterInfo
 from mq_common.protocol.convert import (
@@ -49,12 +50,9 @@ class NameServerClient:
     """
 
     def __init__(self, namesrv_addrs: Sequence[str], pool: ChannelPool) -> None:
-        addrs = [a.strip() for a in namesrv_addrs if a.strip()]
-        if not addrs:
-            raise MQClientError("No name server address, please set it", ResponseCode.RPC_ADDR_IS_NULL)
-        self._addrs: tuple[str, ...] = tuple(addrs)
+        self._failover_addrs = Failover(namesrv_addrs, "name server")
+        self._addrs: tuple[str, ...] = self._failover_addrs.addrs
         self._pool = pool
-        self._index = 0
 
     @property
     def namesrv_addrs(self) -> tuple[str, ...]:
@@ -63,7 +61,7 @@ class NameServerClient:
     @property
     def current_addr(self) -> str:
         """The name server tried first by the next query (the last one that answered)."""
-        return self._addrs[self._index]
+        return self._addrs[self._failover_addrs.index]
 
     def _stub(self, addr: str) -> namesrv_pb2_grpc.NameServerAsyncStub:
         return namesrv_pb2_grpc.NameServerStub(self._pool.get(addr))
@@ -73,18 +71,7 @@ class NameServerClient:
         attempt: Callable[[namesrv_pb2_grpc.NameServerAsyncStub, str, float], Awaitable[_R]],
         timeout_ms: int,
     ) -> _R:
-        errors: list[str] = []
-        for step in range(len(self._addrs)):
-            index = (self._index + step) % len(self._addrs)
-            addr = self._addrs[index]
-            try:
-                result = await attempt(self._stub(addr), addr, seconds(timeout_ms))
-            except RemotingError as exc:
-                errors.append(exc.remark)
-                continue
-            self._index = index
-            return result
-        raise RemotingError("no name server answered: " + "; ".join(errors))
+        return await self._failover_addrs.call(lambda addr: attempt(self._stub(addr), addr, seconds(timeout_ms)))
 
     async def get_route_info_by_topic(self, topic: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> TopicRouteData:
         """GET_ROUTEINFO_BY_TOPIC. Raises TopicNotExistError (17) when the name server has no route,

@@ -67,6 +67,12 @@ def up(
             "--auth", help="Authentication + ACL on brokers and gateway: a generated super user in <data>/auth."
         ),
     ] = False,
+    controller: Annotated[
+        bool,
+        typer.Option(
+            "--controller", help="Also start etcd and a controller (RocketMQ 5 controller mode) on port 9878."
+        ),
+    ] = False,
 ) -> None:
     """Start the cluster in the background and return once every service serves."""
     if flush_disk_type not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
@@ -85,6 +91,7 @@ def up(
         auto_create_topic_enable=auto_create_topic,
         tls=tls,
         auth=auth,
+        controller=controller,
     )
     try:
         cluster = LocalCluster(spec, fresh=not keep_data).start()

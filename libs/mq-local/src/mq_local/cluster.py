@@ -27,6 +27,7 @@ from mq_common.extensions import NO_EXTENSIONS_ENV
 from mq_common.tls import TlsClientAuth, TlsClientConfig
 
 from mq_local.auth_files import LocalAuthFiles
+from mq_local.etcd import LocalEtcd
 from mq_local.ports import LOCAL_HOST, PortLayout, broker_name_of
 from mq_local.processes import STOP_GRACE_S, ManagedProcess, ProcessStartError
 from mq_local.readiness import missing_brokers, wait_registered, wait_serving
@@ -36,6 +37,8 @@ from mq_local.tls_files import BROKER_IDENTITY, LocalTlsFiles
 NAMESRV_MODULE: Final = "mq_namesrv.main"
 BROKER_MODULE: Final = "mq_broker.main"
 GATEWAY_MODULE: Final = "mq_gateway.main"
+CONTROLLER_MODULE: Final = "mq_controller.main"
+DEFAULT_CONTROLLER_PORT: Final = 9878
 DEFAULT_START_WAIT_S: Final = 60.0
 FlushDiskType = Literal["SYNC_FLUSH", "ASYNC_FLUSH"]
 
@@ -58,6 +61,9 @@ class ClusterSpec:
     certificates on the gateway; the cluster's own readiness checks present the ``admin`` certificate.
     ``auth`` turns authentication and authorisation on for brokers and the gateway, with a generated init super
     user and inner credentials in ``<data>/auth`` (mq_local.auth_files); ``admin_credentials`` signs admin calls.
+    ``controller`` also starts an etcd of ``etcd_members`` (1 or 3; mq_local.etcd) and one controller
+    (``mqcontroller`` on ``controller_port``, settings ``controller_env``) before the brokers, and tells the brokers
+    its address (MQ_BROKER_CONTROLLER_ADDR, MQ_BROKER_ENABLE_CONTROLLER_MODE).
     ``clean_file_forcibly_enable`` is off by default: local stores share the host's disk with everything else,
     so a host disk above 85 % must not delete what was just stored (above 90 % DISK_FULL still refuses puts).
     """
@@ -79,6 +85,14 @@ class ClusterSpec:
     metrics_ports: Mapping[str, int] = field(default_factory=dict)
     tls: bool = False
     auth: bool = False
+    controller: bool = False
+    etcd_members: int = 1
+    controller_port: int = DEFAULT_CONTROLLER_PORT
+    controller_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def controller_addr(self) -> str:
+        return f"{LOCAL_HOST}:{self.controller_port}"
 
     @property
     def auth_files(self) -> LocalAuthFiles | None:
@@ -133,7 +147,7 @@ def _service_env(
         name = "broker" if prefix == "MQ_BROKER_" else service
         auth = TlsClientAuth.OPTIONAL if service == "gateway" else TlsClientAuth.REQUIRE
         env.update(files.service_env(prefix, name, auth))
-        if service == "namesrv":
+        if service in ("namesrv", "controller"):
             env[f"{prefix}COMPONENT_IDENTITIES"] = BROKER_IDENTITY
     env.update(own)
     env.update(extra)
@@ -156,7 +170,18 @@ def broker_env(spec: ClusterSpec, index: int) -> dict[str, str]:
         "MQ_BROKER_AUTO_CREATE_TOPIC_ENABLE": "true" if spec.auto_create_topic_enable else "false",
         "MQ_BROKER_CLEAN_FILE_FORCIBLY_ENABLE": "true" if spec.clean_file_forcibly_enable else "false",
     }
+    if spec.controller:
+        own["MQ_BROKER_CONTROLLER_ADDR"] = spec.controller_addr
+        own["MQ_BROKER_ENABLE_CONTROLLER_MODE"] = "true"
     return _service_env(spec, "MQ_BROKER_", own, spec.broker_env, name)
+
+
+def controller_env(spec: ClusterSpec, etcd_endpoints: tuple[str, ...]) -> dict[str, str]:
+    own = {
+        "MQ_CONTROLLER_LISTEN_PORT": str(spec.controller_port),
+        "MQ_CONTROLLER_ETCD_ENDPOINTS": ",".join(etcd_endpoints),
+    }
+    return _service_env(spec, "MQ_CONTROLLER_", own, spec.controller_env, "controller")
 
 
 def gateway_env(spec: ClusterSpec) -> dict[str, str]:
@@ -190,6 +215,18 @@ class LocalCluster:
         self.gateway = ManagedProcess(
             "gateway", spec.gateway_module, gateway_env(spec), spec.ports.gateway_port, log_dir / "gateway.log"
         )
+        self.etcd = LocalEtcd(spec.data_dir, spec.etcd_members, spec.start_wait_s) if spec.controller else None
+        self.controller = (
+            ManagedProcess(
+                "controller",
+                CONTROLLER_MODULE,
+                controller_env(spec, self.etcd.endpoints),
+                spec.controller_port,
+                log_dir / "controller.log",
+            )
+            if self.etcd is not None
+            else None
+        )
         self._started_at_ms = 0
 
     # -- addresses ---------------------------------------------------------------------------------------
@@ -207,7 +244,8 @@ class LocalCluster:
         return {name: f"{LOCAL_HOST}:{proc.port}" for name, proc in self.brokers.items()}
 
     def processes(self) -> list[ManagedProcess]:
-        return [self.namesrv, *self.brokers.values(), self.gateway]
+        ha = [*(self.etcd.processes.values() if self.etcd is not None else ()), *filter(None, [self.controller])]
+        return [self.namesrv, *ha, *self.brokers.values(), self.gateway]
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> LocalCluster:
@@ -219,6 +257,9 @@ class LocalCluster:
         self._started_at_ms = int(time.time() * 1000)
         try:
             self._start_and_wait([self.namesrv])
+            if self.etcd is not None and self.controller is not None:
+                self.etcd.start()
+                self._start_and_wait([self.controller])
             brokers_started_ms = int(time.time() * 1000)
             self._start_and_wait(list(self.brokers.values()))
             self._wait_brokers_registered(self.brokers, brokers_started_ms)
@@ -231,8 +272,10 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Stop gateway, brokers, name server: SIGTERM by PID, SIGKILL after ``stop_grace_s``. Idempotent."""
-        for proc in (self.gateway, *self.brokers.values(), self.namesrv):
+        for proc in (self.gateway, *self.brokers.values(), *filter(None, [self.controller]), self.namesrv):
             proc.stop(self.spec.stop_grace_s)
+        if self.etcd is not None:
+            self.etcd.stop()
         remove_state(self.spec.data_dir)
 
     def detach(self) -> ClusterState:

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -60,14 +60,24 @@ class ProcessRecord:
 
 
 class ManagedProcess:
-    """One service process started by this Python process (``python -m <module>``).
+    """One service process started by this Python process (``python -m <module>``, or ``argv`` when given:
+    etcd).
 
     stdout and stderr go to ``log_path`` (appended, so a restart keeps the earlier lines).
     """
 
-    def __init__(self, name: str, module: str, env: Mapping[str, str], port: int, log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        module: str,
+        env: Mapping[str, str],
+        port: int,
+        log_path: Path,
+        argv: Sequence[str] | None = None,
+    ) -> None:
         self.name = name
         self.module = module
+        self.argv = list(argv) if argv is not None else [sys.executable, "-m", module]
         self.env = dict(env)
         self.port = port
         self.log_path = log_path
@@ -75,12 +85,13 @@ class ManagedProcess:
         self._start_ticks = 0
 
     def start(self) -> None:
-        """Spawn ``sys.executable -m <module>`` in a new session (own process group). Not idempotent."""
+        """Spawn ``argv`` (default ``sys.executable -m <module>``) in a new session (own process group).
+        Not idempotent."""
         assert self._popen is None or self._popen.poll() is not None, f"{self.name} is already running"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self._popen = subprocess.Popen(
-                [sys.executable, "-m", self.module],
+                self.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -19,8 +19,8 @@ from mq_common.tls import TlsClientAuth, TlsClientConfig
 
 TLS_DIR_NAME: Final = "tls"
 IDENTITY_DOMAIN: Final = "pyrocketmq"
-# namesrv, broker and gateway serve; admin is mqadmin and test clients with a component-free identity.
-IDENTITIES: Final = ("namesrv", "broker", "gateway", "admin")
+# namesrv, controller, broker and gateway serve; admin is mqadmin and test clients with a component-free identity.
+IDENTITIES: Final = ("namesrv", "controller", "broker", "gateway", "admin")
 BROKER_IDENTITY: Final = f"broker.{IDENTITY_DOMAIN}"
 
 

@@ -66,6 +66,16 @@ class BrokerSettings(ServiceSettings, AuthSettings):
     )
     flush_disk_type: FlushDiskType = mirrored_field(MessageStoreConfig, "flush_disk_type")
     broker_role: BrokerRole = mirrored_field(MessageStoreConfig, "broker_role")
+    enable_controller_mode: bool = Field(
+        default=False,
+        description="BrokerConfig.enableControllerMode: the controller at controller_addr decides this broker's "
+        "role (RocketMQ 5 controller mode); broker_role is then only the start-up role.",
+    )
+    controller_addr: str = Field(
+        default="",
+        description="BrokerConfig.controllerAddr: ';'-separated host:port list of controllers (mqcontroller); "
+        "needed with enable_controller_mode.",
+    )
     sync_flush_timeout_ms: int = mirrored_field(MessageStoreConfig, "sync_flush_timeout_ms", gt=0)
     flush_interval_commit_log_ms: int = mirrored_field(MessageStoreConfig, "flush_interval_commit_log_ms", gt=0)
     flush_interval_consume_queue_ms: int = mirrored_field(MessageStoreConfig, "flush_interval_consume_queue_ms", gt=0)
@@ -263,9 +273,12 @@ class BrokerSettings(ServiceSettings, AuthSettings):
 
     @model_validator(mode="after")
     def _slave_has_slave_id(self) -> BrokerSettings:
-        """BrokerStartup's rule: a SLAVE's broker_id is > 0 (0 names the master)."""
+        """BrokerStartup's rules: a SLAVE's broker_id is > 0 (0 names the master); controller mode needs a
+        controller address."""
         if self.broker_role is BrokerRole.SLAVE and self.broker_id == MixAll.MASTER_ID:
             raise ValueError("broker_role SLAVE needs broker_id > 0 (0 is the master's id)")
+        if self.enable_controller_mode and not self.controller_addr.strip():
+            raise ValueError("enable_controller_mode needs controller_addr")
         return self
 
     @field_validator("broker_ip")

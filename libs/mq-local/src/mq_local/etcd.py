@@ -1,0 +1,139 @@
+"""A local etcd of 1 or 3 members on 127.0.0.1, the controller's state store in tests, ``make up`` and ``make run``.
+
+Each member is Debian's ``etcd`` binary (package etcd-server; ``make etcd`` installs it) on free ports from
+:mod:`mq_local.ports`, its data under ``<data dir>/etcd/<member>``, its log in ``<data dir>/etcd-<member>.log``,
+started in its own process group and stopped by PID (mq_local.processes). Ready when every member answers
+``GET /health`` with ``{"health": "true"}`` (etcd's own health check: it needs a leader and a committed read).
+Used from one thread; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from mq_local.ports import LOCAL_HOST, free_port
+from mq_local.processes import ManagedProcess, ProcessStartError
+
+ETCD_BINARY: Final = "etcd"
+HEALTH_CALL_TIMEOUT_S: Final = 2.0
+_POLL_S: Final = 0.2
+CLUSTER_TOKEN: Final = "pyrocketmq-local"
+MEMBER_COUNTS: Final = (1, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdMember:
+    """One member's name and ports (client: the v3 gRPC API the controller uses; peer: Raft traffic)."""
+
+    name: str
+    client_port: int
+    peer_port: int
+
+    @property
+    def client_url(self) -> str:
+        return f"http://{LOCAL_HOST}:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://{LOCAL_HOST}:{self.peer_port}"
+
+    @property
+    def endpoint(self) -> str:
+        return f"{LOCAL_HOST}:{self.client_port}"
+
+
+def etcd_binary() -> str:
+    """The path of ``etcd``. Raises ProcessStartError naming ``make etcd`` when it is not installed."""
+    found = shutil.which(ETCD_BINARY) or shutil.which(ETCD_BINARY, path="/usr/bin:/usr/sbin")
+    if found is None:
+        raise ProcessStartError("etcd is not installed: run `make etcd` (Debian package etcd-server)")
+    return found
+
+
+def member_healthy(member: EtcdMember) -> bool:
+    """True when the member answers ``/health`` with health "true" within HEALTH_CALL_TIMEOUT_S."""
+    try:
+        with urllib.request.urlopen(f"{member.client_url}/health", timeout=HEALTH_CALL_TIMEOUT_S) as resp:
+            return bool(json.loads(resp.read()).get("health") == "true")
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
+
+
+class LocalEtcd:
+    """``members`` (1 or 3) etcd processes forming one new cluster. ``start()`` then ``stop()``; raises
+    ProcessStartError when not healthy within ``start_wait_s``."""
+
+    def __init__(self, data_dir: Path, members: int = 1, start_wait_s: float = 60.0) -> None:
+        if members not in MEMBER_COUNTS:
+            raise ValueError(f"etcd members must be one of {MEMBER_COUNTS}, got {members}")
+        ports: list[int] = []
+        while len(ports) < 2 * members:
+            port = free_port()
+            if port not in ports:
+                ports.append(port)
+        self.members = tuple(EtcdMember(f"etcd{i}", ports[2 * i], ports[2 * i + 1]) for i in range(members))
+        self.data_dir = data_dir
+        self.start_wait_s = start_wait_s
+        initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        self.processes = {m.name: self._process(m, initial) for m in self.members}
+
+    def _process(self, member: EtcdMember, initial_cluster: str) -> ManagedProcess:
+        argv = [
+            "--name", member.name,
+            "--data-dir", str(self.data_dir / "etcd" / member.name),
+            "--listen-client-urls", member.client_url,
+            "--advertise-client-urls", member.client_url,
+            "--listen-peer-urls", member.peer_url,
+            "--initial-advertise-peer-urls", member.peer_url,
+            "--initial-cluster", initial_cluster,
+            "--initial-cluster-state", "new",
+            "--initial-cluster-token", CLUSTER_TOKEN,
+        ]  # fmt: skip
+        log_path = self.data_dir / f"etcd-{member.name}.log"
+        return ManagedProcess(member.name, ETCD_BINARY, {}, member.client_port, log_path, ["etcd", *argv])
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        """``host:port`` of every member's client API (MQ_CONTROLLER_ETCD_ENDPOINTS, comma-joined)."""
+        return tuple(m.endpoint for m in self.members)
+
+    def start(self) -> LocalEtcd:
+        binary = etcd_binary()
+        for proc in self.processes.values():
+            proc.argv[0] = binary
+            proc.env = {"PATH": "/usr/bin:/bin", "ETCD_LOG_LEVEL": "warn"}
+            proc.start()
+        self.wait_healthy(self.members)
+        return self
+
+    def wait_healthy(self, members: tuple[EtcdMember, ...]) -> None:
+        """Wait until each of ``members`` is healthy. Raises ProcessStartError (naming a log) past start_wait_s."""
+        deadline = time.monotonic() + self.start_wait_s
+        for member in members:
+            proc = self.processes[member.name]
+            while not member_healthy(member):
+                if not proc.running() or time.monotonic() > deadline:
+                    self.stop()
+                    raise ProcessStartError(
+                        f"etcd member {member.name} not healthy on {member.endpoint}; log: {proc.log_path}\n"
+                        f"{proc.log_tail()}"
+                    )
+                time.sleep(_POLL_S)
+
+    def kill_member(self, name: str, sig: int) -> None:
+        """Signal member ``name`` by PID and wait (bounded) for its exit: a fault for tests."""
+        proc = self.processes[name]
+        proc.send_signal(sig)
+        proc.wait_exit(self.start_wait_s)
+
+    def stop(self) -> None:
+        """Stop every member (SIGTERM, then SIGKILL). Idempotent."""
+        for proc in self.processes.values():
+            proc.stop()
