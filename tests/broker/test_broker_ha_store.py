@@ -116,7 +116,11 @@ async def test_sync_master_put_waits_for_the_slave_ack(tmp_path: Path) -> None:
 
 async def test_a_slave_too_far_behind_is_not_in_sync(tmp_path: Path) -> None:
     cfg = store_config(
-        tmp_path / "m", broker_role=BrokerRole.SYNC_MASTER, ha_max_gap_not_in_sync_bytes=1000, sync_flush_timeout_ms=200
+        tmp_path / "m",
+        file_size=8192,
+        broker_role=BrokerRole.SYNC_MASTER,
+        ha_max_gap_not_in_sync_bytes=1000,
+        sync_flush_timeout_ms=200,
     )
     master = open_store(cfg)
     try:
