@@ -137,9 +137,7 @@ async def _grpc(frame: int, total: int) -> Row:
         ("grpc.max_send_message_length", _GRPC_MAX_MESSAGE_BYTES),
     ]
     server = grpc.aio.server(options=options)
-    handler = grpc.method_handlers_generic_handler(
-        "bench.Ha", {"Push": grpc.stream_unary_rpc_method_handler(push)}
-    )
+    handler = grpc.method_handlers_generic_handler("bench.Ha", {"Push": grpc.stream_unary_rpc_method_handler(push)})
     server.add_generic_rpc_handlers((handler,))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()

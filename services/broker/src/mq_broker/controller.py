@@ -27,7 +27,7 @@ from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
 from mq_common.namesrv_client import NameServerClient
-from mq_common.protocol import BrokerRegistration
+from mq_common.protocol import BrokerRegistration, RegisterBrokerResult
 from mq_common.request_context import RequestContextInterceptor
 from mq_common.tls import ComponentGuard
 
@@ -42,12 +42,15 @@ from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer, request_limits
+from mq_broker.ha.ha_service import HAService
+from mq_broker.ha.tls import HaTls
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.registration import BrokerRegistrar, NamesrvClient
 from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.settings import BrokerSettings, pop_config
+from mq_broker.store.config import BrokerRole
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
 from mq_broker.topic_config import TopicConfigManager
 
@@ -85,6 +88,7 @@ class BrokerController:
         self.pop: PopService | None = None
         self.metrics: BrokerMetrics | None = None
         self.auth_metadata: AuthMetadataManager | None = None
+        self.ha: HAService | None = None
         if settings.metrics_port:
             self.metrics = BrokerMetrics(
                 NodeIdentity(settings.cluster_name, "broker", settings.broker_name),
@@ -165,11 +169,42 @@ class BrokerController:
         self._start_metrics(store, topics)
         assert self.pop is not None
         self.pop.start()  # the in-flight table from the revive log, before any request is served
+        await self._start_ha(store)
         await server.start()
         self.server = server
         offsets.start()
         self._scan_task = asyncio.create_task(self._scan_not_active_consumers())
         self._start_registration(topics)
+
+    async def _start_ha(self, store: DefaultMessageStore) -> None:
+        """Listen on the HA port and take the static role (a SLAVE replicates from ha_master_address, or from the
+        address the name servers answer). Raises RuntimeError when the port cannot be bound."""
+        s = self.settings
+        server_tls, client_tls = s.tls_server_config(), s.tls_client_config()
+        tls = None
+        if server_tls is not None and client_tls is not None:
+            tls = HaTls(server_tls, client_tls, s.component_identity_names)
+        ha = HAService(store, tls)
+        port = s.ha_port_to_bind(self.port)
+        try:
+            await ha.start(s.listen_host, port)
+        except OSError as exc:
+            await ha.shutdown()
+            await asyncio.to_thread(store.shutdown)
+            raise RuntimeError(f"cannot listen on the HA port {port}: {exc}") from exc
+        self.ha = ha
+        if s.broker_role is BrokerRole.SLAVE:
+            await ha.change_to_slave(s.ha_master_address or None)
+        if self.metrics is not None:
+            self.metrics.bind_ha(ha)
+
+    def _on_register_result(self, result: RegisterBrokerResult) -> None:
+        """RegisterBrokerResult: a SLAVE without a static ha_master_address follows the master's HA address."""
+        ha = self.ha
+        if ha is None or self.settings.ha_master_address or ha.store.broker_role is not BrokerRole.SLAVE:
+            return
+        if result.ha_server_addr:
+            ha.client.change_master(result.ha_server_addr)
 
     async def _load_auth(self, config_dir: Path) -> AuthMetadataManager:
         """Users and ACLs (config/users.json, config/acls.json) plus the super users of the settings, created when
@@ -307,6 +342,7 @@ class BrokerController:
             self.build_registration,
             interval_ms=s.register_broker_interval_ms,
             timeout_ms=s.register_broker_timeout_ms,
+            on_result=self._on_register_result,
         )
         topics.on_change = self.registrar.trigger
         if self.send_processor is not None:
@@ -333,6 +369,7 @@ class BrokerController:
             broker_addr=self.broker_addr,
             topic_configs=table,
             data_version=topics.data_version,
+            ha_server_addr=s.ha_server_addr(self.ha.port) if self.ha is not None else "",
         )
 
     async def stop(self) -> None:
@@ -356,6 +393,8 @@ class BrokerController:
         if self.topics is not None:
             await self.topics.wait_persisted()
             await asyncio.to_thread(self.topics.persist)
+        if self.ha is not None:
+            await self.ha.shutdown()
         if self.store is not None:
             await asyncio.to_thread(self.store.shutdown)
         await self._channels.close()

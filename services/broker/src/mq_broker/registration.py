@@ -47,12 +47,15 @@ class BrokerRegistrar:
         *,
         interval_ms: int,
         timeout_ms: int,
+        on_result: Callable[[RegisterBrokerResult], None] | None = None,
     ) -> None:
         assert interval_ms > 0
         assert timeout_ms > 0
         self.client = client
         self.namesrv_addrs = list(namesrv_addrs)
         self.build_registration = build_registration
+        # Told each name server's answer (a slave learns its master's HA address from it); event loop.
+        self.on_result = on_result
         self.interval_ms = interval_ms
         self.timeout_ms = timeout_ms
         self.rounds = 0
@@ -103,10 +106,12 @@ class BrokerRegistrar:
 
     async def _register_one(self, addr: str, registration: BrokerRegistration) -> bool:
         try:
-            await self.client.register_broker(addr, registration, self.timeout_ms)
+            result = await self.client.register_broker(addr, registration, self.timeout_ms)
         except Exception as exc:  # any failure: log, retry next round
             log.warning("register_broker_failed", namesrv_addr=addr, error=str(exc))
             return False
+        if self.on_result is not None:
+            self.on_result(result)
         if not self.last_results.get(addr, False):  # first success, or back after failures
             log.info(
                 "broker_registered",

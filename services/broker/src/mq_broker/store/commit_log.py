@@ -438,7 +438,7 @@ class CommitLog:
                     break  # the filler's zeros are still coming
                 offset = mapped.file_end_offset
                 continue
-            if magic == MESSAGE_MAGIC_CODE and _MIN_RECORD_BYTES <= total and pos + total > written:
+            if magic == MESSAGE_MAGIC_CODE and total >= _MIN_RECORD_BYTES and pos + total > written:
                 break  # the rest of the record is in the next frame
             size, request = self._check_message_and_return_size(mapped, pos, check_crc=False)
             if request is None:

@@ -180,7 +180,9 @@ class MessageStoreConfig:
     )
     # --- replication (mq_broker.ha; RocketMQ 4's static roles) ---
     ha_listen_port: int = described(
-        10912, "MessageStoreConfig.haListenPort: the master's HA port (slaves connect to it); 0 picks a free port."
+        -1,
+        "MessageStoreConfig.haListenPort: the HA port slaves connect to; -1: listen_port + 1 (BrokerStartup's rule; "
+        "a free port when listen_port is 0); 0 picks a free port (advertised to the name servers).",
     )
     ha_master_address: str = described(
         "",
@@ -235,7 +237,7 @@ class MessageStoreConfig:
         assert 0.0 < self.disk_space_warning_level_ratio <= 1.0
         assert self.clean_resource_interval_ms > 0
         assert self.delete_file_batch_max > 0
-        assert 0 <= self.ha_listen_port <= 65535
+        assert -1 <= self.ha_listen_port <= 65535
         assert self.in_sync_replicas >= 1
         assert self.ha_max_gap_not_in_sync_bytes > 0
         assert 0 < self.ha_send_heartbeat_interval_ms < self.ha_housekeeping_interval_ms
