@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from mq_common.logging import get_logger
@@ -27,8 +28,23 @@ from mq_broker.store.group_transfer import MAX_SLAVES
 from mq_broker.store.message_store import DefaultMessageStore
 
 TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
+_Accept = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 log = get_logger("mq_broker.ha")
+
+
+class _HandshakeFirstProtocol(asyncio.StreamReaderProtocol):
+    """A stream protocol that, for TLS, reads nothing before the handshake: the slave's ClientHello stays in the
+    socket until StreamWriter.start_tls (with the context current at that moment: the reload rule) takes it."""
+
+    def __init__(self, reader: asyncio.StreamReader, callback: _Accept, *, pause_reading: bool) -> None:
+        super().__init__(reader, callback)
+        self._pause_reading = pause_reading
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self._pause_reading and isinstance(transport, asyncio.ReadTransport):
+            transport.pause_reading()
 
 
 class HAService:
@@ -46,7 +62,12 @@ class HAService:
 
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: a free port) and start the client; returns the bound port. Raises OSError."""
-        self._server = await asyncio.start_server(self._accept, host, port)
+        pause = self.tls is not None
+
+        def factory() -> asyncio.StreamReaderProtocol:
+            return _HandshakeFirstProtocol(asyncio.StreamReader(), self._accept, pause_reading=pause)
+
+        self._server = await asyncio.get_running_loop().create_server(factory, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.commit_log_listener = self._wake_all
         await self.client.start()
