@@ -90,7 +90,8 @@ async def test_replicated_group(cluster: LocalCluster) -> None:
             assert [m.body for m in on_slave.messages] == [m.body for m in on_master.messages]
 
         refused = await client.send_message(slave, _request(topic, 1), SEND_TIMEOUT_MS)
-        assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in refused.remark
+        assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert "slave" in refused.remark
 
         cluster.slaves[SLAVE].send_signal(signal.SIGSTOP)
         try:

@@ -184,6 +184,9 @@ def slave_env(spec: ClusterSpec, slave_name: str, port: int) -> dict[str, str]:
             "MQ_BROKER_STORE_PATH_ROOT_DIR": str(spec.broker_store_dir(slave_name)),
         }
     )
+    env.pop("MQ_BROKER_METRICS_PORT", None)  # the master's; a slave has its own or none
+    if slave_name in spec.metrics_ports:
+        env["MQ_BROKER_METRICS_PORT"] = str(spec.metrics_ports[slave_name])
     return env
 
 
