@@ -96,11 +96,12 @@ class _ReplicaProtocol(asyncio.BufferedProtocol):
         offset = self.frame_offset
         body = self.view[FRAME_HEADER.size : self.wanted]
         self.frame_offset, self.filled, self.wanted = -1, 0, FRAME_HEADER.size
-        if not self.store.append_replicated(offset, body):
+        if not self.store.append_replicated(offset, body, dispatch=False):
             self._close(f"frame at {offset} does not follow the slave's max offset {self.store.commit_log.max_offset}")
             return
         self.frames += 1
-        self.report()
+        self.report()  # acknowledge first (a SYNC_MASTER put waits for it), then parse the records
+        self.store.reput()
 
     def _close(self, reason: str) -> None:
         log.error("ha_client_protocol_error", reason=reason)

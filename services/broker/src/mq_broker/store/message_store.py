@@ -483,10 +483,12 @@ class DefaultMessageStore:
 
     # --- replication: the slave's side (mq_broker.ha.HAClient, event loop) -------------------------------------
 
-    def append_replicated(self, start_offset: int, data: bytes | bytearray | memoryview) -> bool:
+    def append_replicated(
+        self, start_offset: int, data: bytes | bytearray | memoryview, *, dispatch: bool = True
+    ) -> bool:
         """Append bytes replicated from the master at ``start_offset`` (CommitLog#append_data), then dispatch the
-        ConsumeQueue units and index entries of the records now complete (the ReputMessageService of a slave).
-        Returns False when nothing was written: a gap or overlap, a failed or stopped store, or a master (only a
+        ConsumeQueue units and index entries of the records now complete (the ReputMessageService of a slave;
+        ``dispatch`` False leaves that to a later :meth:`reput`, so the HAClient acknowledges first). Returns False when nothing was written: a gap or overlap, a failed or stopped store, or a master (only a
         SLAVE takes replicated bytes). A file that cannot be created, or bytes that parse as no record, fail the
         store (read-only until restart). Mirrors DefaultMessageStore#appendToCommitLog. Event loop.
         """
@@ -499,7 +501,8 @@ class DefaultMessageStore:
             self._fail(f"cannot append replicated data: {exc}")
             return False
         self.commit_log.mapped_file_queue.after_write()
-        self.reput()
+        if dispatch:
+            self.reput()
         return True
 
     def reput(self) -> int:
