@@ -488,8 +488,9 @@ class DefaultMessageStore:
     ) -> bool:
         """Append bytes replicated from the master at ``start_offset`` (CommitLog#append_data), then dispatch the
         ConsumeQueue units and index entries of the records now complete (the ReputMessageService of a slave;
-        ``dispatch`` False leaves that to a later :meth:`reput`, so the HAClient acknowledges first). Returns False when nothing was written: a gap or overlap, a failed or stopped store, or a master (only a
-        SLAVE takes replicated bytes). A file that cannot be created, or bytes that parse as no record, fail the
+        ``dispatch`` False leaves that to a later :meth:`reput`, so the HAClient acknowledges first). Returns False
+        when nothing was written: a gap or overlap, a failed or stopped store, or a master (only a SLAVE takes
+        replicated bytes). A file that cannot be created, or bytes that parse as no record, fail the
         store (read-only until restart). Mirrors DefaultMessageStore#appendToCommitLog. Event loop.
         """
         if not self.is_writeable or self.broker_role is not BrokerRole.SLAVE:
