@@ -119,7 +119,7 @@ fuzz: sync ## Fuzz every RPC of every service on a local cluster (10,000 request
 	$(UV) run --frozen python tests/fuzz/run_fuzz.py --requests 5000
 
 .PHONY: bench
-bench: sync java etcd sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender, metrics-overhead and TLS+auth on/off benchmarks; JSON in bench-results/
+bench: sync java etcd sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender, metrics-overhead, TLS+auth on/off and replication (HA) benchmarks; JSON in bench-results/
 	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json
 	$(UV) run --frozen python tests/bench/bench_gateway.py --out bench-results/gateway.json
 	$(UV) run --frozen python tests/bench/bench_consume.py --out bench-results/consume.json
@@ -127,6 +127,7 @@ bench: sync java etcd sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs 
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python tests/bench/bench_spark.py --out bench-results/spark.json
 	$(UV) run --frozen python tests/bench/bench_observability.py --out bench-results/observability.json
 	$(UV) run --frozen python tests/bench/bench_security.py --out bench-results/security.json
+	$(UV) run --frozen python tests/bench/bench_ha.py --out bench-results/ha.json
 
 .PHONY: images
 images: uv ## Build pyrocketmq + pyrocketmq-spark offline (debootstrap base, host wheels, docker build --network none)

@@ -1,6 +1,7 @@
 """``mqlocal``: start a local cluster in the background, show it, stop it (``make up`` / ``make down``).
 
     mqlocal up [--brokers 2] [--flush-disk-type SYNC_FLUSH] [--data-dir .run/local] [--tls] [--auth]
+               [--replicas 2 [--broker-role SYNC_MASTER]]
     mqlocal status [--data-dir .run/local]
     mqlocal down [--data-dir .run/local]
     mqlocal --version
@@ -73,10 +74,18 @@ def up(
             "--controller", help="Also start etcd and a controller (RocketMQ 5 controller mode) on port 9878."
         ),
     ] = False,
+    replicas: Annotated[
+        int, typer.Option(min=1, max=9, help="Processes per broker group: a master and replicas-1 slaves.")
+    ] = 1,
+    broker_role: Annotated[str, typer.Option(help="The masters' role: ASYNC_MASTER or SYNC_MASTER.")] = (
+        "ASYNC_MASTER"
+    ),
 ) -> None:
     """Start the cluster in the background and return once every service serves."""
     if flush_disk_type not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
         raise typer.BadParameter("must be SYNC_FLUSH or ASYNC_FLUSH", param_hint="--flush-disk-type")
+    if broker_role not in ("ASYNC_MASTER", "SYNC_MASTER"):
+        raise typer.BadParameter("must be ASYNC_MASTER or SYNC_MASTER", param_hint="--broker-role")
     flush: FlushDiskType = "SYNC_FLUSH" if flush_disk_type == "SYNC_FLUSH" else "ASYNC_FLUSH"
     ports = PortLayout.from_base(namesrv_port, broker_base_port, gateway_port, brokers)
     busy = ports.busy_ports()
@@ -92,6 +101,8 @@ def up(
         tls=tls,
         auth=auth,
         controller=controller,
+        replicas_per_broker_group=replicas,
+        broker_role=broker_role,
     )
     try:
         cluster = LocalCluster(spec, fresh=not keep_data).start()

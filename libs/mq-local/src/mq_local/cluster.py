@@ -28,7 +28,7 @@ from mq_common.tls import TlsClientAuth, TlsClientConfig
 
 from mq_local.auth_files import LocalAuthFiles
 from mq_local.etcd import LocalEtcd
-from mq_local.ports import LOCAL_HOST, PortLayout, broker_name_of
+from mq_local.ports import LOCAL_HOST, PortLayout, broker_name_of, free_port, port_is_free
 from mq_local.processes import STOP_GRACE_S, ManagedProcess, ProcessStartError
 from mq_local.readiness import missing_brokers, wait_registered, wait_serving
 from mq_local.state import ClusterState, prepare_data_dir, remove_state, write_state
@@ -64,6 +64,9 @@ class ClusterSpec:
     ``controller`` also starts an etcd of ``etcd_members`` (1 or 3; mq_local.etcd) and one controller
     (``mqcontroller`` on ``controller_port``, settings ``controller_env``) before the brokers, and tells the brokers
     its address (MQ_BROKER_CONTROLLER_ADDR, MQ_BROKER_ENABLE_CONTROLLER_MODE).
+    ``replicas_per_broker_group`` > 1 starts that many processes per broker name: the master (broker id 0, role
+    ``broker_role``: ASYNC_MASTER or SYNC_MASTER) and slaves ``<name>-s1``.. (broker id 1.., role SLAVE, own store
+    and ports) that learn the master's HA address from the name server. Every broker's HA port is a free one.
     ``clean_file_forcibly_enable`` is off by default: local stores share the host's disk with everything else,
     so a host disk above 85 % must not delete what was just stored (above 90 % DISK_FULL still refuses puts).
     """
@@ -94,6 +97,9 @@ class ClusterSpec:
     def controller_addr(self) -> str:
         return f"{LOCAL_HOST}:{self.controller_port}"
 
+    replicas_per_broker_group: int = 1
+    broker_role: str = "ASYNC_MASTER"
+
     @property
     def auth_files(self) -> LocalAuthFiles | None:
         """The cluster's generated credentials when ``auth``, else None."""
@@ -122,6 +128,12 @@ class ClusterSpec:
 
     def broker_store_dir(self, name: str) -> Path:
         return self.data_dir / name / "store"
+
+    @property
+    def slave_names(self) -> tuple[str, ...]:
+        """``broker-a-s1``, ... : the slaves of every broker group (none with one replica)."""
+        k = range(1, self.replicas_per_broker_group)
+        return tuple(f"{name}-s{i}" for name in self.broker_names for i in k)
 
 
 def inherited_env() -> dict[str, str]:
@@ -169,6 +181,8 @@ def broker_env(spec: ClusterSpec, index: int) -> dict[str, str]:
         "MQ_BROKER_FLUSH_DISK_TYPE": spec.flush_disk_type,
         "MQ_BROKER_AUTO_CREATE_TOPIC_ENABLE": "true" if spec.auto_create_topic_enable else "false",
         "MQ_BROKER_CLEAN_FILE_FORCIBLY_ENABLE": "true" if spec.clean_file_forcibly_enable else "false",
+        "MQ_BROKER_HA_LISTEN_PORT": "0",
+        "MQ_BROKER_BROKER_ROLE": spec.broker_role,
     }
     if spec.controller:
         own["MQ_BROKER_CONTROLLER_ADDR"] = spec.controller_addr
@@ -182,6 +196,30 @@ def controller_env(spec: ClusterSpec, etcd_endpoints: tuple[str, ...]) -> dict[s
         "MQ_CONTROLLER_ETCD_ENDPOINTS": ",".join(etcd_endpoints),
     }
     return _service_env(spec, "MQ_CONTROLLER_", own, spec.controller_env, "controller")
+
+
+def slave_env(spec: ClusterSpec, slave_name: str, port: int) -> dict[str, str]:
+    """A slave ``<broker name>-s<id>``: the master's env with its own id, role, port and store."""
+    name, _sep, sid = slave_name.rpartition("-s")
+    env = broker_env(spec, spec.broker_names.index(name))
+    env.update(
+        {
+            "MQ_BROKER_BROKER_ID": sid,
+            "MQ_BROKER_BROKER_ROLE": "SLAVE",
+            "MQ_BROKER_LISTEN_PORT": str(port),
+            "MQ_BROKER_STORE_PATH_ROOT_DIR": str(spec.broker_store_dir(slave_name)),
+        }
+    )
+    env.pop("MQ_BROKER_METRICS_PORT", None)  # the master's; a slave has its own or none
+    if slave_name in spec.metrics_ports:
+        env["MQ_BROKER_METRICS_PORT"] = str(spec.metrics_ports[slave_name])
+    return env
+
+
+def _slave_port(master_port: int, slave_id: int) -> int:
+    """``master port + 2 * id`` (free next to the master's in RocketMQ's 10-apart layout), else any free port."""
+    wanted = master_port + 2 * slave_id
+    return wanted if wanted < 65536 and port_is_free(wanted) else free_port()
 
 
 def gateway_env(spec: ClusterSpec) -> dict[str, str]:
@@ -212,6 +250,13 @@ class LocalCluster:
             )
             for i, name in enumerate(spec.broker_names)
         }
+        self.slaves: dict[str, ManagedProcess] = {}
+        for slave in spec.slave_names:
+            master = self.brokers[slave.rpartition("-s")[0]]
+            port = _slave_port(master.port, int(slave.rpartition("-s")[2]))
+            self.slaves[slave] = ManagedProcess(
+                slave, BROKER_MODULE, slave_env(spec, slave, port), port, log_dir / f"{slave}.log"
+            )
         self.gateway = ManagedProcess(
             "gateway", spec.gateway_module, gateway_env(spec), spec.ports.gateway_port, log_dir / "gateway.log"
         )
@@ -243,9 +288,14 @@ class LocalCluster:
         """Broker name -> ``127.0.0.1:port`` of its master."""
         return {name: f"{LOCAL_HOST}:{proc.port}" for name, proc in self.brokers.items()}
 
+    @property
+    def slave_addrs(self) -> dict[str, str]:
+        """Slave name (``broker-a-s1``) -> ``127.0.0.1:port``."""
+        return {name: f"{LOCAL_HOST}:{proc.port}" for name, proc in self.slaves.items()}
+
     def processes(self) -> list[ManagedProcess]:
         ha = [*(self.etcd.processes.values() if self.etcd is not None else ()), *filter(None, [self.controller])]
-        return [self.namesrv, *ha, *self.brokers.values(), self.gateway]
+        return [self.namesrv, *ha, *self.brokers.values(), *self.slaves.values(), self.gateway]
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> LocalCluster:
@@ -263,6 +313,7 @@ class LocalCluster:
             brokers_started_ms = int(time.time() * 1000)
             self._start_and_wait(list(self.brokers.values()))
             self._wait_brokers_registered(self.brokers, brokers_started_ms)
+            self._start_and_wait(list(self.slaves.values()))
             self._start_and_wait([self.gateway])
             self.write_state()
         except BaseException:
@@ -272,7 +323,13 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Stop gateway, brokers, name server: SIGTERM by PID, SIGKILL after ``stop_grace_s``. Idempotent."""
-        for proc in (self.gateway, *self.brokers.values(), *filter(None, [self.controller]), self.namesrv):
+        for proc in (
+            self.gateway,
+            *self.slaves.values(),
+            *self.brokers.values(),
+            *filter(None, [self.controller]),
+            self.namesrv,
+        ):
             proc.stop(self.spec.stop_grace_s)
         if self.etcd is not None:
             self.etcd.stop()
@@ -296,7 +353,7 @@ class LocalCluster:
     # -- faults for tests --------------------------------------------------------------------------------
     def kill_broker(self, name: str, sig: int = signal.SIGKILL, wait_s: float = 10.0) -> int | None:
         """Send ``sig`` to broker ``name`` by PID and wait up to ``wait_s`` for it to exit; returns its status."""
-        proc = self.brokers[name]
+        proc = self._broker_process(name)
         proc.send_signal(sig)
         proc.wait_exit(wait_s)
         self.write_state()
@@ -304,18 +361,23 @@ class LocalCluster:
 
     def stop_broker(self, name: str) -> int | None:
         """Clean stop (SIGTERM, SIGKILL after the grace period) of broker ``name``; returns its exit status."""
-        status = self.brokers[name].stop(self.spec.stop_grace_s)
+        status = self._broker_process(name).stop(self.spec.stop_grace_s)
         self.write_state()
         return status
 
     def start_broker(self, name: str) -> None:
-        """(Re)start broker ``name`` on its port and store; wait until SERVING and registered again."""
-        proc = self.brokers[name]
+        """(Re)start broker ``name`` (a master or a slave ``<name>-s<id>``) on its port and store; wait until SERVING
+        (and, for a master, registered again)."""
+        proc = self._broker_process(name)
         assert not proc.running(), f"{name} is running"
         started_ms = int(time.time() * 1000)
         self._start_and_wait([proc])
-        self._wait_brokers_registered({name: proc}, started_ms)
+        if name in self.brokers:
+            self._wait_brokers_registered({name: proc}, started_ms)
         self.write_state()
+
+    def _broker_process(self, name: str) -> ManagedProcess:
+        return self.brokers[name] if name in self.brokers else self.slaves[name]
 
     # -- state -------------------------------------------------------------------------------------------
     def state(self) -> ClusterState:
@@ -341,7 +403,7 @@ class LocalCluster:
         if files is None:
             return
         files.write()
-        for proc in self.brokers.values():
+        for proc in (*self.brokers.values(), *self.slaves.values()):
             proc.env.update({**files.service_env("MQ_BROKER_", broker=True), **self.spec.broker_env})
         self.gateway.env.update({**files.service_env("MQ_GATEWAY_", broker=False), **self.spec.gateway_env})
 

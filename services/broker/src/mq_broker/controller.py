@@ -44,8 +44,10 @@ from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer, request_limits
+from mq_broker.ha.ha_service import HAService
 from mq_broker.ha.read_suggestion import ReadSuggestionPolicy
 from mq_broker.ha.slave_synchronize import MetadataTables, SlaveSynchronize, build_slave_synchronize
+from mq_broker.ha.tls import HaTls
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.registration import BrokerRegistrar, MasterAddresses, NamesrvClient
@@ -92,6 +94,7 @@ class BrokerController:
         self.auth_metadata: AuthMetadataManager | None = None
         self.slave_synchronize: SlaveSynchronize | None = None
         self._slave_pool: ChannelPool | None = None
+        self.ha: HAService | None = None
         if settings.metrics_port:
             self.metrics = BrokerMetrics(
                 NodeIdentity(settings.cluster_name, "broker", settings.broker_name),
@@ -186,6 +189,7 @@ class BrokerController:
         self._start_metrics(store, topics)
         assert self.pop is not None
         self.pop.start()  # the in-flight table from the revive log, before any request is served
+        await self._start_ha(store)
         await server.start()
         self.server = server
         offsets.start()
@@ -207,6 +211,37 @@ class BrokerController:
         except OSError as exc:
             raise RuntimeError(f"cannot build SlaveSynchronize: {exc}") from exc
         self.slave_synchronize.start()
+
+    async def _start_ha(self, store: DefaultMessageStore) -> None:
+        """Listen on the HA port and take the static role (a SLAVE replicates from ha_master_address, or from the
+        address the name servers answer). Raises RuntimeError when the port cannot be bound."""
+        s = self.settings
+        server_tls, client_tls = s.tls_server_config(), s.tls_client_config()
+        tls = None
+        if server_tls is not None and client_tls is not None:
+            tls = HaTls(server_tls, client_tls, s.component_identity_names)
+        ha = HAService(store, tls)
+        port = s.ha_port_to_bind(self.port)
+        try:
+            await ha.start(s.listen_host, port)
+        except OSError as exc:
+            await ha.shutdown()
+            await asyncio.to_thread(store.shutdown)
+            raise RuntimeError(f"cannot listen on the HA port {port}: {exc}") from exc
+        self.ha = ha
+        if s.broker_role is BrokerRole.SLAVE:
+            await ha.change_to_slave(s.ha_master_address or None)
+        if self.metrics is not None:
+            self.metrics.bind_ha(ha)
+
+    def _on_master_changed(self, master: MasterAddresses) -> None:
+        """The name servers named another master: a SLAVE without a static ha_master_address follows its HA
+        address (RegisterBrokerResult.haServerAddr). Event loop."""
+        ha = self.ha
+        if ha is None or self.settings.ha_master_address or ha.store.broker_role is not BrokerRole.SLAVE:
+            return
+        if master.ha_server_addr:
+            ha.client.change_master(master.ha_server_addr)
 
     async def _load_auth(self, config_dir: Path) -> AuthMetadataManager:
         """Users and ACLs (config/users.json, config/acls.json) plus the super users of the settings, created when
@@ -353,6 +388,7 @@ class BrokerController:
             interval_ms=s.register_broker_interval_ms,
             timeout_ms=s.register_broker_timeout_ms,
         )
+        self.registrar.add_master_listener(self._on_master_changed)
         topics.on_change = self.registrar.trigger
         if self.send_processor is not None:
             self.send_processor.route_published = self.registrar.next_round
@@ -378,6 +414,7 @@ class BrokerController:
             broker_addr=self.broker_addr,
             topic_configs=table,
             data_version=topics.data_version,
+            ha_server_addr=s.ha_server_addr(self.ha.port) if self.ha is not None else "",
         )
 
     async def stop(self) -> None:
@@ -405,6 +442,8 @@ class BrokerController:
         if self.topics is not None:
             await self.topics.wait_persisted()
             await asyncio.to_thread(self.topics.persist)
+        if self.ha is not None:
+            await self.ha.shutdown()
         if self.store is not None:
             await asyncio.to_thread(self.store.shutdown)
         await self._channels.close()

@@ -14,6 +14,10 @@ Series (every one also has cluster, node_type="broker", node_id=<broker name>):
 - ``mq_broker_flush_latency_ms`` histogram (one msync round that wrote something), ``mq_broker_messages_per_flush``
   histogram, ``mq_broker_flush_disk_timeout_total`` (group-commit requests answered FLUSH_DISK_TIMEOUT)
 - ``mq_broker_disk_util_ratio`` (used / size of the store's file system)
+- replication (:meth:`BrokerMetrics.bind_ha`): ``mq_broker_ha_role`` (0 ASYNC_MASTER, 1 SYNC_MASTER, 2 SLAVE),
+  on a master ``mq_broker_ha_in_sync_slaves`` and per connected slave {slave}: ``mq_broker_ha_slave_lag_bytes``
+  (master max offset - the slave's acknowledged offset) and ``mq_broker_ha_slave_lag_seconds`` (0 while the slave
+  holds everything, else the time since it last did)
 - consumers {topic, consumer_group, is_retry, is_system}: ``rocketmq_messages_out_total``,
   ``rocketmq_throughput_out_total`` (bytes handed out), ``rocketmq_send_to_dlq_messages_total`` (no is_retry), and
   the scrape-time gauges of :mod:`mq_broker.consumer_metrics` (lag, lag latency, in flight, queueing latency, ready)
@@ -58,11 +62,13 @@ from mq_broker.consumer_metrics import (
 from mq_broker.store.message import MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
+    from mq_broker.ha.ha_service import HAService
     from mq_broker.store.message_store import DefaultMessageStore
     from mq_broker.topic_config import TopicConfigManager
 
 PRODUCER_CONNECTION_WINDOW_S: Final = 60.0
-_STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
+_HA_ROLES: Final = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+_STORED: Final = frozenset(s for s in PutMessageStatus if s.is_stored)
 _PUT_OK: Final = PutMessageStatus.PUT_OK
 _FIFO_MARK: Final = PROPERTY_SEPARATOR + MessageConst.SHARDING_KEY + NAME_VALUE_SEPARATOR
 _DELAY_MARK: Final = PROPERTY_SEPARATOR + MessageConst.DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR
@@ -284,6 +290,31 @@ class BrokerMetrics(ServiceMetrics):
         )
         self.scalar_gauge(
             "mq_broker_commit_log_max_offset", "CommitLog max offset in bytes.", lambda: commit_log.max_offset
+        )
+
+    def bind_ha(self, ha: HAService) -> None:
+        """Register the replication gauges read from ``ha`` (scrape time, metrics HTTP thread)."""
+        self.scalar_gauge(
+            "mq_broker_ha_role",
+            "The broker's role: 0 ASYNC_MASTER, 1 SYNC_MASTER, 2 SLAVE.",
+            lambda: float(_HA_ROLES.index(str(ha.store.broker_role))),
+        )
+        self.scalar_gauge(
+            "mq_broker_ha_in_sync_slaves",
+            "Connected slaves within ha_max_gap_not_in_sync_bytes of the master.",
+            lambda: float(ha.in_sync_slaves()),
+        )
+        self.gauge_callback(
+            "mq_broker_ha_slave_lag_bytes",
+            "CommitLog bytes the master holds and the slave has not acknowledged.",
+            lambda: [((slave,), float(lag)) for slave, lag, _s in ha.slave_lags()],
+            labels=("slave",),
+        )
+        self.gauge_callback(
+            "mq_broker_ha_slave_lag_seconds",
+            "Seconds since the slave last held everything the master had (0: caught up).",
+            lambda: [((slave,), seconds) for slave, _b, seconds in ha.slave_lags()],
+            labels=("slave",),
         )
 
     def bind_consumers(

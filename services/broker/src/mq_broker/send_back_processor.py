@@ -16,7 +16,9 @@ from mq_common.response_code import ResponseCode
 from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.store.api import MessageStore
+from mq_broker.store.config import BrokerRole
 from mq_broker.store.message import PutMessageStatus
+from mq_broker.store.message_store import SLAVE_PUT_REMARK
 
 
 class ConsumerSendMsgBackProcessor:
@@ -41,7 +43,8 @@ class ConsumerSendMsgBackProcessor:
         """Store the message at CommitLog ``request.offset`` again for ``request.group`` (see
         RetryDlqService.send_back for where and how). Returns when it is stored (PUT_OK).
 
-        Raises MQBrokerError: SUBSCRIPTION_GROUP_NOT_EXIST (26, unknown group, not auto-created); NO_PERMISSION
+        Raises MQBrokerError: SUBSCRIPTION_GROUP_NOT_EXIST (26, unknown group, not auto-created);
+        SERVICE_NOT_AVAILABLE (14) on a SLAVE; NO_PERMISSION
         (16: the broker is not writeable, the group's consumeEnable is false, or the retry topic is not writeable);
         SYSTEM_ERROR (1) "look message by offset failed, <offset>" when no intact message starts at that offset,
         or with the put status's name when the store did not take it (FLUSH_DISK_TIMEOUT included: the consumer
@@ -51,6 +54,8 @@ class ConsumerSendMsgBackProcessor:
         config = self.groups.find_subscription_group_config(group)
         if config is None:
             raise MQBrokerError(f"subscription group not exist, {group}", ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST)
+        if self.store.broker_role is BrokerRole.SLAVE:  # before the retry topic is created
+            raise MQBrokerError(SLAVE_PUT_REMARK, ResponseCode.SERVICE_NOT_AVAILABLE)
         if not PermName.is_writeable(self.broker_permission):
             raise MQBrokerError(
                 f"the broker[{self.broker_ip}] sending message is forbidden", ResponseCode.NO_PERMISSION

@@ -56,6 +56,7 @@ from mq_common.response_code import ResponseCode
 
 from mq_broker.store.api import MessageStore
 from mq_broker.store.commit_log import MESSAGE_ILLEGAL_REMARK
+from mq_broker.store.config import BrokerRole
 from mq_broker.store.message import (
     MessageExtBatch,
     MessageExtBrokerInner,
@@ -63,6 +64,7 @@ from mq_broker.store.message import (
     PutMessageStatus,
     tags_string_to_tags_code,
 )
+from mq_broker.store.message_store import SLAVE_PUT_REMARK
 from mq_broker.topic_config import TopicConfigManager
 
 if TYPE_CHECKING:
@@ -72,6 +74,13 @@ if TYPE_CHECKING:
 # queue); apache/rocketmq#9027 (Dec 2024) switched it to INVALID_PARAMETER.
 QUEUE_ID_ILLEGAL_CODE: Final = ResponseCode.SYSTEM_ERROR
 SHUTTING_DOWN_REMARK: Final = "the broker is shutting down, message store has been shut down"
+# SendMessageProcessor#handlePutMessageResult: a stored message's code (sendOK, with its id and queue offset).
+_STORED_CODES: Final = {
+    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
 AUTO_CREATE_ROUTE_WAIT_S: Final = 1.0
 """How long a send that auto-created a topic waits for the registration round that publishes its route."""
 _UNKNOWN_HOST: Final = host_to_bytes("0.0.0.0", 0)
@@ -207,7 +216,8 @@ class SendMessageProcessor:
     def msg_check(self, request: SendMessageRequestHeader, peer_host: str = "") -> tuple[TopicConfig, int]:
         """AbstractSendMessageProcessor#msgCheck plus the body checks; returns (topic config, queue id).
 
-        Raises (response code): NoPermissionError (16) when the broker or the topic is not writable or the topic
+        Raises (response code): ServiceNotAvailableError (14) on a SLAVE (DefaultMessageStore#checkStoreStatus's
+        remark; nothing auto-created); NoPermissionError (16) when the broker or the topic is not writable or the topic
         is one clients may not send to (:func:`is_client_forbidden_send_topic`); InvalidParameterError (29) for an
         illegal topic name; TopicNotExistError (17) for an unknown topic that cannot be auto-created; MQBrokerError
         (1, QUEUE_ID_ILLEGAL_CODE) for a queue id out of range; MessageIllegalError (13) for an empty or too large
@@ -215,6 +225,8 @@ class SendMessageProcessor:
         nothing).
         """
         topic = request.topic
+        if self.store.broker_role is BrokerRole.SLAVE:  # checkStoreStatus, before any topic is auto-created
+            raise ServiceNotAvailableError(SLAVE_PUT_REMARK)
         if not PermName.is_writeable(self.broker_permission):
             raise NoPermissionError(f"the broker[{self.broker_ip}] sending message is forbidden")
         remark = _topic_remark(topic)
@@ -298,9 +310,8 @@ class SendMessageProcessor:
         """SendMessageProcessor#handlePutMessageResult."""
         status = result.status
         if status.is_stored:
-            code = ResponseCode.SUCCESS if status is PutMessageStatus.PUT_OK else ResponseCode.FLUSH_DISK_TIMEOUT
             return SendMessageResponseHeader(
-                code=int(code),
+                code=int(_STORED_CODES[status]),
                 msg_id=result.msg_id,
                 queue_id=inner.queue_id,
                 queue_offset=result.queue_offset,

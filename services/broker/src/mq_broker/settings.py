@@ -79,6 +79,15 @@ class BrokerSettings(ServiceSettings, AuthSettings):
     sync_flush_timeout_ms: int = mirrored_field(MessageStoreConfig, "sync_flush_timeout_ms", gt=0)
     flush_interval_commit_log_ms: int = mirrored_field(MessageStoreConfig, "flush_interval_commit_log_ms", gt=0)
     flush_interval_consume_queue_ms: int = mirrored_field(MessageStoreConfig, "flush_interval_consume_queue_ms", gt=0)
+    ha_listen_port: int = mirrored_field(MessageStoreConfig, "ha_listen_port", ge=-1, le=65535)
+    ha_master_address: str = mirrored_field(MessageStoreConfig, "ha_master_address")
+    in_sync_replicas: int = mirrored_field(MessageStoreConfig, "in_sync_replicas", ge=1, le=17)
+    ha_max_gap_not_in_sync_bytes: int = mirrored_field(MessageStoreConfig, "ha_max_gap_not_in_sync_bytes", gt=0)
+    ha_send_heartbeat_interval_ms: int = mirrored_field(MessageStoreConfig, "ha_send_heartbeat_interval_ms", gt=0)
+    ha_housekeeping_interval_ms: int = mirrored_field(MessageStoreConfig, "ha_housekeeping_interval_ms", gt=0)
+    ha_transfer_batch_size_bytes: int = mirrored_field(
+        MessageStoreConfig, "ha_transfer_batch_size_bytes", gt=0, le=64 * 1024 * 1024
+    )
     auto_create_topic_enable: bool = Field(
         default=True, description="BrokerConfig.autoCreateTopicEnable: create unknown topics from TBW102 on send."
     )
@@ -272,14 +281,26 @@ class BrokerSettings(ServiceSettings, AuthSettings):
     auth_max_acls: int = Field(default=10_000, gt=0, description="ACLs (subjects) config/acls.json holds at most.")
 
     @model_validator(mode="after")
-    def _slave_has_slave_id(self) -> BrokerSettings:
+    def _check_roles(self) -> BrokerSettings:
         """BrokerStartup's rules: a SLAVE's broker_id is > 0 (0 names the master); controller mode needs a
-        controller address."""
+        controller address; HA heartbeats come more often than the housekeeping closes idle connections."""
         if self.broker_role is BrokerRole.SLAVE and self.broker_id == MixAll.MASTER_ID:
             raise ValueError("broker_role SLAVE needs broker_id > 0 (0 is the master's id)")
         if self.enable_controller_mode and not self.controller_addr.strip():
             raise ValueError("enable_controller_mode needs controller_addr")
+        if self.ha_send_heartbeat_interval_ms >= self.ha_housekeeping_interval_ms:
+            raise ValueError("ha_send_heartbeat_interval_ms must be below ha_housekeeping_interval_ms")
         return self
+
+    def ha_port_to_bind(self, bound_listen_port: int) -> int:
+        """The HA port to bind: ha_listen_port, or for -1 the gRPC port + 1 (0 when listen_port is 0)."""
+        if self.ha_listen_port >= 0:
+            return self.ha_listen_port
+        return bound_listen_port + 1 if self.listen_port else 0
+
+    def ha_server_addr(self, ha_port: int) -> str:
+        """``host:port`` of this broker's HA port as advertised to name servers (RegisterBroker haServerAddr)."""
+        return self.broker_addr(ha_port)
 
     @field_validator("broker_ip")
     @classmethod

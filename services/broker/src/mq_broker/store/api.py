@@ -11,7 +11,7 @@ from typing import Protocol
 
 from mq_common.codec import MessageExt
 
-from mq_broker.store.config import MessageStoreConfig
+from mq_broker.store.config import BrokerRole, MessageStoreConfig
 from mq_broker.store.index_service import QueryMessageResult
 from mq_broker.store.message import GetMessageResult, MessageExtBatch, MessageExtBrokerInner, PutMessageResult
 from mq_broker.store.message_filter import MessageFilter
@@ -20,6 +20,9 @@ from mq_broker.store.message_filter import MessageFilter
 class MessageStore(Protocol):
     """The store as the send, pull, query and admin processors see it (see DefaultMessageStore for the statuses
     each method returns)."""
+
+    # The broker's current role (a SLAVE refuses client writes; mq_broker.ha switches it at runtime).
+    broker_role: BrokerRole
 
     @property
     def config(self) -> MessageStoreConfig: ...

@@ -385,6 +385,69 @@ class CommitLog:
         mapped.wrote_position = mapped.file_size_bytes
         return self.mapped_file_queue.create_next()
 
+    # --- replication (mq_broker.ha: the slave appends what the master sends; event loop) -------------------------
+
+    def append_data(self, start_offset: int, data: bytes | bytearray | memoryview) -> bool:
+        """Append replicated CommitLog bytes at ``start_offset``, which must be the log's max offset (an empty log
+        starts its first file there, so it must be a file boundary): the slave's files get the master's bytes at
+        the same offsets, END_OF_FILE fillers included, and roll at the same boundaries. Returns False (nothing
+        written) for a gap or an overlap. Raises OSError when a new file cannot be created.
+        Mirrors CommitLog#appendData. Event loop only; never awaits.
+        """
+        mfq = self.mapped_file_queue
+        if mfq.is_empty:
+            if start_offset % mfq.mapped_file_size_bytes:
+                return False
+        elif start_offset != self.max_offset:
+            return False
+        view = memoryview(data)
+        while view:
+            mapped = mfq.get_last_mapped_file(start_offset)
+            count = min(mapped.remaining_bytes, len(view))
+            mapped.append(view[:count])
+            view = view[count:]
+        return True
+
+    def transfer_size(self, offset: int, max_bytes: int) -> int:
+        """How many written bytes from ``offset`` the master can send in one frame: up to ``max_bytes``, never past
+        the end of ``offset``'s file (0: nothing written there yet, or the offset is in no file). Any thread."""
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mapped is None:
+            return 0
+        return max(0, min(max_bytes, mapped.wrote_position - (offset - mapped.file_from_offset)))
+
+    def reput(self, from_offset: int, dispatch: Callable[[DispatchRequest], None], max_bytes: int) -> int:
+        """Parse the whole records written from ``from_offset`` (at most ``max_bytes`` of them; an END_OF_FILE
+        filler moves to the next file) and hand each to ``dispatch``; returns the offset reached, which stops
+        before a record not fully written yet. Uses recovery's parse without the body CRC (ReputMessageService
+        does not check it). Raises ValueError for bytes that are no record (a corrupt replica).
+        Mirrors DefaultMessageStore.ReputMessageService#doReput. Event loop.
+        """
+        offset, limit = from_offset, from_offset + max_bytes
+        while offset < limit:
+            mapped = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+            if mapped is None:
+                break
+            pos = offset - mapped.file_from_offset
+            written = mapped.wrote_position
+            if written - pos < END_FILE_MIN_BLANK_LENGTH:
+                break
+            total, magic = _TOTAL_AND_MAGIC.unpack_from(mapped.buffer, pos)
+            if magic == BLANK_MAGIC_CODE and total == mapped.file_size_bytes - pos:
+                if written < mapped.file_size_bytes:
+                    break  # the filler's zeros are still coming
+                offset = mapped.file_end_offset
+                continue
+            if magic == MESSAGE_MAGIC_CODE and total >= _MIN_RECORD_BYTES and pos + total > written:
+                break  # the rest of the record is in the next frame
+            size, request = self._check_message_and_return_size(mapped, pos, check_crc=False)
+            if request is None:
+                raise ValueError(f"no valid record at replicated commit log offset {offset}")
+            dispatch(request)
+            self.last_store_timestamp_ms = request.store_timestamp_ms
+            offset += size
+        return offset
+
     # --- read path --------------------------------------------------------------------------------------------
 
     @property
@@ -497,7 +560,9 @@ class CommitLog:
             pos = 0
         return files[-1].file_end_offset
 
-    def _check_message_and_return_size(self, mapped: MappedFile, pos: int) -> tuple[int, DispatchRequest | None]:
+    def _check_message_and_return_size(
+        self, mapped: MappedFile, pos: int, *, check_crc: bool | None = None
+    ) -> tuple[int, DispatchRequest | None]:
         """(size, request) for a valid record; (0, None) for the END_OF_FILE blank; (-1, None) otherwise."""
         remaining = mapped.file_size_bytes - pos
         if remaining == 0:
@@ -510,7 +575,8 @@ class CommitLog:
         if magic != MESSAGE_MAGIC_CODE or total < _MIN_RECORD_BYTES or total > remaining:
             return -1, None
         raw = mapped.read(pos, total)
-        request = _parse_dispatch(raw, mapped.file_from_offset + pos, self.config.check_crc_on_recover)
+        crc = self.config.check_crc_on_recover if check_crc is None else check_crc
+        request = _parse_dispatch(raw, mapped.file_from_offset + pos, crc)
         return (total, request) if request is not None else (-1, None)
 
 

@@ -178,6 +178,41 @@ class MessageStoreConfig:
         256 * 1024 * 1024,
         "Flushed CommitLog bytes behind the flush point kept in the page cache when recycling, bytes.",
     )
+    # --- replication (mq_broker.ha; RocketMQ 4's static roles) ---
+    ha_listen_port: int = described(
+        -1,
+        "MessageStoreConfig.haListenPort: the HA port slaves connect to; -1: listen_port + 1 (BrokerStartup's rule; "
+        "a free port when listen_port is 0); 0 picks a free port (advertised to the name servers).",
+    )
+    ha_master_address: str = described(
+        "",
+        "MessageStoreConfig.haMasterAddress: host:port of the master's HA port for a SLAVE; empty: learnt from the "
+        "name server's RegisterBroker answer (ha_server_addr).",
+    )
+    in_sync_replicas: int = described(
+        2,
+        "MessageStoreConfig.inSyncReplicas: copies (the master's counted) that must hold a put before a SYNC_MASTER "
+        "acknowledges it (RocketMQ's default 1 means the master alone; 2 = the master and one slave).",
+    )
+    ha_max_gap_not_in_sync_bytes: int = described(
+        256 * 1024 * 1024,
+        "MessageStoreConfig.haMaxGapNotInSync: a slave further behind than this is not in sync; a SYNC_MASTER with "
+        "too few in-sync slaves answers SLAVE_NOT_AVAILABLE at once, bytes.",
+    )
+    ha_send_heartbeat_interval_ms: int = described(
+        5_000,
+        "MessageStoreConfig.haSendHeartbeatInterval: the master sends an empty frame, the slave its offset, when "
+        "idle this long, ms.",
+    )
+    ha_housekeeping_interval_ms: int = described(
+        20_000,
+        "MessageStoreConfig.haHousekeepingInterval: an HA connection silent this long is closed, ms.",
+    )
+    ha_transfer_batch_size_bytes: int = described(
+        256 * 1024,
+        "MessageStoreConfig.haTransferBatchSize (RocketMQ: 32 KiB): CommitLog bytes per HA frame at most "
+        "(docs/performance.md, Replication transport).",
+    )
     # Append batches with the C loop of mq_broker.store._native when it is built (same bytes as the Python path).
     native_append_enable: bool = True
 
@@ -202,6 +237,11 @@ class MessageStoreConfig:
         assert 0.0 < self.disk_space_warning_level_ratio <= 1.0
         assert self.clean_resource_interval_ms > 0
         assert self.delete_file_batch_max > 0
+        assert -1 <= self.ha_listen_port <= 65535
+        assert self.in_sync_replicas >= 1
+        assert self.ha_max_gap_not_in_sync_bytes > 0
+        assert 0 < self.ha_send_heartbeat_interval_ms < self.ha_housekeeping_interval_ms
+        assert self.ha_transfer_batch_size_bytes > 0
         parse_delete_when(self.delete_when)
 
     @property

@@ -60,22 +60,31 @@ def _complete_all(items: list[tuple[GroupCommitRequest, PutMessageStatus]]) -> N
             request.future.set_result(status)
 
 
-class _LoopExpiry:
+class LoopExpiry:
     """The waiters of one event loop in deadline order and the loop's one sweeper timer. Loop thread only.
 
     A timer per put (``call_later`` + ``cancel``) cost a SYNC_FLUSH put ~4 us of CPU; here a put appends one
-    tuple, and the sweeper drops answered waiters and answers overdue ones every EXPIRY_SWEEP_S.
+    tuple, and the sweeper drops answered waiters and answers overdue ones every EXPIRY_SWEEP_S with the status the
+    waiter named (FLUSH_DISK_TIMEOUT for the group commit, FLUSH_SLAVE_TIMEOUT for the group transfer: both share
+    the loop's one sweeper, see :func:`loop_expiry`).
     """
 
     __slots__ = ("loop", "timer", "waiting")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.waiting: deque[tuple[float, asyncio.Future[PutMessageStatus]]] = deque()
+        self.waiting: deque[tuple[float, asyncio.Future[PutMessageStatus], PutMessageStatus]] = deque()
         self.timer: asyncio.TimerHandle | None = None
 
-    def add(self, deadline_monotonic_s: float, future: asyncio.Future[PutMessageStatus]) -> None:
-        self.waiting.append((deadline_monotonic_s, future))
+    def add(
+        self,
+        deadline_monotonic_s: float,
+        future: asyncio.Future[PutMessageStatus],
+        timeout_status: PutMessageStatus = PutMessageStatus.FLUSH_DISK_TIMEOUT,
+    ) -> None:
+        """Answer ``future`` with ``timeout_status`` once past ``deadline_monotonic_s`` (deadlines are added in
+        non-decreasing order: every waiter gets now + the same sync_flush_timeout_ms)."""
+        self.waiting.append((deadline_monotonic_s, future, timeout_status))
         if self.timer is None:
             self.timer = self.loop.call_later(EXPIRY_SWEEP_S, self.sweep)
 
@@ -83,13 +92,26 @@ class _LoopExpiry:
         now = time.monotonic()
         waiting = self.waiting
         while waiting:
-            deadline, future = waiting[0]
+            deadline, future, timeout_status = waiting[0]
             if not future.done():
                 if deadline > now:
                     break
-                future.set_result(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                future.set_result(timeout_status)
             waiting.popleft()
         self.timer = self.loop.call_later(EXPIRY_SWEEP_S, self.sweep) if waiting else None
+
+
+_EXPIRIES: dict[asyncio.AbstractEventLoop, LoopExpiry] = {}
+
+
+def loop_expiry(loop: asyncio.AbstractEventLoop) -> LoopExpiry:
+    """The one LoopExpiry (sweeper) of ``loop``, shared by every waiter kind of the process. Loop thread."""
+    expiry = _EXPIRIES.get(loop)
+    if expiry is None:  # a new loop: forget the closed ones
+        for closed in [k for k in _EXPIRIES if k.is_closed()]:
+            del _EXPIRIES[closed]
+        expiry = _EXPIRIES[loop] = LoopExpiry(loop)
+    return expiry
 
 
 class FlushObserver(Protocol):
@@ -240,7 +262,6 @@ class GroupCommitService(FlushService):
         super().__init__(config, commit_log, flush_logics, on_failure)
         self._lock = threading.Lock()
         self._requests_write: list[GroupCommitRequest] = []
-        self._expiries: dict[asyncio.AbstractEventLoop, _LoopExpiry] = {}
 
     def put_request(self, next_offset: int) -> asyncio.Future[PutMessageStatus]:
         """Event loop: a future resolved once the CommitLog is flushed past ``next_offset``.
@@ -258,11 +279,7 @@ class GroupCommitService(FlushService):
             return future
         deadline = time.monotonic() + self.config.sync_flush_timeout_ms / 1000
         request = GroupCommitRequest(next_offset, deadline, future, loop)
-        expiry = self._expiries.get(loop)
-        if expiry is None:  # a new loop: forget the closed ones
-            self._expiries = {k: v for k, v in self._expiries.items() if not k.is_closed()}
-            expiry = self._expiries[loop] = _LoopExpiry(loop)
-        expiry.add(deadline, future)
+        loop_expiry(loop).add(deadline, future)
         with self._lock:
             self._requests_write.append(request)
         self._wake.set()

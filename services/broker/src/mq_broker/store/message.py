@@ -115,6 +115,10 @@ class PutMessageStatus(Enum):
 
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    # SYNC_MASTER: stored on the master, but in_sync_replicas copies did not confirm it within sync_flush_timeout_ms.
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    # SYNC_MASTER: stored on the master; too few slaves connected and within ha_max_gap_not_in_sync_bytes to wait.
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
@@ -123,8 +127,20 @@ class PutMessageStatus(Enum):
 
     @property
     def is_stored(self) -> bool:
-        """The record is in the CommitLog (PUT_OK, or FLUSH_DISK_TIMEOUT: stored, durability unconfirmed)."""
-        return self in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        """The record is in the master's CommitLog: PUT_OK, or stored with its durability or replication
+        unconfirmed (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE: RocketMQ answers these with the
+        message id and queue offset too)."""
+        return self in _STORED
+
+
+_STORED = frozenset(
+    {
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.FLUSH_DISK_TIMEOUT,
+        PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+        PutMessageStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from mq_broker.store.config import CQ_UNIT_SIZE_BYTES, BrokerRole, FlushDiskType
 from mq_broker.store.consume_queue import ConsumeQueue
 from mq_broker.store.epoch_file import EpochFileCache, EpochFileError
 from mq_broker.store.flush import FlushRealTimeService, FlushService, GroupCommitService
+from mq_broker.store.group_transfer import GroupTransferService
 from mq_broker.store.index_service import (
     MAX_TIMESTAMP_MS,
     IndexService,
@@ -68,6 +69,10 @@ from mq_broker.store.truncation import TruncateRefusedError, truncate_logs
 log = get_logger("mq_broker.store")
 
 _READ_UNITS_CHUNK: Final = 256
+# DefaultMessageStore#checkStoreStatus's answer to a put on a slave (SERVICE_NOT_AVAILABLE).
+SLAVE_PUT_REMARK: Final = "message store is in slave mode, so putMessage is forbidden"
+# Replicated bytes parsed per reput call at most (the rest on the next frame or the next call).
+REPUT_MAX_BYTES_PER_CALL: Final = 4 * 1024 * 1024
 
 
 class StoreStartError(RuntimeError):
@@ -103,6 +108,13 @@ class DefaultMessageStore:
         # NotifyMessageArrivingListener: (topic, queue id) once per queue a put wrote, on the event loop, after
         # the put's ConsumeQueue dispatch (the broker sets it to LongPollingService#notify_message_arriving).
         self.message_arriving_listener: Callable[[str, int], None] | None = None
+        # MessageStoreConfig.brokerRole, changed at runtime by a role switch (mq_broker.ha); event loop.
+        self.broker_role = config.broker_role
+        self.group_transfer = GroupTransferService(
+            config.in_sync_replicas, config.ha_max_gap_not_in_sync_bytes, config.sync_flush_timeout_ms
+        )
+        # Told the new CommitLog max offset after every put that wrote (HAService wakes its connections); loop.
+        self.commit_log_listener: Callable[[int], None] | None = None
         self.last_exit_ok = True
         self.failure: str | None = None
         self._writeable = False
@@ -370,7 +382,7 @@ class DefaultMessageStore:
         CREATE_MAPPED_FILE_FAILED. Messages with ``wait_store_msg_ok`` False (WAIT=false) never wait.
         Mirrors DefaultMessageStore#putMessages + CommitLog#handleDiskFlush.
         """
-        if not self.is_writeable:
+        if not self.is_writeable or self.broker_role is BrokerRole.SLAVE:
             return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())] * len(
                 batch
             )
@@ -387,14 +399,14 @@ class DefaultMessageStore:
         if self.config.message_index_enable:
             self._build_indexes(batch, results)
         self.dispatched_offset = self.commit_log.max_offset
-        service = self.flush_service
-        if not isinstance(service, GroupCommitService):
+        self._tell_commit_log_listener()
+        if not self._must_wait:
             return results
         waiting = [i for i, (m, r) in enumerate(zip(batch, results, strict=True)) if r.is_ok and m.wait_store_msg_ok]
         if not waiting:
             return results
         next_offset = max(results[i].wrote_offset + results[i].wrote_bytes for i in waiting)
-        status = await service.put_request(next_offset)
+        status = await self._wait_stored(next_offset)
         if status is not PutMessageStatus.PUT_OK:
             for i in waiting:
                 results[i] = _with_status(results[i], status, self._unavailable_remark())
@@ -415,7 +427,7 @@ class DefaultMessageStore:
             if isinstance(expanded, PutMessageResult):
                 return expanded
             return merge_results(await self.put_messages(expanded, whole=True))
-        if not self.is_writeable:
+        if not self.is_writeable or self.broker_role is BrokerRole.SLAVE:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())
         if self.clean_service.disk_full:
             remark = DISK_FULL_REMARK % self.clean_service.disk_util()
@@ -438,13 +450,86 @@ class DefaultMessageStore:
             status = PutMessageStatus.SERVICE_NOT_AVAILABLE if disk_full else PutMessageStatus.CREATE_MAPPED_FILE_FAILED
             return PutMessageResult(status, remark=f"{CREATE_MAPPED_FILE_FAILED_REMARK} {exc}")
         self._dispatch_appended_batch(appended, cq)
+        self._tell_commit_log_listener()
         result = appended.result
-        service = self.flush_service
-        if isinstance(service, GroupCommitService) and batch.wait_store_msg_ok:
-            status = await service.put_request(result.wrote_offset + result.wrote_bytes)
+        if self._must_wait and batch.wait_store_msg_ok:
+            status = await self._wait_stored(result.wrote_offset + result.wrote_bytes)
             if status is not PutMessageStatus.PUT_OK:
                 result = _with_status(result, status, self._unavailable_remark())
         return result
+
+    @property
+    def _must_wait(self) -> bool:
+        """A put waits for something: the group commit (SYNC_FLUSH) and/or the slaves (SYNC_MASTER)."""
+        return isinstance(self.flush_service, GroupCommitService) or self.broker_role is BrokerRole.SYNC_MASTER
+
+    async def _wait_stored(self, next_offset: int) -> PutMessageStatus:
+        """CommitLog#handleDiskFlushAndHA: wait for the group commit (SYNC_FLUSH) and the group transfer
+        (SYNC_MASTER) together, both registered before either is awaited (one deadline, sync_flush_timeout_ms).
+        A flush failure or timeout wins over the replicas' answer (the put is not durable here)."""
+        service = self.flush_service
+        flush = service.put_request(next_offset) if isinstance(service, GroupCommitService) else None
+        transfer = None
+        if self.broker_role is BrokerRole.SYNC_MASTER:
+            transfer = self.group_transfer.put_request(next_offset, self.commit_log.max_offset)
+        status = PutMessageStatus.PUT_OK
+        if flush is not None:
+            status = await flush
+        if transfer is not None:
+            replicas = await transfer
+            if status is PutMessageStatus.PUT_OK:
+                status = replicas
+        return status
+
+    def _tell_commit_log_listener(self) -> None:
+        listener = self.commit_log_listener
+        if listener is not None:
+            listener(self.commit_log.max_offset)
+
+    # --- replication: the slave's side (mq_broker.ha.HAClient, event loop) -------------------------------------
+
+    def append_replicated(
+        self, start_offset: int, data: bytes | bytearray | memoryview, *, dispatch: bool = True
+    ) -> bool:
+        """Append bytes replicated from the master at ``start_offset`` (CommitLog#append_data), then dispatch the
+        ConsumeQueue units and index entries of the records now complete (the ReputMessageService of a slave;
+        ``dispatch`` False leaves that to a later :meth:`reput`, so the HAClient acknowledges first). Returns False
+        when nothing was written: a gap or overlap, a failed or stopped store, or a master (only a SLAVE takes
+        replicated bytes). A file that cannot be created, or bytes that parse as no record, fail the
+        store (read-only until restart). Mirrors DefaultMessageStore#appendToCommitLog. Event loop.
+        """
+        if not self.is_writeable or self.broker_role is not BrokerRole.SLAVE:
+            return False
+        try:
+            if not self.commit_log.append_data(start_offset, data):
+                return False
+        except OSError as exc:
+            self._fail(f"cannot append replicated data: {exc}")
+            return False
+        self.commit_log.mapped_file_queue.after_write()
+        if dispatch:
+            self.reput()
+        return True
+
+    def reput(self) -> int:
+        """Dispatch the complete records past ``dispatched_offset`` (bounded per call); returns the new offset."""
+        arrived: set[tuple[str, int]] = set()
+
+        def dispatch(request: DispatchRequest) -> None:
+            if not is_dispatchable(request.sys_flag):
+                return
+            self._dispatch_recovered(request)
+            arrived.add((request.topic, request.queue_id))
+            table = self.commit_log.topic_queue_table
+            table[f"{request.topic}-{request.queue_id}"] = request.queue_offset + 1
+
+        try:
+            self.dispatched_offset = self.commit_log.reput(self.dispatched_offset, dispatch, REPUT_MAX_BYTES_PER_CALL)
+        except (OSError, ValueError) as exc:
+            self._fail(f"replicated data dispatch failed: {exc}")
+        self.index_service.write_headers()
+        self._notify_arriving(arrived)
+        return self.dispatched_offset
 
     def _append_batch(self, batch: MessageExtBatch, scanned: BatchScan) -> tuple[BatchAppend, ConsumeQueue]:
         """Make room first (ConsumeQueue file, index entries), then append: ENOSPC refuses before any write."""
@@ -603,6 +688,8 @@ class DefaultMessageStore:
         return service
 
     def _unavailable_remark(self) -> str:
+        if self.failure is None and self._writeable and self.broker_role is BrokerRole.SLAVE:
+            return SLAVE_PUT_REMARK
         reason = self.failure or "message store has been shut down"
         return f"service not available now: {reason}"
 

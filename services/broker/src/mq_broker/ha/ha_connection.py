@@ -1,0 +1,154 @@
+"""HAConnection: the master's side of one slave's connection.
+
+Mirrors org.apache.rocketmq.store.ha.DefaultHAConnection (ReadSocketService + WriteSocketService as two tasks
+of the broker's event loop). The reader takes the slave's 8-byte max-offset reports: the first one says where
+the transfer starts, every one is the slave's acknowledged offset (GroupTransferService#on_slave_ack, the lag
+metrics). The writer pushes CommitLog frames from there on (mq_broker.ha.protocol), at most
+``ha_transfer_batch_size_bytes`` each and never across a file, woken by every put (:meth:`wake`); when idle it
+sends a heartbeat frame every ``ha_send_heartbeat_interval_ms``. Bytes no longer in the page cache (a slave
+catching up on old files) are read in a worker thread. A slave silent for ``ha_housekeeping_interval_ms`` is
+dropped.
+
+Where an empty slave starts: the master's min offset, the oldest CommitLog file kept (RocketMQ starts it at the
+last file; this keeps every message the master still has, at the price of a longer first catch-up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from mq_common.logging import get_logger
+
+from mq_broker.ha.protocol import FRAME_HEADER, REPORT
+from mq_broker.store.message_store import DefaultMessageStore
+
+log = get_logger("mq_broker.ha")
+
+
+class HAConnection:
+    """One slave. ``slave`` names it (its peer ``host:port``); ``on_closed`` runs once when it ends."""
+
+    def __init__(
+        self,
+        store: DefaultMessageStore,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        slave: str,
+        on_closed: Callable[[HAConnection], None],
+    ) -> None:
+        self.store = store
+        self.slave = slave
+        self._reader = reader
+        self._writer = writer
+        self._on_closed = on_closed
+        self._wake = asyncio.Event()
+        self._started = asyncio.Event()
+        # The slave's last reported (acknowledged) offset; -1 until the first report.
+        self.acked_offset = -1
+        self.next_transfer_offset = -1
+        self.last_caught_up_monotonic_s = time.monotonic()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def wake(self) -> None:
+        """New CommitLog bytes (a put): the writer sends them now. Event loop; cheap."""
+        self._wake.set()
+
+    def lag_bytes(self, master_max_offset: int) -> int:
+        return max(0, master_max_offset - max(self.acked_offset, 0))
+
+    def lag_seconds(self, master_max_offset: int) -> float:
+        """0 while the slave holds everything; else the time since it last did."""
+        if self.acked_offset >= master_max_offset:
+            return 0.0
+        return time.monotonic() - self.last_caught_up_monotonic_s
+
+    async def run(self) -> None:
+        """Serve the slave until either side stops, the slave is silent too long, or :meth:`close`."""
+        self._tasks = [asyncio.create_task(self._read_reports()), asyncio.create_task(self._transfer())]
+        try:
+            await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        self._writer.close()
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
+        self.store.group_transfer.on_slave_gone(self.slave)
+        callback, self._on_closed = self._on_closed, lambda _c: None
+        callback(self)
+
+    async def _read_reports(self) -> None:
+        cfg = self.store.config
+        housekeeping_s = cfg.ha_housekeeping_interval_ms / 1000
+        try:
+            while True:
+                raw = await asyncio.wait_for(self._reader.readexactly(REPORT.size), housekeeping_s)
+                if not self._on_report(REPORT.unpack(raw)[0]):
+                    return
+        except (TimeoutError, asyncio.IncompleteReadError, OSError) as exc:
+            log.info("ha_slave_gone", slave=self.slave, reason=type(exc).__name__)
+
+    def _on_report(self, offset: int) -> bool:
+        """A report: False closes the connection (a slave the master cannot serve)."""
+        commit_log = self.store.commit_log
+        master_max = commit_log.max_offset
+        if self.next_transfer_offset < 0:
+            start = offset if offset > 0 else commit_log.min_offset
+            if offset > master_max or (offset > 0 and offset < commit_log.min_offset):
+                log.error("ha_slave_offset_unservable", slave=self.slave, slave_offset=offset, master_max=master_max,
+                          master_min=commit_log.min_offset)  # fmt: skip
+                return False
+            self.next_transfer_offset = start
+            self._started.set()
+            log.info("ha_slave_connected", slave=self.slave, slave_offset=offset, transfer_from=start)
+        self.acked_offset = offset
+        if offset >= master_max:
+            self.last_caught_up_monotonic_s = time.monotonic()
+        self.store.group_transfer.on_slave_ack(self.slave, offset)
+        return True
+
+    async def _transfer(self) -> None:
+        await self._started.wait()
+        cfg = self.store.config
+        heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
+        try:
+            while True:
+                sent = await self._send_next(cfg.ha_transfer_batch_size_bytes)
+                if sent:
+                    continue
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), heartbeat_s)
+                except TimeoutError:
+                    self._writer.write(FRAME_HEADER.pack(self.next_transfer_offset, 0))
+                    await self._writer.drain()
+        except OSError as exc:
+            log.info("ha_slave_write_failed", slave=self.slave, error=str(exc))
+
+    async def _send_next(self, max_bytes: int) -> bool:
+        """Send one data frame from next_transfer_offset; False when there is nothing to send yet."""
+        commit_log = self.store.commit_log
+        offset = self.next_transfer_offset
+        size = commit_log.transfer_size(offset, max_bytes)
+        if size == 0:
+            return False
+        if commit_log.is_in_page_cache(offset, size):
+            data = commit_log.get_message(offset, size)
+        else:  # catching up from disk: page faults off the loop
+            data = await asyncio.to_thread(commit_log.get_message, offset, size)
+        if data is None:
+            raise OSError(f"commit log bytes at {offset} are gone (deleted meanwhile)")
+        self._writer.writelines((FRAME_HEADER.pack(offset, size), data))
+        self.next_transfer_offset = offset + size
+        await self._writer.drain()
+        return True

@@ -1,0 +1,180 @@
+"""Replication benchmark (``make bench``; not a pytest module), issue 20's figures in one run:
+
+1. Replication throughput of a catching-up slave: a master (one broker group, ASYNC_MASTER) holds ``--fill-mib`` of
+   16 KiB messages while its slave is down; the slave starts with an empty store and the time from its first
+   replicated byte to holding the master's whole CommitLog gives MB/s (target >= 200 MB/s). Progress is read from
+   the slave's ``mq_broker_commit_log_max_offset`` gauge.
+2. SendBatch(100) x 64 clients through the gateway (1 KiB bodies, SYNC_FLUSH everywhere) against one broker group:
+   a single master, SYNC_MASTER + one slave, ASYNC_MASTER + one slave. Targets: SYNC_MASTER >= 0.6x and
+   ASYNC_MASTER >= 0.9x the single master.
+
+Prints a table with the targets and writes JSON (``--out``).
+Run: ``uv run --frozen python tests/bench/bench_ha.py [--row-seconds 10] [--fill-mib 512] [--out PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import shutil
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Final
+
+import grpc
+from bench_gateway import CHANNEL_OPTIONS, CpuMeter, GatewayBench, Row, freeze_client_heap, machine, write_report
+from mq.gateway.v1 import gateway_pb2_grpc
+from mq_client.broker_client import BrokerClient
+from mq_common.channels import ChannelPool
+from mq_common.logging import configure_logging
+from mq_common.protocol import SendMessageRequestHeader
+from mq_local.cluster import ClusterSpec, LocalCluster
+from mq_local.ports import PortLayout, free_port
+from mq_local.testing import TEST_BROKER_ENV, make_topic
+from rich.console import Console
+from rich.table import Table
+
+CLIENTS: Final = 64
+FILL_BODY_BYTES: Final = 16 * 1024
+FILL_BATCH: Final = 64
+CATCH_UP_WAIT_S: Final = 600.0
+POLL_S: Final = 0.05
+SLAVE: Final = "broker-a-s1"
+REPLICATION_MIN_MB_S: Final = 200.0
+SYNC_MASTER_VS_SINGLE_MIN: Final = 0.6
+ASYNC_MASTER_VS_SINGLE_MIN: Final = 0.9
+_GAUGE: Final = re.compile(r"^mq_broker_commit_log_max_offset\{[^}]*\} (\S+)$", re.MULTILINE)
+
+
+def spec(data_dir: Path, replicas: int, role: str, metrics: dict[str, int] | None = None) -> ClusterSpec:
+    env = {**TEST_BROKER_ENV, "MQ_BROKER_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES": str(256 * 1024 * 1024)}
+    return ClusterSpec(
+        data_dir=data_dir,
+        ports=PortLayout.free(1),
+        flush_disk_type="SYNC_FLUSH",
+        log_level="WARNING",
+        broker_env=env,
+        replicas_per_broker_group=replicas,
+        broker_role=role,
+        metrics_ports=metrics or {},
+    )
+
+
+def max_offset(metrics_port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as answer:
+        found = _GAUGE.search(answer.read().decode())
+    return int(float(found.group(1))) if found else 0
+
+
+async def _poll(metrics_port: int, at_least: int, deadline: float) -> int:
+    """The gauge once it reaches ``at_least`` (or its value at ``deadline``)."""
+    while True:
+        held = max_offset(metrics_port)
+        if held >= at_least or time.perf_counter() > deadline:
+            return held
+        await asyncio.sleep(POLL_S)
+
+
+async def bench_replication(fill_mib: int, console: Console) -> dict[str, float]:
+    metrics = {"broker-a": free_port(), SLAVE: free_port()}
+    with tempfile.TemporaryDirectory(prefix="bench-ha-repl-") as tmp:
+        cluster = await asyncio.to_thread(LocalCluster(spec(Path(tmp) / "data", 2, "ASYNC_MASTER", metrics)).start)
+        pool = ChannelPool()
+        client = BrokerClient(pool)
+        try:
+            await asyncio.to_thread(cluster.kill_broker, SLAVE)
+            topic = await make_topic(cluster, "bench_ha_fill", queues=4)
+            master = cluster.broker_addrs["broker-a"]
+            body = bytes(FILL_BODY_BYTES)
+            requests = [SendMessageRequestHeader(topic=topic, body=body, queue_id=i % 4) for i in range(FILL_BATCH)]
+            while max_offset(metrics["broker-a"]) < fill_mib * 1024 * 1024:
+                await client.send_batch(master, requests, 30_000)
+            target = max_offset(metrics["broker-a"])
+            shutil.rmtree(cluster.spec.broker_store_dir(SLAVE))
+            await asyncio.to_thread(cluster.start_broker, SLAVE)
+            deadline = time.perf_counter() + CATCH_UP_WAIT_S
+            start_offset = await _poll(metrics[SLAVE], 1, deadline)  # the first replicated bytes
+            first = time.perf_counter()
+            held = await _poll(metrics[SLAVE], target, deadline)
+            seconds = time.perf_counter() - first
+            moved = held - start_offset
+            row = {"bytes": float(moved), "seconds": seconds, "mb_per_s": moved / seconds / 1e6}
+            console.log(f"replication: {moved / 2**20:.0f} MiB in {seconds:.2f} s = {row['mb_per_s']:.0f} MB/s")
+            return row
+        finally:
+            await client.close()
+            await pool.close()
+            await asyncio.to_thread(cluster.stop)
+
+
+async def bench_send(name: str, replicas: int, role: str, row_seconds: float, console: Console) -> Row:
+    with tempfile.TemporaryDirectory(prefix="bench-ha-send-") as tmp:
+        cluster = await asyncio.to_thread(LocalCluster(spec(Path(tmp) / "data", replicas, role)).start)
+        try:
+            topic = await make_topic(cluster, "bench_ha", queues=8)
+            channels = [grpc.aio.insecure_channel(cluster.gateway_addr, options=CHANNEL_OPTIONS) for _ in range(4)]
+            try:
+                pids = [p.pid for p in (*cluster.brokers.values(), *cluster.slaves.values())]
+                meter = CpuMeter(cluster.gateway.pid, pids)
+                stubs = [gateway_pb2_grpc.ProducerGatewayStub(c) for c in channels]
+                freeze_client_heap()
+                row = await GatewayBench(stubs, topic, name, row_seconds, meter).closed_loop(CLIENTS, True)
+                console.log(f"{name}: {row.msgs_per_s:,.0f} msgs/s, failed {row.failed}")
+                return row
+            finally:
+                for channel in channels:
+                    await channel.close()
+        finally:
+            await asyncio.to_thread(cluster.stop)
+
+
+def targets(replication: dict[str, float], rows: Sequence[Row]) -> list[dict[str, Any]]:
+    single, sync_master, async_master = (r.msgs_per_s for r in rows)
+    checks = [
+        ("replication MB/s", replication["mb_per_s"], REPLICATION_MIN_MB_S),
+        ("SYNC_MASTER / single", sync_master / single, SYNC_MASTER_VS_SINGLE_MIN),
+        ("ASYNC_MASTER / single", async_master / single, ASYNC_MASTER_VS_SINGLE_MIN),
+    ]
+    return [{"target": n, "value": v, "min": m, "pass": v >= m} for n, v, m in checks]
+
+
+async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    replication = await bench_replication(args.fill_mib, console)
+    rows = [
+        await bench_send("single master SYNC_FLUSH", 1, "ASYNC_MASTER", args.row_seconds, console),
+        await bench_send("SYNC_MASTER+SYNC_FLUSH", 2, "SYNC_MASTER", args.row_seconds, console),
+        await bench_send("ASYNC_MASTER+SYNC_FLUSH", 2, "ASYNC_MASTER", args.row_seconds, console),
+    ]
+    return {"machine": machine(), "replication": replication, "rows": [asdict(r) for r in rows],
+            "targets": targets(replication, rows)}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--row-seconds", type=float, default=10.0)
+    parser.add_argument("--fill-mib", type=int, default=512)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    console = Console()
+    report = asyncio.run(run(args, console))
+    table = Table(title=f"HA: SendBatch(100) x {CLIENTS} through the gateway; catching-up slave")
+    for column in ("row", "msgs/s", "p99 ms", "failed"):
+        table.add_column(column)
+    for r in report["rows"]:
+        table.add_row(r["flush"], f"{r['msgs_per_s']:,.0f}", f"{r['p99_ms']:.1f}", str(r["failed"]))
+    table.add_row("replication (catch-up)", f"{report['replication']['mb_per_s']:.0f} MB/s", "", "")
+    console.print(table)
+    for t in report["targets"]:
+        console.print(f"{t['target']}: {t['value']:.2f} (min {t['min']}) {'PASS' if t['pass'] else 'FAIL'}")
+    if args.out is not None:
+        write_report(args.out, report)
+
+
+if __name__ == "__main__":
+    main()
