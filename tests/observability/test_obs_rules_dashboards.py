@@ -45,16 +45,6 @@ EXPECTED_ALERTS = {
     "PyRocketMQReplicationLag",
     "PyRocketMQFrequentElections",
 }
-# Replication and controller metrics (issue 20) the dashboards and alerts use before metric_names.yaml lists them:
-# they arrive with the replication and controller services' metrics. A name listed there is checked as usual.
-PENDING_HA_SERIES = {
-    "mq_broker_ha_slave_lag_bytes",
-    "mq_broker_ha_slave_lag_seconds",
-    "mq_broker_ha_in_sync_slaves",
-    "mq_broker_ha_role",
-    "mq_controller_elections_total",
-    "mq_controller_sync_state_set_size",
-}
 _METRIC_REF = re.compile(r"\b((?:rocketmq|mq)_[a-z_]+)")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (make prometheus)")
 
@@ -91,7 +81,7 @@ def test_dashboards_are_grafana_json_with_unique_ids_and_prometheus_targets() ->
 
 
 def test_dashboards_and_rules_only_use_listed_metrics() -> None:
-    known = known_series_names() | PENDING_HA_SERIES
+    known = known_series_names()
     exprs = [expr for _b, _t, expr in dashboard_queries()] + [expr for _n, expr in alert_expressions()]
     unknown = {m for expr in exprs for m in _METRIC_REF.findall(expr) if m not in known}
     assert unknown == set()
