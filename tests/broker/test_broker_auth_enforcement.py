@@ -173,3 +173,19 @@ async def test_a_verified_component_passes_every_check(
     answer = await send(stub, "w", None)
     assert answer.code == ResponseCode.SUCCESS, answer.remark
     assert answer.batch.responses[0].code == ResponseCode.SUCCESS
+
+
+async def test_runtime_info_is_an_admin_rpc(
+    secured: tuple[BrokerController, broker_pb2_grpc.BrokerAsyncStub],
+) -> None:
+    """GetBrokerRuntimeInfo (clusterList's source) needs a super user: unsigned and normal users get NO_PERMISSION."""
+    controller, stub = secured
+    request = broker_pb2.GetBrokerRuntimeInfoRequest()
+    for metadata in (None, signed(ALICE)):
+        refused = await stub.GetBrokerRuntimeInfo(request, metadata=metadata)
+        assert refused.code == ResponseCode.NO_PERMISSION, refused.remark
+        assert not refused.table
+    allowed = await stub.GetBrokerRuntimeInfo(request, metadata=signed(ROOT))
+    assert allowed.code == ResponseCode.SUCCESS, allowed.remark
+    assert controller.store is not None
+    assert allowed.table["commitLogMaxOffset"] == str(controller.store.commit_log.max_offset)

@@ -197,6 +197,16 @@ class BrokerClient:
         resp = await _invoke(self._stub(addr).UpdateTopic(request, timeout=_seconds(timeout_ms)), addr)
         _check(resp.code, resp.remark)
 
+    async def get_broker_runtime_info(self, addr: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the broker's runtime KV table (keys: mq_broker.ha.runtime_info, e.g.
+        ``brokerRole``, ``commitLogMaxOffset``). Mirrors MQClientAPIImpl#getBrokerRuntimeInfo.
+
+        Raises error_for_code(...) on a non-zero code (NO_PERMISSION 16 for a caller that may not call admin RPCs)."""
+        request = broker_pb2.GetBrokerRuntimeInfoRequest()
+        resp = await _invoke(self._stub(addr).GetBrokerRuntimeInfo(request, timeout=_seconds(timeout_ms)), addr)
+        _check(resp.code, resp.remark)
+        return dict(resp.table)
+
     async def get_topic_stats(
         self, addr: str, topic: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
     ) -> list[TopicQueueOffset]:

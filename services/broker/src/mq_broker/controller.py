@@ -46,6 +46,7 @@ from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer, request_limits
 from mq_broker.ha.ha_service import HAService
 from mq_broker.ha.read_suggestion import ReadSuggestionPolicy
+from mq_broker.ha.runtime_info import broker_runtime_info, broker_version_desc
 from mq_broker.ha.slave_synchronize import MetadataTables, SlaveSynchronize, build_slave_synchronize
 from mq_broker.ha.tls import HaTls
 from mq_broker.metrics import BrokerMetrics
@@ -102,6 +103,7 @@ class BrokerController:
                 flush_disk_type=str(settings.flush_disk_type),
                 max_consumer_pairs=settings.metrics_max_consumer_pairs,
             )
+        self._version_desc = broker_version_desc()
         self._stopped = False
 
     @property
@@ -114,6 +116,11 @@ class BrokerController:
         source of SlaveSynchronize (``master_addr``) and of the HAClient (``ha_server_addr``); empty on a master,
         before the first registration answer, and while no master is online."""
         return self.registrar.master if self.registrar is not None else MasterAddresses()
+
+    def runtime_info(self) -> dict[str, str]:
+        """GetBrokerRuntimeInfo's KV table (mq_broker.ha.runtime_info). Event loop."""
+        assert self.store is not None
+        return broker_runtime_info(self.store, self.ha, self._version_desc)
 
     def _metadata_tables(self) -> MetadataTables:
         topics, groups, offsets = self.topics, self.subscription_groups, self.consumer_offsets
@@ -304,6 +311,7 @@ class BrokerController:
             auth_guard=self._auth_guard(),
             component_identity=ComponentGuard.from_settings(self.settings).component_name,
             metadata_tables=self._metadata_tables(),
+            runtime_info=self.runtime_info,
         )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
 

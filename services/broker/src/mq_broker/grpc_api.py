@@ -160,7 +160,8 @@ class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.B
     NO_PERMISSION 16 (a SendStream frame: every request of the frame) and changes nothing. ``component_identity``
     names a call's verified component certificate (None: none), which passes every check. ``auth_metadata``
     serves the user/ACL RPCs (mq_broker.auth.grpc_api), ``metadata_tables`` the GET_ALL_* RPCs a slave's
-    SlaveSynchronize calls (mq_broker.ha.grpc_api).
+    SlaveSynchronize calls and ``runtime_info`` (the KV table of mq_broker.ha.runtime_info) GetBrokerRuntimeInfo
+    (mq_broker.ha.grpc_api).
     """
 
     def __init__(
@@ -178,8 +179,10 @@ class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.B
         auth_guard: BrokerAuthGuard | None = None,
         component_identity: Callable[[_Context], str | None] | None = None,
         metadata_tables: MetadataTables | None = None,
+        runtime_info: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self._metadata_tables = metadata_tables
+        self._runtime_info = runtime_info
         self._auth_metadata = auth_metadata
         self._auth_guard = auth_guard
         self._component_identity = component_identity

@@ -1,9 +1,9 @@
 """The admin client's base: channels, the name server calls and the broker targets every operation starts from.
 
 Mirrors the name server part of org.apache.rocketmq.tools.admin.DefaultMQAdminExt (examineBrokerClusterInfo,
-fetchAllTopicList, examineTopicRouteInfo) and CommandUtil#fetchMasterAddrByClusterName. The operations build on it:
-mq_client.admin.consumer_admin (consumer side) and mq_client.admin.admin_client (topics, messages, sends). Runs on
-the caller's asyncio loop; errors are the typed mq_common.errors.
+fetchAllTopicList, examineTopicRouteInfo), its fetchBrokerRuntimeStats and CommandUtil#fetchMasterAddrByClusterName.
+The operations build on it: mq_client.admin.consumer_admin (consumer side) and mq_client.admin.admin_client (topics,
+messages, sends). Runs on the caller's asyncio loop; errors are the typed mq_common.errors.
 """
 
 from __future__ import annotations
@@ -81,6 +81,19 @@ class AdminBase:
     async def cluster_list(self) -> ClusterInfo:
         """Brokers per cluster with their last heartbeat. Mirrors DefaultMQAdminExt#examineBrokerClusterInfo."""
         return await self._namesrv.get_broker_cluster_info(self.timeout_ms)
+
+    async def broker_runtime_infos(self, addrs: Sequence[str]) -> dict[str, dict[str, str] | MQError]:
+        """Each broker's runtime KV table (GET_BROKER_RUNTIME_INFO), asked at once, by address; a broker that fails
+        (no answer: RemotingError; a refusal such as NO_PERMISSION 16) maps to its MQError. Mirrors
+        DefaultMQAdminExt#fetchBrokerRuntimeStats as ClusterListSubCommand calls it for every broker."""
+        calls = [self._broker.get_broker_runtime_info(addr, self.timeout_ms) for addr in addrs]
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        tables: dict[str, dict[str, str] | MQError] = {}
+        for addr, outcome in zip(addrs, outcomes, strict=True):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, MQError):
+                raise outcome
+            tables[addr] = outcome
+        return tables
 
     async def topic_list(self) -> list[str]:
         """Every topic with a route, sorted. Mirrors DefaultMQAdminExt#fetchAllTopicList."""

@@ -1,17 +1,21 @@
 """gRPC face of what a master serves its slaves' SlaveSynchronize: GetAllTopicConfig, GetAllConsumerOffset and
-GetAllDelayOffset (GetAllSubscriptionGroups is the consumer side's). A mixin of mq_broker.grpc_api.BrokerServicer
-that translates the tables of :class:`~mq_broker.ha.slave_synchronize.MetadataTables` to mq.broker.v1, nothing
-else.
+GetAllDelayOffset (GetAllSubscriptionGroups is the consumer side's), and of GetBrokerRuntimeInfo (the runtime KV
+table of mq_broker.ha.runtime_info, mqadmin clusterList's source). A mixin of mq_broker.grpc_api.BrokerServicer
+that translates the tables of :class:`~mq_broker.ha.slave_synchronize.MetadataTables` and the runtime table to
+mq.broker.v1, nothing else.
 
-Mirrors AdminBrokerProcessor#getAllTopicConfig, #getAllConsumerOffset and #getAllDelayOffset. Each is an admin RPC:
+Mirrors AdminBrokerProcessor#getAllTopicConfig, #getAllConsumerOffset, #getAllDelayOffset and
+#getBrokerRuntimeInfo. Each is an admin RPC:
 with auth on it needs a super user or a component (a slave presents the broker's component certificate or signs
-with the inner credentials), else NO_PERMISSION 16. Without tables: REQUEST_CODE_NOT_SUPPORTED. Handlers run on
+with the inner credentials), else NO_PERMISSION 16. Without tables (or without a runtime table):
+REQUEST_CODE_NOT_SUPPORTED. Handlers run on
 the service's asyncio loop (the delay offset file is read in a worker thread) and never raise into gRPC.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import grpc
 from mq.broker.v1 import broker_pb2
@@ -30,6 +34,7 @@ class MetadataServicerMixin(AuthServicerMixin):
     """The GET_ALL_* handlers over ``_metadata_tables`` (set by the servicer; None: not served)."""
 
     _metadata_tables: MetadataTables | None
+    _runtime_info: Callable[[], dict[str, str]] | None
 
     def _tables(self) -> MetadataTables:
         if self._metadata_tables is None:
@@ -73,3 +78,14 @@ class MetadataServicerMixin(AuthServicerMixin):
             return broker_pb2.GetAllDelayOffsetResponse(code=ResponseCode.SUCCESS, delay_offset_json=text)
 
         return await self._run("GetAllDelayOffset", broker_pb2.GetAllDelayOffsetResponse, handle)
+
+    async def GetBrokerRuntimeInfo(
+        self, request: broker_pb2.GetBrokerRuntimeInfoRequest, context: _Context
+    ) -> broker_pb2.GetBrokerRuntimeInfoResponse:
+        async def handle() -> broker_pb2.GetBrokerRuntimeInfoResponse:
+            self._admin_caller(context, "GetBrokerRuntimeInfo")
+            if self._runtime_info is None:
+                raise MQError("this broker serves no runtime info", ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+            return broker_pb2.GetBrokerRuntimeInfoResponse(code=ResponseCode.SUCCESS, table=self._runtime_info())
+
+        return await self._run("GetBrokerRuntimeInfo", broker_pb2.GetBrokerRuntimeInfoResponse, handle)

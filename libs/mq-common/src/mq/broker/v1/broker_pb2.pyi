@@ -680,6 +680,71 @@ class UpdateTopicResponse(_message.Message):
 Global___UpdateTopicResponse: _TypeAlias = UpdateTopicResponse  # noqa: Y015
 
 @_typing.final
+class GetBrokerRuntimeInfoRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetBrokerRuntimeInfoRequest: _TypeAlias = GetBrokerRuntimeInfoRequest  # noqa: Y015
+
+@_typing.final
+class GetBrokerRuntimeInfoResponse(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.body.KVTable as AdminBrokerProcessor#getBrokerRuntimeInfo fills it:
+    string keys and values, e.g. "brokerRole" -> "SYNC_MASTER", "commitLogMaxOffset" -> "1048576".
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class TableEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    TABLE_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    @_builtins.property
+    def table(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        table: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark", "table", b"table"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetBrokerRuntimeInfoResponse: _TypeAlias = GetBrokerRuntimeInfoResponse  # noqa: Y015
+
+@_typing.final
 class GetTopicStatsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -104,6 +104,11 @@ class BrokerStub:
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetRequest.SerializeToString,
                 response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetResponse.FromString,
                 _registered_method=True)
+        self.GetBrokerRuntimeInfo = channel.unary_unary(
+                '/mq.broker.v1.Broker/GetBrokerRuntimeInfo',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoResponse.FromString,
+                _registered_method=True)
         self.UpdateConsumerOffsets = channel.unary_unary(
                 '/mq.broker.v1.Broker/UpdateConsumerOffsets',
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateConsumerOffsetsRequest.SerializeToString,
@@ -331,6 +336,14 @@ class BrokerServicer:
 
     def GetAllDelayOffset(self, request, context):
         """GET_ALL_DELAY_OFFSET (45): the delay-level offsets (config/delayOffset.json) as stored. Admin RPC.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBrokerRuntimeInfo(self, request, context):
+        """GET_BROKER_RUNTIME_INFO (28): this broker's runtime KV table (role, CommitLog offsets, master epoch, HA state),
+        what mqadmin clusterList prints. Admin RPC, as GetAllTopicConfig.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -578,6 +591,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.GetAllDelayOffset,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetRequest.FromString,
                     response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetResponse.SerializeToString,
+            ),
+            'GetBrokerRuntimeInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBrokerRuntimeInfo,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoResponse.SerializeToString,
             ),
             'UpdateConsumerOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateConsumerOffsets,
@@ -1078,6 +1096,33 @@ class Broker:
             '/mq.broker.v1.Broker/GetAllDelayOffset',
             mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetRequest.SerializeToString,
             mq_dot_broker_dot_v1_dot_broker__pb2.GetAllDelayOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBrokerRuntimeInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/GetBrokerRuntimeInfo',
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.GetBrokerRuntimeInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -74,6 +74,10 @@ class BrokerStub:
     """
     GetAllDelayOffset: _grpc.UnaryUnaryMultiCallable[_broker_pb2.GetAllDelayOffsetRequest, _broker_pb2.GetAllDelayOffsetResponse]
     """GET_ALL_DELAY_OFFSET (45): the delay-level offsets (config/delayOffset.json) as stored. Admin RPC."""
+    GetBrokerRuntimeInfo: _grpc.UnaryUnaryMultiCallable[_broker_pb2.GetBrokerRuntimeInfoRequest, _broker_pb2.GetBrokerRuntimeInfoResponse]
+    """GET_BROKER_RUNTIME_INFO (28): this broker's runtime KV table (role, CommitLog offsets, master epoch, HA state),
+    what mqadmin clusterList prints. Admin RPC, as GetAllTopicConfig.
+    """
     UpdateConsumerOffsets: _grpc.UnaryUnaryMultiCallable[_broker_pb2.UpdateConsumerOffsetsRequest, _broker_pb2.UpdateConsumerOffsetsResponse]
     """UPDATE_CONSUMER_OFFSET (15), many at once: commit consumer offsets."""
     QueryConsumerOffset: _grpc.UnaryUnaryMultiCallable[_broker_pb2.QueryConsumerOffsetRequest, _broker_pb2.QueryConsumerOffsetResponse]
@@ -170,6 +174,10 @@ class BrokerAsyncStub(BrokerStub):
     """
     GetAllDelayOffset: _aio.UnaryUnaryMultiCallable[_broker_pb2.GetAllDelayOffsetRequest, _broker_pb2.GetAllDelayOffsetResponse]  # type: ignore[assignment]
     """GET_ALL_DELAY_OFFSET (45): the delay-level offsets (config/delayOffset.json) as stored. Admin RPC."""
+    GetBrokerRuntimeInfo: _aio.UnaryUnaryMultiCallable[_broker_pb2.GetBrokerRuntimeInfoRequest, _broker_pb2.GetBrokerRuntimeInfoResponse]  # type: ignore[assignment]
+    """GET_BROKER_RUNTIME_INFO (28): this broker's runtime KV table (role, CommitLog offsets, master epoch, HA state),
+    what mqadmin clusterList prints. Admin RPC, as GetAllTopicConfig.
+    """
     UpdateConsumerOffsets: _aio.UnaryUnaryMultiCallable[_broker_pb2.UpdateConsumerOffsetsRequest, _broker_pb2.UpdateConsumerOffsetsResponse]  # type: ignore[assignment]
     """UPDATE_CONSUMER_OFFSET (15), many at once: commit consumer offsets."""
     QueryConsumerOffset: _aio.UnaryUnaryMultiCallable[_broker_pb2.QueryConsumerOffsetRequest, _broker_pb2.QueryConsumerOffsetResponse]  # type: ignore[assignment]
@@ -347,6 +355,16 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_broker_pb2.GetAllDelayOffsetResponse, _abc.Awaitable[_broker_pb2.GetAllDelayOffsetResponse]]:
         """GET_ALL_DELAY_OFFSET (45): the delay-level offsets (config/delayOffset.json) as stored. Admin RPC."""
+
+    @_abc_1.abstractmethod
+    def GetBrokerRuntimeInfo(
+        self,
+        request: _broker_pb2.GetBrokerRuntimeInfoRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.GetBrokerRuntimeInfoResponse, _abc.Awaitable[_broker_pb2.GetBrokerRuntimeInfoResponse]]:
+        """GET_BROKER_RUNTIME_INFO (28): this broker's runtime KV table (role, CommitLog offsets, master epoch, HA state),
+        what mqadmin clusterList prints. Admin RPC, as GetAllTopicConfig.
+        """
 
     @_abc_1.abstractmethod
     def UpdateConsumerOffsets(
