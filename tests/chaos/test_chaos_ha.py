@@ -1,0 +1,308 @@
+"""HA chaos rounds (issue 20, Faults): a SYNC_MASTER broker group of two replicas in controller mode (real etcd,
+mqcontroller, name server and brokers from mq_local) under 32 DefaultMQProducer SYNC senders.
+
+- SIGKILL the current master ``MQ_CHAOS_HA_ROUNDS`` times (default 2; ``make chaos``: 10), once (in a seeded round)
+  deleting its whole store directory before it restarts; the killed one restarts each round, rejoins as a slave
+  and catches up before the next kill. After each failover every acknowledged message is served by the new master
+  byte-identical at the queue offset its answer named; the failover time (kill -> first SEND_OK stored by the new
+  master) is printed as p50/max and must stay within 10 s.
+- SIGSTOP the master longer than the controller's heartbeat timeout: another master is elected; after SIGCONT the old
+  one refuses a direct send, nothing acknowledged is missing on the new master (no split brain), and the old one
+  truncates and rejoins as a slave.
+- A slave killed while catching up a backlog restarts from what it had and finishes, byte-identical.
+- An etcd member killed (of 3): sends, heartbeats and a failover still work.
+
+Every round is bounded (ROUND_DEADLINE_S) and so is each test (pytest-timeout); every process is stopped by the
+cluster fixture. ``MQ_CHAOS_SEED`` varies the seeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from ha_chaos_testkit import (
+    HaLedger,
+    ProducerFleet,
+    poll_until,
+    replica_info,
+    replicas,
+    restart,
+    runtime_info,
+    store_dir,
+    verify_on,
+    wait_in_sync,
+    wait_master,
+)
+from mq_client.broker_client import BrokerClient
+from mq_common.channels import ChannelPool
+from mq_common.errors import MQError
+from mq_common.protocol import SendMessageRequestHeader, TopicConfig
+from mq_common.response_code import ResponseCode
+from mq_local.cluster import LocalCluster
+from mq_local.testing import spec_for_tests
+
+pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.timeout(1800)]
+
+TOPIC: Final = "ChaosHaTopic"
+QUEUES: Final = 4
+FAILOVER_MAX_S: Final = 10.0
+ROUND_DEADLINE_S: Final = 120.0
+ELECTION_DEADLINE_S: Final = 30.0
+SEND_BEFORE_KILL_S: Final = (1.0, 3.0)
+ACKS_PER_ROUND: Final = 200
+CONTROLLER_HEARTBEAT_TIMEOUT_MS: Final = 2_000
+COMMIT_LOG_FILE_BYTES: Final = 1024 * 1024
+BACKLOG_BODY_BYTES: Final = 60 * 1024
+BACKLOG_BATCHES: Final = 128  # x 16 bodies of 60 KiB: 120 MiB behind
+HA_FRAME_BYTES: Final = 1024  # small frames: a catch-up lasts long enough to be caught in the middle
+
+
+def chaos_ha_rounds() -> int:
+    return max(1, int(os.environ.get("MQ_CHAOS_HA_ROUNDS", "2")))
+
+
+def seeded(name: str) -> random.Random:
+    return random.Random(f"{name}-{os.environ.get('MQ_CHAOS_SEED', '')}")
+
+
+def start_group(data_dir: Path, *, etcd_members: int = 1, **extra_broker_env: str) -> LocalCluster:
+    spec = spec_for_tests(
+        data_dir,
+        broker_groups=1,
+        controller=True,
+        etcd_members=etcd_members,
+        replicas_per_broker_group=2,
+        broker_role="SYNC_MASTER",
+        start_wait_s=ROUND_DEADLINE_S,
+        broker_env={
+            "MQ_BROKER_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES": str(COMMIT_LOG_FILE_BYTES),
+            "MQ_BROKER_REGISTER_BROKER_INTERVAL_MS": "1000",
+            "MQ_BROKER_SYNC_FLUSH_TIMEOUT_MS": "3000",
+            **extra_broker_env,
+        },
+        namesrv_env={
+            "MQ_NAMESRV_BROKER_CHANNEL_EXPIRED_MS": "6000",
+            "MQ_NAMESRV_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS": "500",
+        },
+        controller_env={
+            "MQ_CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MS": str(CONTROLLER_HEARTBEAT_TIMEOUT_MS),
+            "MQ_CONTROLLER_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS": "200",
+        },
+    )
+    return LocalCluster(spec).start()
+
+
+@pytest.fixture
+def group(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    params: dict[str, Any] = getattr(request, "param", {})
+    cluster = start_group(tmp_path / "data", **params)
+    try:
+        yield cluster
+    finally:
+        for proc in replicas(cluster).values():
+            proc.send_signal(signal.SIGCONT)  # a stopped process cannot take the SIGTERM of stop()
+        cluster.stop()
+
+
+async def create_topic(cluster: LocalCluster) -> None:
+    """The topic on every replica (a slave takes the master's table by SlaveSynchronize; this spares the wait)."""
+    pool = ChannelPool()
+    try:
+        client = BrokerClient(pool)
+        for addr in replicas(cluster):
+            await client.create_topic(addr, TopicConfig(TOPIC, QUEUES, QUEUES))
+    finally:
+        await pool.close()
+
+
+def print_failover(times_s: list[float]) -> None:
+    print(
+        f"\nHA failover (kill -> first SEND_OK on the new master), {len(times_s)} kills: "
+        f"p50 {statistics.median(times_s):.2f} s, max {max(times_s):.2f} s"
+    )
+
+
+async def kill_and_fail_over(cluster: LocalCluster, fleet: ProducerFleet, rng: random.Random, wipe: bool) -> float:
+    """One round: SIGKILL the current master, time the failover, restart the killed one (its store deleted first
+    when ``wipe``), wait until it is a caught-up slave in the SyncStateSet and check every acknowledged message on
+    the new master. Returns the failover time in seconds."""
+    ledger = fleet.ledger
+    master = await wait_master(cluster, ELECTION_DEADLINE_S)
+    await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)
+    await asyncio.sleep(rng.uniform(*SEND_BEFORE_KILL_S))
+    victim = replicas(cluster)[master.master_addr]
+    killed_at = time.monotonic()
+    victim.send_signal(signal.SIGKILL)
+    assert victim.wait_exit(10.0)
+    await poll_until(lambda: ledger.first_ack_not_from(master.master_addr, killed_at), "a SEND_OK", ROUND_DEADLINE_S)
+    first = ledger.first_ack_not_from(master.master_addr, killed_at)
+    assert first is not None
+    new_master = await wait_master(cluster, ELECTION_DEADLINE_S, not_addr=master.master_addr)
+    assert first.store_addr == new_master.master_addr
+    assert new_master.master_epoch > master.master_epoch
+    await verify_on(new_master.master_addr, TOPIC, QUEUES, ledger)
+    if wipe:
+        shutil.rmtree(store_dir(cluster, victim))
+    await asyncio.to_thread(restart, victim, ROUND_DEADLINE_S)
+    await wait_in_sync(cluster, master.master_addr, ROUND_DEADLINE_S)
+    return first.acked_monotonic_s - killed_at
+
+
+async def test_sigkill_master_rounds(group: LocalCluster) -> None:
+    rng = seeded("sigkill-master")
+    rounds = chaos_ha_rounds()
+    wipe_round = rng.randrange(rounds)
+    await create_topic(group)
+    ledger = HaLedger()
+    fleet = ProducerFleet(group.namesrv_addr, TOPIC, ledger, rng.getrandbits(64))
+    await fleet.start()
+    failovers: list[float] = []
+    try:
+        for round_no in range(rounds):
+            async with asyncio.timeout(ROUND_DEADLINE_S * 3):
+                failovers.append(await kill_and_fail_over(group, fleet, rng, wipe=round_no == wipe_round))
+    finally:
+        await fleet.stop()
+    master = await wait_master(group, ELECTION_DEADLINE_S)
+    checked = await verify_on(master.master_addr, TOPIC, QUEUES, ledger)
+    print_failover(failovers)
+    outcomes = f"outcomes {dict(ledger.statuses)}, errors {dict(ledger.errors)}"
+    print(f"acknowledged {checked} messages, lost 0; {outcomes}")
+    assert max(failovers) <= FAILOVER_MAX_S, failovers
+
+
+async def direct_send_code(addr: str) -> int:
+    """The code a direct SendMessage to ``addr`` gets (a transport failure counts as SYSTEM_ERROR)."""
+    pool = ChannelPool()
+    client = BrokerClient(pool)
+    header = SendMessageRequestHeader(topic=TOPIC, body=b"split-brain?", queue_id=0, properties="")
+    try:
+        return (await client.send_message(addr, header, 5_000)).code
+    except MQError:  # no answer at all (RemotingError) is a refusal too
+        return ResponseCode.SYSTEM_ERROR
+    finally:
+        await client.close()
+        await pool.close()
+
+
+async def test_sigstop_master_no_split_brain(group: LocalCluster) -> None:
+    rng = seeded("sigstop-master")
+    await create_topic(group)
+    ledger = HaLedger()
+    fleet = ProducerFleet(group.namesrv_addr, TOPIC, ledger, rng.getrandbits(64))
+    await fleet.start()
+    try:
+        master = await wait_master(group, ELECTION_DEADLINE_S)
+        await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)
+        old = replicas(group)[master.master_addr]
+        stopped_at = time.monotonic()
+        old.send_signal(signal.SIGSTOP)
+        new_master = await wait_master(group, ELECTION_DEADLINE_S, not_addr=master.master_addr)
+        await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)
+        old.send_signal(signal.SIGCONT)
+        assert await direct_send_code(master.master_addr) != ResponseCode.SUCCESS
+        await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)
+        await wait_in_sync(group, master.master_addr, ROUND_DEADLINE_S)
+    finally:
+        await fleet.stop()
+    late = ledger.acks_from(master.master_addr, stopped_at)
+    await verify_on(new_master.master_addr, TOPIC, QUEUES, ledger)  # includes every late ack of the old master
+    table = await runtime_info(master.master_addr)
+    assert table is not None
+    assert table["brokerRole"] == "SLAVE"
+    print(f"\nSIGSTOP: acks by the stopped master after the stop: {len(late)}, all on the new master")
+
+
+def commit_log_bytes(store: Path) -> bytes:
+    """The CommitLog files' bytes up to the last non-zero byte (a preallocated tail is zeros on both sides)."""
+    return b"".join(f.read_bytes() for f in sorted((store / "commitlog").iterdir())).rstrip(b"\0")
+
+
+async def fill_backlog(addr: str, rng: random.Random) -> None:
+    """About 120 MiB stored on ``addr`` (SendBatch frames of 16 x 60 KiB; the answers' codes do not matter here)."""
+    pool = ChannelPool()
+    client = BrokerClient(pool)
+    try:
+        for _ in range(BACKLOG_BATCHES):
+            requests = [
+                SendMessageRequestHeader(topic=TOPIC, body=rng.randbytes(BACKLOG_BODY_BYTES), queue_id=i % QUEUES)
+                for i in range(16)
+            ]
+            await client.send_batch(addr, requests, 30_000)
+    finally:
+        await client.close()
+        await pool.close()
+
+
+def connected_offsets(log_path: Path) -> list[int]:
+    """``slave_offset`` of every ``ha_client_connected`` line of a broker log (where each connection started)."""
+    lines = log_path.read_text(errors="replace").splitlines()
+    return [int(json.loads(line)["slave_offset"]) for line in lines if '"ha_client_connected"' in line]
+
+
+@pytest.mark.parametrize("group", [{"MQ_BROKER_HA_TRANSFER_BATCH_SIZE_BYTES": str(HA_FRAME_BYTES)}], indirect=True)
+async def test_slave_killed_mid_catch_up(group: LocalCluster) -> None:
+    rng = seeded("slave-catch-up")
+    await create_topic(group)
+    master = await wait_master(group, ELECTION_DEADLINE_S)
+    (slave_addr,) = [a for a in replicas(group) if a != master.master_addr]
+    slave = replicas(group)[slave_addr]
+    await wait_in_sync(group, slave_addr, ROUND_DEADLINE_S)
+    slave.send_signal(signal.SIGKILL)
+    assert slave.wait_exit(10.0)
+    await fill_backlog(master.master_addr, rng)
+    target = int((await runtime_info(master.master_addr) or {})["commitLogMaxOffset"])
+    await asyncio.to_thread(restart, slave, ROUND_DEADLINE_S)
+    held: list[int] = []
+
+    async def catching_up() -> bool:
+        table = await runtime_info(slave_addr)
+        offset = int(table["commitLogMaxOffset"]) if table is not None else 0
+        assert offset < target, "the slave caught up before it could be killed mid-way: make the backlog larger"
+        held.append(offset)
+        return offset > held[0] + target // 10
+
+    await poll_until(catching_up, "the slave catching up", ROUND_DEADLINE_S)
+    slave.send_signal(signal.SIGKILL)
+    assert slave.wait_exit(10.0)
+    await asyncio.to_thread(restart, slave, ROUND_DEADLINE_S)
+    await wait_in_sync(group, slave_addr, ROUND_DEADLINE_S)
+    resumed_from = connected_offsets(slave.log_path)[-1]
+    assert held[-1] - COMMIT_LOG_FILE_BYTES <= resumed_from < target  # went on from what it had, not from 0
+    master_store, slave_store = store_dir(group, replicas(group)[master.master_addr]), store_dir(group, slave)
+    assert commit_log_bytes(slave_store) == commit_log_bytes(master_store)
+
+
+@pytest.mark.parametrize("group", [{"etcd_members": 3}], indirect=True)
+async def test_etcd_member_killed(group: LocalCluster) -> None:
+    rng = seeded("etcd-member")
+    await create_topic(group)
+    assert group.etcd is not None
+    ledger = HaLedger()
+    fleet = ProducerFleet(group.namesrv_addr, TOPIC, ledger, rng.getrandbits(64))
+    await fleet.start()
+    try:
+        before = await wait_master(group, ELECTION_DEADLINE_S)
+        group.etcd.kill_member(rng.choice(sorted(group.etcd.processes)), signal.SIGKILL)
+        await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)  # sends go on
+        await asyncio.sleep(CONTROLLER_HEARTBEAT_TIMEOUT_MS * 3 / 1000)  # past the heartbeat timeout, three times
+        after = await replica_info(group)
+        assert after is not None  # the controller still answers, from the two members left
+        assert (after.master_addr, after.master_epoch) == (before.master_addr, before.master_epoch)  # heartbeats held
+        assert len(after.sync_state_set) == 2
+        failover_s = await kill_and_fail_over(group, fleet, rng, wipe=False)  # an election still works
+    finally:
+        await fleet.stop()
+    await verify_on((await wait_master(group, ELECTION_DEADLINE_S)).master_addr, TOPIC, QUEUES, ledger)
+    assert failover_s <= FAILOVER_MAX_S
