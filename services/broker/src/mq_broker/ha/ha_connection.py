@@ -29,7 +29,6 @@ from collections.abc import Callable
 from mq_common.logging import get_logger
 
 from mq_broker.ha.protocol import (
-    ANSWER_HEADER,
     EPOCH_ENTRY,
     FRAME_HEADER,
     HANDSHAKE_ACCEPTED,
