@@ -217,7 +217,7 @@ async def wait_in_sync(cluster: LocalCluster, addr: str, deadline_s: float) -> N
         if slave is None or master is None or slave.get("brokerRole") != "SLAVE":
             return False
         in_set = len(info.sync_state_set) >= cluster.spec.replicas_per_broker_group
-        return in_set and int(slave["commitLogMaxOffset"]) >= int(master["commitLogMaxOffset"]) > 0
+        return in_set and int(slave["commitLogMaxOffset"]) >= int(master["commitLogMaxOffset"])
 
     await poll_until(caught_up, f"{addr} rejoins as a slave in the SyncStateSet, caught up", deadline_s)
 

@@ -50,6 +50,7 @@ from mq_common.errors import MQError
 from mq_common.protocol import SendMessageRequestHeader, TopicConfig
 from mq_common.response_code import ResponseCode
 from mq_local.cluster import LocalCluster
+from mq_local.processes import ManagedProcess
 from mq_local.testing import spec_for_tests
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -66,6 +67,7 @@ COMMIT_LOG_FILE_BYTES: Final = 1024 * 1024
 BACKLOG_BODY_BYTES: Final = 60 * 1024
 BACKLOG_BATCHES: Final = 128  # x 16 bodies of 60 KiB: 120 MiB behind
 HA_FRAME_BYTES: Final = 1024  # small frames: a catch-up lasts long enough to be caught in the middle
+FULL_DISK_HOOK: Final = Path(__file__).resolve().parent / "full_disk"
 
 
 def chaos_ha_rounds() -> int:
@@ -76,7 +78,13 @@ def seeded(name: str) -> random.Random:
     return random.Random(f"{name}-{os.environ.get('MQ_CHAOS_SEED', '')}")
 
 
-def start_group(data_dir: Path, *, etcd_members: int = 1, **extra_broker_env: str) -> LocalCluster:
+def start_group(
+    data_dir: Path, *, etcd_members: int = 1, full_disk: bool = False, **extra_broker_env: str
+) -> LocalCluster:
+    """The replicated group; ``full_disk``: every replica loads the fake of full_disk/sitecustomize.py with its own
+    flag file (:func:`full_disk_flag`) and measures its disk every 500 ms."""
+    if full_disk:
+        extra_broker_env["MQ_BROKER_CLEAN_RESOURCE_INTERVAL_MS"] = "500"
     spec = spec_for_tests(
         data_dir,
         broker_groups=1,
@@ -100,7 +108,18 @@ def start_group(data_dir: Path, *, etcd_members: int = 1, **extra_broker_env: st
             "MQ_CONTROLLER_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS": "200",
         },
     )
-    return LocalCluster(spec).start()
+    cluster = LocalCluster(spec)
+    if full_disk:
+        for proc in replicas(cluster).values():
+            python_path = [str(FULL_DISK_HOOK), *filter(None, [proc.env.get("PYTHONPATH")])]
+            proc.env["PYTHONPATH"] = os.pathsep.join(python_path)
+            proc.env["CHAOS_FULL_DISK_FLAG"] = str(full_disk_flag(cluster, proc))
+    return cluster.start()
+
+
+def full_disk_flag(cluster: LocalCluster, proc: ManagedProcess) -> Path:
+    """While this file exists, ``proc`` sees every file system full (full_disk/sitecustomize.py)."""
+    return cluster.spec.data_dir / f"{proc.name}.disk-full"
 
 
 @pytest.fixture
@@ -131,6 +150,23 @@ def print_failover(times_s: list[float]) -> None:
         f"\nHA failover (kill -> first SEND_OK on the new master), {len(times_s)} kills: "
         f"p50 {statistics.median(times_s):.2f} s, max {max(times_s):.2f} s"
     )
+
+
+def commit_log_bytes(store: Path) -> bytes:
+    """The CommitLog files' bytes up to the last non-zero byte (a preallocated tail is zeros on both sides)."""
+    return b"".join(f.read_bytes() for f in sorted((store / "commitlog").iterdir())).rstrip(b"\0")
+
+
+async def check_replicas_identical(cluster: LocalCluster, master_addr: str) -> None:
+    """With no send running: every replica is a caught-up slave of ``master_addr`` and its CommitLog is
+    byte-identical to the master's."""
+    procs = replicas(cluster)
+    for addr in procs:
+        if addr != master_addr:
+            await wait_in_sync(cluster, addr, ROUND_DEADLINE_S)
+    expected = await asyncio.to_thread(commit_log_bytes, store_dir(cluster, procs[master_addr]))
+    for addr, proc in procs.items():
+        assert await asyncio.to_thread(commit_log_bytes, store_dir(cluster, proc)) == expected, f"{addr} differs"
 
 
 async def kill_and_fail_over(cluster: LocalCluster, fleet: ProducerFleet, rng: random.Random, wipe: bool) -> float:
@@ -176,6 +212,7 @@ async def test_sigkill_master_rounds(group: LocalCluster) -> None:
         await fleet.stop()
     master = await wait_master(group, ELECTION_DEADLINE_S)
     checked = await verify_on(master.master_addr, TOPIC, QUEUES, ledger)
+    await check_replicas_identical(group, master.master_addr)
     print_failover(failovers)
     outcomes = f"outcomes {dict(ledger.statuses)}, errors {dict(ledger.errors)}"
     print(f"acknowledged {checked} messages, lost 0; {outcomes}")
@@ -218,15 +255,11 @@ async def test_sigstop_master_no_split_brain(group: LocalCluster) -> None:
         await fleet.stop()
     late = ledger.acks_from(master.master_addr, stopped_at)
     await verify_on(new_master.master_addr, TOPIC, QUEUES, ledger)  # includes every late ack of the old master
+    await check_replicas_identical(group, new_master.master_addr)  # the old master's own tail is gone
     table = await runtime_info(master.master_addr)
     assert table is not None
     assert table["brokerRole"] == "SLAVE"
     print(f"\nSIGSTOP: acks by the stopped master after the stop: {len(late)}, all on the new master")
-
-
-def commit_log_bytes(store: Path) -> bytes:
-    """The CommitLog files' bytes up to the last non-zero byte (a preallocated tail is zeros on both sides)."""
-    return b"".join(f.read_bytes() for f in sorted((store / "commitlog").iterdir())).rstrip(b"\0")
 
 
 async def fill_backlog(addr: str, rng: random.Random) -> None:
@@ -280,8 +313,47 @@ async def test_slave_killed_mid_catch_up(group: LocalCluster) -> None:
     await wait_in_sync(group, slave_addr, ROUND_DEADLINE_S)
     resumed_from = connected_offsets(slave.log_path)[-1]
     assert held[-1] - COMMIT_LOG_FILE_BYTES <= resumed_from < target  # went on from what it had, not from 0
-    master_store, slave_store = store_dir(group, replicas(group)[master.master_addr]), store_dir(group, slave)
-    assert commit_log_bytes(slave_store) == commit_log_bytes(master_store)
+    await check_replicas_identical(group, master.master_addr)
+
+
+@pytest.mark.parametrize("group", [{"full_disk": True}], indirect=True)
+async def test_slave_disk_full(group: LocalCluster) -> None:
+    """The slave's disk fills (its clean service says DISK_FULL): it takes no more bytes and leaves the SyncStateSet,
+    the master goes on acknowledging alone; when space returns the slave catches up and rejoins the set."""
+    rng = seeded("slave-disk-full")
+    await create_topic(group)
+    ledger = HaLedger()
+    fleet = ProducerFleet(group.namesrv_addr, TOPIC, ledger, rng.getrandbits(64))
+    await fleet.start()
+    try:
+        master = await wait_master(group, ELECTION_DEADLINE_S)
+        (slave_addr,) = [a for a in replicas(group) if a != master.master_addr]
+        await wait_in_sync(group, slave_addr, ROUND_DEADLINE_S)
+        await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)
+        flag = full_disk_flag(group, replicas(group)[slave_addr])
+        flag.touch()
+
+        async def slave_left() -> bool:
+            info = await replica_info(group)
+            return info is not None and info.sync_state_set == {master.master_broker_id}
+
+        await poll_until(slave_left, "the full slave leaves the SyncStateSet", ROUND_DEADLINE_S)
+        held = int((await runtime_info(slave_addr) or {})["commitLogMaxOffset"])
+        full_since = time.monotonic()
+        await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)  # the master goes on
+        assert {a.store_addr for a in ledger.acks_from(master.master_addr, full_since)} == {master.master_addr}
+        slave_table, master_table = await runtime_info(slave_addr), await runtime_info(master.master_addr)
+        assert slave_table is not None
+        assert master_table is not None
+        assert int(slave_table["commitLogMaxOffset"]) == held < int(master_table["commitLogMaxOffset"])
+        flag.unlink()
+        await wait_in_sync(group, slave_addr, ROUND_DEADLINE_S)  # space returned: it catches up and rejoins
+        await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)
+    finally:
+        await fleet.stop()
+    await wait_in_sync(group, slave_addr, ROUND_DEADLINE_S)
+    await verify_on(master.master_addr, TOPIC, QUEUES, ledger)
+    await verify_on(slave_addr, TOPIC, QUEUES, ledger)  # the slave holds every acknowledged message again
 
 
 @pytest.mark.parametrize("group", [{"etcd_members": 3}], indirect=True)

@@ -4,7 +4,10 @@ Mirrors org.apache.rocketmq.store.ha.DefaultHAClient. Connects to the master's H
 reports the CommitLog max offset at once, then receives frames (mq_broker.ha.protocol) straight into a reusable
 buffer (an asyncio BufferedProtocol: no per-frame allocation, the fastest receiver measured) and appends each at
 the same offset (DefaultMessageStore#append_replicated, which also dispatches the ConsumeQueue and index entries),
-reporting the new max offset after every frame and every ``ha_send_heartbeat_interval_ms`` when idle. A frame at
+reporting the new max offset after every frame and every ``ha_send_heartbeat_interval_ms`` when idle. While the
+store is DISK_FULL (its clean service's flag) the slave takes no frame: a frame arriving then closes the connection,
+and no new one is opened until the flag clears (checked every DISK_FULL_RECHECK_S), so the master sees the slave
+gone (it leaves the SyncStateSet) instead of a slave that acknowledges bytes it could not keep. A frame at
 another offset than the slave's max, or a master silent for ``ha_housekeeping_interval_ms``, closes the connection;
 a lost connection is retried with a doubling backoff (RECONNECT_FIRST_DELAY_S .. RECONNECT_MAX_DELAY_S). Runs on
 the broker's event loop; the slave's own flush service makes the bytes durable per its flush_disk_type.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Final
 
 from mq_common.logging import get_logger
 
@@ -47,6 +51,9 @@ from mq_broker.store.message_store import DefaultMessageStore
 from mq_broker.store.truncation import TruncateRefusedError
 
 log = get_logger("mq_broker.ha")
+
+DISK_FULL_RECHECK_S: Final = 1.0
+"""While the store is DISK_FULL the client stays disconnected and looks at the flag again this often."""
 
 
 class _ReplicaProtocol(asyncio.BufferedProtocol):
@@ -159,6 +166,11 @@ class _ReplicaProtocol(asyncio.BufferedProtocol):
         offset = self.frame_offset
         body = self.view[FRAME_HEADER.size : self.wanted]
         self.frame_offset, self.filled, self.wanted = -1, 0, FRAME_HEADER.size
+        if self.store.clean_service.disk_full:
+            log.warning("ha_client_disk_full", offset=offset, disk_util=self.store.clean_service.disk_util())
+            if self.transport is not None:
+                self.transport.close()
+            return
         if not self.store.append_replicated(offset, body, dispatch=False):
             self._close(f"frame at {offset} does not follow the slave's max offset {self.store.commit_log.max_offset}")
             return
@@ -189,6 +201,7 @@ class HAClient:
         # Controller mode (mq_broker.ha.replicas_manager): this broker's id, sent in the handshake; None: static.
         self.handshake_broker_id: int | None = None
         self.truncations = 0
+        self.paused_for_disk_full = False
 
     async def start(self) -> None:
         if self._task is None:
@@ -229,11 +242,26 @@ class HAClient:
                 self._changed.clear()
                 await self._changed.wait()
                 continue
+            if self.store.clean_service.disk_full:  # take no bytes it cannot keep: away until space returns
+                await self._wait_disk_space()
+                continue
             served = await self._connect_and_serve(addr)
             delay_s = RECONNECT_FIRST_DELAY_S if served else min(delay_s * 2, RECONNECT_MAX_DELAY_S)
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), delay_s)
+
+    async def _wait_disk_space(self) -> None:
+        """DISK_FULL (the clean service's flag): wait DISK_FULL_RECHECK_S (or a master change) before looking again."""
+        if not self.paused_for_disk_full:
+            log.warning("ha_client_paused_disk_full", disk_util=self.store.clean_service.disk_util())
+        self.paused_for_disk_full = True
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), DISK_FULL_RECHECK_S)
+        if not self.store.clean_service.disk_full:
+            log.info("ha_client_resumed_disk_ok", disk_util=self.store.clean_service.disk_util())
+            self.paused_for_disk_full = False
 
     async def _connect_and_serve(self, addr: str) -> bool:
         """One connection's life; True when it received at least one frame (or truncated the store)."""
