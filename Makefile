@@ -111,8 +111,8 @@ status: ## Show the background local cluster's processes and ports
 	$(UV) run --frozen mqlocal status --data-dir $(RUN_DIR)/cluster
 
 .PHONY: chaos
-chaos: sync etcd ## kill -9 a broker under 32 senders (20 rounds per configuration) and while two consumer groups read (10 rounds)
-	MQ_CHAOS_ROUNDS=20 MQ_CHAOS_CONSUME_ROUNDS=10 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
+chaos: sync etcd ## kill -9 a broker under 32 senders (20 rounds per configuration), while two consumer groups read (10 rounds), and the HA rounds: kill -9 the master of a SYNC_MASTER group 10 times, SIGSTOP it, slave faults, an etcd member down
+	MQ_CHAOS_ROUNDS=20 MQ_CHAOS_CONSUME_ROUNDS=10 MQ_CHAOS_HA_ROUNDS=10 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
 .PHONY: fuzz
 fuzz: sync ## Fuzz every RPC of every service on a local cluster (10,000 requests each, idle streams, 100 MiB); prints a table

@@ -7,6 +7,11 @@
 2. SendBatch(100) x 64 clients through the gateway (1 KiB bodies, SYNC_FLUSH everywhere) against one broker group:
    a single master, SYNC_MASTER + one slave, ASYNC_MASTER + one slave. Targets: SYNC_MASTER >= 0.6x and
    ASYNC_MASTER >= 0.9x the single master.
+3. Failover (controller mode, etcd of one member): the SYNC_MASTER group of the HA chaos rounds
+   (tests/chaos/ha_group.py) under 32 DefaultMQProducer SYNC senders; the master is SIGKILLed ``--kills`` times
+   (default 3), each time restarted to rejoin as a slave before the next; the time from the kill to the first SEND_OK
+   stored by the new master, p50/max (target max <= 10 s), and every acknowledged message read back from the last
+   master (lost must be 0).
 
 Prints a table with the targets and writes JSON (``--out``).
 Run: ``uv run --frozen python tests/bench/bench_ha.py [--row-seconds 10] [--fill-mib 512] [--out PATH]``.
@@ -16,8 +21,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import re
 import shutil
+import statistics
+import sys
 import tempfile
 import time
 import urllib.request
@@ -39,6 +47,10 @@ from mq_local.testing import TEST_BROKER_ENV, make_topic
 from rich.console import Console
 from rich.table import Table
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chaos"))  # the HA chaos rounds' group and fleet
+from ha_chaos_testkit import HaLedger, ProducerFleet, verify_on
+from ha_group import QUEUES, TOPIC, create_topic, kill_and_fail_over, start_group, wait_master
+
 CLIENTS: Final = 64
 FILL_BODY_BYTES: Final = 16 * 1024
 FILL_BATCH: Final = 64
@@ -48,6 +60,8 @@ SLAVE: Final = "broker-a-s1"
 REPLICATION_MIN_MB_S: Final = 200.0
 SYNC_MASTER_VS_SINGLE_MIN: Final = 0.6
 ASYNC_MASTER_VS_SINGLE_MIN: Final = 0.9
+FAILOVER_MAX_S: Final = 10.0
+MASTER_WAIT_S: Final = 30.0
 _GAUGE: Final = re.compile(r"^mq_broker_commit_log_max_offset\{[^}]*\} (\S+)$", re.MULTILINE)
 
 
@@ -133,14 +147,41 @@ async def bench_send(name: str, replicas: int, role: str, row_seconds: float, co
             await asyncio.to_thread(cluster.stop)
 
 
-def targets(replication: dict[str, float], rows: Sequence[Row]) -> list[dict[str, Any]]:
+async def bench_failover(kills: int, console: Console) -> dict[str, float]:
+    """``kills`` failovers of a controller-mode SYNC_MASTER group under 32 SYNC producers (module docstring, 3.)."""
+    rng = random.Random(20)
+    with tempfile.TemporaryDirectory(prefix="bench-ha-failover-") as tmp:
+        cluster = await asyncio.to_thread(start_group, Path(tmp) / "data")
+        try:
+            await create_topic(cluster)
+            ledger = HaLedger()
+            fleet = ProducerFleet(cluster.namesrv_addr, TOPIC, ledger, rng.getrandbits(64))
+            await fleet.start()
+            try:
+                times_s = [await kill_and_fail_over(cluster, fleet, rng, wipe=False) for _ in range(kills)]
+            finally:
+                await fleet.stop()
+            master = await wait_master(cluster, MASTER_WAIT_S)
+            checked = await verify_on(master.master_addr, TOPIC, QUEUES, ledger)  # raises on a lost message
+        finally:
+            await asyncio.to_thread(cluster.stop)
+    row = {"kills": float(kills), "p50_s": statistics.median(times_s), "max_s": max(times_s),
+           "acknowledged": float(checked), "lost": 0.0}  # fmt: skip
+    console.log(f"failover: p50 {row['p50_s']:.2f} s, max {row['max_s']:.2f} s; {checked} acknowledged, 0 lost")
+    return row
+
+
+def targets(replication: dict[str, float], rows: Sequence[Row], failover: dict[str, float]) -> list[dict[str, Any]]:
     single, sync_master, async_master = (r.msgs_per_s for r in rows)
     checks = [
         ("replication MB/s", replication["mb_per_s"], REPLICATION_MIN_MB_S),
         ("SYNC_MASTER / single", sync_master / single, SYNC_MASTER_VS_SINGLE_MIN),
         ("ASYNC_MASTER / single", async_master / single, ASYNC_MASTER_VS_SINGLE_MIN),
     ]
-    return [{"target": n, "value": v, "min": m, "pass": v >= m} for n, v, m in checks]
+    out = [{"target": n, "value": v, "min": m, "pass": v >= m} for n, v, m in checks]
+    out.append({"target": "failover max s", "value": failover["max_s"], "max": FAILOVER_MAX_S,
+                "pass": failover["max_s"] <= FAILOVER_MAX_S})  # fmt: skip
+    return out
 
 
 async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
@@ -150,14 +191,16 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         await bench_send("SYNC_MASTER+SYNC_FLUSH", 2, "SYNC_MASTER", args.row_seconds, console),
         await bench_send("ASYNC_MASTER+SYNC_FLUSH", 2, "ASYNC_MASTER", args.row_seconds, console),
     ]
+    failover = await bench_failover(args.kills, console)
     return {"machine": machine(), "replication": replication, "rows": [asdict(r) for r in rows],
-            "targets": targets(replication, rows)}  # fmt: skip
+            "failover": failover, "targets": targets(replication, rows, failover)}  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--row-seconds", type=float, default=10.0)
     parser.add_argument("--fill-mib", type=int, default=512)
+    parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     configure_logging("WARNING")
@@ -169,9 +212,13 @@ def main() -> None:
     for r in report["rows"]:
         table.add_row(r["flush"], f"{r['msgs_per_s']:,.0f}", f"{r['p99_ms']:.1f}", str(r["failed"]))
     table.add_row("replication (catch-up)", f"{report['replication']['mb_per_s']:.0f} MB/s", "", "")
+    f = report["failover"]
+    table.add_row(f"failover ({f['kills']:.0f} kills, p50 / max)", f"{f['p50_s']:.2f} / {f['max_s']:.2f} s", "",
+                  f"lost {f['lost']:.0f}")  # fmt: skip
     console.print(table)
     for t in report["targets"]:
-        console.print(f"{t['target']}: {t['value']:.2f} (min {t['min']}) {'PASS' if t['pass'] else 'FAIL'}")
+        bound = f"min {t['min']}" if "min" in t else f"max {t['max']}"
+        console.print(f"{t['target']}: {t['value']:.2f} ({bound}) {'PASS' if t['pass'] else 'FAIL'}")
     if args.out is not None:
         write_report(args.out, report)
 

@@ -1,6 +1,5 @@
-"""Helpers for the HA chaos rounds (test_chaos_ha.py): a controller-mode replicated broker group of real processes
-(mq_local: etcd, mqcontroller, name server, brokers), a fleet of 32 DefaultMQProducer SYNC senders recording every
-SEND_OK, and the read-back that checks every acknowledged message on the current master.
+"""Helpers for the HA chaos rounds (test_chaos_ha.py, the group itself in ha_group.py): a fleet of 32 DefaultMQProducer
+SYNC senders recording every SEND_OK, and the read-back that checks every acknowledged message on a broker.
 
 Each sent message carries a ``chaos-id`` property (producer and sequence number) fixed before it is sent, so a message
 found in the store is matched to what was sent whether or not its answer arrived; an acknowledged message is also
@@ -20,24 +19,16 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Final
 
 from mq_client.broker_client import BrokerClient
 from mq_client.producer import DefaultMQProducer, Message, ProducerConfig, SendStatus
 from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
-from mq_common.controller_client import ControllerClient
 from mq_common.errors import MQError
 from mq_common.message_id import decode_offset_msg_id
 from mq_common.protocol import PullStatus
-from mq_common.protocol.controller import ReplicaInfo
-from mq_local.cluster import LocalCluster
-from mq_local.ports import LOCAL_HOST
-from mq_local.processes import ManagedProcess
-from mq_local.readiness import wait_serving
 
-GROUP: Final = "broker-a"
 CHAOS_ID: Final = "chaos-id"
 PRODUCERS: Final = 32
 SEND_TIMEOUT_MS: Final = 5_000
@@ -155,84 +146,6 @@ async def poll_until(check: Callable[[], object], what: str, deadline_s: float) 
         if time.monotonic() > end:
             raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
         await asyncio.sleep(POLL_S)
-
-
-# --- the replicas --------------------------------------------------------------------------------------------------
-
-
-def replicas(cluster: LocalCluster) -> dict[str, ManagedProcess]:
-    """Every broker process of the group, by address."""
-    procs = [*cluster.brokers.values(), *cluster.slaves.values()]
-    return {f"{LOCAL_HOST}:{p.port}": p for p in procs}
-
-
-async def replica_info(cluster: LocalCluster) -> ReplicaInfo | None:
-    """The controller's view of the group, None when the controller does not answer."""
-    pool = ChannelPool()
-    try:
-        return await ControllerClient([cluster.spec.controller_addr], pool).get_replica_info(GROUP, 3_000)
-    except MQError:
-        return None
-    finally:
-        await pool.close()
-
-
-async def wait_master(cluster: LocalCluster, deadline_s: float, *, not_addr: str = "") -> ReplicaInfo:
-    """The controller's replica info once it names a master (other than ``not_addr``) that answers as a master."""
-    found: list[ReplicaInfo] = []
-
-    async def elected() -> bool:
-        info = await replica_info(cluster)
-        if info is None or not info.has_master or info.master_addr == not_addr:
-            return False
-        table = await runtime_info(info.master_addr)
-        if table is None or table.get("brokerRole") == "SLAVE":
-            return False
-        found.append(info)
-        return True
-
-    await poll_until(elected, f"a master other than {not_addr!r}", deadline_s)
-    return found[-1]
-
-
-async def runtime_info(addr: str) -> dict[str, str] | None:
-    """GetBrokerRuntimeInfo of ``addr``, None when it does not answer."""
-    pool = ChannelPool()
-    try:
-        return await BrokerClient(pool).get_broker_runtime_info(addr, 2_000)
-    except MQError:
-        return None
-    finally:
-        await pool.close()
-
-
-async def wait_in_sync(cluster: LocalCluster, addr: str, deadline_s: float) -> None:
-    """Until broker ``addr`` is a SLAVE holding the master's whole CommitLog and in the SyncStateSet."""
-
-    async def caught_up() -> bool:
-        info = await replica_info(cluster)
-        if info is None or not info.has_master or info.master_addr == addr:
-            return False
-        slave, master = await runtime_info(addr), await runtime_info(info.master_addr)
-        if slave is None or master is None or slave.get("brokerRole") != "SLAVE":
-            return False
-        in_set = len(info.sync_state_set) >= cluster.spec.replicas_per_broker_group
-        return in_set and int(slave["commitLogMaxOffset"]) >= int(master["commitLogMaxOffset"])
-
-    await poll_until(caught_up, f"{addr} rejoins as a slave in the SyncStateSet, caught up", deadline_s)
-
-
-def restart(proc: ManagedProcess, deadline_s: float) -> None:
-    """Start a stopped replica on its port and store; until it answers grpc.health SERVING. Blocking."""
-    assert not proc.running(), f"{proc.name} still runs"
-    proc.start()
-    addr = f"{LOCAL_HOST}:{proc.port}"
-    if not wait_serving(addr, time.monotonic() + deadline_s, proc.running):
-        raise AssertionError(f"{proc.name} did not serve again:\n{proc.log_tail()}")
-
-
-def store_dir(cluster: LocalCluster, proc: ManagedProcess) -> Path:
-    return cluster.spec.broker_store_dir(proc.name)
 
 
 # --- read-back -----------------------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import signal
 import statistics
 import time
@@ -31,43 +30,40 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-from ha_chaos_testkit import (
-    HaLedger,
-    ProducerFleet,
-    poll_until,
+from ha_chaos_testkit import HaLedger, ProducerFleet, poll_until, verify_on
+from ha_group import (
+    ACKS_PER_ROUND,
+    COMMIT_LOG_FILE_BYTES,
+    CONTROLLER_HEARTBEAT_TIMEOUT_MS,
+    ELECTION_DEADLINE_S,
+    QUEUES,
+    ROUND_DEADLINE_S,
+    TOPIC,
+    check_replicas_identical,
+    create_topic,
+    full_disk_flag,
+    kill_and_fail_over,
     replica_info,
     replicas,
     restart,
     runtime_info,
-    store_dir,
-    verify_on,
+    start_group,
     wait_in_sync,
     wait_master,
 )
 from mq_client.broker_client import BrokerClient
 from mq_common.channels import ChannelPool
 from mq_common.errors import MQError
-from mq_common.protocol import SendMessageRequestHeader, TopicConfig
+from mq_common.protocol import SendMessageRequestHeader
 from mq_common.response_code import ResponseCode
 from mq_local.cluster import LocalCluster
-from mq_local.processes import ManagedProcess
-from mq_local.testing import spec_for_tests
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.timeout(1800)]
 
-TOPIC: Final = "ChaosHaTopic"
-QUEUES: Final = 4
 FAILOVER_MAX_S: Final = 10.0
-ROUND_DEADLINE_S: Final = 120.0
-ELECTION_DEADLINE_S: Final = 30.0
-SEND_BEFORE_KILL_S: Final = (1.0, 3.0)
-ACKS_PER_ROUND: Final = 200
-CONTROLLER_HEARTBEAT_TIMEOUT_MS: Final = 2_000
-COMMIT_LOG_FILE_BYTES: Final = 1024 * 1024
 BACKLOG_BODY_BYTES: Final = 60 * 1024
 BACKLOG_BATCHES: Final = 128  # x 16 bodies of 60 KiB: 120 MiB behind
 HA_FRAME_BYTES: Final = 1024  # small frames: a catch-up lasts long enough to be caught in the middle
-FULL_DISK_HOOK: Final = Path(__file__).resolve().parent / "full_disk"
 
 
 def chaos_ha_rounds() -> int:
@@ -76,50 +72,6 @@ def chaos_ha_rounds() -> int:
 
 def seeded(name: str) -> random.Random:
     return random.Random(f"{name}-{os.environ.get('MQ_CHAOS_SEED', '')}")
-
-
-def start_group(
-    data_dir: Path, *, etcd_members: int = 1, full_disk: bool = False, **extra_broker_env: str
-) -> LocalCluster:
-    """The replicated group; ``full_disk``: every replica loads the fake of full_disk/sitecustomize.py with its own
-    flag file (:func:`full_disk_flag`) and measures its disk every 500 ms."""
-    if full_disk:
-        extra_broker_env["MQ_BROKER_CLEAN_RESOURCE_INTERVAL_MS"] = "500"
-    spec = spec_for_tests(
-        data_dir,
-        broker_groups=1,
-        controller=True,
-        etcd_members=etcd_members,
-        replicas_per_broker_group=2,
-        broker_role="SYNC_MASTER",
-        start_wait_s=ROUND_DEADLINE_S,
-        broker_env={
-            "MQ_BROKER_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES": str(COMMIT_LOG_FILE_BYTES),
-            "MQ_BROKER_REGISTER_BROKER_INTERVAL_MS": "1000",
-            "MQ_BROKER_SYNC_FLUSH_TIMEOUT_MS": "3000",
-            **extra_broker_env,
-        },
-        namesrv_env={
-            "MQ_NAMESRV_BROKER_CHANNEL_EXPIRED_MS": "6000",
-            "MQ_NAMESRV_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS": "500",
-        },
-        controller_env={
-            "MQ_CONTROLLER_BROKER_HEARTBEAT_TIMEOUT_MS": str(CONTROLLER_HEARTBEAT_TIMEOUT_MS),
-            "MQ_CONTROLLER_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS": "200",
-        },
-    )
-    cluster = LocalCluster(spec)
-    if full_disk:
-        for proc in replicas(cluster).values():
-            python_path = [str(FULL_DISK_HOOK), *filter(None, [proc.env.get("PYTHONPATH")])]
-            proc.env["PYTHONPATH"] = os.pathsep.join(python_path)
-            proc.env["CHAOS_FULL_DISK_FLAG"] = str(full_disk_flag(cluster, proc))
-    return cluster.start()
-
-
-def full_disk_flag(cluster: LocalCluster, proc: ManagedProcess) -> Path:
-    """While this file exists, ``proc`` sees every file system full (full_disk/sitecustomize.py)."""
-    return cluster.spec.data_dir / f"{proc.name}.disk-full"
 
 
 @pytest.fixture
@@ -134,65 +86,11 @@ def group(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LocalClust
         cluster.stop()
 
 
-async def create_topic(cluster: LocalCluster) -> None:
-    """The topic on every replica (a slave takes the master's table by SlaveSynchronize; this spares the wait)."""
-    pool = ChannelPool()
-    try:
-        client = BrokerClient(pool)
-        for addr in replicas(cluster):
-            await client.create_topic(addr, TopicConfig(TOPIC, QUEUES, QUEUES))
-    finally:
-        await pool.close()
-
-
 def print_failover(times_s: list[float]) -> None:
     print(
         f"\nHA failover (kill -> first SEND_OK on the new master), {len(times_s)} kills: "
         f"p50 {statistics.median(times_s):.2f} s, max {max(times_s):.2f} s"
     )
-
-
-def commit_log_bytes(store: Path) -> bytes:
-    """The CommitLog files' bytes up to the last non-zero byte (a preallocated tail is zeros on both sides)."""
-    return b"".join(f.read_bytes() for f in sorted((store / "commitlog").iterdir())).rstrip(b"\0")
-
-
-async def check_replicas_identical(cluster: LocalCluster, master_addr: str) -> None:
-    """With no send running: every replica is a caught-up slave of ``master_addr`` and its CommitLog is
-    byte-identical to the master's."""
-    procs = replicas(cluster)
-    for addr in procs:
-        if addr != master_addr:
-            await wait_in_sync(cluster, addr, ROUND_DEADLINE_S)
-    expected = await asyncio.to_thread(commit_log_bytes, store_dir(cluster, procs[master_addr]))
-    for addr, proc in procs.items():
-        assert await asyncio.to_thread(commit_log_bytes, store_dir(cluster, proc)) == expected, f"{addr} differs"
-
-
-async def kill_and_fail_over(cluster: LocalCluster, fleet: ProducerFleet, rng: random.Random, wipe: bool) -> float:
-    """One round: SIGKILL the current master, time the failover, restart the killed one (its store deleted first
-    when ``wipe``), wait until it is a caught-up slave in the SyncStateSet and check every acknowledged message on
-    the new master. Returns the failover time in seconds."""
-    ledger = fleet.ledger
-    master = await wait_master(cluster, ELECTION_DEADLINE_S)
-    await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)
-    await asyncio.sleep(rng.uniform(*SEND_BEFORE_KILL_S))
-    victim = replicas(cluster)[master.master_addr]
-    killed_at = time.monotonic()
-    victim.send_signal(signal.SIGKILL)
-    assert victim.wait_exit(10.0)
-    await poll_until(lambda: ledger.first_ack_not_from(master.master_addr, killed_at), "a SEND_OK", ROUND_DEADLINE_S)
-    first = ledger.first_ack_not_from(master.master_addr, killed_at)
-    assert first is not None
-    new_master = await wait_master(cluster, ELECTION_DEADLINE_S, not_addr=master.master_addr)
-    assert first.store_addr == new_master.master_addr
-    assert new_master.master_epoch > master.master_epoch
-    await verify_on(new_master.master_addr, TOPIC, QUEUES, ledger)
-    if wipe:
-        shutil.rmtree(store_dir(cluster, victim))
-    await asyncio.to_thread(restart, victim, ROUND_DEADLINE_S)
-    await wait_in_sync(cluster, master.master_addr, ROUND_DEADLINE_S)
-    return first.acked_monotonic_s - killed_at
 
 
 async def test_sigkill_master_rounds(group: LocalCluster) -> None:
