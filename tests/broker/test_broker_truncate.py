@@ -44,14 +44,19 @@ def slave_config(root: Path, **kw: Any) -> MessageStoreConfig:
 
 
 async def fill(store: DefaultMessageStore, count: int) -> list[Put]:
-    """Store ``count`` messages round-robin over QUEUES (what replication would have written to a slave)."""
+    """Store ``count`` messages round-robin over QUEUES (what replication would have written to a slave): the store
+    takes them as a master (a SLAVE refuses client puts) and goes back to its role."""
     puts: list[Put] = []
-    for i in range(count):
-        topic, queue_id = QUEUES[i % len(QUEUES)]
-        msg = message(i, topic=topic, queue_id=queue_id)
-        (r,) = await store.put_messages([msg])
-        assert r.is_ok, r
-        puts.append(Put(topic, queue_id, r.queue_offset, r.wrote_offset, r.wrote_bytes, msg.body))
+    role, store.broker_role = store.broker_role, BrokerRole.ASYNC_MASTER
+    try:
+        for i in range(count):
+            topic, queue_id = QUEUES[i % len(QUEUES)]
+            msg = message(i, topic=topic, queue_id=queue_id)
+            (r,) = await store.put_messages([msg])
+            assert r.is_ok, r
+            puts.append(Put(topic, queue_id, r.queue_offset, r.wrote_offset, r.wrote_bytes, msg.body))
+    finally:
+        store.broker_role = role
     return puts
 
 
@@ -135,6 +140,7 @@ async def test_truncate_keeps_the_prefix_and_the_next_put_continues_from_the_cut
             assert store.query_message(topic, f"k{len(puts) - 1}", 4, 0, 2**62).message_count == 0
 
         again = message(cut_index(puts, where), topic=first_cut.topic, queue_id=first_cut.queue_id)
+        store.broker_role = BrokerRole.ASYNC_MASTER  # promoted after the cut: it takes writes again
         (r,) = await store.put_messages([again])
         assert r.is_ok
         assert r.wrote_offset == cut
@@ -241,6 +247,7 @@ async def test_kill_after_truncate_recovers_the_same_state(tmp_path: Path) -> No
         assert state(store) == seen["state"]
         assert seen["state"]["max_offset"] == seen["cut"]
         assert seen["state"]["epochs"] == [[1, 0]]
+        store.broker_role = BrokerRole.ASYNC_MASTER  # promoted after the cut: it takes writes again
         (r,) = await store.put_messages([message(17, topic=QUEUES[1][0], queue_id=QUEUES[1][1])])
         assert r.wrote_offset == seen["cut"]
     finally:
