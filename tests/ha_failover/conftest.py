@@ -1,4 +1,4 @@
-"""Automatic failover (issue 20 item 4): makes failover_testkit.py importable (the suite runs --import-mode=importlib)."""
+"""Automatic failover (issue 20 item 4): makes failover_testkit.py importable (--import-mode=importlib)."""
 
 from __future__ import annotations
 
