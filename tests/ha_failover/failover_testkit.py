@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+import grpc
+from mq.common.v1 import common_pb2
+from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.producer import DefaultMQProducer, Message, ProducerConfig, SendStatus
 from mq_common.channels import ChannelPool
 from mq_common.constants import MessageConst
@@ -111,11 +114,12 @@ async def wait_master(cluster: LocalCluster, name: str) -> float:
 
 @dataclass
 class AckedSends:
-    """A producer and every message it got SEND_OK for: UNIQ_KEY -> body."""
+    """A producer (and optionally the cluster's gateway) and every message it got SEND_OK for: UNIQ_KEY -> body."""
 
     producer: DefaultMQProducer
     topic: str
     acked: dict[str, bytes] = field(default_factory=dict)
+    gateway: gateway_pb2_grpc.ProducerGatewayStub | None = None
 
     async def send(self, body: bytes) -> bool:
         """One send; True (and remembered) on SEND_OK, False on any other outcome or error."""
@@ -127,6 +131,30 @@ class AckedSends:
             return False
         self.acked[result.msg_id] = body
         return True
+
+    async def send_through_gateway(self, body: bytes) -> bool:
+        """One send through the gateway (v1 Send); True (and remembered) on SEND_OK."""
+        assert self.gateway is not None
+        request = gateway_pb2.SendRequest(message=gateway_pb2.Message(topic=self.topic, body=body))
+        try:
+            result = (await self.gateway.Send(request, timeout=10)).result
+        except grpc.RpcError:
+            return False
+        if result.code != 0 or result.send_status != common_pb2.SEND_STATUS_SEND_OK:
+            return False
+        self.acked[result.msg_id] = body
+        return True
+
+    async def first_gateway_ok_after(self, prefix: str) -> float:
+        """Send through the gateway until one is acknowledged; the seconds it took."""
+        i = 0
+
+        async def one() -> bool:
+            nonlocal i
+            i += 1
+            return await self.send_through_gateway(f"{prefix}-{i}".encode())
+
+        return await wait_for(one, f"a SEND_OK through the gateway ({prefix})")
 
     async def send_many(self, count: int, prefix: str) -> None:
         for i in range(count):

@@ -5,8 +5,10 @@ a byte-identical CommitLog; a second kill fails back."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import grpc
 import pytest
 from failover_testkit import (
     FAILOVER_TARGET_S,
@@ -21,6 +23,7 @@ from failover_testkit import (
     wait_sync_state_set,
     wait_topic_on,
 )
+from mq.gateway.v1 import gateway_pb2_grpc
 from mq_local.testing import make_topic
 
 pytestmark = pytest.mark.integration
@@ -32,17 +35,25 @@ async def test_kill_master_fails_over_and_back_without_losing_acknowledged_messa
         assert cluster.current_master(GROUP) == GROUP
         topic = await make_topic(cluster, "failover", queues=2)
         sends = await producer_for(cluster, topic, "failover_producer")
+        channel = grpc.aio.insecure_channel(cluster.gateway_addr)
+        sends.gateway = gateway_pb2_grpc.ProducerGatewayStub(channel)
         try:
             await sends.first_ok_after("warm-up")
             first = await wait_sync_state_set(cluster, 2)
             assert first.master_broker_id == 1
             await sends.send_many(50, "before")
+            assert await sends.send_through_gateway(b"before-gateway")
             await wait_topic_on(cluster, PEER, topic)
 
             cluster.kill_broker(GROUP)
-            took_s = await sends.first_ok_after("after-kill")
-            print(f"kill -> first SEND_OK through DefaultMQProducer: {took_s:.2f} s")
+            took_s, gateway_s = await asyncio.gather(
+                sends.first_ok_after("after-kill"), sends.first_gateway_ok_after("after-kill-gateway")
+            )
+            print(
+                f"kill -> first SEND_OK through DefaultMQProducer: {took_s:.2f} s, through the gateway: {gateway_s:.2f} s"
+            )
             assert took_s < FAILOVER_TARGET_S
+            assert gateway_s < FAILOVER_TARGET_S
             await wait_master(cluster, PEER)
             info = await replica_info(cluster)
             assert info is not None
@@ -68,3 +79,4 @@ async def test_kill_master_fails_over_and_back_without_losing_acknowledged_messa
             assert len(sends.acked) >= 122
         finally:
             await sends.producer.shutdown()
+            await channel.close()
