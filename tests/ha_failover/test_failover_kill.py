@@ -50,7 +50,8 @@ async def test_kill_master_fails_over_and_back_without_losing_acknowledged_messa
                 sends.first_ok_after("after-kill"), sends.first_gateway_ok_after("after-kill-gateway")
             )
             print(
-                f"kill -> first SEND_OK through DefaultMQProducer: {took_s:.2f} s, through the gateway: {gateway_s:.2f} s"
+                f"kill -> first SEND_OK through DefaultMQProducer: {took_s:.2f} s, "
+                f"through the gateway: {gateway_s:.2f} s"
             )
             assert took_s < FAILOVER_TARGET_S
             assert gateway_s < FAILOVER_TARGET_S
