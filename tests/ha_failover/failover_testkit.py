@@ -147,14 +147,7 @@ class AckedSends:
 
     async def first_gateway_ok_after(self, prefix: str) -> float:
         """Send through the gateway until one is acknowledged; the seconds it took."""
-        i = 0
-
-        async def one() -> bool:
-            nonlocal i
-            i += 1
-            return await self.send_through_gateway(f"{prefix}-{i}".encode())
-
-        return await wait_for(one, f"a SEND_OK through the gateway ({prefix})")
+        return await _first_ok(self.send_through_gateway, f"{prefix} through the gateway")
 
     async def send_many(self, count: int, prefix: str) -> None:
         for i in range(count):
@@ -162,14 +155,7 @@ class AckedSends:
 
     async def first_ok_after(self, prefix: str) -> float:
         """Send until one is acknowledged; the seconds it took."""
-        i = 0
-
-        async def one() -> bool:
-            nonlocal i
-            i += 1
-            return await self.send(f"{prefix}-{i}".encode())
-
-        return await wait_for(one, f"a SEND_OK ({prefix})")
+        return await _first_ok(self.send, prefix)
 
     async def missing(self, cluster: LocalCluster) -> dict[str, bytes]:
         """Acknowledged messages the group's current master does not serve byte-identical (UNIQ_KEY -> body)."""
@@ -178,6 +164,18 @@ class AckedSends:
             for _queue, m in await read_all(cluster.namesrv_addr, self.topic)
         }
         return {k: v for k, v in self.acked.items() if stored.get(k) != v}
+
+
+async def _first_ok(send: Callable[[bytes], Awaitable[bool]], prefix: str) -> float:
+    """Call ``send`` with bodies ``<prefix>-<n>`` until it returns True; the seconds it took."""
+    n = 0
+
+    async def one() -> bool:
+        nonlocal n
+        n += 1
+        return await send(f"{prefix}-{n}".encode())
+
+    return await wait_for(one, f"a SEND_OK ({prefix})")
 
 
 async def producer_for(cluster: LocalCluster, topic: str, group: str) -> AckedSends:
