@@ -18,7 +18,7 @@ import pytest
 from broker_testkit import message, open_store, served, store_config
 from mq_broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from mq_broker.store.mapped_file import offset_to_file_name
-from mq_broker.store.message import GetMessageStatus
+from mq_broker.store.message import GetMessageStatus, MessageExtBrokerInner, PutMessageResult
 from mq_broker.store.message_store import DefaultMessageStore
 from mq_broker.store.truncation import TruncateRefusedError
 
@@ -44,20 +44,25 @@ def slave_config(root: Path, **kw: Any) -> MessageStoreConfig:
 
 
 async def fill(store: DefaultMessageStore, count: int) -> list[Put]:
-    """Store ``count`` messages round-robin over QUEUES (what replication would have written to a slave): the store
-    takes them as a master (a SLAVE refuses client puts) and goes back to its role."""
+    """Store ``count`` messages round-robin over QUEUES (what replication would have written to a slave): a SLAVE
+    store takes them as a master for the time of the fill (a slave refuses client puts)."""
     puts: list[Put] = []
+    for i in range(count):
+        topic, queue_id = QUEUES[i % len(QUEUES)]
+        msg = message(i, topic=topic, queue_id=queue_id)
+        (r,) = await fill_messages(store, [msg])
+        assert r.is_ok, r
+        puts.append(Put(topic, queue_id, r.queue_offset, r.wrote_offset, r.wrote_bytes, msg.body))
+    return puts
+
+
+async def fill_messages(store: DefaultMessageStore, batch: list[MessageExtBrokerInner]) -> list[PutMessageResult]:
+    """put_messages on a store taking the puts as a master for the time of the call."""
     role, store.broker_role = store.broker_role, BrokerRole.ASYNC_MASTER
     try:
-        for i in range(count):
-            topic, queue_id = QUEUES[i % len(QUEUES)]
-            msg = message(i, topic=topic, queue_id=queue_id)
-            (r,) = await store.put_messages([msg])
-            assert r.is_ok, r
-            puts.append(Put(topic, queue_id, r.queue_offset, r.wrote_offset, r.wrote_bytes, msg.body))
+        return await store.put_messages(batch)
     finally:
         store.broker_role = role
-    return puts
 
 
 def commit_log_sha256(config: MessageStoreConfig, end: int) -> str:
@@ -140,8 +145,7 @@ async def test_truncate_keeps_the_prefix_and_the_next_put_continues_from_the_cut
             assert store.query_message(topic, f"k{len(puts) - 1}", 4, 0, 2**62).message_count == 0
 
         again = message(cut_index(puts, where), topic=first_cut.topic, queue_id=first_cut.queue_id)
-        store.broker_role = BrokerRole.ASYNC_MASTER  # promoted after the cut: it takes writes again
-        (r,) = await store.put_messages([again])
+        (r,) = await fill_messages(store, [again])
         assert r.is_ok
         assert r.wrote_offset == cut
         assert r.queue_offset == first_cut.queue_offset
@@ -247,8 +251,7 @@ async def test_kill_after_truncate_recovers_the_same_state(tmp_path: Path) -> No
         assert state(store) == seen["state"]
         assert seen["state"]["max_offset"] == seen["cut"]
         assert seen["state"]["epochs"] == [[1, 0]]
-        store.broker_role = BrokerRole.ASYNC_MASTER  # promoted after the cut: it takes writes again
-        (r,) = await store.put_messages([message(17, topic=QUEUES[1][0], queue_id=QUEUES[1][1])])
+        (r,) = await fill_messages(store, [message(17, topic=QUEUES[1][0], queue_id=QUEUES[1][1])])
         assert r.wrote_offset == seen["cut"]
     finally:
         store.shutdown()

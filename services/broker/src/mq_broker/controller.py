@@ -7,8 +7,9 @@ groups and consumer offsets (``config/*.json``), serve, start the consumer offse
 scan of silent consumers, start registering. Stop order (SIGTERM): refuse new sends, unregister, stop the
 server (in-flight calls finish), stop the consumer tasks and persist offsets, groups and topics, shut the store
 down cleanly (``abort`` removed). A SLAVE also runs SlaveSynchronize (mq_broker.ha.slave_synchronize) from its
-master, whose address the registration answers give (:attr:`BrokerController.master_addresses`). Runs on the
-service's asyncio loop.
+master, whose address the registration answers give (:attr:`BrokerController.master_addresses`). In controller mode
+(``enable_controller_mode``) the broker starts read-only and mq_broker.ha.replicas_manager.ReplicasManager gives it
+its role (mq_broker.controller_mode: what a master runs and what a slave runs). Runs on the service's asyncio loop.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mq_common.auth.signature import SignatureVerifier
 from mq_common.channels import ChannelPool
 from mq_common.codec import host_to_bytes
 from mq_common.constants import MixAll, PermName
+from mq_common.controller_client import ControllerClient
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
@@ -43,10 +45,13 @@ from mq_broker.consumer.pop.service import PopService
 from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
+from mq_broker.controller_mode import BrokerRoleHooks
 from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer, request_limits
 from mq_broker.ha.ha_service import HAService
 from mq_broker.ha.read_suggestion import ReadSuggestionPolicy
+from mq_broker.ha.replicas_manager import ControllerModeConfig, ReplicasManager
 from mq_broker.ha.slave_synchronize import MetadataTables, SlaveSynchronize, build_slave_synchronize
+from mq_broker.ha.sync_state_set import GroupIdentity
 from mq_broker.ha.tls import HaTls
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
@@ -95,6 +100,7 @@ class BrokerController:
         self.slave_synchronize: SlaveSynchronize | None = None
         self._slave_pool: ChannelPool | None = None
         self.ha: HAService | None = None
+        self.replicas_manager: ReplicasManager | None = None
         if settings.metrics_port:
             self.metrics = BrokerMetrics(
                 NodeIdentity(settings.cluster_name, "broker", settings.broker_name),
@@ -112,8 +118,16 @@ class BrokerController:
     def master_addresses(self) -> MasterAddresses:
         """The group's master as the name servers last named it (mq_broker.registration.MasterAddresses): the one
         source of SlaveSynchronize (``master_addr``) and of the HAClient (``ha_server_addr``); empty on a master,
-        before the first registration answer, and while no master is online."""
+        before the first registration answer, and while no master is online. In controller mode the controller's
+        answer names the master instead (the HAClient follows it; its broker address feeds SlaveSynchronize)."""
+        manager = self.replicas_manager
+        if manager is not None:
+            return MasterAddresses(manager.master_addr if not manager.is_master else "")
         return self.registrar.master if self.registrar is not None else MasterAddresses()
+
+    @property
+    def controller_mode(self) -> bool:
+        return self.settings.enable_controller_mode
 
     def _metadata_tables(self) -> MetadataTables:
         topics, groups, offsets = self.topics, self.subscription_groups, self.consumer_offsets
@@ -188,7 +202,8 @@ class BrokerController:
         self._build_processors(server, store, topics)
         self._start_metrics(store, topics)
         assert self.pop is not None
-        self.pop.start()  # the in-flight table from the revive log, before any request is served
+        if not self.controller_mode:  # in controller mode POP starts when the broker becomes master
+            self.pop.start()  # the in-flight table from the revive log, before any request is served
         await self._start_ha(store)
         await server.start()
         self.server = server
@@ -196,10 +211,34 @@ class BrokerController:
         self._scan_task = asyncio.create_task(self._scan_not_active_consumers())
         self._start_registration(topics)
         self._start_slave_synchronize()
+        await self._start_controller_mode()
+
+    async def _start_controller_mode(self) -> None:
+        """Controller mode: start read-only and let the controller give the role (mq_broker.ha.replicas_manager)."""
+        s, ha = self.settings, self.ha
+        if not self.controller_mode or ha is None:
+            return
+        config = ControllerModeConfig(
+            GroupIdentity(s.cluster_name, s.broker_name, s.broker_id),
+            master_role=s.broker_role,
+            heartbeat_interval_ms=s.controller_heartbeat_interval_ms,
+            lease_ms=s.controller_lease_ms,
+            not_catchup_ms=s.ha_max_time_slave_not_catchup_ms,
+        )
+        client = ControllerClient([a.strip() for a in s.controller_addr.split(";") if a.strip()], self._channels)
+        self.replicas_manager = ReplicasManager(
+            config,
+            ha,
+            client,
+            BrokerRoleHooks(self),
+            lambda: (self.broker_addr, s.ha_server_addr(ha.port)),
+        )
+        await self.replicas_manager.start()
 
     def _start_slave_synchronize(self) -> None:
-        """A SLAVE copies its master's metadata periodically (RuntimeError: unreadable TLS files)."""
-        if self.settings.broker_role is not BrokerRole.SLAVE:
+        """A SLAVE copies its master's metadata periodically (RuntimeError: unreadable TLS files). In controller
+        mode it is built for every broker and started by the role hooks while the broker is a slave."""
+        if self.settings.broker_role is not BrokerRole.SLAVE and not self.controller_mode:
             return
         try:
             self.slave_synchronize, self._slave_pool = build_slave_synchronize(
@@ -210,7 +249,8 @@ class BrokerController:
             )
         except OSError as exc:
             raise RuntimeError(f"cannot build SlaveSynchronize: {exc}") from exc
-        self.slave_synchronize.start()
+        if not self.controller_mode:
+            self.slave_synchronize.start()
 
     async def _start_ha(self, store: DefaultMessageStore) -> None:
         """Listen on the HA port and take the static role (a SLAVE replicates from ha_master_address, or from the
@@ -229,7 +269,7 @@ class BrokerController:
             await asyncio.to_thread(store.shutdown)
             raise RuntimeError(f"cannot listen on the HA port {port}: {exc}") from exc
         self.ha = ha
-        if s.broker_role is BrokerRole.SLAVE:
+        if s.broker_role is BrokerRole.SLAVE and not self.controller_mode:
             await ha.change_to_slave(s.ha_master_address or None)
         if self.metrics is not None:
             self.metrics.bind_ha(ha)
@@ -239,6 +279,8 @@ class BrokerController:
         address (RegisterBrokerResult.haServerAddr). Event loop."""
         ha = self.ha
         if ha is None or self.settings.ha_master_address or ha.store.broker_role is not BrokerRole.SLAVE:
+            return
+        if self.controller_mode:  # the controller names the master (ReplicasManager)
             return
         if master.ha_server_addr:
             ha.client.change_master(master.ha_server_addr)
@@ -407,13 +449,18 @@ class BrokerController:
         rw = PermName.PERM_READ | PermName.PERM_WRITE
         if s.broker_permission & rw != rw:
             table = {name: replace(tc, perm=tc.perm & s.broker_permission) for name, tc in table.items()}
+        broker_id, data_version = s.broker_id, topics.data_version
+        manager = self.replicas_manager
+        if manager is not None:  # controller mode: id 0 while master; the master epoch orders the registrations
+            broker_id = manager.registered_broker_id
+            data_version = replace(data_version, state_version=max(0, manager.master_epoch))
         return BrokerRegistration(
             cluster_name=s.cluster_name,
             broker_name=s.broker_name,
-            broker_id=s.broker_id,
+            broker_id=broker_id,
             broker_addr=self.broker_addr,
             topic_configs=table,
-            data_version=topics.data_version,
+            data_version=data_version,
             ha_server_addr=s.ha_server_addr(self.ha.port) if self.ha is not None else "",
         )
 
@@ -422,6 +469,8 @@ class BrokerController:
         if self._stopped:
             return
         self._stopped = True
+        if self.replicas_manager is not None:
+            await self.replicas_manager.shutdown()
         if self.send_processor is not None:
             self.send_processor.stop_accepting()
         if self.servicer is not None:

@@ -76,6 +76,20 @@ class BrokerSettings(ServiceSettings, AuthSettings):
         description="BrokerConfig.controllerAddr: ';'-separated host:port list of controllers (mqcontroller); "
         "needed with enable_controller_mode.",
     )
+    controller_heartbeat_interval_ms: int = Field(
+        default=1_000,
+        gt=0,
+        description="BrokerConfig.brokerHeartbeatInterval: how often a broker in controller mode heartbeats the "
+        "controller (and so renews its master lease), ms.",
+    )
+    controller_lease_ms: int = Field(
+        default=2_000,
+        gt=0,
+        description="How long a master in controller mode keeps acknowledging writes after the last heartbeat the "
+        "controller answered MASTER (measured from when that heartbeat was sent), ms. Must exceed "
+        "controller_heartbeat_interval_ms and stay below the controller's broker_heartbeat_timeout_ms (3000): the "
+        "old master stops acknowledging before the controller can elect another (docs/architecture.md).",
+    )
     sync_flush_timeout_ms: int = mirrored_field(MessageStoreConfig, "sync_flush_timeout_ms", gt=0)
     flush_interval_commit_log_ms: int = mirrored_field(MessageStoreConfig, "flush_interval_commit_log_ms", gt=0)
     flush_interval_consume_queue_ms: int = mirrored_field(MessageStoreConfig, "flush_interval_consume_queue_ms", gt=0)
@@ -83,6 +97,8 @@ class BrokerSettings(ServiceSettings, AuthSettings):
     ha_master_address: str = mirrored_field(MessageStoreConfig, "ha_master_address")
     in_sync_replicas: int = mirrored_field(MessageStoreConfig, "in_sync_replicas", ge=1, le=17)
     ha_max_gap_not_in_sync_bytes: int = mirrored_field(MessageStoreConfig, "ha_max_gap_not_in_sync_bytes", gt=0)
+    min_in_sync_replicas: int = mirrored_field(MessageStoreConfig, "min_in_sync_replicas", ge=1, le=17)
+    ha_max_time_slave_not_catchup_ms: int = mirrored_field(MessageStoreConfig, "ha_max_time_slave_not_catchup_ms", gt=0)
     ha_send_heartbeat_interval_ms: int = mirrored_field(MessageStoreConfig, "ha_send_heartbeat_interval_ms", gt=0)
     ha_housekeeping_interval_ms: int = mirrored_field(MessageStoreConfig, "ha_housekeeping_interval_ms", gt=0)
     ha_transfer_batch_size_bytes: int = mirrored_field(
@@ -288,6 +304,17 @@ class BrokerSettings(ServiceSettings, AuthSettings):
             raise ValueError("broker_role SLAVE needs broker_id > 0 (0 is the master's id)")
         if self.enable_controller_mode and not self.controller_addr.strip():
             raise ValueError("enable_controller_mode needs controller_addr")
+        if self.enable_controller_mode and self.broker_id == MixAll.MASTER_ID:
+            raise ValueError("enable_controller_mode needs broker_id > 0 (the controller's ids start at 1)")
+        if self.enable_controller_mode and self.broker_role is BrokerRole.SLAVE:
+            raise ValueError(
+                "enable_controller_mode needs broker_role ASYNC_MASTER or SYNC_MASTER (the role taken "
+                "when elected; the controller decides who is master)"
+            )
+        if self.controller_lease_ms <= self.controller_heartbeat_interval_ms:
+            raise ValueError("controller_lease_ms must exceed controller_heartbeat_interval_ms")
+        if self.min_in_sync_replicas > self.in_sync_replicas:
+            raise ValueError("min_in_sync_replicas must not exceed in_sync_replicas")
         if self.ha_send_heartbeat_interval_ms >= self.ha_housekeeping_interval_ms:
             raise ValueError("ha_send_heartbeat_interval_ms must be below ha_housekeeping_interval_ms")
         return self

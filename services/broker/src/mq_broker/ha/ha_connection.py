@@ -9,6 +9,12 @@ sends a heartbeat frame every ``ha_send_heartbeat_interval_ms``. Bytes no longer
 catching up on old files) are read in a worker thread. A slave silent for ``ha_housekeeping_interval_ms`` is
 dropped.
 
+Controller mode (``master_broker_id`` gives this master's id): a slave opens with the handshake of
+mq_broker.ha.protocol; the master refuses a slave whose last epoch is newer than its own, answers with its epoch
+history, remembers the slave's ``broker_id`` (the SyncStateSet names brokers by id) and then accepts as first report
+only an offset at or below the consistent point of both histories (the slave truncated what lies past it). Each
+report at the master's max offset tells ``on_caught_up`` (the SyncStateSet keeper).
+
 Where an empty slave starts: the master's min offset, the oldest CommitLog file kept (RocketMQ starts it at the
 last file; this keeps every message the master still has, at the price of a longer first catch-up).
 """
@@ -22,7 +28,19 @@ from collections.abc import Callable
 
 from mq_common.logging import get_logger
 
-from mq_broker.ha.protocol import FRAME_HEADER, REPORT
+from mq_broker.ha.protocol import (
+    EPOCH_ENTRY,
+    FRAME_HEADER,
+    HANDSHAKE_ACCEPTED,
+    HANDSHAKE_HEADER,
+    HANDSHAKE_MARKER,
+    HANDSHAKE_REFUSED,
+    HANDSHAKE_TIMEOUT_S,
+    REPORT,
+    decode_entries,
+    encode_answer,
+)
+from mq_broker.store.epoch_file import MAX_EPOCH_ENTRIES, EpochEntries, EpochFileError
 from mq_broker.store.message_store import DefaultMessageStore
 
 log = get_logger("mq_broker.ha")
@@ -38,12 +56,21 @@ class HAConnection:
         writer: asyncio.StreamWriter,
         slave: str,
         on_closed: Callable[[HAConnection], None],
+        *,
+        master_broker_id: Callable[[], int | None] = lambda: None,
+        on_caught_up: Callable[[HAConnection], None] | None = None,
     ) -> None:
         self.store = store
         self.slave = slave
         self._reader = reader
         self._writer = writer
         self._on_closed = on_closed
+        self._master_broker_id = master_broker_id
+        self._on_caught_up = on_caught_up
+        # Controller mode: the slave's broker id (from its handshake) and the highest offset its first report may
+        # name (the consistent point of both epoch histories); None for a static slave.
+        self.broker_id: int | None = None
+        self._max_first_report: int | None = None
         self._wake = asyncio.Event()
         self._started = asyncio.Event()
         # The slave's last reported (acknowledged) offset; -1 until the first report.
@@ -93,10 +120,45 @@ class HAConnection:
         try:
             while True:
                 raw = await asyncio.wait_for(self._reader.readexactly(REPORT.size), housekeeping_s)
-                if not self._on_report(REPORT.unpack(raw)[0]):
+                value = REPORT.unpack(raw)[0]
+                if value == HANDSHAKE_MARKER and self.next_transfer_offset < 0 and self.broker_id is None:
+                    if not await self._handshake():
+                        return
+                elif not self._on_report(value):
                     return
         except (TimeoutError, asyncio.IncompleteReadError, OSError) as exc:
             log.info("ha_slave_gone", slave=self.slave, reason=type(exc).__name__)
+
+    async def _handshake(self) -> bool:
+        """Controller mode's epoch exchange (mq_broker.ha.protocol); False refuses the slave (after answering)."""
+        head = await asyncio.wait_for(self._reader.readexactly(HANDSHAKE_HEADER.size), HANDSHAKE_TIMEOUT_S)
+        broker_id, slave_max, count = HANDSHAKE_HEADER.unpack(head)
+        if not 0 <= count <= MAX_EPOCH_ENTRIES:
+            log.error("ha_handshake_malformed", slave=self.slave, entries=count)
+            return False
+        body = await asyncio.wait_for(self._reader.readexactly(count * EPOCH_ENTRY.size), HANDSHAKE_TIMEOUT_S)
+        epoch_file = self.store.epoch_file
+        master_id = self._master_broker_id()
+        mine = epoch_file.wire_form()
+        try:
+            theirs = EpochEntries(decode_entries(body, count)).to_entries()
+        except EpochFileError as exc:
+            log.error("ha_handshake_malformed", slave=self.slave, error=str(exc))
+            return False
+        their_last = theirs[-1].epoch if theirs else -1
+        refused = master_id is None or their_last > epoch_file.last_epoch()
+        status = HANDSHAKE_REFUSED if refused else HANDSHAKE_ACCEPTED
+        self._writer.write(encode_answer(status, master_id or 0, mine.entries))
+        await self._writer.drain()
+        if refused:
+            log.warning("ha_slave_refused", slave=self.slave, slave_epoch=their_last, epoch=epoch_file.last_epoch(),
+                        controller_mode=master_id is not None)  # fmt: skip
+            return False
+        point = epoch_file.find_consistent_point(theirs, slave_max)
+        self.broker_id = broker_id
+        self._max_first_report = max(point, 0)
+        log.info("ha_slave_handshake", slave=self.slave, broker_id=broker_id, slave_max=slave_max, point=point)
+        return True
 
     def _on_report(self, offset: int) -> bool:
         """A report: False closes the connection (a slave the master cannot serve)."""
@@ -104,6 +166,10 @@ class HAConnection:
         master_max = commit_log.max_offset
         if self.next_transfer_offset < 0:
             start = offset if offset > 0 else commit_log.min_offset
+            limit = self._max_first_report
+            if limit is not None and offset > limit:
+                log.error("ha_slave_not_truncated", slave=self.slave, slave_offset=offset, consistent_point=limit)
+                return False
             if offset > master_max or (offset > 0 and offset < commit_log.min_offset):
                 log.error("ha_slave_offset_unservable", slave=self.slave, slave_offset=offset, master_max=master_max,
                           master_min=commit_log.min_offset)  # fmt: skip
@@ -114,6 +180,8 @@ class HAConnection:
         self.acked_offset = offset
         if offset >= master_max:
             self.last_caught_up_monotonic_s = time.monotonic()
+            if self._on_caught_up is not None:
+                self._on_caught_up(self)
         self.store.group_transfer.on_slave_ack(self.slave, offset)
         return True
 

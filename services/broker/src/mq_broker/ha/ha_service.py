@@ -59,6 +59,12 @@ class HAService:
         self.refused_slaves = 0
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        # Controller mode (set by mq_broker.ha.replicas_manager.ReplicasManager): this broker's id, answered in the
+        # HA handshake while it is master; and the SyncStateSet keeper's hooks, told of each slave report at the
+        # master's max offset and of each closed connection. None: static roles.
+        self.controller_broker_id: int | None = None
+        self.on_caught_up: Callable[[HAConnection], None] | None = None
+        self.on_slave_closed: Callable[[HAConnection], None] | None = None
 
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: a free port) and start the client; returns the bound port. Raises OSError."""
@@ -141,7 +147,15 @@ class HAService:
             log.warning("ha_slave_refused", slave=slave, reason=refusal)
             writer.close()
             return
-        connection = HAConnection(self.store, reader, writer, slave, self._forget)
+        connection = HAConnection(
+            self.store,
+            reader,
+            writer,
+            slave,
+            self._forget,
+            master_broker_id=self._master_broker_id,
+            on_caught_up=self._caught_up,
+        )
         self.connections[slave] = connection
         await connection.run()
 
@@ -159,6 +173,20 @@ class HAService:
             return f"TLS handshake failed: {exc}"
         return self.tls.refusal(writer.get_extra_info("peercert"))
 
+    def _master_broker_id(self) -> int | None:
+        """The id the handshake answers: this broker's while it is a master in controller mode, else None."""
+        if self.store.broker_role is BrokerRole.SLAVE:
+            return None
+        return self.controller_broker_id
+
+    def _caught_up(self, connection: HAConnection) -> None:
+        hook = self.on_caught_up
+        if hook is not None:
+            hook(connection)
+
     def _forget(self, connection: HAConnection) -> None:
         if self.connections.get(connection.slave) is connection:
             del self.connections[connection.slave]
+        hook = self.on_slave_closed
+        if hook is not None:
+            hook(connection)

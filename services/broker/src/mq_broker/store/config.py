@@ -199,6 +199,16 @@ class MessageStoreConfig:
         "MessageStoreConfig.haMaxGapNotInSync: a slave further behind than this is not in sync; a SYNC_MASTER with "
         "too few in-sync slaves answers SLAVE_NOT_AVAILABLE at once, bytes.",
     )
+    min_in_sync_replicas: int = described(
+        1,
+        "MessageStoreConfig.minInSyncReplicas: in controller mode (enableAutoInSyncReplicas semantics) a SYNC_MASTER "
+        "waits for min(in_sync_replicas, SyncStateSet size) copies, but never fewer than this.",
+    )
+    ha_max_time_slave_not_catchup_ms: int = described(
+        15_000,
+        "MessageStoreConfig.haMaxTimeSlaveNotCatchup: in controller mode a slave that has not held the master's max "
+        "offset for this long leaves the SyncStateSet, ms.",
+    )
     ha_send_heartbeat_interval_ms: int = described(
         5_000,
         "MessageStoreConfig.haSendHeartbeatInterval: the master sends an empty frame, the slave its offset, when "
@@ -239,6 +249,8 @@ class MessageStoreConfig:
         assert self.delete_file_batch_max > 0
         assert -1 <= self.ha_listen_port <= 65535
         assert self.in_sync_replicas >= 1
+        assert 1 <= self.min_in_sync_replicas <= self.in_sync_replicas
+        assert self.ha_max_time_slave_not_catchup_ms > 0
         assert self.ha_max_gap_not_in_sync_bytes > 0
         assert 0 < self.ha_send_heartbeat_interval_ms < self.ha_housekeeping_interval_ms
         assert self.ha_transfer_batch_size_bytes > 0

@@ -10,7 +10,11 @@ completed there, in offset order, as soon as enough slaves passed them.
 Counting copies: the master's own copy counts one. A slave is *in sync* while it is connected and its acknowledged
 offset is within ``ha_max_gap_not_in_sync_bytes`` of the master's max offset. With fewer in-sync copies than
 ``in_sync_replicas`` a put is answered SLAVE_NOT_AVAILABLE at once (the record stays stored on the master).
-Event loop only.
+
+Controller mode (:meth:`GroupTransferService.set_sync_state_set`, RocketMQ's enableAutoInSyncReplicas): only the
+slaves of the SyncStateSet count, and a put needs max(min_in_sync_replicas, min(in_sync_replicas, set size))
+copies: a slave dropped from the set no longer holds the master back, and the controller only ever elects a member
+of the set, which holds every acknowledged put. Event loop only.
 """
 
 from __future__ import annotations
@@ -31,13 +35,20 @@ class GroupTransferService:
     """Waiters for slave acknowledgements. ``in_sync_replicas`` counts the master; ``timeout_ms`` is
     sync_flush_timeout_ms (the same budget as the group commit)."""
 
-    def __init__(self, in_sync_replicas: int, max_gap_bytes: int, timeout_ms: int) -> None:
-        assert in_sync_replicas >= 1
+    def __init__(
+        self, in_sync_replicas: int, max_gap_bytes: int, timeout_ms: int, min_in_sync_replicas: int = 1
+    ) -> None:
+        assert 1 <= min_in_sync_replicas <= in_sync_replicas
         assert max_gap_bytes > 0
         assert timeout_ms > 0
         self.in_sync_replicas = in_sync_replicas
         self.max_gap_bytes = max_gap_bytes
         self.timeout_ms = timeout_ms
+        self.min_in_sync_replicas = min_in_sync_replicas
+        # Controller mode: the keys of the connected slaves in the SyncStateSet, and the set's size (the master and
+        # members not connected included); None: static roles, every connected slave counts.
+        self.sync_state_slaves: frozenset[str] | None = None
+        self.sync_state_set_size = 1
         # slave key ("host:port" of its HA connection) -> acknowledged CommitLog offset
         self.acked_offsets: dict[str, int] = {}
         self._waiting: deque[tuple[int, asyncio.Future[PutMessageStatus]]] = deque()
@@ -50,6 +61,18 @@ class GroupTransferService:
         if slave not in self.acked_offsets and len(self.acked_offsets) >= MAX_SLAVES:
             return
         self.acked_offsets[slave] = acked_offset
+        self._complete_covered()
+
+    def set_sync_state_set(self, slaves: frozenset[str] | None, set_size: int = 1) -> None:
+        """Controller mode: count only ``slaves`` (HA connection keys of SyncStateSet members) and need copies as
+        the module docstring says for a set of ``set_size`` replicas (the master included); None goes back to
+        static counting. Waiters the new rule covers are completed at once."""
+        assert set_size >= 1
+        self.sync_state_slaves = slaves
+        self.sync_state_set_size = set_size
+        self._complete_covered()
+
+    def _complete_covered(self) -> None:
         self._confirmed = self._confirmed_offset()
         waiting = self._waiting
         while waiting and waiting[0][0] <= self._confirmed:
@@ -60,19 +83,32 @@ class GroupTransferService:
     def on_slave_gone(self, slave: str) -> None:
         """``slave``'s connection closed: it counts no more (its waiters wait for others, or time out)."""
         self.acked_offsets.pop(slave, None)
-        self._confirmed = self._confirmed_offset()
+        self._complete_covered()
 
     def in_sync_slaves(self, master_max_offset: int) -> int:
         """Connected slaves within ha_max_gap_not_in_sync_bytes of ``master_max_offset``."""
         gap = self.max_gap_bytes
-        return sum(1 for acked in self.acked_offsets.values() if master_max_offset - acked < gap)
+        return sum(1 for acked in self._counted_acks() if master_max_offset - acked < gap)
+
+    def _counted_acks(self) -> list[int]:
+        members = self.sync_state_slaves
+        if members is None:
+            return list(self.acked_offsets.values())
+        return [acked for slave, acked in self.acked_offsets.items() if slave in members]
+
+    def needed_copies(self) -> int:
+        """Copies (the master's counted) a put needs now: in_sync_replicas, or in controller mode the rule of the
+        module docstring."""
+        if self.sync_state_slaves is None:
+            return self.in_sync_replicas
+        return max(self.min_in_sync_replicas, min(self.in_sync_replicas, self.sync_state_set_size))
 
     def _confirmed_offset(self) -> int:
-        """The offset held by in_sync_replicas copies: the (in_sync_replicas - 1)-th highest slave ack."""
-        needed = self.in_sync_replicas - 1
+        """The offset held by the needed copies: the (needed - 1)-th highest counted slave ack."""
+        needed = self.needed_copies() - 1
         if needed == 0:
             return 1 << 62
-        acked = sorted(self.acked_offsets.values(), reverse=True)
+        acked = sorted(self._counted_acks(), reverse=True)
         return acked[needed - 1] if len(acked) >= needed else -1
 
     # --- the puts (DefaultMessageStore, event loop) -----------------------------------------------------------------
@@ -82,7 +118,7 @@ class GroupTransferService:
         SLAVE_NOT_AVAILABLE at once when too few slaves are in sync; FLUSH_SLAVE_TIMEOUT after timeout_ms."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[PutMessageStatus] = loop.create_future()
-        if 1 + self.in_sync_slaves(master_max_offset) < self.in_sync_replicas:
+        if 1 + self.in_sync_slaves(master_max_offset) < self.needed_copies():
             future.set_result(PutMessageStatus.SLAVE_NOT_AVAILABLE)
         elif self._confirmed >= next_offset:
             future.set_result(PutMessageStatus.PUT_OK)

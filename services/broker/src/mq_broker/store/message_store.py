@@ -111,8 +111,14 @@ class DefaultMessageStore:
         # MessageStoreConfig.brokerRole, changed at runtime by a role switch (mq_broker.ha); event loop.
         self.broker_role = config.broker_role
         self.group_transfer = GroupTransferService(
-            config.in_sync_replicas, config.ha_max_gap_not_in_sync_bytes, config.sync_flush_timeout_ms
+            config.in_sync_replicas,
+            config.ha_max_gap_not_in_sync_bytes,
+            config.sync_flush_timeout_ms,
+            config.min_in_sync_replicas,
         )
+        # Controller mode's fencing (mq_broker.ha.lease.MasterLease#refusal): a remark while this master may not
+        # acknowledge writes (its lease expired), checked before appending and before answering a waited put; loop.
+        self.write_fence: Callable[[], str | None] | None = None
         # Told the new CommitLog max offset after every put that wrote (HAService wakes its connections); loop.
         self.commit_log_listener: Callable[[int], None] | None = None
         self.last_exit_ok = True
@@ -386,6 +392,9 @@ class DefaultMessageStore:
             return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())] * len(
                 batch
             )
+        fenced = self._fence_remark()
+        if fenced is not None:
+            return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=fenced)] * len(batch)
         refused = self._refuse_when_disk_full(batch)
         if refused is not None:
             return refused
@@ -407,9 +416,13 @@ class DefaultMessageStore:
             return results
         next_offset = max(results[i].wrote_offset + results[i].wrote_bytes for i in waiting)
         status = await self._wait_stored(next_offset)
-        if status is not PutMessageStatus.PUT_OK:
+        fenced = self._fence_remark()
+        if status is not PutMessageStatus.PUT_OK or fenced is not None:
+            remark = fenced or self._unavailable_remark()
+            if fenced is not None:
+                status = PutMessageStatus.SERVICE_NOT_AVAILABLE
             for i in waiting:
-                results[i] = _with_status(results[i], status, self._unavailable_remark())
+                results[i] = _with_status(results[i], status, remark)
         return results
 
     async def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult:
@@ -429,6 +442,9 @@ class DefaultMessageStore:
             return merge_results(await self.put_messages(expanded, whole=True))
         if not self.is_writeable or self.broker_role is BrokerRole.SLAVE:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())
+        fenced = self._fence_remark()
+        if fenced is not None:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=fenced)
         if self.clean_service.disk_full:
             remark = DISK_FULL_REMARK % self.clean_service.disk_util()
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark)
@@ -454,7 +470,10 @@ class DefaultMessageStore:
         result = appended.result
         if self._must_wait and batch.wait_store_msg_ok:
             status = await self._wait_stored(result.wrote_offset + result.wrote_bytes)
-            if status is not PutMessageStatus.PUT_OK:
+            fenced = self._fence_remark()
+            if fenced is not None:
+                result = _with_status(result, PutMessageStatus.SERVICE_NOT_AVAILABLE, fenced)
+            elif status is not PutMessageStatus.PUT_OK:
                 result = _with_status(result, status, self._unavailable_remark())
         return result
 
@@ -480,6 +499,10 @@ class DefaultMessageStore:
             if status is PutMessageStatus.PUT_OK:
                 status = replicas
         return status
+
+    def _fence_remark(self) -> str | None:
+        fence = self.write_fence
+        return fence() if fence is not None else None
 
     def _tell_commit_log_listener(self) -> None:
         listener = self.commit_log_listener
@@ -667,8 +690,8 @@ class DefaultMessageStore:
     def _check_truncatable(self) -> None:
         if not self._started or self.failure is not None:
             raise TruncateRefusedError(f"the store cannot be truncated: {self._unavailable_remark()}")
-        if self._writeable and self.config.broker_role is not BrokerRole.SLAVE:
-            raise TruncateRefusedError(f"the store of a {self.config.broker_role} takes writes: it cannot be truncated")
+        if self._writeable and self.broker_role is not BrokerRole.SLAVE:
+            raise TruncateRefusedError(f"the store of a {self.broker_role} takes writes: it cannot be truncated")
 
     def _stop_flusher_for_truncate(self) -> None:
         """Stop the flusher after a last flush, so no msync runs on a file being cut or deleted."""

@@ -122,6 +122,13 @@ class InflightTable:
 
     def __init__(self, revive_queue_num: int) -> None:
         assert revive_queue_num > 0
+        self._revive_queue_num = revive_queue_num
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget everything (a broker that becomes master in controller mode rebuilds the table from its revive
+        log)."""
+        revive_queue_num = self._revive_queue_num
         self._by_queue: dict[QueueKey, dict[tuple[int, int], InflightCheckPoint]] = {}
         self._by_revive_queue: list[list[InflightCheckPoint]] = [[] for _ in range(revive_queue_num)]
         self._due: dict[int, list[InflightCheckPoint]] = {}

@@ -91,6 +91,13 @@ class PopService:
         """Stop reviving and commit the revive offsets (call before the consumer offsets are persisted)."""
         await self.revive_service.stop()
 
+    async def restart(self) -> RecoveryStats:
+        """Controller mode, on becoming master: stop reviving, rebuild the in-flight table from the revive log
+        (replicated from the former master) and revive again. Event loop."""
+        await self.revive_service.stop()
+        self.context.table.clear()
+        return self.start()
+
     async def pop(self, request: PopMessageRequestHeader, peer: str = "") -> PopMessageResponseHeader:
         """See mq_broker.consumer.pop.pop_processor (raises MQError for a refused request).
 
