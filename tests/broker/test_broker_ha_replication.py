@@ -27,8 +27,10 @@ SEND_TIMEOUT_MS = 10_000
 
 
 def _commit_log(store: Path) -> bytes:
-    """The CommitLog files' bytes up to the last non-zero byte (a preallocated tail is zeros on both sides)."""
-    files = sorted((store / "commitlog").iterdir())
+    """The CommitLog files' bytes up to the last non-zero byte (a preallocated tail is zeros on both sides); empty
+    while a restarted broker has not created its folder yet."""
+    folder = store / "commitlog"
+    files = sorted(folder.iterdir()) if folder.is_dir() else []
     return b"".join(f.read_bytes() for f in files).rstrip(b"\0")
 
 

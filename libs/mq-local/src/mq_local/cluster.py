@@ -30,7 +30,7 @@ from mq_local.auth_files import LocalAuthFiles
 from mq_local.etcd import LocalEtcd
 from mq_local.ports import LOCAL_HOST, PortLayout, broker_name_of, free_port, port_is_free
 from mq_local.processes import STOP_GRACE_S, ManagedProcess, ProcessStartError
-from mq_local.readiness import missing_brokers, wait_registered, wait_serving
+from mq_local.readiness import missing_brokers, registered_brokers, run_blocking, wait_registered, wait_serving
 from mq_local.state import ClusterState, prepare_data_dir, remove_state, write_state
 from mq_local.tls_files import BROKER_IDENTITY, LocalTlsFiles
 
@@ -67,6 +67,10 @@ class ClusterSpec:
     ``replicas_per_broker_group`` > 1 starts that many processes per broker name: the master (broker id 0, role
     ``broker_role``: ASYNC_MASTER or SYNC_MASTER) and slaves ``<name>-s1``.. (broker id 1.., role SLAVE, own store
     and ports) that learn the master's HA address from the name server. Every broker's HA port is a free one.
+    With ``controller`` the replicas of a group are peers in controller mode instead: ``<name>`` has broker id 1 and
+    ``<name>-s<k>`` id k + 1, all with role ``broker_role`` (the one taken when elected); ``<name>`` starts first
+    and becomes the first master (start() waits until it is registered as the group's master), the others follow.
+    The controller moves the master later: :meth:`LocalCluster.current_master` names the process serving it now.
     ``clean_file_forcibly_enable`` is off by default: local stores share the host's disk with everything else,
     so a host disk above 85 % must not delete what was just stored (above 90 % DISK_FULL still refuses puts).
     """
@@ -187,6 +191,7 @@ def broker_env(spec: ClusterSpec, index: int) -> dict[str, str]:
     if spec.controller:
         own["MQ_BROKER_CONTROLLER_ADDR"] = spec.controller_addr
         own["MQ_BROKER_ENABLE_CONTROLLER_MODE"] = "true"
+        own["MQ_BROKER_BROKER_ID"] = "1"  # controller-mode ids start at 1
     return _service_env(spec, "MQ_BROKER_", own, spec.broker_env, name)
 
 
@@ -204,8 +209,8 @@ def slave_env(spec: ClusterSpec, slave_name: str, port: int) -> dict[str, str]:
     env = broker_env(spec, spec.broker_names.index(name))
     env.update(
         {
-            "MQ_BROKER_BROKER_ID": sid,
-            "MQ_BROKER_BROKER_ROLE": "SLAVE",
+            "MQ_BROKER_BROKER_ID": str(int(sid) + 1) if spec.controller else sid,
+            "MQ_BROKER_BROKER_ROLE": spec.broker_role if spec.controller else "SLAVE",
             "MQ_BROKER_LISTEN_PORT": str(port),
             "MQ_BROKER_STORE_PATH_ROOT_DIR": str(spec.broker_store_dir(slave_name)),
         }
@@ -372,9 +377,26 @@ class LocalCluster:
         assert not proc.running(), f"{name} is running"
         started_ms = int(time.time() * 1000)
         self._start_and_wait([proc])
-        if name in self.brokers:
+        if name in self.brokers and not self.spec.controller:  # in controller mode it may come back as a slave
             self._wait_brokers_registered({name: proc}, started_ms)
         self.write_state()
+
+    def group_processes(self, group: str) -> dict[str, str]:
+        """Process name -> ``127.0.0.1:port`` of every replica of broker group ``group`` (``broker-a``)."""
+        names = [group, *(s for s in self.slaves if s.rpartition("-s")[0] == group)]
+        return {n: f"{LOCAL_HOST}:{self._broker_process(n).port}" for n in names}
+
+    def current_master(self, group: str) -> str | None:
+        """The process name of the replica the name server lists as ``group``'s master now (None: none listed, or
+        an address no running replica has)."""
+        listed = run_blocking(lambda: registered_brokers(self.namesrv_addr, tls=self.spec.tls_client), 10.0)
+        got = listed.get(group)
+        if got is None:
+            return None
+        for name, addr in self.group_processes(group).items():
+            if addr == got[0] and self._broker_process(name).running():
+                return name
+        return None
 
     def _broker_process(self, name: str) -> ManagedProcess:
         return self.brokers[name] if name in self.brokers else self.slaves[name]

@@ -318,11 +318,25 @@ class HAClient:
         commit_log = self.store.commit_log
         cut = point if point >= 0 else commit_log.min_offset
         if commit_log.max_offset <= cut:
+            try:
+                await asyncio.to_thread(self._adopt_epochs, theirs)
+            except (OSError, EpochFileError) as exc:
+                log.error("ha_epoch_adopt_failed", error=str(exc))
+                return False
             protocol.start_replication()
             return True
         self._drop_connection()
         await self._truncate(cut, point, master_id)
         return False
+
+    def _adopt_epochs(self, theirs: EpochEntries) -> None:
+        """Worker thread: append the master's epochs newer than this slave's last one, so that both histories are
+        the same once the bytes arrived (the slave's holds no conflicting entry: it agrees up to the consistent
+        point and holds nothing past it). Raises OSError, EpochFileError."""
+        epoch_file = self.store.epoch_file
+        for epoch, start, _end in theirs.entries:
+            if epoch > epoch_file.last_epoch():
+                epoch_file.append(epoch, start)
 
     async def _truncate(self, cut: int, point: int, master_id: int) -> None:
         """Cut the store back to ``cut`` (worker thread); a refusal or failure is logged (the store fails on an

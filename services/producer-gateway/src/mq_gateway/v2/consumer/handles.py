@@ -3,7 +3,9 @@
 Stateless: the v2 receipt handle is the broker's POP handle (mq_common.protocol.pop.ReceiptHandle), which names
 its broker; the broker's address comes from the topic's route, so any gateway replica serves any handle. Refusals
 of a handle (it does not decode, names another broker, was acked, replaced or revived) answer
-INVALID_RECEIPT_HANDLE 40013 (codes.RECEIPT_HANDLE_OVERRIDES). Runs on the gateway's asyncio loop. Mirrors
+INVALID_RECEIPT_HANDLE 40013 (codes.RECEIPT_HANDLE_OVERRIDES). A broker that does not answer (RemotingError)
+invalidates the topic's cached route, as a receive does, so the next ack or change of invisible time goes to the
+group's master of the fresh route (after a controller-mode failover). Runs on the gateway's asyncio loop. Mirrors
 org.apache.rocketmq.proxy.grpc.v2.consumer.{AckMessageActivity, ChangeInvisibleDurationActivity} and
 org.apache.rocketmq.proxy.grpc.v2.producer.ForwardMessageToDLQActivity.
 """
@@ -18,6 +20,7 @@ from typing import Final
 from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.broker_client import BrokerClient
 from mq_client.pop_calls import PopBrokerCalls
+from mq_common.errors import RemotingError
 from mq_common.protocol import (
     ChangeInvisibleTimeRequestHeader,
     ConsumerSendMsgBackRequestHeader,
@@ -112,7 +115,13 @@ class ReceiptHandleActivity:
         try:
             return await self.ack_statuses(group, topic, broker_name, handles)
         except Exception as exc:
+            self._forget_route_on(exc, topic)
             return [status_of(exc, RECEIPT_HANDLE_OVERRIDES)] * len(handles)
+
+    def _forget_route_on(self, exc: BaseException, topic: str) -> None:
+        """A broker that did not answer: refresh the topic's route before the next call (a new master)."""
+        if isinstance(exc, RemotingError):
+            self._routes.invalidate(topic)
 
     async def ack_statuses(
         self, group: str, topic: str, broker_name: str, handles: list[str]
@@ -146,6 +155,7 @@ class ReceiptHandleActivity:
             )
             handle = await self.change_invisible(group, topic, request.receipt_handle, invisible_ms)
         except Exception as exc:
+            self._forget_route_on(exc, request.topic.name)
             return service_pb2.ChangeInvisibleDurationResponse(status=status_of(exc, RECEIPT_HANDLE_OVERRIDES))
         return service_pb2.ChangeInvisibleDurationResponse(status=ok_status(), receipt_handle=handle)
 
