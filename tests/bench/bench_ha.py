@@ -48,8 +48,8 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chaos"))  # the HA chaos rounds' group and fleet
-from ha_chaos_testkit import HaLedger, ProducerFleet, verify_on
-from ha_group import QUEUES, TOPIC, create_topic, kill_and_fail_over, start_group, wait_master
+from ha_chaos_testkit import verify_on
+from ha_group import QUEUES, TOPIC, kill_and_fail_over, producing, start_group, wait_master
 
 CLIENTS: Final = 64
 FILL_BODY_BYTES: Final = 16 * 1024
@@ -153,16 +153,10 @@ async def bench_failover(kills: int, console: Console) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-ha-failover-") as tmp:
         cluster = await asyncio.to_thread(start_group, Path(tmp) / "data")
         try:
-            await create_topic(cluster)
-            ledger = HaLedger()
-            fleet = ProducerFleet(cluster.namesrv_addr, TOPIC, ledger, rng.getrandbits(64))
-            await fleet.start()
-            try:
+            async with producing(cluster, rng) as fleet:
                 times_s = [await kill_and_fail_over(cluster, fleet, rng, wipe=False) for _ in range(kills)]
-            finally:
-                await fleet.stop()
             master = await wait_master(cluster, MASTER_WAIT_S)
-            checked = await verify_on(master.master_addr, TOPIC, QUEUES, ledger)  # raises on a lost message
+            checked = await verify_on(master.master_addr, TOPIC, QUEUES, fleet.ledger)  # raises on a lost message
         finally:
             await asyncio.to_thread(cluster.stop)
     row = {"kills": float(kills), "p50_s": statistics.median(times_s), "max_s": max(times_s),

@@ -10,15 +10,17 @@ master changes with every failover. Blocking helpers say so; the rest run on the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import shutil
 import signal
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Final
 
-from ha_chaos_testkit import ProducerFleet, poll_until, verify_on
+from ha_chaos_testkit import HaLedger, ProducerFleet, poll_until, verify_on
 from mq_client.broker_client import BrokerClient
 from mq_common.channels import ChannelPool
 from mq_common.controller_client import ControllerClient
@@ -96,6 +98,19 @@ async def create_topic(cluster: LocalCluster) -> None:
             await client.create_topic(addr, TopicConfig(TOPIC, QUEUES, QUEUES))
     finally:
         await pool.close()
+
+
+@contextlib.asynccontextmanager
+async def producing(cluster: LocalCluster, rng: random.Random) -> AsyncIterator[ProducerFleet]:
+    """TOPIC on every replica, then the 32 producers of ha_chaos_testkit sending to it until the block ends (what they
+    recorded: ``fleet.ledger``)."""
+    await create_topic(cluster)
+    fleet = ProducerFleet(cluster.namesrv_addr, TOPIC, HaLedger(), rng.getrandbits(64))
+    await fleet.start()
+    try:
+        yield fleet
+    finally:
+        await fleet.stop()
 
 
 # --- the replicas --------------------------------------------------------------------------------------------------

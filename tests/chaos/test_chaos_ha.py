@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-from ha_chaos_testkit import HaLedger, ProducerFleet, poll_until, verify_on
+from ha_chaos_testkit import poll_until, verify_on
 from ha_group import (
     ACKS_PER_ROUND,
     COMMIT_LOG_FILE_BYTES,
@@ -43,6 +43,7 @@ from ha_group import (
     create_topic,
     full_disk_flag,
     kill_and_fail_over,
+    producing,
     replica_info,
     replicas,
     restart,
@@ -97,17 +98,12 @@ async def test_sigkill_master_rounds(group: LocalCluster) -> None:
     rng = seeded("sigkill-master")
     rounds = chaos_ha_rounds()
     wipe_round = rng.randrange(rounds)
-    await create_topic(group)
-    ledger = HaLedger()
-    fleet = ProducerFleet(group.namesrv_addr, TOPIC, ledger, rng.getrandbits(64))
-    await fleet.start()
     failovers: list[float] = []
-    try:
+    async with producing(group, rng) as fleet:
+        ledger = fleet.ledger
         for round_no in range(rounds):
             async with asyncio.timeout(ROUND_DEADLINE_S * 3):
                 failovers.append(await kill_and_fail_over(group, fleet, rng, wipe=round_no == wipe_round))
-    finally:
-        await fleet.stop()
     master = await wait_master(group, ELECTION_DEADLINE_S)
     checked = await verify_on(master.master_addr, TOPIC, QUEUES, ledger)
     await check_replicas_identical(group, master.master_addr)
@@ -133,11 +129,8 @@ async def direct_send_code(addr: str) -> int:
 
 async def test_sigstop_master_no_split_brain(group: LocalCluster) -> None:
     rng = seeded("sigstop-master")
-    await create_topic(group)
-    ledger = HaLedger()
-    fleet = ProducerFleet(group.namesrv_addr, TOPIC, ledger, rng.getrandbits(64))
-    await fleet.start()
-    try:
+    async with producing(group, rng) as fleet:
+        ledger = fleet.ledger
         master = await wait_master(group, ELECTION_DEADLINE_S)
         await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)
         old = replicas(group)[master.master_addr]
@@ -149,8 +142,6 @@ async def test_sigstop_master_no_split_brain(group: LocalCluster) -> None:
         assert await direct_send_code(master.master_addr) != ResponseCode.SUCCESS
         await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)
         await wait_in_sync(group, master.master_addr, ROUND_DEADLINE_S)
-    finally:
-        await fleet.stop()
     late = ledger.acks_from(master.master_addr, stopped_at)
     await verify_on(new_master.master_addr, TOPIC, QUEUES, ledger)  # includes every late ack of the old master
     await check_replicas_identical(group, new_master.master_addr)  # the old master's own tail is gone
@@ -219,11 +210,8 @@ async def test_slave_disk_full(group: LocalCluster) -> None:
     """The slave's disk fills (its clean service says DISK_FULL): it takes no more bytes and leaves the SyncStateSet,
     the master goes on acknowledging alone; when space returns the slave catches up and rejoins the set."""
     rng = seeded("slave-disk-full")
-    await create_topic(group)
-    ledger = HaLedger()
-    fleet = ProducerFleet(group.namesrv_addr, TOPIC, ledger, rng.getrandbits(64))
-    await fleet.start()
-    try:
+    async with producing(group, rng) as fleet:
+        ledger = fleet.ledger
         master = await wait_master(group, ELECTION_DEADLINE_S)
         (slave_addr,) = [a for a in replicas(group) if a != master.master_addr]
         await wait_in_sync(group, slave_addr, ROUND_DEADLINE_S)
@@ -247,8 +235,6 @@ async def test_slave_disk_full(group: LocalCluster) -> None:
         flag.unlink()
         await wait_in_sync(group, slave_addr, ROUND_DEADLINE_S)  # space returned: it catches up and rejoins
         await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)
-    finally:
-        await fleet.stop()
     await wait_in_sync(group, slave_addr, ROUND_DEADLINE_S)
     await verify_on(master.master_addr, TOPIC, QUEUES, ledger)
     await verify_on(slave_addr, TOPIC, QUEUES, ledger)  # the slave holds every acknowledged message again
@@ -257,12 +243,9 @@ async def test_slave_disk_full(group: LocalCluster) -> None:
 @pytest.mark.parametrize("group", [{"etcd_members": 3}], indirect=True)
 async def test_etcd_member_killed(group: LocalCluster) -> None:
     rng = seeded("etcd-member")
-    await create_topic(group)
     assert group.etcd is not None
-    ledger = HaLedger()
-    fleet = ProducerFleet(group.namesrv_addr, TOPIC, ledger, rng.getrandbits(64))
-    await fleet.start()
-    try:
+    async with producing(group, rng) as fleet:
+        ledger = fleet.ledger
         before = await wait_master(group, ELECTION_DEADLINE_S)
         group.etcd.kill_member(rng.choice(sorted(group.etcd.processes)), signal.SIGKILL)
         await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)  # sends go on
@@ -272,7 +255,5 @@ async def test_etcd_member_killed(group: LocalCluster) -> None:
         assert (after.master_addr, after.master_epoch) == (before.master_addr, before.master_epoch)  # heartbeats held
         assert len(after.sync_state_set) == 2
         failover_s = await kill_and_fail_over(group, fleet, rng, wipe=False)  # an election still works
-    finally:
-        await fleet.stop()
     await verify_on((await wait_master(group, ELECTION_DEADLINE_S)).master_addr, TOPIC, QUEUES, ledger)
     assert failover_s <= FAILOVER_MAX_S
