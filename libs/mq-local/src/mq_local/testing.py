@@ -23,7 +23,7 @@ from mq_common.protocol import MessageQueue, PullStatus, TopicConfig
 from mq_common.tls import TlsClientConfig
 
 from mq_local.cluster import ClusterSpec, LocalCluster
-from mq_local.ports import PortLayout
+from mq_local.ports import PortLayout, free_port
 from mq_local.topics import create_topic_on_cluster
 
 TEST_COMMIT_LOG_FILE_BYTES: Final = 64 * 1024 * 1024
@@ -41,6 +41,7 @@ def spec_for_tests(data_dir: Path, broker_groups: int = 2, **overrides: Any) -> 
     sign with ``spec.admin_credentials``; make_topic does).
     """
     broker_env = {**TEST_BROKER_ENV, **overrides.pop("broker_env", {})}
+    overrides.setdefault("controller_port", free_port())  # not the fixed 9878: tests may run side by side
     return ClusterSpec(data_dir=data_dir, ports=PortLayout.free(broker_groups), broker_env=broker_env, **overrides)
 
 
