@@ -288,24 +288,28 @@ def test_network_policies(rendered: dict[str, Rendered], name: str) -> None:
 
 
 @pytest.mark.parametrize("name", SETS)
-def test_name_servers_know_the_super_users_when_auth_is_on(rendered: dict[str, Rendered], name: str) -> None:
-    """With auth on, name servers verify route changes (DeleteTopicInNamesrv, UnregisterBroker) against the init
-    user and the inner credentials, from the auth Secret by secretKeyRef; with auth off they get neither."""
+def test_name_servers_and_controllers_know_the_super_users_when_auth_is_on(
+    rendered: dict[str, Rendered], name: str
+) -> None:
+    """With auth on, name servers verify route changes (DeleteTopicInNamesrv, UnregisterBroker) and controllers
+    elections and reads (ElectMaster, GetSyncStateData) against the init user and the inner credentials, from the
+    auth Secret by secretKeyRef; with auth off they get neither."""
     r = rendered[name]
-    for sts in r.kind("StatefulSet"):
-        if _component(sts) != "namesrv":
+    seen = set()
+    for workload in _workloads(r):
+        component = _component(workload)
+        if component not in ("namesrv", "controller"):
             continue
-        env = _env(r, sts)
-        settings = NamesrvSettings(**_parseable(env, "namesrv"))  # type: ignore[arg-type]
-        by_ref = {e["name"]: e for e in _container(sts).get("env", []) if "valueFrom" in e}
-        if not settings.authentication_enabled:
+        seen.add(component)
+        prefix, cls = SETTINGS[component]
+        assert cls is not None
+        settings = cls(**_parseable(_env(r, workload), component))  # type: ignore[arg-type]
+        by_ref = {e["name"]: e for e in _container(workload).get("env", []) if "valueFrom" in e}
+        if not settings.authentication_enabled:  # type: ignore[attr-defined]
             assert by_ref == {}
             continue
-        assert set(by_ref) == {
-            "MQ_NAMESRV_INIT_AUTHENTICATION_USER",
-            "MQ_NAMESRV_INNER_CLIENT_AUTHENTICATION_CREDENTIALS",
-        }
+        assert set(by_ref) == {f"{prefix}INIT_AUTHENTICATION_USER", f"{prefix}INNER_CLIENT_AUTHENTICATION_CREDENTIALS"}
         assert all("secretKeyRef" in e["valueFrom"] for e in by_ref.values())
-        assert settings.init_user() is not None
-        assert settings.inner_client_credentials() is not None
-    assert any(_component(s) == "namesrv" for s in r.kind("StatefulSet"))
+        assert settings.init_user() is not None  # type: ignore[attr-defined]
+        assert settings.inner_client_credentials() is not None  # type: ignore[attr-defined]
+    assert "namesrv" in seen
