@@ -56,7 +56,6 @@ static int queue_index(QueueTable *t, const unsigned char *topic, Py_ssize_t top
     q->topic = topic;
     q->topic_len = topic_len;
     q->queue_id = queue_id;
-    q->first_offset = -1;
     t->slots[slot] = (int16_t)(++t->count);
     return t->count - 1;
 }
@@ -246,12 +245,12 @@ PyObject *reput_records(PyObject *self, PyObject *args) {
         if (tran != TRANSACTION_PREPARED && tran != TRANSACTION_ROLLBACK) {
             int i = queue_index(table, r.topic, r.topic_len, r.queue_id);
             Queue *q = i < 0 ? NULL : &table->queues[i];
-            if (q == NULL || (q->first_offset >= 0 && r.queue_offset != q->next_offset)) break;
+            if (q == NULL || (q->units > 0 && r.queue_offset != q->next_offset)) break;
             if (units_add(&units, i, file_from + pos, total, r.tags_code) < 0) {
                 PyErr_NoMemory();
                 goto done;
             }
-            if (q->first_offset < 0) q->first_offset = r.queue_offset;
+            if (q->units == 0) q->first_offset = r.queue_offset;
             q->next_offset = r.queue_offset + 1;
             q->units++;
         }
