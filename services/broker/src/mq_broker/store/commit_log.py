@@ -438,6 +438,18 @@ class CommitLog:
         raw = mapped.read(pos, size)
         return raw if len(raw) == size else None  # short: the file was deleted by the clean service meanwhile
 
+    def read_into(self, commit_log_offset: int, out: memoryview) -> bool:
+        """Copy the ``len(out)`` written bytes at ``commit_log_offset`` (within one file) into ``out``, one memcpy
+        (the master's HA frames); False when they are not (fully) written or the file is gone. Any thread."""
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(commit_log_offset)
+        if mapped is None:
+            return False
+        pos = commit_log_offset - mapped.file_from_offset
+        size = len(out)
+        if size <= 0 or pos + size > mapped.wrote_position:
+            return False
+        return mapped.read_into(pos, out) == size
+
     def is_in_page_cache(self, commit_log_offset: int, size: int) -> bool:
         """The ``size`` bytes at ``commit_log_offset`` are written and in the page cache (MappedFile's check).
         Mirrors DefaultMessageStore#checkInMemByCommitOffset."""

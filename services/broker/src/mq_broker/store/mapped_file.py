@@ -159,6 +159,18 @@ class MappedFile:
         except ValueError:  # mmap closed: the copy runs under the GIL, so it is never torn by the unmap
             return b""
 
+    def read_into(self, pos: int, out: memoryview) -> int:
+        """Copy the bytes at ``pos`` into ``out`` (at most ``len(out)``, clamped to the file) with one memcpy and no
+        new object; returns the count, 0 once the file is destroyed. The mapping is exported only for the copy (a
+        close meanwhile raises BufferError: :meth:`destroy`'s caller retries later). Any thread."""
+        count = max(0, min(len(out), self.file_size_bytes - pos))
+        try:
+            with memoryview(self._mm) as mapping:
+                out[:count] = mapping[pos : pos + count]
+        except ValueError:  # mmap closed
+            return 0
+        return count
+
     @property
     def is_closed(self) -> bool:
         return self._closed
