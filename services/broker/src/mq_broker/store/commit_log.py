@@ -390,8 +390,9 @@ class CommitLog:
     def append_data(self, start_offset: int, data: bytes | bytearray | memoryview) -> bool:
         """Append replicated CommitLog bytes at ``start_offset``, which must be the log's max offset (an empty log
         starts its first file there, so it must be a file boundary): the slave's files get the master's bytes at
-        the same offsets, END_OF_FILE fillers included, and roll at the same boundaries. Returns False (nothing
-        written) for a gap or an overlap. Raises OSError when a new file cannot be created.
+        the same offsets, END_OF_FILE fillers included, and roll at the same boundaries. Written with pwrite
+        (MappedFile.append_by_write: no zero-fill of each new page). Returns False (nothing written) for a gap or
+        an overlap. Raises OSError when a new file cannot be created or a write fails.
         Mirrors CommitLog#appendData. Event loop only; never awaits.
         """
         mfq = self.mapped_file_queue
@@ -404,7 +405,7 @@ class CommitLog:
         while view:
             mapped = mfq.get_last_mapped_file(start_offset)
             count = min(mapped.remaining_bytes, len(view))
-            mapped.append(view[:count])
+            mapped.append_by_write(view[:count])
             view = view[count:]
         return True
 

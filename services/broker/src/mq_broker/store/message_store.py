@@ -515,7 +515,7 @@ class DefaultMessageStore:
         except OSError as exc:
             self._fail(f"cannot append replicated data: {exc}")
             return False
-        self.commit_log.mapped_file_queue.after_write()
+        # No prefault (after_write) of the CommitLog here: pwrite fills whole pages, prefaulting would zero them.
         if dispatch:
             self.reput()
         return True
