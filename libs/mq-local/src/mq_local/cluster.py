@@ -420,8 +420,8 @@ class LocalCluster:
     # -- internals ---------------------------------------------------------------------------------------
     def _add_auth_env(self) -> None:
         """With ``auth``: make the credentials and give the name server, controller, brokers and gateway their auth
-        settings (the spec's own env still wins). Their secrets exist only once the data folder is prepared, hence here, not
-        in __init__."""
+        settings (the spec's own env still wins). Their secrets exist only once the data folder is prepared, hence
+        here, not in __init__."""
         files = self.spec.auth_files
         if files is None:
             return
