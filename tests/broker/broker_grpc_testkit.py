@@ -30,10 +30,11 @@ def closed_port() -> int:
 
 
 def broker_settings(root: Path, **overrides: Any) -> BrokerSettings:
-    """In-process broker settings: free port, small files, SYNC_FLUSH, an unreachable name server."""
+    """In-process broker settings: free ports (gRPC and HA), small files, SYNC_FLUSH, an unreachable name server."""
     values: dict[str, Any] = {
         "listen_host": "127.0.0.1",
         "listen_port": 0,
+        "ha_listen_port": 0,  # a free HA port: a restart on the old gRPC port must not need gRPC port + 1 too
         "store_path_root_dir": root,
         "namesrv_addr": f"127.0.0.1:{closed_port()}",
         "mapped_file_size_commit_log_bytes": 64 * 1024,

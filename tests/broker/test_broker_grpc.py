@@ -106,7 +106,7 @@ async def test_auto_created_topic_takes_min_queue_nums(broker: tuple[BrokerContr
     assert [(o.queue_id, o.max_offset) for o in stats.offsets] == [(0, 0), (1, 1)]
     assert stats.offsets[1].last_update_timestamp_ms > 0
     late = await stream_send(stub, send_request("Small", queue_id=3))
-    assert late.code == ResponseCode.SYSTEM_ERROR
+    assert late.code == ResponseCode.INVALID_PARAMETER
     assert "request queueId[3] is illegal" in late.remark
 
 
@@ -145,7 +145,7 @@ async def test_bad_inputs_get_a_code_and_a_remark(strict_broker: tuple[BrokerCon
         "topic[NotThere] not exist, apply first please!",
     )
     out_of_range = await stream_send(stub, send_request("Known", queue_id=99))
-    assert out_of_range.code == ResponseCode.SYSTEM_ERROR
+    assert out_of_range.code == ResponseCode.INVALID_PARAMETER
     assert out_of_range.remark.startswith("request queueId[99] is illegal, TopicConfig [topicName=Known")
     forbidden = await stream_send(stub, send_request("SCHEDULE_TOPIC_XXXX"))
     assert (forbidden.code, forbidden.remark) == (
@@ -169,7 +169,7 @@ async def test_bad_inputs_get_a_code_and_a_remark(strict_broker: tuple[BrokerCon
     assert "maxMsgNums" in negative.remark
     assert (await stub.PullMessage(pull(queue_offset=-5))).code == ResponseCode.INVALID_PARAMETER
     assert (await stub.PullMessage(pull(topic="NotThere"))).code == ResponseCode.TOPIC_NOT_EXIST
-    assert (await stub.PullMessage(pull(queue_id=4))).code == ResponseCode.SYSTEM_ERROR
+    assert (await stub.PullMessage(pull(queue_id=4))).code == ResponseCode.INVALID_PARAMETER
     assert (await stub.PullMessage(pull(subscription="||"))).code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
 
     # The broker keeps serving.

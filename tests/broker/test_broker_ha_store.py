@@ -134,3 +134,54 @@ async def test_a_slave_too_far_behind_is_not_in_sync(tmp_path: Path) -> None:
         assert far.status is PutMessageStatus.SLAVE_NOT_AVAILABLE
     finally:
         master.shutdown()
+
+
+async def test_read_into_copies_the_written_bytes_of_one_file(tmp_path: Path) -> None:
+    """The master's HA frames: CommitLog#read_into fills a caller's buffer with what get_message returns."""
+    master = open_store(store_config(tmp_path / "m", file_size=4096))
+    commit_log = master.commit_log
+    try:
+        await master.put_messages([_mixed(i) for i in range(20)])
+        first = commit_log.mapped_file_queue.mapped_files[0]
+        size = commit_log.transfer_size(100, 1 << 20)
+        assert size == first.wrote_position - 100
+        frame = bytearray(size + 12)
+        assert commit_log.read_into(100, memoryview(frame)[12:])
+        assert bytes(frame[12:]) == commit_log.get_message(100, size)
+        assert not commit_log.read_into(100, memoryview(bytearray(size + 1)))  # past the file's written end
+        assert not commit_log.read_into(commit_log.max_offset + 8 * 4096, memoryview(bytearray(8)))  # no file
+    finally:
+        master.shutdown()
+    assert first.read_into(0, memoryview(bytearray(8))) == 0  # the mapping is closed
+
+
+def _descriptors_under(directory: Path) -> int:
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if str(_readlink(fd)).startswith(str(directory)))
+
+
+def _readlink(fd: Path) -> str:
+    try:
+        return str(fd.readlink())
+    except OSError:  # closed meanwhile (the listing's own descriptor)
+        return ""
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+async def test_replicated_appends_keep_a_write_descriptor_only_on_the_file_being_filled(tmp_path: Path) -> None:
+    master = open_store(store_config(tmp_path / "m", file_size=4096))
+    slave = open_store(store_config(tmp_path / "s", file_size=4096, broker_role=BrokerRole.SLAVE))
+    commit_log_dir = slave.config.commit_log_dir
+    try:
+        for start in range(0, 64, 8):
+            await master.put_messages([_mixed(i) for i in range(start, start + 8)])
+        _replicate(master, slave, 1000)
+        files = len(slave.commit_log.mapped_file_queue.mapped_files)
+        assert files > 3
+        assert _commit_log_bytes(slave) == _commit_log_bytes(master)
+        # one descriptor per mapping, plus the pwrite one of the last (partly written) file only
+        assert _descriptors_under(commit_log_dir) == files + 1
+    finally:
+        master.shutdown()
+        slave.shutdown()
+    assert _descriptors_under(commit_log_dir) == 0

@@ -118,7 +118,7 @@ async def test_bad_batches_are_refused_whole(broker: tuple[BrokerController, Stu
         "empty": (batch_request(b""), ResponseCode.MESSAGE_ILLEGAL),
         "retry topic": (batch_request(good, topic="%RETRY%G"), ResponseCode.NO_PERMISSION),  # clients never write them
         "bad topic": (batch_request(good, topic="a b"), ResponseCode.INVALID_PARAMETER),
-        "queue id": (batch_request(good, queue_id=99), ResponseCode.SYSTEM_ERROR),
+        "queue id": (batch_request(good, queue_id=99), ResponseCode.INVALID_PARAMETER),
         "too large": (
             batch_request(encode_batch_item(b"x" * (controller.settings.max_message_size_bytes + 1), "")),
             ResponseCode.MESSAGE_ILLEGAL,

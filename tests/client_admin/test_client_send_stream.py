@@ -32,6 +32,7 @@ def broker_settings(root: Path, port: int = 0) -> BrokerSettings:
     return BrokerSettings(
         listen_host="127.0.0.1",
         listen_port=port,
+        ha_listen_port=0,  # free: the restart reuses the gRPC port, gRPC port + 1 may be taken meanwhile
         store_path_root_dir=root,
         namesrv_addr="127.0.0.1:1",
         mapped_file_size_commit_log_bytes=1024 * 1024,

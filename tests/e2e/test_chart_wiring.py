@@ -285,3 +285,31 @@ def test_network_policies(rendered: dict[str, Rendered], name: str) -> None:
             {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
         ]
         assert not _allows(p, outsider, "metrics")
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_name_servers_and_controllers_know_the_super_users_when_auth_is_on(
+    rendered: dict[str, Rendered], name: str
+) -> None:
+    """With auth on, name servers verify route changes (DeleteTopicInNamesrv, UnregisterBroker) and controllers
+    elections and reads (ElectMaster, GetSyncStateData) against the init user and the inner credentials, from the
+    auth Secret by secretKeyRef; with auth off they get neither."""
+    r = rendered[name]
+    seen = set()
+    for workload in _workloads(r):
+        component = _component(workload)
+        if component not in ("namesrv", "controller"):
+            continue
+        seen.add(component)
+        prefix, cls = SETTINGS[component]
+        assert cls is not None
+        settings = cls(**_parseable(_env(r, workload), component))  # type: ignore[arg-type]
+        by_ref = {e["name"]: e for e in _container(workload).get("env", []) if "valueFrom" in e}
+        if not settings.authentication_enabled:  # type: ignore[attr-defined]
+            assert by_ref == {}
+            continue
+        assert set(by_ref) == {f"{prefix}INIT_AUTHENTICATION_USER", f"{prefix}INNER_CLIENT_AUTHENTICATION_CREDENTIALS"}
+        assert all("secretKeyRef" in e["valueFrom"] for e in by_ref.values())
+        assert settings.init_user() is not None  # type: ignore[attr-defined]
+        assert settings.inner_client_credentials() is not None  # type: ignore[attr-defined]
+    assert "namesrv" in seen

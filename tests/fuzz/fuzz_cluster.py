@@ -161,4 +161,4 @@ async def huge_request(target: Target) -> str:
     method = next(m for s in target.services for m in s.methods if not m.client_streaming and not m.server_streaming)
     data = random.Random(100).randbytes(HUGE_REQUEST_BYTES)
     async with grpc.aio.insecure_channel(target.addr, options=CLIENT_OPTIONS) as channel:
-        return await call_raw(channel, FuzzRequest(method, RANDOM_BYTES, data), V2_METADATA)
+        return (await call_raw(channel, FuzzRequest(method, RANDOM_BYTES, data), V2_METADATA)).label

@@ -3,8 +3,11 @@
 A call is sent with identity serializers, so any byte string reaches the server. Its outcome is a label: the gRPC
 status name when the call failed (``grpc:INVALID_ARGUMENT``), else the answer's own code (``code:17`` for a
 RocketMQ response code, ``v2:ILLEGAL_TOPIC`` for a v2 Status, ``ok`` when the answer carries none). A call still
-unanswered at its deadline is a hang; UNKNOWN, INTERNAL or DATA_LOSS is an unexpected answer (an exception that
-escaped a handler). Calls run ``concurrency`` at a time on the caller's loop.
+unanswered at its deadline is a hang; UNKNOWN, INTERNAL or DATA_LOSS (an exception that escaped a handler), the
+RocketMQ ``SYSTEM_ERROR`` (``code:1``) and the v2 ``INTERNAL_SERVER_ERROR`` / ``INTERNAL_ERROR`` (an exception a
+handler caught: input nobody validated) are unexpected answers, unless :data:`LEGITIMATE` documents why that RPC
+may give one. Each unexpected answer is kept by RPC and case with the first request that produced it, so that a
+finding can be replayed. Calls run ``concurrency`` at a time on the caller's loop.
 """
 
 from __future__ import annotations
@@ -25,7 +28,26 @@ from proto_grammar import HOSTILE_CASES, SHAPED, FuzzRequest, Grammar, message_c
 
 CALL_DEADLINE_S: Final = 20.0
 MAX_ANSWERS_READ: Final = 64
-UNEXPECTED: Final = frozenset({"grpc:UNKNOWN", "grpc:INTERNAL", "grpc:DATA_LOSS"})
+UNEXPECTED: Final = frozenset(
+    {
+        "grpc:UNKNOWN",
+        "grpc:INTERNAL",
+        "grpc:DATA_LOSS",
+        "code:1",  # ResponseCode.SYSTEM_ERROR: a handler's unexpected exception
+        "v2:INTERNAL_SERVER_ERROR",
+        "v2:INTERNAL_ERROR",
+    }
+)
+# (RPC name, label) -> (how the documented answer's remark starts, why it is legitimate). Any other unexpected
+# answer of that RPC (e.g. "<RPC> failed on an internal error") still counts.
+LEGITIMATE: Final[dict[tuple[str, str], tuple[str, str]]] = {
+    ("ConsumerSendMsgBack", "code:1"): (
+        "look message by offset failed, ",
+        "RocketMQ's SendMessageProcessor#consumerSendMsgBack answers SYSTEM_ERROR with this remark when no message "
+        "starts at the given CommitLog offset; clients (DefaultMQPushConsumerImpl#sendMessageBack) then send the "
+        "message to the retry topic themselves, so the code is kept for wire compatibility",
+    ),
+}
 CLIENT_OPTIONS: Final = [
     ("grpc.max_send_message_length", 256 * 1024 * 1024),
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
@@ -53,6 +75,8 @@ class ServiceReport:
     by_method: Counter[tuple[str, str]] = field(default_factory=Counter)
     hangs: int = 0
     unexpected: int = 0
+    findings: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    samples: dict[tuple[str, str, str], tuple[bytes, str]] = field(default_factory=dict)
     crashed: bool = False
     rss_before_bytes: int = 0
     rss_after_bytes: int = 0
@@ -60,6 +84,26 @@ class ServiceReport:
     @property
     def rss_growth_bytes(self) -> int:
         return self.rss_after_bytes - self.rss_before_bytes
+
+    def record(self, request: FuzzRequest, answer: Answer) -> None:
+        """Count one answer; an unexpected one also by (RPC, case, label), with its first request and remark kept."""
+        label = answer.label
+        self.answers[label] += 1
+        self.by_method[(request.method.name, label)] += 1
+        self.hangs += label == "hang"
+        if is_unexpected(request.method.name, answer):
+            self.unexpected += 1
+            key = (request.method.name, request.case, label)
+            self.findings[key] += 1
+            self.samples.setdefault(key, (request.data, answer.remark))
+
+
+def is_unexpected(method_name: str, answer: Answer) -> bool:
+    """True when ``answer`` is an unexpected answer of RPC ``method_name`` (not documented in LEGITIMATE)."""
+    if answer.label not in UNEXPECTED:
+        return False
+    documented = LEGITIMATE.get((method_name, answer.label))
+    return documented is None or not answer.remark.startswith(documented[0])
 
 
 def rss_bytes(pid: int, key: str = "VmRSS") -> int:
@@ -82,20 +126,29 @@ def method_path(method: MethodDescriptor) -> str:
     return f"/{method.containing_service.full_name}/{method.name}"
 
 
-def label_of(method: MethodDescriptor, answer: bytes | None) -> str:
-    """The label of an answered call: the answer's ``code`` or v2 ``status``, or ``ok``."""
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One call's outcome: its label (see the module) and the answer's remark or v2 status message ("" if none)."""
+
+    label: str
+    remark: str = ""
+
+
+def answer_of(method: MethodDescriptor, answer: bytes | None) -> Answer:
+    """The outcome of an answered call: the answer's ``code`` or v2 ``status`` with its remark, or ``ok``."""
     if answer is None:
-        return "ok"
+        return Answer("ok")
     try:
         msg: Any = message_class(method.output_type).FromString(answer)
     except Exception:  # an answer our own stubs cannot read is a finding too
-        return "undecodable-answer"
+        return Answer("undecodable-answer")
     fields = method.output_type.fields_by_name
     if "code" in fields:
-        return f"code:{msg.code}"
+        return Answer(f"code:{msg.code}", str(getattr(msg, "remark", "")))
     if "status" in fields and msg.HasField("status"):
-        return f"v2:{definition_pb2.Code.Name(msg.status.code)}" if msg.status.code in _V2_CODES else "v2:?"
-    return "ok"
+        name = definition_pb2.Code.Name(msg.status.code) if msg.status.code in _V2_CODES else "?"
+        return Answer(f"v2:{name}", msg.status.message)
+    return Answer("ok")
 
 
 _V2_CODES: Final = frozenset(v.number for v in definition_pb2.Code.DESCRIPTOR.values)
@@ -116,8 +169,8 @@ async def _write_once(call: Any, data: bytes) -> None:
         return
 
 
-async def call_raw(channel: grpc.aio.Channel, request: FuzzRequest, metadata: Sequence[tuple[str, str]]) -> str:
-    """Send ``request`` and return its outcome label (``hang`` at the deadline)."""
+async def call_raw(channel: grpc.aio.Channel, request: FuzzRequest, metadata: Sequence[tuple[str, str]]) -> Answer:
+    """Send ``request`` and return its outcome (``hang`` at the deadline)."""
     method, path = request.method, method_path(request.method)
     ident: Any = None  # grpc passes bytes through when no serializer is given
     try:
@@ -134,7 +187,7 @@ async def call_raw(channel: grpc.aio.Channel, request: FuzzRequest, metadata: Se
                 unary_answer = await channel.stream_unary(path, ident, ident)(
                     _frames(request.data), timeout=CALL_DEADLINE_S, metadata=metadata
                 )
-                return label_of(method, unary_answer)
+                return answer_of(method, unary_answer)
             read = 0
             async for item in call:
                 answer, read = item, read + 1
@@ -145,13 +198,13 @@ async def call_raw(channel: grpc.aio.Channel, request: FuzzRequest, metadata: Se
             answer = await channel.unary_unary(path, ident, ident)(
                 request.data, timeout=CALL_DEADLINE_S, metadata=metadata
             )
-        return label_of(method, answer)
+        return answer_of(method, answer)
     except grpc.aio.AioRpcError as exc:
         if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return "hang"
-        return f"grpc:{exc.code().name}"
+            return Answer("hang")
+        return Answer(f"grpc:{exc.code().name}", str(exc.details() or ""))
     except asyncio.CancelledError:
-        return "ok"
+        return Answer("ok")
 
 
 def _request_types(target: Target) -> list[Descriptor]:
@@ -183,11 +236,8 @@ async def fuzz_target(
 
         async def one(request: FuzzRequest, metadata: Sequence[tuple[str, str]]) -> None:
             async with gate:
-                label = await call_raw(channel, request, metadata)
-            report.answers[label] += 1
-            report.by_method[(request.method.name, label)] += 1
-            report.hangs += label == "hang"
-            report.unexpected += label in UNEXPECTED
+                answer = await call_raw(channel, request, metadata)
+            report.record(request, answer)
 
         tasks = []
         for index in range(requests):

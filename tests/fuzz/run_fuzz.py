@@ -3,14 +3,17 @@
 Per service: ``--requests`` hostile requests (random bytes, truncated, oversized, another RPC's request, huge
 repeated fields) with the broker's topics and queue offsets compared before and after, then as many valid-shaped
 random requests (extreme numbers, system topic names, long strings), 1,000 idle streams on one connection and one
-100 MiB request. Exit status 1 when a service crashed, a call hung, an answer was UNKNOWN/INTERNAL, RSS grew past
-``--max-rss-growth-mib``, or the store changed while no storing request succeeded.
+100 MiB request. Exit status 1 when a service crashed, a call hung, an answer was unexpected (gRPC UNKNOWN/INTERNAL,
+RocketMQ SYSTEM_ERROR, v2 INTERNAL_SERVER_ERROR/INTERNAL_ERROR: see fuzz_harness.UNEXPECTED), RSS grew past
+``--max-rss-growth-mib``, or the store changed while no storing request succeeded. Unexpected answers are listed by
+service, RPC and case; ``--samples-dir`` keeps the first request of each (``<service>.<RPC>.<case>.bin``) to replay.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -74,6 +77,26 @@ async def run_service(cluster: LocalCluster, target: Target, requests: int, max_
     return outcome
 
 
+def render_findings(outcomes: dict[str, Outcome]) -> Table:
+    """The unexpected answers by service, RPC, case and label."""
+    table = Table(title="unexpected answers (fuzz_harness.UNEXPECTED)")
+    for column in ("service", "RPC", "case", "answer", "count", "first remark"):
+        table.add_column(column)
+    for name, o in outcomes.items():
+        for report in (o.hostile, o.shaped):
+            for key, count in sorted(report.findings.items()):
+                table.add_row(name, *key, str(count), report.samples[key][1][:120])
+    return table
+
+
+def save_samples(outcomes: dict[str, Outcome], samples_dir: Path) -> None:
+    samples_dir.mkdir(parents=True, exist_ok=True)
+    for name, o in outcomes.items():
+        for report in (o.hostile, o.shaped):
+            for (method, case, label), (data, _remark) in report.samples.items():
+                (samples_dir / f"{name}.{method}.{case}.{label.replace(':', '_')}.bin").write_bytes(data)
+
+
 def render(outcomes: dict[str, Outcome]) -> Table:
     table = Table(title="make fuzz: every RPC of every service")
     for column in (
@@ -109,13 +132,17 @@ def render(outcomes: dict[str, Outcome]) -> Table:
     return table
 
 
-async def main_async(requests: int, max_rss_growth_mib: int, data_dir: Path) -> int:
+async def main_async(requests: int, max_rss_growth_mib: int, data_dir: Path, samples_dir: Path | None) -> int:
     outcomes: dict[str, Outcome] = {}
     with LocalCluster(fuzz_spec(data_dir)) as cluster:
         for target in targets(cluster):
             outcomes[target.name] = await run_service(cluster, target, requests, max_rss_growth_mib << 20)
     console = Console(width=200)
     console.print(render(outcomes))
+    if any(o.hostile.findings or o.shaped.findings for o in outcomes.values()):
+        console.print(render_findings(outcomes))
+    if samples_dir is not None:
+        save_samples(outcomes, samples_dir)
     problems = [p for o in outcomes.values() for p in o.problems]
     for problem in problems:
         console.print(f"[red]{problem}[/red]")
@@ -127,9 +154,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=5000, help="hostile requests per service, and as many shaped")
     parser.add_argument("--max-rss-growth-mib", type=int, default=512)
+    parser.add_argument("--samples-dir", type=Path, help="where to keep the first request of each unexpected answer")
+    parser.add_argument("--keep-logs", type=Path, help="copy the services' logs here after the run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mq-fuzz-") as tmp:
-        sys.exit(asyncio.run(main_async(args.requests, args.max_rss_growth_mib, Path(tmp))))
+        status = asyncio.run(main_async(args.requests, args.max_rss_growth_mib, Path(tmp), args.samples_dir))
+        if args.keep_logs is not None:
+            args.keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in Path(tmp).glob("*.log"):
+                shutil.copy(log, args.keep_logs / log.name)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The hostile requests of issue 19, each a regression test against real processes: huge element counts refused
 before they are parsed, attributes that once made every route vanish, a 400,000-topic registration, undecodable
-requests (INVALID_ARGUMENT and one rate-limited log line), refused sends that created topics, and client writes
-into TBW102 / %RETRY% / %DLQ%."""
+requests (INVALID_ARGUMENT and one rate-limited log line), refused sends that created topics, client writes
+into TBW102 / %RETRY% / %DLQ%, and each request of ``make fuzz`` that got SYSTEM_ERROR / INTERNAL_SERVER_ERROR."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import grpc
 import pytest
 from apache.rocketmq.v2 import definition_pb2, service_pb2, service_pb2_grpc
 from fuzz_cluster import store_snapshot
-from fuzz_harness import V2_METADATA, rss_bytes, serving
+from fuzz_harness import V2_METADATA, Answer, is_unexpected, rss_bytes, serving
+from google.protobuf import timestamp_pb2
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
@@ -211,7 +212,7 @@ async def test_a_refused_send_to_an_unknown_topic_creates_no_topic(cluster: Loca
     empty = await _send(addr, _send_request("NeverCreated", body=b""))
     assert empty.code == ResponseCode.MESSAGE_ILLEGAL
     bad_queue = await _send(addr, _send_request("NeverCreated", queue_id=99))
-    assert bad_queue.code == ResponseCode.SYSTEM_ERROR  # QUEUE_ID_ILLEGAL_CODE
+    assert bad_queue.code == ResponseCode.INVALID_PARAMETER  # QUEUE_ID_ILLEGAL_CODE, as apache/rocketmq#9027
     accepted = await _send(addr, _send_request("CreatedBySend"))
     assert accepted.code == ResponseCode.SUCCESS
     await asyncio.sleep(1.0)  # topics.json is written in the background
@@ -262,3 +263,52 @@ async def test_a_telemetry_stream_refused_before_reading_answers_invalid_argumen
     async with grpc.aio.insecure_channel(cluster.gateway_addr, options=OPTIONS) as channel:
         codes = await asyncio.gather(*(one(channel) for _ in range(25)))
     assert set(codes) == {grpc.StatusCode.INVALID_ARGUMENT}
+
+
+async def test_a_pull_from_an_out_of_range_queue_is_invalid_parameter_not_system_error(cluster: LocalCluster) -> None:
+    """Found by ``make fuzz``: PullMessage with queue id 2^31-1 answered SYSTEM_ERROR (RocketMQ <= 5.3's code)."""
+    _, addr, _ = _broker(cluster)
+    async with grpc.aio.insecure_channel(addr) as channel:
+        stub: Any = broker_pb2_grpc.BrokerStub(channel)
+        request = broker_pb2.PullMessageRequest(
+            consumer_group="FuzzGroup", topic="TBW102", queue_id=2**31 - 1, max_msg_nums=1
+        )
+        reply = await stub.PullMessage(request, timeout=WAIT_S)
+    assert reply.code == ResponseCode.INVALID_PARAMETER
+    assert reply.remark.startswith(f"queueId[{2**31 - 1}] is illegal, topic:[TBW102]")
+
+
+async def test_a_query_offset_with_a_timestamp_past_year_9999_is_bad_request(cluster: LocalCluster) -> None:
+    """Found by ``make fuzz``: QueryOffset(TIMESTAMP) with seconds 2^63-1 raised inside the gateway (protobuf's
+    Timestamp range check) and answered INTERNAL_SERVER_ERROR."""
+    async with grpc.aio.insecure_channel(cluster.gateway_addr) as channel:
+        v2: Any = service_pb2_grpc.MessagingServiceStub(channel)
+        for seconds, nanos in ((2**63 - 1, 0), (-(2**63), 0), (0, -1)):
+            request = service_pb2.QueryOffsetRequest(
+                message_queue=definition_pb2.MessageQueue(
+                    topic=definition_pb2.Resource(name="TBW102"), id=0, broker=definition_pb2.Broker(name="broker-a")
+                ),
+                query_offset_policy=definition_pb2.QueryOffsetPolicy.TIMESTAMP,
+                timestamp=timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos),
+            )
+            reply = await v2.QueryOffset(request, timeout=WAIT_S, metadata=V2_METADATA)
+            assert reply.status.code == Code.BAD_REQUEST, reply.status
+            assert "not a valid time" in reply.status.message
+
+
+async def test_send_back_of_an_offset_without_a_message_keeps_rocketmqs_documented_system_error(
+    cluster: LocalCluster,
+) -> None:
+    """The fuzz's SYSTEM_ERROR answers of ConsumerSendMsgBack: RocketMQ's own answer (with this remark) to an
+    offset where no message starts, which the harness lists as legitimate; any other SYSTEM_ERROR still counts."""
+    _, addr, _ = _broker(cluster)
+    async with grpc.aio.insecure_channel(addr) as channel:
+        stub: Any = broker_pb2_grpc.BrokerStub(channel)
+        request = broker_pb2.ConsumerSendMsgBackRequest(group="FuzzGroup", offset=2**63 - 1)
+        reply = await stub.ConsumerSendMsgBack(request, timeout=WAIT_S)
+    answer = Answer(f"code:{reply.code}", reply.remark)
+    assert answer == Answer("code:1", f"look message by offset failed, {2**63 - 1}")
+    assert not is_unexpected("ConsumerSendMsgBack", answer)
+    internal = Answer("code:1", "ConsumerSendMsgBack failed on an internal error; the service logged the cause")
+    assert is_unexpected("ConsumerSendMsgBack", internal)
+    assert is_unexpected("PullMessage", answer)

@@ -104,7 +104,7 @@ async def test_queue_id_out_of_range_sent_straight_to_a_broker(cluster: LocalClu
             )
 
         bad = await client.send_message(addr, request(99), timeout_ms=10_000)
-        assert bad.code == ResponseCode.SYSTEM_ERROR
+        assert bad.code == ResponseCode.INVALID_PARAMETER
         assert "request queueId[99] is illegal" in bad.remark
         good = await client.send_message(addr, request(3), timeout_ms=10_000)
         assert (good.code, good.queue_id) == (ResponseCode.SUCCESS, 3)

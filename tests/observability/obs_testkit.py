@@ -72,6 +72,11 @@ def check_exposition(text: str, service: str, *, require_all: bool) -> list[str]
     return problems
 
 
+def exported_families(text: str) -> set[str]:
+    """Families of a /metrics answer that have at least one sample."""
+    return {family.name for family in text_string_to_metric_families(text) if family.samples}
+
+
 def dashboard_queries() -> list[tuple[str, str, str]]:
     """(dashboard file, panel title, expr) of every target of every panel of every dashboard."""
     import json

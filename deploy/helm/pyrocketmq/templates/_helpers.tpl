@@ -154,6 +154,7 @@ listen_host: "0.0.0.0"
 listen_port: {{ .Values.namesrv.port }}
 metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
 cluster_name: {{ .Values.clusterName | quote }}
+{{ include "pyrocketmq.authOwnedConfig" . }}
 {{- include "pyrocketmq.tlsOwnedConfig" (dict "root" . "component" "namesrv") }}
 {{- end -}}
 
@@ -190,6 +191,7 @@ listen_host: "0.0.0.0"
 listen_port: {{ .Values.controller.port }}
 metrics_port: {{ ternary .Values.metrics.port 0 .Values.metrics.enabled }}
 etcd_endpoints: {{ include "pyrocketmq.etcdEndpoints" . | quote }}
+{{ include "pyrocketmq.authOwnedConfig" . }}
 {{- include "pyrocketmq.tlsOwnedConfig" (dict "root" . "component" "controller") }}
 {{- end -}}
 

@@ -62,14 +62,14 @@ component_identities: {{ join "," $names | quote }}
 {{- end }}
 {{- end -}}
 
-{{/* Chart-owned auth switches of brokers and gateways (YAML map). Call with the root context. */}}
+{{/* Chart-owned auth switches of name servers, controllers, brokers and gateways (YAML map). Call with the root context. */}}
 {{- define "pyrocketmq.authOwnedConfig" -}}
 authentication_enabled: {{ .Values.auth.enabled }}
 authorization_enabled: {{ .Values.auth.enabled }}
 {{- end -}}
 
 {{/*
-env entries of brokers and gateways: the auth Secret's JSON values by secretKeyRef. Call with
+env entries of name servers, controllers, brokers and gateways: the auth Secret's JSON values by secretKeyRef. Call with
 (dict "root" $ "prefix" "MQ_BROKER_" "initUser" true).
 */}}
 {{- define "pyrocketmq.authEnv" -}}

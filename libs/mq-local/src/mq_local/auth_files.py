@@ -4,7 +4,8 @@ Layout under ``<data>/auth/`` (the folder 0700, every file 0600, made at cluster
 
 - ``credentials.json``: ``{"init_user": {"username", "password"}, "inner": {"accessKey", "secretKey"}}``: the init
   super user the brokers create at first start (RocketMQ initAuthenticationUser) and the credentials components
-  sign their broker calls with (innerClientAuthenticationCredentials);
+  sign their broker and name server calls with (innerClientAuthenticationCredentials); the name server knows both
+  as its super users;
 - ``admin.env``: ``export MQ_ACCESS_KEY=... MQ_SECRET_KEY=...`` for the init super user, so a shell can
   ``source`` it and sign ``mqadmin`` (its createUser/createAcl... verbs read those variables).
 
@@ -78,7 +79,8 @@ class LocalAuthFiles:
         return Credentials(inner["accessKey"], inner["secretKey"])
 
     def service_env(self, prefix: str, *, broker: bool) -> dict[str, str]:
-        """The ``<prefix>AUTH*`` settings of a broker (with the init user) or a gateway."""
+        """The ``<prefix>AUTH*`` settings of a service; ``broker`` adds the init super user (brokers create it; the
+        name server accepts its signature for route changes). The gateway gets the inner credentials only."""
         data = self._read()
         env = {
             f"{prefix}AUTHENTICATION_ENABLED": "true",

@@ -65,7 +65,9 @@ def up(
     auth: Annotated[
         bool,
         typer.Option(
-            "--auth", help="Authentication + ACL on brokers and gateway: a generated super user in <data>/auth."
+            "--auth",
+            help="Authentication + ACL on brokers and gateway, signed route changes on the name server: a generated "
+            "super user in <data>/auth.",
         ),
     ] = False,
     controller: Annotated[

@@ -419,15 +419,19 @@ class LocalCluster:
 
     # -- internals ---------------------------------------------------------------------------------------
     def _add_auth_env(self) -> None:
-        """With ``auth``: make the credentials and give brokers and gateway their auth settings (the spec's own
-        env still wins). Their secrets exist only once the data folder is prepared, hence here, not in __init__."""
+        """With ``auth``: make the credentials and give the name server, controller, brokers and gateway their auth
+        settings (the spec's own env still wins). Their secrets exist only once the data folder is prepared, hence
+        here, not in __init__."""
         files = self.spec.auth_files
         if files is None:
             return
         files.write()
+        self.namesrv.env.update({**files.service_env("MQ_NAMESRV_", broker=True), **self.spec.namesrv_env})
         for proc in (*self.brokers.values(), *self.slaves.values()):
             proc.env.update({**files.service_env("MQ_BROKER_", broker=True), **self.spec.broker_env})
         self.gateway.env.update({**files.service_env("MQ_GATEWAY_", broker=False), **self.spec.gateway_env})
+        if self.controller is not None:
+            self.controller.env.update({**files.service_env("MQ_CONTROLLER_", broker=True), **self.spec.controller_env})
 
     def _start_and_wait(self, procs: list[ManagedProcess]) -> None:
         for proc in procs:

@@ -34,16 +34,14 @@ TEST_BROKER_ENV: Final[Mapping[str, str]] = {
 
 
 def spec_for_tests(data_dir: Path, broker_groups: int = 2, **overrides: Any) -> ClusterSpec:
-    """A spec on free ports (the controller's too) with small store files; ``overrides`` replace ClusterSpec fields.
+    """A spec on free ports with small store files; ``overrides`` replace ClusterSpec fields.
 
     ``broker_env`` in ``overrides`` is merged over TEST_BROKER_ENV; ``tls=True`` starts a TLS cluster (clients
     then use ``spec.tls_client``); ``auth=True`` one with authentication and authorisation on (admin calls then
     sign with ``spec.admin_credentials``; make_topic does).
     """
     broker_env = {**TEST_BROKER_ENV, **overrides.pop("broker_env", {})}
-    # A free controller port, not the fixed 9878: brokers of two test clusters on one host must never reach the
-    # same controller (their groups would mix, both named broker-a).
-    overrides.setdefault("controller_port", free_port())
+    overrides.setdefault("controller_port", free_port())  # not the fixed 9878: tests may run side by side
     return ClusterSpec(data_dir=data_dir, ports=PortLayout.free(broker_groups), broker_env=broker_env, **overrides)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from mq.broker.v1 import broker_pb2_grpc
+from mq_common.auth.interceptor import signing_pool
 from mq_common.auth.model import User, UserType
 from mq_common.auth.signature import SignatureVerifier
 from mq_common.channels import ChannelPool
@@ -75,7 +76,9 @@ class BrokerController:
 
     def __init__(self, settings: BrokerSettings, namesrv_client: NamesrvClient | None = None) -> None:
         self.settings = settings
-        self._channels = ChannelPool(settings.tls_client_config())
+        # Name server calls signed with the inner credentials: with authentication on, a name server takes
+        # RegisterBroker only from a component certificate or a super user (mq_common.auth.admin_access).
+        self._channels = signing_pool(settings.tls_client_config(), settings.inner_client_credentials())
         addrs = settings.namesrv_addr_list
         if namesrv_client is None and addrs:
             namesrv_client = NameServerClient(addrs, self._channels)

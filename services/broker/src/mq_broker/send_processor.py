@@ -70,9 +70,10 @@ from mq_broker.topic_config import TopicConfigManager
 if TYPE_CHECKING:
     from mq_broker.metrics import BrokerMetrics
 
-# RocketMQ up to 5.3 answers an out-of-range queue id with SYSTEM_ERROR (retriable: the producer picks another
-# queue); apache/rocketmq#9027 (Dec 2024) switched it to INVALID_PARAMETER.
-QUEUE_ID_ILLEGAL_CODE: Final = ResponseCode.SYSTEM_ERROR
+# RocketMQ up to 5.3 answered an out-of-range queue id with SYSTEM_ERROR; apache/rocketmq#9027 (Dec 2024) answers
+# INVALID_PARAMETER (sends and pulls), as we do: SYSTEM_ERROR is kept for failures inside the broker, and a bad
+# queue id is the request's fault (the fuzz harness counts SYSTEM_ERROR as a finding).
+QUEUE_ID_ILLEGAL_CODE: Final = ResponseCode.INVALID_PARAMETER
 SHUTTING_DOWN_REMARK: Final = "the broker is shutting down, message store has been shut down"
 # SendMessageProcessor#handlePutMessageResult: a stored message's code (sendOK, with its id and queue offset).
 _STORED_CODES: Final = {
@@ -220,7 +221,7 @@ class SendMessageProcessor:
         remark; nothing auto-created); NoPermissionError (16) when the broker or the topic is not writable or the topic
         is one clients may not send to (:func:`is_client_forbidden_send_topic`); InvalidParameterError (29) for an
         illegal topic name; TopicNotExistError (17) for an unknown topic that cannot be auto-created; MQBrokerError
-        (1, QUEUE_ID_ILLEGAL_CODE) for a queue id out of range; MessageIllegalError (13) for an empty or too large
+        (29, QUEUE_ID_ILLEGAL_CODE) for a queue id out of range; MessageIllegalError (13) for an empty or too large
         body or properties. An unknown topic is auto-created only after every check passed (a refused send creates
         nothing).
         """

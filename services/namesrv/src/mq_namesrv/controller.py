@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from mq_common.auth.admin_access import AdminAccess
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
 from mq_common.request_context import RequestContextInterceptor
-from mq_common.tls import ComponentGuard
 
 from mq_namesrv.grpc_api import SERVICE_NAME, NameServerServicer, add_to_server, request_limits
 from mq_namesrv.metrics import NamesrvMetrics
@@ -36,8 +36,8 @@ class NamesrvController:
         observe = self.metrics.observe_rpc if self.metrics is not None else None
         limits = request_limits(settings.max_topics_per_registration, settings.max_concurrent_streams)
         self.server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe)], limits=limits)
-        guard = ComponentGuard.from_settings(settings)
-        add_to_server(NameServerServicer(self.route_info_manager, guard), self.server.server)
+        access = AdminAccess.from_settings(settings)
+        add_to_server(NameServerServicer(self.route_info_manager, access), self.server.server)
         self._scan_task: asyncio.Task[None] | None = None
 
     @property

@@ -3,18 +3,23 @@
 Mirrors org.apache.rocketmq.namesrv.processor.{DefaultRequestProcessor, ClientRequestProcessor}. Handlers run
 on the service's asyncio loop and never await inside a route table operation. Business outcomes travel as
 ``code`` + ``remark``: a malformed request gets INVALID_PARAMETER (29), a topic without route TOPIC_NOT_EXIST
-(17), an unexpected failure SYSTEM_ERROR (1) — a handler never raises into gRPC. With mutual TLS,
-RegisterBroker/UnregisterBroker from a caller without a component certificate get NO_PERMISSION (16) and change
-nothing (mq_common.tls.ComponentGuard).
+(17), an unexpected failure SYSTEM_ERROR (1) — a handler never raises into gRPC.
+
+Who may change routes (mq_common.auth.admin_access): RegisterBroker and UnregisterBroker need, with authentication
+on, a component certificate or a call signed by a super user of the settings, and with it off (as before), a
+component certificate when mutual TLS is enforced; DeleteTopicInNamesrv needs, with authentication on, a component
+certificate or a super user's signature (off: open). A refused call gets NO_PERMISSION (16) with a remark naming
+the RPC and changes nothing. The reads (GetRouteInfoByTopic, GetBrokerClusterInfo, GetAllTopicList) stay open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import grpc
 from mq.namesrv.v1 import namesrv_pb2, namesrv_pb2_grpc
+from mq_common.auth.admin_access import AdminAccess
 from mq_common.errors import MQError, internal_error_remark
 from mq_common.grpc_guard import RequestLimits
 from mq_common.logging import get_logger
@@ -47,24 +52,29 @@ def _guard(rpc: str, make_error: Callable[[int, str], _Resp], handler: Callable[
 class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
     """mq.namesrv.v1.NameServer over a RouteInfoManager. Runs on the service's asyncio loop."""
 
-    def __init__(self, manager: RouteInfoManager, guard: ComponentGuard | None = None) -> None:
+    def __init__(self, manager: RouteInfoManager, access: AdminAccess | None = None) -> None:
         self._manager = manager
-        self._guard = guard or ComponentGuard()
+        self._access = access or AdminAccess(ComponentGuard(), None)
 
-    def _refused(
-        self, rpc: str, context: grpc.aio.ServicerContext[object, object], make_error: Callable[[int, str], _Resp]
+    async def _refused(
+        self,
+        rpc: str,
+        context: grpc.aio.ServicerContext[object, object],
+        make_error: Callable[[int, str], _Resp],
+        check: Callable[[grpc.aio.ServicerContext[object, object], str], Awaitable[None]],
     ) -> _Resp | None:
-        """NO_PERMISSION (16) when the caller lacks a component certificate (mutual TLS), else None."""
-        refusal = self._guard.refusal(context, rpc)
-        if refusal is None:
-            return None
-        log.warning("component_call_refused", rpc=rpc, remark=refusal, peer=context.peer())
-        return make_error(ResponseCode.NO_PERMISSION, refusal)
+        """NO_PERMISSION (16) when ``check`` (an AdminAccess check) refuses the caller, else None."""
+        try:
+            await check(context, rpc)
+        except MQError as exc:
+            log.warning("admin_call_refused", rpc=rpc, remark=exc.remark, peer=context.peer())
+            return make_error(exc.code, exc.remark)
+        return None
 
     async def RegisterBroker(
         self, request: namesrv_pb2.RegisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> namesrv_pb2.RegisterBrokerResponse:
-        refused = self._refused("RegisterBroker", context, _register_error)
+        refused = await self._refused("RegisterBroker", context, _register_error, self._access.check_component_or_admin)
         if refused is not None:
             return refused
 
@@ -79,7 +89,9 @@ class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
     async def UnregisterBroker(
         self, request: namesrv_pb2.UnregisterBrokerRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> namesrv_pb2.UnregisterBrokerResponse:
-        refused = self._refused("UnregisterBroker", context, _unregister_error)
+        refused = await self._refused(
+            "UnregisterBroker", context, _unregister_error, self._access.check_component_or_admin
+        )
         if refused is not None:
             return refused
 
@@ -124,6 +136,10 @@ class NameServerServicer(namesrv_pb2_grpc.NameServerServicer):
     async def DeleteTopicInNamesrv(
         self, request: namesrv_pb2.DeleteTopicInNamesrvRequest, context: grpc.aio.ServicerContext[object, object]
     ) -> namesrv_pb2.DeleteTopicInNamesrvResponse:
+        refused = await self._refused("DeleteTopicInNamesrv", context, _delete_topic_error, self._access.check_admin)
+        if refused is not None:
+            return refused
+
         def handle() -> namesrv_pb2.DeleteTopicInNamesrvResponse:
             self._manager.delete_topic(request.topic, request.cluster_name or None)
             return namesrv_pb2.DeleteTopicInNamesrvResponse(code=ResponseCode.SUCCESS)

@@ -1,13 +1,17 @@
 """Name server settings: environment ``MQ_NAMESRV_<FIELD>`` and an optional YAML (``MQ_NAMESRV_CONFIG_FILE``).
 
-Mirrors org.apache.rocketmq.common.namesrv.NamesrvConfig and the name server's NettyServerConfig.
-Read once at start-up on the main thread.
+Mirrors org.apache.rocketmq.common.namesrv.NamesrvConfig and the name server's NettyServerConfig; the
+authentication fields (``MQ_NAMESRV_AUTHENTICATION_ENABLED``, ``MQ_NAMESRV_INIT_AUTHENTICATION_USER``,
+``MQ_NAMESRV_INNER_CLIENT_AUTHENTICATION_CREDENTIALS``, ...) are mq_common.auth's AuthSettings: with authentication
+on, the RPCs that change routes need a component certificate or a call signed by one of those super users
+(mq_common.auth.admin_access). Read once at start-up on the main thread.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar, Final
 
+from mq_common.auth.settings import AuthSettings
 from mq_common.settings import ServiceSettings
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
@@ -15,7 +19,7 @@ from pydantic_settings import SettingsConfigDict
 DEFAULT_MAX_TOPICS_PER_REGISTRATION: Final = 20_000
 
 
-class NamesrvSettings(ServiceSettings):
+class NamesrvSettings(ServiceSettings, AuthSettings):
     """Settings of ``mqnamesrv``."""
 
     model_config: ClassVar[SettingsConfigDict] = SettingsConfigDict(

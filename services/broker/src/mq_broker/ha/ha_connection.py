@@ -78,6 +78,7 @@ class HAConnection:
         self.next_transfer_offset = -1
         self.last_caught_up_monotonic_s = time.monotonic()
         self._tasks: list[asyncio.Task[None]] = []
+        self._frame = bytearray()  # the frame buffer, reused while the transport takes each frame whole
 
     def wake(self) -> None:
         """New CommitLog bytes (a put): the writer sends them now. Event loop; cheap."""
@@ -204,19 +205,32 @@ class HAConnection:
             log.info("ha_slave_write_failed", slave=self.slave, error=str(exc))
 
     async def _send_next(self, max_bytes: int) -> bool:
-        """Send one data frame from next_transfer_offset; False when there is nothing to send yet."""
+        """Send one data frame from next_transfer_offset; False when there is nothing to send yet. The bytes are
+        copied once, from the mapped file into the frame buffer (in a worker thread when they are not in the page
+        cache: a slave catching up), and the socket sends from there."""
         commit_log = self.store.commit_log
         offset = self.next_transfer_offset
         size = commit_log.transfer_size(offset, max_bytes)
         if size == 0:
             return False
+        frame = self._frame_buffer(FRAME_HEADER.size + size)
+        body = frame[FRAME_HEADER.size :]
         if commit_log.is_in_page_cache(offset, size):
-            data = commit_log.get_message(offset, size)
-        else:  # catching up from disk: page faults off the loop
-            data = await asyncio.to_thread(commit_log.get_message, offset, size)
-        if data is None:
+            copied = commit_log.read_into(offset, body)
+        else:
+            copied = await asyncio.to_thread(commit_log.read_into, offset, body)
+        if not copied:
             raise OSError(f"commit log bytes at {offset} are gone (deleted meanwhile)")
-        self._writer.writelines((FRAME_HEADER.pack(offset, size), data))
+        FRAME_HEADER.pack_into(frame, 0, offset, size)
+        self._writer.write(frame)
+        if self._writer.transport.get_write_buffer_size():
+            self._frame = bytearray()  # the transport may hold on to the frame: the next one gets a new buffer
         self.next_transfer_offset = offset + size
         await self._writer.drain()
         return True
+
+    def _frame_buffer(self, size: int) -> memoryview:
+        """``size`` bytes of the frame buffer (allocated for the largest frame when there is none)."""
+        if len(self._frame) < size:
+            self._frame = bytearray(max(size, FRAME_HEADER.size + self.store.config.ha_transfer_batch_size_bytes))
+        return memoryview(self._frame)[:size]

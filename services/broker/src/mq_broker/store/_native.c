@@ -15,32 +15,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MESSAGE_MAGIC_CODE 0xDAA320A7u
-#define END_FILE_MIN_BLANK_LENGTH 8
-#define MAX_TOPIC_BYTES 127
-#define MAX_PROPERTIES_BYTES 32767
-#define BORNHOST_V6_FLAG (1 << 4)
-#define STOREHOST_V6_FLAG (1 << 5)
-#define TRANSACTION_MASK (3 << 2)
-#define TRANSACTION_PREPARED (1 << 2)
-#define TRANSACTION_ROLLBACK (3 << 2)
-#define FIXED_BYTES (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8)
+#include "_native.h"
 
 static PyObject *crc32_func;  /* zlib.crc32 */
 static PyObject *s_topic, *s_queue_id, *s_body, *s_properties_string, *s_flag, *s_sys_flag, *s_born_ts,
     *s_born_host, *s_reconsume_times, *s_tags_code;
-
-static inline void put_u32(unsigned char *p, uint32_t v) {
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-static inline void put_u64(unsigned char *p, uint64_t v) {
-    put_u32(p, (uint32_t)(v >> 32));
-    put_u32(p + 4, (uint32_t)v);
-}
 
 /* The fields of one message, borrowed or owned as marked. */
 typedef struct {
@@ -273,36 +252,6 @@ error:
 static PyObject *s_wrote_offset, *s_store_ts;
 static const char UNIQ_KEY_NAME[] = "UNIQ_KEY";
 static const char KEYS_NAME[] = "KEYS";
-
-static inline uint32_t get_u32(const unsigned char *p) {
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
-}
-
-/* Java String#hashCode continued over the UTF-16 code units of UTF-8 text (valid UTF-8: it came from a str). */
-static uint32_t hash_utf8(uint32_t h, const unsigned char *s, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    while (i < n) {
-        uint32_t c = s[i];
-        if (c < 0x80) {
-            i += 1;
-        } else if (c < 0xE0) {
-            c = ((c & 0x1F) << 6) | (s[i + 1] & 0x3F);
-            i += 2;
-        } else if (c < 0xF0) {
-            c = ((c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-            i += 3;
-        } else {
-            c = ((c & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
-                (s[i + 3] & 0x3F);
-            i += 4;
-            c -= 0x10000;
-            h = 31 * h + (0xD800 + (c >> 10));
-            c = 0xDC00 + (c & 0x3FF);
-        }
-        h = 31 * h + c;
-    }
-    return h;
-}
 
 /* IndexFile#indexKeyHashMethod: Math.abs of the hash (Integer.MIN_VALUE -> 0). */
 static inline int32_t abs_hash(uint32_t h) {
@@ -778,6 +727,7 @@ static PyMethodDef methods[] = {
     {"scan_batch", scan_batch, METH_VARARGS, scan_batch_doc},
     {"append_batch", append_batch, METH_VARARGS, append_batch_doc},
     {"index_records", index_records, METH_VARARGS, index_records_doc},
+    {"reput_records", reput_records, METH_VARARGS, reput_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

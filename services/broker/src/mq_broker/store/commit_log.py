@@ -56,12 +56,12 @@ MESSAGE_ILLEGAL_REMARK: Final = (
 # SendMessageProcessor's CREATE_MAPPED_FILE_FAILED remark; with a full disk the put is SERVICE_NOT_AVAILABLE.
 CREATE_MAPPED_FILE_FAILED_REMARK: Final = "create mapped file failed, server is busy or broken."
 _DISK_FULL_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
-_TOTAL_AND_MAGIC: Final = struct.Struct(">iI")
+TOTAL_AND_MAGIC: Final = struct.Struct(">iI")
 _HEAD: Final = struct.Struct(">iIiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
 _I32: Final = struct.Struct(">i")
 _I64: Final = struct.Struct(">q")
 _U16: Final = struct.Struct(">H")
-_MIN_RECORD_BYTES: Final = calc_msg_length(0, 0, 0, 0)
+MIN_RECORD_BYTES: Final = calc_msg_length(0, 0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,7 +381,7 @@ class CommitLog:
         if msg_len + END_FILE_MIN_BLANK_LENGTH <= remaining:
             return mapped
         assert remaining >= END_FILE_MIN_BLANK_LENGTH
-        mapped.append(_TOTAL_AND_MAGIC.pack(remaining, BLANK_MAGIC_CODE))
+        mapped.append(TOTAL_AND_MAGIC.pack(remaining, BLANK_MAGIC_CODE))
         mapped.wrote_position = mapped.file_size_bytes
         return self.mapped_file_queue.create_next()
 
@@ -390,8 +390,9 @@ class CommitLog:
     def append_data(self, start_offset: int, data: bytes | bytearray | memoryview) -> bool:
         """Append replicated CommitLog bytes at ``start_offset``, which must be the log's max offset (an empty log
         starts its first file there, so it must be a file boundary): the slave's files get the master's bytes at
-        the same offsets, END_OF_FILE fillers included, and roll at the same boundaries. Returns False (nothing
-        written) for a gap or an overlap. Raises OSError when a new file cannot be created.
+        the same offsets, END_OF_FILE fillers included, and roll at the same boundaries. Written with pwrite
+        (MappedFile.append_by_write: no zero-fill of each new page). Returns False (nothing written) for a gap or
+        an overlap. Raises OSError when a new file cannot be created or a write fails.
         Mirrors CommitLog#appendData. Event loop only; never awaits.
         """
         mfq = self.mapped_file_queue
@@ -404,7 +405,7 @@ class CommitLog:
         while view:
             mapped = mfq.get_last_mapped_file(start_offset)
             count = min(mapped.remaining_bytes, len(view))
-            mapped.append(view[:count])
+            mapped.append_by_write(view[:count])
             view = view[count:]
         return True
 
@@ -415,38 +416,6 @@ class CommitLog:
         if mapped is None:
             return 0
         return max(0, min(max_bytes, mapped.wrote_position - (offset - mapped.file_from_offset)))
-
-    def reput(self, from_offset: int, dispatch: Callable[[DispatchRequest], None], max_bytes: int) -> int:
-        """Parse the whole records written from ``from_offset`` (at most ``max_bytes`` of them; an END_OF_FILE
-        filler moves to the next file) and hand each to ``dispatch``; returns the offset reached, which stops
-        before a record not fully written yet. Uses recovery's parse without the body CRC (ReputMessageService
-        does not check it). Raises ValueError for bytes that are no record (a corrupt replica).
-        Mirrors DefaultMessageStore.ReputMessageService#doReput. Event loop.
-        """
-        offset, limit = from_offset, from_offset + max_bytes
-        while offset < limit:
-            mapped = self.mapped_file_queue.find_mapped_file_by_offset(offset)
-            if mapped is None:
-                break
-            pos = offset - mapped.file_from_offset
-            written = mapped.wrote_position
-            if written - pos < END_FILE_MIN_BLANK_LENGTH:
-                break
-            total, magic = _TOTAL_AND_MAGIC.unpack_from(mapped.buffer, pos)
-            if magic == BLANK_MAGIC_CODE and total == mapped.file_size_bytes - pos:
-                if written < mapped.file_size_bytes:
-                    break  # the filler's zeros are still coming
-                offset = mapped.file_end_offset
-                continue
-            if magic == MESSAGE_MAGIC_CODE and total >= _MIN_RECORD_BYTES and pos + total > written:
-                break  # the rest of the record is in the next frame
-            size, request = self._check_message_and_return_size(mapped, pos, check_crc=False)
-            if request is None:
-                raise ValueError(f"no valid record at replicated commit log offset {offset}")
-            dispatch(request)
-            self.last_store_timestamp_ms = request.store_timestamp_ms
-            offset += size
-        return offset
 
     # --- read path --------------------------------------------------------------------------------------------
 
@@ -470,6 +439,18 @@ class CommitLog:
         raw = mapped.read(pos, size)
         return raw if len(raw) == size else None  # short: the file was deleted by the clean service meanwhile
 
+    def read_into(self, commit_log_offset: int, out: memoryview) -> bool:
+        """Copy the ``len(out)`` written bytes at ``commit_log_offset`` (within one file) into ``out``, one memcpy
+        (the master's HA frames); False when they are not (fully) written or the file is gone. Any thread."""
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(commit_log_offset)
+        if mapped is None:
+            return False
+        pos = commit_log_offset - mapped.file_from_offset
+        size = len(out)
+        if size <= 0 or pos + size > mapped.wrote_position:
+            return False
+        return mapped.read_into(pos, out) == size
+
     def is_in_page_cache(self, commit_log_offset: int, size: int) -> bool:
         """The ``size`` bytes at ``commit_log_offset`` are written and in the page cache (MappedFile's check).
         Mirrors DefaultMessageStore#checkInMemByCommitOffset."""
@@ -488,7 +469,7 @@ class CommitLog:
         header = self.get_message(commit_log_offset, 8)
         if header is None:
             return None
-        total, magic = _TOTAL_AND_MAGIC.unpack(header)
+        total, magic = TOTAL_AND_MAGIC.unpack(header)
         if magic != MESSAGE_MAGIC_CODE:
             raise MessageDecodeError(f"no message at commit log offset {commit_log_offset} (magic {magic:#x})")
         raw = self.get_message(commit_log_offset, total)
@@ -569,19 +550,20 @@ class CommitLog:
             return 0, None
         if remaining < END_FILE_MIN_BLANK_LENGTH:
             return -1, None
-        total, magic = _TOTAL_AND_MAGIC.unpack_from(mapped.buffer, pos)
+        total, magic = TOTAL_AND_MAGIC.unpack_from(mapped.buffer, pos)
         if magic == BLANK_MAGIC_CODE and total == remaining:
             return 0, None
-        if magic != MESSAGE_MAGIC_CODE or total < _MIN_RECORD_BYTES or total > remaining:
+        if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD_BYTES or total > remaining:
             return -1, None
         raw = mapped.read(pos, total)
         crc = self.config.check_crc_on_recover if check_crc is None else check_crc
-        request = _parse_dispatch(raw, mapped.file_from_offset + pos, crc)
+        request = parse_dispatch(raw, mapped.file_from_offset + pos, crc)
         return (total, request) if request is not None else (-1, None)
 
 
-def _parse_dispatch(raw: bytes, expected_phys: int, check_crc: bool) -> DispatchRequest | None:
-    """The dispatch request of a whole record, or None when a field does not add up."""
+def parse_dispatch(raw: bytes, expected_phys: int, check_crc: bool) -> DispatchRequest | None:
+    """The dispatch request of the whole v1 record ``raw`` stored at ``expected_phys``, or None when a field does not
+    add up (PHYSICALOFFSET, lengths, UTF-8 of topic and properties, the body CRC when ``check_crc``)."""
     try:
         total, _magic, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born = _HEAD.unpack_from(raw, 0)
         if phys != expected_phys:

@@ -50,11 +50,13 @@ class MappedFile:
 
     Holds one file descriptor: the one Python's mmap keeps (a dup of the descriptor it was given); the one used to
     create and map the file is closed at once, so a store of many small files (tests, tiny brokers) does not run
-    out of descriptors at half the process limit.
+    out of descriptors at half the process limit. :meth:`append_by_write` opens a second one until the file is full
+    or closed.
     """
 
     __slots__ = (
         "_address",
+        "_append_fd",
         "_close_lock",
         "_closed",
         "_mm",
@@ -93,6 +95,7 @@ class MappedFile:
                 file_path.unlink(missing_ok=True)
             raise
         os.close(fd)  # the mapping keeps its own descriptor
+        self._append_fd = -1  # append_by_write's descriptor, open while it fills the file
         self._closed = False
         self._address = mapping_address(self._mm)
         # PrefaultService: bytes from the start known to be prefaulted; the lock keeps close() out of a populate.
@@ -124,6 +127,33 @@ class MappedFile:
         self._mm[pos:end] = data
         self.wrote_position = end
         return pos
+
+    def append_by_write(self, data: bytes | bytearray | memoryview) -> int:
+        """:meth:`append` through pwrite(2) on the file instead of a copy into the mapping, for bytes that arrive in
+        large runs (a slave's replicated CommitLog): the page cache takes whole pages as they are, where a first
+        store through the mapping has the kernel zero-fill each new page before the copy (half a slave's CPU per
+        replicated byte in tests/bench/bench_ha.py). The mapping sees the same page cache, and msync flushes these
+        pages like any other. The descriptor is opened on first use and closed once the file is full. Returns the
+        position written. Raises OSError when the write fails (the position does not move). Event loop only.
+        """
+        pos = self.wrote_position
+        end = pos + len(data)
+        assert end <= self.file_size_bytes, (self.file_path, pos, len(data))
+        if self._append_fd < 0:
+            self._append_fd = os.open(self.file_path, os.O_WRONLY)
+        view = memoryview(data)
+        done = 0
+        while done < len(view):
+            done += os.pwrite(self._append_fd, view[done:], pos + done)
+        self.wrote_position = end
+        if end == self.file_size_bytes:
+            self._close_append_fd()
+        return pos
+
+    def _close_append_fd(self) -> None:
+        fd, self._append_fd = self._append_fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def append_record(self, record: bytes) -> int:
         """:meth:`append` for a CommitLog record: its first 8 bytes (TOTALSIZE, MAGICCODE) are written last, so a
@@ -158,6 +188,18 @@ class MappedFile:
             return self._mm[pos:end]
         except ValueError:  # mmap closed: the copy runs under the GIL, so it is never torn by the unmap
             return b""
+
+    def read_into(self, pos: int, out: memoryview) -> int:
+        """Copy the bytes at ``pos`` into ``out`` (at most ``len(out)``, clamped to the file) with one memcpy and no
+        new object; returns the count, 0 once the file is destroyed. The mapping is exported only for the copy (a
+        close meanwhile raises BufferError: :meth:`destroy`'s caller retries later). Any thread."""
+        count = max(0, min(len(out), self.file_size_bytes - pos))
+        try:
+            with memoryview(self._mm) as mapping:
+                out[:count] = mapping[pos : pos + count]
+        except ValueError:  # mmap closed
+            return 0
+        return count
 
     @property
     def is_closed(self) -> bool:
@@ -247,6 +289,7 @@ class MappedFile:
         with self._close_lock:
             if self._closed:
                 return
+            self._close_append_fd()
             self._mm.close()
             self._closed = True
 

@@ -64,6 +64,7 @@ from mq_broker.store.queue_deletion import (
     move_queue_dir_aside,
     remove_queue_dir,
 )
+from mq_broker.store.reput import ReputMessageService
 from mq_broker.store.truncation import TruncateRefusedError, truncate_logs
 
 log = get_logger("mq_broker.store")
@@ -105,6 +106,14 @@ class DefaultMessageStore:
             self.prefault_service = PrefaultService()
         self._watch(self.commit_log.mapped_file_queue, config.prefault_ahead_commit_log_bytes)
         self.dispatched_offset = 0
+        self.reput_service = ReputMessageService(
+            config,
+            self.commit_log,
+            self.index_service,
+            lambda topic, queue_id: (
+                self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
+            ),
+        )
         # NotifyMessageArrivingListener: (topic, queue id) once per queue a put wrote, on the event loop, after
         # the put's ConsumeQueue dispatch (the broker sets it to LongPollingService#notify_message_arriving).
         self.message_arriving_listener: Callable[[str, int], None] | None = None
@@ -529,28 +538,22 @@ class DefaultMessageStore:
         except OSError as exc:
             self._fail(f"cannot append replicated data: {exc}")
             return False
-        self.commit_log.mapped_file_queue.after_write()
+        # No prefault (after_write) of the CommitLog here: pwrite fills whole pages, prefaulting would zero them.
         if dispatch:
             self.reput()
         return True
 
     def reput(self) -> int:
-        """Dispatch the complete records past ``dispatched_offset`` (bounded per call); returns the new offset."""
+        """Dispatch the complete records past ``dispatched_offset`` (bounded per call; mq_broker.store.reput) and
+        tell the message arriving listener; returns the new offset. A corrupt replica or a ConsumeQueue/index file
+        that cannot be created fails the store."""
         arrived: set[tuple[str, int]] = set()
-
-        def dispatch(request: DispatchRequest) -> None:
-            if not is_dispatchable(request.sys_flag):
-                return
-            self._dispatch_recovered(request)
-            arrived.add((request.topic, request.queue_id))
-            table = self.commit_log.topic_queue_table
-            table[f"{request.topic}-{request.queue_id}"] = request.queue_offset + 1
-
         try:
-            self.dispatched_offset = self.commit_log.reput(self.dispatched_offset, dispatch, REPUT_MAX_BYTES_PER_CALL)
+            self.dispatched_offset = self.reput_service.do_reput(
+                self.dispatched_offset, REPUT_MAX_BYTES_PER_CALL, arrived
+            )
         except (OSError, ValueError) as exc:
             self._fail(f"replicated data dispatch failed: {exc}")
-        self.index_service.write_headers()
         self._notify_arriving(arrived)
         return self.dispatched_offset
 

@@ -2,8 +2,9 @@
 
 The extension is compiled when the broker package is installed (setuptools ``ext-modules``; a C compiler is
 needed). Without it, or with ``MQ_NO_EXTENSIONS=1`` (mq_common.extensions), :data:`AVAILABLE` is False and the
-store uses its Python path (mq_common.codec.encode_message,
-IndexFile.put_keys), which writes the same bytes (tests/broker/test_broker_native_append.py). Event loop only.
+store uses its Python path (mq_common.codec.encode_message, IndexFile.put_keys, mq_broker.store.reput's record
+walk), which writes the same bytes (tests/broker/test_broker_native_append.py, test_broker_reput.py). Event loop
+only.
 """
 
 from __future__ import annotations
@@ -128,12 +129,24 @@ class IndexRecords(Protocol):
     ) -> tuple[int, int, int, int, int, int]: ...
 
 
+class ReputRecords(Protocol):
+    """Mirrors ReputMessageService#doReput over the v1 records of one CommitLog file (``log_buf``, ``file_size``
+    bytes at ``file_from_offset``, written up to ``written``) from ``start`` while a record starts before
+    ``limit`` (mq_broker.store.reput). Returns ``(stop position, records walked, last STORETIMESTAMP ms, corrupt,
+    [(topic, queue id, first queue offset, ConsumeQueue units)])``."""
+
+    def __call__(
+        self, log_buf: mmap.mmap, start: int, written: int, limit: int, file_size: int, file_from_offset: int, /
+    ) -> tuple[int, int, int, bool, list[tuple[str, int, int, bytes]]]: ...
+
+
 class _Functions(NamedTuple):
     append_records: AppendRecords
     index_messages: IndexMessages
     scan_batch: ScanBatch
     append_batch: AppendBatch
     index_records: IndexRecords
+    reput_records: ReputRecords
 
 
 def _not_built(*_args: object) -> NoReturn:
@@ -148,7 +161,12 @@ def _load() -> _Functions | None:
     except ImportError:
         return None
     return _Functions(
-        _native.append_records, _native.index_messages, _native.scan_batch, _native.append_batch, _native.index_records
+        _native.append_records,
+        _native.index_messages,
+        _native.scan_batch,
+        _native.append_batch,
+        _native.index_records,
+        _native.reput_records,
     )
 
 
@@ -159,3 +177,4 @@ index_messages: Final[IndexMessages] = _NATIVE.index_messages if _NATIVE is not 
 scan_batch: Final[ScanBatch] = _NATIVE.scan_batch if _NATIVE is not None else _not_built
 append_batch: Final[AppendBatch] = _NATIVE.append_batch if _NATIVE is not None else _not_built
 index_records: Final[IndexRecords] = _NATIVE.index_records if _NATIVE is not None else _not_built
+reput_records: Final[ReputRecords] = _NATIVE.reput_records if _NATIVE is not None else _not_built

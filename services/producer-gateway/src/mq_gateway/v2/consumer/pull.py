@@ -33,7 +33,7 @@ from mq_gateway.v2.codes import Code, V2Code, V2Error, ok_status, status_of
 from mq_gateway.v2.consumer.config import ConsumerActivityConfig
 from mq_gateway.v2.consumer.converter import fill_message
 from mq_gateway.v2.consumer.groups import SubscriptionGroupCache
-from mq_gateway.v2.consumer.validation import check_group, check_topic, duration_ms, tag_expression
+from mq_gateway.v2.consumer.validation import check_group, check_topic, duration_ms, tag_expression, timestamp_ms
 from mq_gateway.v2.routes import TopicRouteCache
 
 # GetOffset: a group with no committed offset of the queue is OFFSET_NOT_FOUND, not MESSAGE_NOT_FOUND.
@@ -155,7 +155,8 @@ class PullSideActivity:
 
     async def query_offset(self, request: service_pb2.QueryOffsetRequest) -> service_pb2.QueryOffsetResponse:
         """The queue's min offset (BEGINNING), max offset (END) or first offset stored at or after ``timestamp``
-        (TIMESTAMP). Refusals: 40002, TOPIC_NOT_FOUND 40402, BAD_REQUEST for a queue id < 0 or no timestamp."""
+        (TIMESTAMP). Refusals: 40002, TOPIC_NOT_FOUND 40402, BAD_REQUEST for a queue id < 0, no timestamp or
+        one outside years 1 .. 9999."""
         try:
             offset = await self._query_offset(request)
         except Exception as exc:
@@ -169,7 +170,7 @@ class PullSideActivity:
         if request.query_offset_policy == definition_pb2.QueryOffsetPolicy.TIMESTAMP:
             if not request.HasField("timestamp"):
                 raise V2Error(Code.BAD_REQUEST, "a TIMESTAMP query needs a timestamp")
-            when_ms = request.timestamp.ToMilliseconds()
+            when_ms = timestamp_ms(request.timestamp)
             return await self._offsets.search_offset_by_timestamp(addr, topic, queue.id, when_ms, timeout_ms)
         stats = await self._broker.get_topic_stats(addr, topic, timeout_ms)
         for stat in stats:

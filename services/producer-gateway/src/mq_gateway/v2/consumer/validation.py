@@ -11,7 +11,7 @@ import itertools
 from typing import Final
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2
-from google.protobuf import duration_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 from mq_common.constants import validate_group, validate_topic
 
 from mq_gateway.v2.codes import Code, V2Error
@@ -22,6 +22,9 @@ TAG_SEPARATOR: Final = "||"
 MAX_EXPRESSION_CHARS: Final = 4_096
 """A tag expression longer than this is refused (ILLEGAL_FILTER_EXPRESSION) before it reaches a broker."""
 ILLEGAL_POLLING_TIME_INTRODUCED: Final = (5, 0, 3)
+# google.protobuf.Timestamp's range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z.
+MIN_TIMESTAMP_SECONDS: Final = -62_135_596_800
+MAX_TIMESTAMP_SECONDS: Final = 253_402_300_799
 
 
 def check_topic(topic: definition_pb2.Resource) -> str:
@@ -56,6 +59,17 @@ def tag_expression(expression: definition_pb2.FilterExpression) -> str:
     if not any(tags) or any(not c.isprintable() for t in tags for c in t):
         raise V2Error(Code.ILLEGAL_FILTER_EXPRESSION, f"illegal tag expression: {expression.expression!r}")
     return " || ".join(t for t in tags if t)
+
+
+def timestamp_ms(timestamp: timestamp_pb2.Timestamp) -> int:
+    """A protobuf Timestamp in whole ms since the epoch (Timestamps.toMillis). Raises V2Error BAD_REQUEST (40000)
+    for one outside the Timestamp range (years 1 .. 9999) or with nanos outside 0 .. 999,999,999."""
+    if not MIN_TIMESTAMP_SECONDS <= timestamp.seconds <= MAX_TIMESTAMP_SECONDS or not 0 <= timestamp.nanos < 10**9:
+        raise V2Error(
+            Code.BAD_REQUEST,
+            f"timestamp {timestamp.seconds} s {timestamp.nanos} ns is not a valid time (years 1 .. 9999)",
+        )
+    return timestamp.seconds * 1000 + timestamp.nanos // 1_000_000
 
 
 def duration_ms(duration: duration_pb2.Duration) -> int:
