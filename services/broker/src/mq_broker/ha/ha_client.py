@@ -264,9 +264,36 @@ class HAClient:
             self.paused_for_disk_full = False
 
     async def _connect_and_serve(self, addr: str) -> bool:
-        """One connection's life; True when it received at least one frame (or truncated the store)."""
+        """One connection's life; True when it received at least one frame (or truncated the store). Not idle
+        from the connect on: a change_master during the connect drops the new connection before wait_idle
+        returns (else a broker just made master could still take frames or truncate from its former master)."""
         loop = asyncio.get_running_loop()
         lost: asyncio.Future[None] = loop.create_future()
+        self._idle.clear()
+        try:
+            protocol = await self._connect(loop, addr, lost)
+            if protocol is None:
+                return False
+            self._protocol = protocol
+            if self.master_ha_addr != addr:  # changed while connecting: closed below, this master is not wanted
+                return False
+            self.connected = True
+            self.connects += 1
+            log.info("ha_client_connected", master_ha_addr=addr, slave_offset=self.store.commit_log.max_offset)
+            truncations = self.truncations
+            if protocol.handshake_broker_id is not None and not await self._handshake(protocol, lost):
+                return self.truncations > truncations  # after a truncation reconnect at once, else back off
+            await self._keep_alive(protocol, lost)
+            return protocol.frames > 0
+        finally:
+            self._drop_connection()
+            self._protocol, self.connected = None, False
+            self._idle.set()
+
+    async def _connect(
+        self, loop: asyncio.AbstractEventLoop, addr: str, lost: asyncio.Future[None]
+    ) -> _ReplicaProtocol | None:
+        """TCP (+ TLS) connect to ``addr`` within CONNECT_TIMEOUT_S; None (logged) when it fails."""
         try:
             host, port = split_ha_addr(addr)
             ssl_context = self.tls.client_context() if self.tls is not None else None
@@ -281,21 +308,8 @@ class HAClient:
             _transport, protocol = await asyncio.wait_for(connect, CONNECT_TIMEOUT_S)
         except (OSError, TimeoutError, ValueError) as exc:
             log.warning("ha_client_connect_failed", master_ha_addr=addr, error=str(exc))
-            return False
-        self._protocol, self.connected = protocol, True
-        self._idle.clear()
-        self.connects += 1
-        log.info("ha_client_connected", master_ha_addr=addr, slave_offset=self.store.commit_log.max_offset)
-        try:
-            truncations = self.truncations
-            if protocol.handshake_broker_id is not None and not await self._handshake(protocol, lost):
-                return self.truncations > truncations  # after a truncation reconnect at once, else back off
-            await self._keep_alive(protocol, lost)
-        finally:
-            self._drop_connection()
-            self._protocol, self.connected = None, False
-            self._idle.set()
-        return protocol.frames > 0
+            return None
+        return protocol
 
     async def _handshake(self, protocol: _ReplicaProtocol, lost: asyncio.Future[None]) -> bool:
         """Controller mode: wait for the master's answer, truncate when needed; True when replication may start
