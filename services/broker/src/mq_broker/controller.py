@@ -15,7 +15,6 @@ its role (mq_broker.controller_mode: what a master runs and what a slave runs). 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Final
@@ -34,6 +33,7 @@ from mq_common.metrics import NodeIdentity
 from mq_common.namesrv_client import NameServerClient
 from mq_common.protocol import BrokerRegistration
 from mq_common.request_context import RequestContextInterceptor
+from mq_common.tasks import cancel_and_wait
 from mq_common.tls import ComponentGuard
 
 from mq_broker.admin_processor import AdminBrokerProcessor
@@ -514,10 +514,7 @@ class BrokerController:
     async def _stop_consumer_state(self) -> None:
         """Stop the scan and the offset persist task; write offsets and groups one last time (errors logged: the
         store must still shut down cleanly)."""
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scan_task
+        await cancel_and_wait(self._scan_task)
         try:
             if self.consumer_offsets is not None:
                 await self.consumer_offsets.stop()

@@ -20,6 +20,7 @@ from typing import Final, Protocol
 
 from mq_common.logging import get_logger
 from mq_common.protocol import BrokerRegistration, RegisterBrokerResult
+from mq_common.tasks import cancel_and_wait
 
 log = get_logger("mq_broker.registration")
 
@@ -166,10 +167,7 @@ class BrokerRegistrar:
     async def stop(self) -> None:
         """Cancel the periodic task, then UnregisterBroker on every name server (bounded, failures logged)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         registration = self.build_registration()
         await asyncio.gather(*(self._unregister_one(addr, registration) for addr in self.namesrv_addrs))
 

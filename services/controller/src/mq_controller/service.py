@@ -7,13 +7,13 @@ masters, ControllerConfig.scanInactiveMasterInterval). Everything runs on one as
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
 from mq_common.protocol.controller import ControllerMetaData
 from mq_common.request_context import RequestContextInterceptor
+from mq_common.tasks import cancel_and_wait
 
 from mq_controller.access import ControllerAccess
 from mq_controller.etcd_store import EtcdReplicaStateStore
@@ -84,11 +84,8 @@ class ControllerService:
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Stop the scan, stop serving (in-flight calls get ``grace_s``, default shutdown_grace_ms), close etcd."""
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scan_task
-            self._scan_task = None
+        task, self._scan_task = self._scan_task, None
+        await cancel_and_wait(task)
         grace = self.settings.shutdown_grace_ms / 1000.0 if grace_s is None else grace_s
         await self.server.stop(grace)
         await self.store.close()

@@ -7,13 +7,13 @@ scanNotActiveBroker scheduled task). Everything runs on one asyncio loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from mq_common.auth.admin_access import AdminAccess
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
 from mq_common.request_context import RequestContextInterceptor
+from mq_common.tasks import cancel_and_wait
 
 from mq_namesrv.grpc_api import SERVICE_NAME, NameServerServicer, add_to_server, request_limits
 from mq_namesrv.metrics import NamesrvMetrics
@@ -78,11 +78,8 @@ class NamesrvController:
 
     async def stop(self, grace_s: float | None = None) -> None:
         """Stop the scan, then stop serving (in-flight calls get ``grace_s``, default shutdown_grace_ms)."""
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scan_task
-            self._scan_task = None
+        task, self._scan_task = self._scan_task, None
+        await cancel_and_wait(task)
         grace = self.settings.shutdown_grace_ms / 1000.0 if grace_s is None else grace_s
         await self.server.stop(grace)
         if self.metrics is not None:

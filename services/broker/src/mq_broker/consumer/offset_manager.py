@@ -18,7 +18,6 @@ that interval of commits (consumers then see some messages again: at-least-once,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -26,6 +25,7 @@ from typing import Any, Final
 
 from mq_common.logging import get_logger
 from mq_common.protocol import ConsumerQueueOffset, DataVersion
+from mq_common.tasks import cancel_and_wait
 
 from mq_broker.consumer.config_file import ConfigManager, persist_json
 
@@ -104,11 +104,8 @@ class ConsumerOffsetManager(ConfigManager):
 
     async def stop(self) -> None:
         """Cancel the periodic task and persist once. Raises OSError when that last write fails."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
         await self.persist_async()
 
     async def _persist_periodically(self) -> None:

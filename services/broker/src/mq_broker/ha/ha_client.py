@@ -29,6 +29,7 @@ import time
 from typing import Final
 
 from mq_common.logging import get_logger
+from mq_common.tasks import cancel_and_wait
 
 from mq_broker.ha.protocol import (
     ANSWER_HEADER,
@@ -209,10 +210,7 @@ class HAClient:
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         self._drop_connection()
 
     def change_master(self, ha_addr: str | None) -> None:

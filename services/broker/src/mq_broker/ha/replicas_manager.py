@@ -31,6 +31,7 @@ from mq_common.controller_client import ControllerClient
 from mq_common.errors import MQError
 from mq_common.logging import get_logger
 from mq_common.protocol.controller import BrokerHeartbeat, ControllerRole, HeartbeatResult, ReplicaInfo
+from mq_common.tasks import cancel_and_wait
 
 from mq_broker.ha.ha_service import HAService
 from mq_broker.ha.lease import MasterLease
@@ -121,10 +122,7 @@ class ReplicasManager:
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await self.keeper.shutdown()
         self.lease.revoke()
 

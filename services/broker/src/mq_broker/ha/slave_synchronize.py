@@ -18,7 +18,6 @@ offset file is written through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from mq_common.auth.interceptor import signing_pool
 from mq_common.channels import ChannelPool
 from mq_common.errors import MQError
 from mq_common.logging import get_logger
+from mq_common.tasks import cancel_and_wait
 
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
@@ -87,10 +87,7 @@ class SlaveSynchronize:
     async def stop(self) -> None:
         """Cancel the periodic task (a round in progress stops at its next await)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while True:

@@ -19,7 +19,6 @@ One change is in flight at a time. Event loop only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from mq_common.errors import MQError
 from mq_common.logging import get_logger
 from mq_common.protocol.controller import ReplicaInfo
 from mq_common.response_code import ResponseCode
+from mq_common.tasks import cancel_and_wait
 
 from mq_broker.ha.ha_connection import HAConnection
 from mq_broker.ha.ha_service import HAService
@@ -102,10 +102,7 @@ class SyncStateSetKeeper:
     async def shutdown(self) -> None:
         self._active = False
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     def on_controller_view(self, info: ReplicaInfo) -> None:
         """A heartbeat answer of the current term: adopt a newer set (e.g. after a change whose answer was lost)."""

@@ -18,7 +18,6 @@ A task on the broker's event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterable
 from typing import Final
 
@@ -26,6 +25,7 @@ from mq_common.codec import MessageDecodeError, MessageExt, decode_message
 from mq_common.constants import MessageConst
 from mq_common.errors import MQError
 from mq_common.logging import get_logger
+from mq_common.tasks import cancel_and_wait
 
 from mq_broker.consumer.long_polling import LongPollingService
 from mq_broker.consumer.pop.context import LOCAL_HOST, PopContext, now_ms
@@ -60,11 +60,8 @@ class PopReviveService:
     async def stop(self) -> None:
         """Cancel the task (a round in progress stops at its next await; what it did not finish is revived after
         the next start) and commit the revive offsets once."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
         self.commit_revive_offsets()
 
     async def _run(self) -> None:
