@@ -235,7 +235,7 @@ class BrokerController:
             lease_ms=s.controller_lease_ms,
             not_catchup_ms=s.ha_max_time_slave_not_catchup_ms,
         )
-        client = ControllerClient([a.strip() for a in s.controller_addr.split(";") if a.strip()], self._channels)
+        client = ControllerClient(s.controller_addr_list, self._channels)
         self.replicas_manager = ReplicasManager(
             config,
             ha,

@@ -337,7 +337,12 @@ class BrokerSettings(ServiceSettings, AuthSettings):
     @property
     def namesrv_addr_list(self) -> list[str]:
         """The name server addresses (namesrvAddr split on ';', blanks dropped)."""
-        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+        return _split_addrs(self.namesrv_addr)
+
+    @property
+    def controller_addr_list(self) -> list[str]:
+        """The controller addresses (controllerAddr split on ';', blanks dropped)."""
+        return _split_addrs(self.controller_addr)
 
     def broker_addr(self, port: int) -> str:
         """``host:port`` advertised to name servers (IPv6 literals in brackets)."""
@@ -367,3 +372,8 @@ def pop_config(settings: BrokerSettings) -> PopConfig:
     """The POP settings of ``settings`` (PopConfig's fields by name)."""
     names = [f.name for f in dataclasses.fields(PopConfig)]
     return PopConfig(**{name: getattr(settings, name) for name in names})
+
+
+def _split_addrs(value: str) -> list[str]:
+    """``a;b; ;c`` -> [a, b, c] (RocketMQ's ';'-separated address lists)."""
+    return [a.strip() for a in value.split(";") if a.strip()]

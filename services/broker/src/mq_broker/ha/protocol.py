@@ -25,6 +25,8 @@ from __future__ import annotations
 import struct
 from typing import Final
 
+from mq_common.codec import split_host_port
+
 REPORT: Final = struct.Struct(">q")
 HANDSHAKE_MARKER: Final = -2
 HANDSHAKE_HEADER: Final = struct.Struct(">qqi")  # after the marker: broker id, max offset, entry count
@@ -45,11 +47,12 @@ CONNECT_TIMEOUT_S: Final = 5.0
 
 
 def split_ha_addr(addr: str) -> tuple[str, int]:
-    """``host:port`` (IPv6 in brackets) -> (host, port). Raises ValueError for a malformed address."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    """``host:port`` (IPv6 in brackets) -> (host, port): mq_common.codec.split_host_port plus a host and a port
+    in 1..65535. Raises ValueError for a malformed address."""
+    host, port = split_host_port(addr)
+    if not host or not 0 < port < 65536:
         raise ValueError(f"bad HA address {addr!r}: expected host:port")
-    return host.strip("[]"), int(port)
+    return host, port
 
 
 def encode_entries(entries: tuple[tuple[int, int, int], ...]) -> bytes:
