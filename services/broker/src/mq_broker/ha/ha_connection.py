@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 
 from mq_common.logging import get_logger
+from mq_common.tasks import cancel_and_log
 
 from mq_broker.ha.protocol import (
     EPOCH_ENTRY,
@@ -102,12 +103,11 @@ class HAConnection:
             await self.close()
 
     async def close(self) -> None:
-        for task in self._tasks:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks = []
+        for task in tasks:
+            await cancel_and_log(task, log, "ha_connection_task_failed", slave=self.slave)
         self._writer.close()
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from mq_common.logging import get_logger
+from mq_common.tasks import cancel_and_log
 
 from mq_broker.ha.ha_client import HAClient
 from mq_broker.ha.ha_connection import HAConnection
@@ -88,9 +89,7 @@ class HAService:
         for connection in list(self.connections.values()):
             await connection.close()
         for task in list(self._handlers):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_log(task, log, "ha_slave_handler_failed")
         await self.client.shutdown()
         if self._server is not None:
             with contextlib.suppress(Exception):
