@@ -12,10 +12,7 @@ event loop; the flusher thread runs :meth:`_flush_logics`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
-import fcntl
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence, Set
@@ -37,7 +34,7 @@ from mq_broker.store.commit_log import (
 )
 from mq_broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from mq_broker.store.consume_queue import ConsumeQueue
-from mq_broker.store.epoch_file import EpochFileCache, EpochFileError
+from mq_broker.store.epoch_file import EpochFileCache
 from mq_broker.store.flush import FlushRealTimeService, FlushService, GroupCommitService
 from mq_broker.store.group_transfer import GroupTransferService
 from mq_broker.store.index_service import (
@@ -57,12 +54,12 @@ from mq_broker.store.message_filter import MessageFilter
 from mq_broker.store.prefault import PrefaultService
 from mq_broker.store.queue_deletion import (
     destroy_consume_queues,
-    is_deleted_queue_dir,
     move_queue_dir_aside,
-    remove_queue_dir,
 )
 from mq_broker.store.queue_reader import QueueReader
+from mq_broker.store.recovery import StoreRecovery
 from mq_broker.store.reput import ReputMessageService
+from mq_broker.store.store_dir import StoreLockedError, acquire_dir_lock, create_abort_file, release_dir_lock
 from mq_broker.store.truncation import TruncateRefusedError, truncate_logs
 
 log = get_logger("mq_broker.store")
@@ -109,9 +106,7 @@ class DefaultMessageStore:
             config,
             self.commit_log,
             self.index_service,
-            lambda topic, queue_id: (
-                self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
-            ),
+            self._queue_for,
         )
         # NotifyMessageArrivingListener: (topic, queue id) once per queue a put wrote, on the event loop, after
         # the put's ConsumeQueue dispatch (the broker sets it to LongPollingService#notify_message_arriving).
@@ -146,16 +141,21 @@ class DefaultMessageStore:
         """
         cfg = self.config
         cfg.store_path_root_dir.mkdir(parents=True, exist_ok=True)
-        self._acquire_lock()
+        try:
+            self._lock_fd = acquire_dir_lock(cfg.lock_path)
+        except StoreLockedError as exc:
+            raise StoreStartError(f"Lock failed, MQ already started ({cfg.lock_path}): {exc}") from exc
+        recovery = StoreRecovery(cfg, self.commit_log, self.index_service, self.consume_queue_table, self._queue_for)
         try:
             self.last_exit_ok = not cfg.abort_path.exists()
             self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
             self.commit_log.load()
-            self._load_consume_queues()
+            recovery.load_consume_queues()
             self.index_service.load()
-            self._recover()
-            self._recover_epoch_file()
-            self._create_abort_file()
+            recovery.recover(self.checkpoint, last_exit_ok=self.last_exit_ok)
+            self.dispatched_offset = self.commit_log.max_offset
+            recovery.recover_epoch_file(self.epoch_file)
+            create_abort_file(cfg.abort_path)
         except OSError as exc:
             self._close_files()
             self._release_lock()
@@ -213,52 +213,16 @@ class DefaultMessageStore:
         if self.checkpoint is not None:
             self.checkpoint.close()
 
-    def _acquire_lock(self) -> None:
-        fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            raise StoreStartError(f"Lock failed, MQ already started ({self.config.lock_path}): {exc}") from exc
-        self._lock_fd = fd
-
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
+            release_dir_lock(self._lock_fd)
             self._lock_fd = -1
 
-    def _create_abort_file(self) -> None:
-        path = self.config.abort_path
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, f"{os.getpid()}\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    # --- the ConsumeQueue table and dispatch ---------------------------------------------------------------
 
-    # --- load and recovery -----------------------------------------------------------------------------------
-
-    def _load_consume_queues(self) -> None:
-        root = self.config.consume_queue_dir
-        if not root.is_dir():
-            return
-        for topic_dir in sorted(root.iterdir()):
-            if is_deleted_queue_dir(topic_dir):
-                remove_queue_dir(topic_dir)  # delete_topics was interrupted
-                continue
-            if not topic_dir.is_dir():
-                continue
-            for queue_dir in sorted(topic_dir.iterdir()):
-                if queue_dir.is_dir() and queue_dir.name.isdigit():
-                    cq = self._new_consume_queue(topic_dir.name, int(queue_dir.name))
-                    cq.load()
+    def _queue_for(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The ConsumeQueue of (topic, queue id), created (empty, in the table) when missing."""
+        return self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
 
     def _new_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = ConsumeQueue(
@@ -274,49 +238,6 @@ class DefaultMessageStore:
             queue.prefault = self.prefault_service
             queue.prefault_ahead_bytes = ahead_bytes
 
-    def _recover(self) -> None:
-        """ConsumeQueues keep their valid units; the CommitLog is re-read from the checkpoint's dispatch offset
-        (and at least its last file) with CRC checks, cut at the first bad record, and every record past what
-        the queues hold is dispatched again; queue units past the cut are dropped.
-        Mirrors DefaultMessageStore#recover (normal and abnormal share this path).
-        """
-        zero_tail = not self.last_exit_ok
-        for cq in self.consume_queue_table.values():
-            cq.recover(zero_tail=zero_tail)
-        checkpoint = self.checkpoint
-        assert checkpoint is not None
-        dispatch_from = checkpoint.dispatch_flushed_offset if checkpoint.existed else 0
-        if not self.last_exit_ok:
-            log.warning("store_abnormal_recovery", dispatch_from=dispatch_from)
-        self.index_service.truncate(dispatch_from)  # entries past it are rebuilt by the re-dispatch
-        end = self.commit_log.recover(dispatch_from, self._dispatch_recovered, zero_tail=zero_tail)
-        self.index_service.write_headers()
-        self.index_service.truncate(end)
-        for cq in self.consume_queue_table.values():
-            cq.truncate_dirty_logic_files(end, zero_tail=zero_tail)
-        self.commit_log.topic_queue_table = {
-            f"{topic}-{queue_id}": cq.max_offset_in_queue for (topic, queue_id), cq in self.consume_queue_table.items()
-        }
-        for cq in self.consume_queue_table.values():  # recoverTopicQueueTable: units below the CommitLog are gone
-            cq.correct_min_offset(self.commit_log.min_offset)
-        self.dispatched_offset = self.commit_log.max_offset
-        log.info(
-            "store_recovered",
-            last_exit_ok=self.last_exit_ok,
-            dispatch_from=dispatch_from,
-            commit_log_min_offset=self.commit_log.min_offset,
-            commit_log_max_offset=end,
-            consume_queues=len(self.consume_queue_table),
-        )
-
-    def _dispatch(self, request: DispatchRequest) -> None:
-        cq = self.consume_queue_table.get((request.topic, request.queue_id))
-        if cq is None:
-            cq = self._new_consume_queue(request.topic, request.queue_id)
-        cq.put_message_position_info(
-            request.commit_log_offset, request.msg_size, request.tags_code, request.queue_offset
-        )
-
     def _dispatch_batch(self, requests: Sequence[DispatchRequest]) -> None:
         """CommitLogDispatcherBuildConsumeQueue for one put: the units of each queue written together (their
         queue offsets are consecutive within one put, the CommitLog is single-writer)."""
@@ -329,7 +250,7 @@ class DefaultMessageStore:
             else:
                 group.append(request)
         for (topic, queue_id), group in by_queue.items():
-            cq = self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
+            cq = self._queue_for(topic, queue_id)
             assert group[-1].queue_offset - group[0].queue_offset == len(group) - 1, "one writer: dense offsets"
             cq.put_units(group[0].queue_offset, [(r.commit_log_offset, r.msg_size, r.tags_code) for r in group])
             cq.mapped_file_queue.after_write()
@@ -346,21 +267,6 @@ class DefaultMessageStore:
                 listener(topic, queue_id)
         except Exception:
             log.exception("message_arriving_listener_failed")
-
-    def _dispatch_recovered(self, request: DispatchRequest) -> None:
-        """Recovery: the ConsumeQueue unit, then the index entries of a record the index does not hold yet."""
-        self._dispatch(request)
-        index = self.index_service
-        if not self.config.message_index_enable or request.commit_log_offset <= index.last_indexed_phy_offset:
-            return
-        index.build_index(
-            request.topic,
-            request.commit_log_offset,
-            request.store_timestamp_ms,
-            request.sys_flag,
-            request.properties,
-            write_header=False,  # once, after the scan (_recover)
-        )
 
     def _build_indexes(self, batch: Sequence[MessageExtBrokerInner], results: Sequence[PutMessageResult]) -> None:
         """Event loop: index entries of the stored messages (IndexService#buildIndex, CommitLogDispatcherBuildIndex).
@@ -559,7 +465,7 @@ class DefaultMessageStore:
     def _append_batch(self, batch: MessageExtBatch, scanned: BatchScan) -> tuple[BatchAppend, ConsumeQueue]:
         """Make room first (ConsumeQueue file, index entries), then append: ENOSPC refuses before any write."""
         key = (batch.topic, batch.queue_id)
-        cq = self.consume_queue_table.get(key) or self._new_consume_queue(*key)
+        cq = self._queue_for(*key)
         cq.ensure_room(self.commit_log.topic_queue_table.get(f"{batch.topic}-{batch.queue_id}", 0), scanned.count)
         if self.config.message_index_enable:
             self.index_service.reserve(scanned.index_keys)
@@ -612,7 +518,7 @@ class DefaultMessageStore:
             counts[key] = counts.get(key, 0) + 1
         table = self.commit_log.topic_queue_table
         for (topic, queue_id), count in counts.items():
-            cq = self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
+            cq = self._queue_for(topic, queue_id)
             cq.ensure_room(table.get(f"{topic}-{queue_id}", 0), count)
         if self.config.message_index_enable:
             # UNIQ_KEY plus the KEYS words: an upper bound, counted without parsing the properties.
@@ -627,18 +533,6 @@ class DefaultMessageStore:
             delete(min_commit_log_offset)
 
     # --- epochs and truncation (controller mode) ------------------------------------------------------------------
-
-    def _recover_epoch_file(self) -> None:
-        """Start-up, after the CommitLog's recovery: load the epoch file, drop the entries starting past the
-        recovered max offset (a crash between truncate_files' CommitLog cut and its epoch file write, or bytes an
-        abnormal stop lost) and those wholly below the first CommitLog file. Raises OSError (EINVAL when neither
-        the file nor its .bak checks out: the broker refuses to start rather than forget its epochs)."""
-        try:
-            self.epoch_file.load()
-        except EpochFileError as exc:
-            raise OSError(errno.EINVAL, f"epoch file unusable: {exc}") from exc
-        self.epoch_file.truncate_suffix(self.commit_log.max_offset + 1)  # + 1: an epoch starting at the end stays
-        self.epoch_file.truncate_prefix(self.commit_log.min_offset)
 
     def _on_commit_log_files_deleted(self, min_commit_log_offset: int) -> None:
         """Clean service thread, after expired CommitLog files went: trim the index, and the epoch entries wholly
