@@ -12,25 +12,17 @@ event loop; the flusher thread runs :meth:`_flush_logics`.
 from __future__ import annotations
 
 import asyncio
-import errno
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Final
 
 from mq_common.codec import MessageExt
 from mq_common.logging import get_logger
 
-from mq_broker.store import native_append
-from mq_broker.store.batch_put import BatchScan, expand_batch, merge_results, scan_batch
 from mq_broker.store.checkpoint import StoreCheckpoint
-from mq_broker.store.clean_service import DISK_FULL_REMARK, CleanService
+from mq_broker.store.clean_service import CleanService
 from mq_broker.store.commit_log import (
-    CREATE_MAPPED_FILE_FAILED_REMARK,
-    MESSAGE_ILLEGAL_REMARK,
-    BatchAppend,
     CommitLog,
-    DispatchRequest,
 )
 from mq_broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from mq_broker.store.consume_queue import ConsumeQueue
@@ -47,11 +39,10 @@ from mq_broker.store.message import (
     MessageExtBatch,
     MessageExtBrokerInner,
     PutMessageResult,
-    PutMessageStatus,
-    is_dispatchable,
 )
 from mq_broker.store.message_filter import MessageFilter
 from mq_broker.store.prefault import PrefaultService
+from mq_broker.store.put_service import PutMessageService
 from mq_broker.store.queue_deletion import (
     destroy_consume_queues,
     move_queue_dir_aside,
@@ -106,7 +97,7 @@ class DefaultMessageStore:
             config,
             self.commit_log,
             self.index_service,
-            self._queue_for,
+            self.queue_for,
         )
         # NotifyMessageArrivingListener: (topic, queue id) once per queue a put wrote, on the event loop, after
         # the put's ConsumeQueue dispatch (the broker sets it to LongPollingService#notify_message_arriving).
@@ -124,6 +115,7 @@ class DefaultMessageStore:
         self.write_fence: Callable[[], str | None] | None = None
         # Told the new CommitLog max offset after every put that wrote (HAService wakes its connections); loop.
         self.commit_log_listener: Callable[[int], None] | None = None
+        self.putter = PutMessageService(self)
         self.last_exit_ok = True
         self.failure: str | None = None
         self._writeable = False
@@ -145,7 +137,7 @@ class DefaultMessageStore:
             self._lock_fd = acquire_dir_lock(cfg.lock_path)
         except StoreLockedError as exc:
             raise StoreStartError(f"Lock failed, MQ already started ({cfg.lock_path}): {exc}") from exc
-        recovery = StoreRecovery(cfg, self.commit_log, self.index_service, self.consume_queue_table, self._queue_for)
+        recovery = StoreRecovery(cfg, self.commit_log, self.index_service, self.consume_queue_table, self.queue_for)
         try:
             self.last_exit_ok = not cfg.abort_path.exists()
             self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
@@ -220,7 +212,7 @@ class DefaultMessageStore:
 
     # --- the ConsumeQueue table and dispatch ---------------------------------------------------------------
 
-    def _queue_for(self, topic: str, queue_id: int) -> ConsumeQueue:
+    def queue_for(self, topic: str, queue_id: int) -> ConsumeQueue:
         """The ConsumeQueue of (topic, queue id), created (empty, in the table) when missing."""
         return self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
 
@@ -238,25 +230,7 @@ class DefaultMessageStore:
             queue.prefault = self.prefault_service
             queue.prefault_ahead_bytes = ahead_bytes
 
-    def _dispatch_batch(self, requests: Sequence[DispatchRequest]) -> None:
-        """CommitLogDispatcherBuildConsumeQueue for one put: the units of each queue written together (their
-        queue offsets are consecutive within one put, the CommitLog is single-writer)."""
-        by_queue: dict[tuple[str, int], list[DispatchRequest]] = {}
-        for request in requests:
-            key = (request.topic, request.queue_id)
-            group = by_queue.get(key)
-            if group is None:
-                by_queue[key] = [request]
-            else:
-                group.append(request)
-        for (topic, queue_id), group in by_queue.items():
-            cq = self._queue_for(topic, queue_id)
-            assert group[-1].queue_offset - group[0].queue_offset == len(group) - 1, "one writer: dense offsets"
-            cq.put_units(group[0].queue_offset, [(r.commit_log_offset, r.msg_size, r.tags_code) for r in group])
-            cq.mapped_file_queue.after_write()
-        self._notify_arriving(by_queue)
-
-    def _notify_arriving(self, queues: Iterable[tuple[str, int]]) -> None:
+    def notify_arriving(self, queues: Iterable[tuple[str, int]]) -> None:
         """Tell the message arriving listener about each (topic, queue id) of a put; a failing listener is logged,
         never the put's failure (the records are stored)."""
         listener = self.message_arriving_listener
@@ -267,15 +241,6 @@ class DefaultMessageStore:
                 listener(topic, queue_id)
         except Exception:
             log.exception("message_arriving_listener_failed")
-
-    def _build_indexes(self, batch: Sequence[MessageExtBrokerInner], results: Sequence[PutMessageResult]) -> None:
-        """Event loop: index entries of the stored messages (IndexService#buildIndex, CommitLogDispatcherBuildIndex).
-        An index file that cannot be created fails the store (RocketMQ: makeIndexFileError) until restart.
-        """
-        try:
-            self.index_service.build_indexes_for_batch(batch, results, native=self.config.native_append_enable)
-        except OSError as exc:  # the CommitLog holds the records; recovery rebuilds the entries
-            self._fail(f"index file error: {exc}")
 
     # --- put (event loop) -------------------------------------------------------------------------------------
 
@@ -291,137 +256,12 @@ class DefaultMessageStore:
     async def put_messages(
         self, batch: Sequence[MessageExtBrokerInner], *, whole: bool = False
     ) -> list[PutMessageResult]:
-        """Store ``batch`` under one write lock, dispatch it, and (SYNC_FLUSH) wait once for the group commit.
-        ``whole``: every message in one CommitLog file or none (CommitLog#put_messages_whole, the Python path
-        of a MessageBatch); else each message is checked and stored on its own.
-
-        One result per message, in order. Statuses: PUT_OK; FLUSH_DISK_TIMEOUT (stored, flush not confirmed
-        within sync_flush_timeout_ms); MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED (limits);
-        SERVICE_NOT_AVAILABLE (store shut down or failed: read-only after a failed msync; DISK_FULL: the remark
-        names the disk ratios; a new file could not be allocated: ENOSPC, nothing written);
-        CREATE_MAPPED_FILE_FAILED. Messages with ``wait_store_msg_ok`` False (WAIT=false) never wait.
-        Mirrors DefaultMessageStore#putMessages + CommitLog#handleDiskFlush.
-        """
-        if not self.is_writeable or self.broker_role is BrokerRole.SLAVE:
-            return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())] * len(
-                batch
-            )
-        fenced = self._fence_remark()
-        if fenced is not None:
-            return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=fenced)] * len(batch)
-        refused = self._refuse_when_disk_full(batch)
-        if refused is not None:
-            return refused
-        put = self.commit_log.put_messages_whole if whole else self.commit_log.put_messages
-        results, dispatches = put(batch, int(time.time() * 1000))
-        self.commit_log.mapped_file_queue.after_write()
-        try:
-            self._dispatch_batch(dispatches)
-        except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
-            self._fail(f"consume queue dispatch failed: {exc}")
-        if self.config.message_index_enable:
-            self._build_indexes(batch, results)
-        self.dispatched_offset = self.commit_log.max_offset
-        self._tell_commit_log_listener()
-        if not self._must_wait:
-            return results
-        waiting = [i for i, (m, r) in enumerate(zip(batch, results, strict=True)) if r.is_ok and m.wait_store_msg_ok]
-        if not waiting:
-            return results
-        next_offset = max(results[i].wrote_offset + results[i].wrote_bytes for i in waiting)
-        status = await self._wait_stored(next_offset)
-        fenced = self._fence_remark()
-        if status is not PutMessageStatus.PUT_OK or fenced is not None:
-            remark = fenced or self._unavailable_remark()
-            if fenced is not None:
-                status = PutMessageStatus.SERVICE_NOT_AVAILABLE
-            for i in waiting:
-                results[i] = _with_status(results[i], status, remark)
-        return results
+        """See mq_broker.store.put_service.PutMessageService#put_messages (statuses, waits)."""
+        return await self.putter.put_messages(batch, whole=whole)
 
     async def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult:
-        """Store every message of ``batch`` (one topic-queue, consecutive queue offsets) or none; one result.
-
-        The statuses of :meth:`put_messages`, for the whole batch; MESSAGE_ILLEGAL also for a malformed body or a
-        batch larger than a CommitLog file. The result's ``msg_num`` is the number of messages, ``msg_id`` their
-        offset ids joined with commas. With the C loops (native_append) the records are appended straight from
-        the body, in one file, and their ConsumeQueue units and index entries follow from the written bytes;
-        else the batch goes through :meth:`put_messages` with ``whole`` (also one file, all or none).
-        Mirrors DefaultMessageStore#putMessages (MessageExtBatch) + CommitLog#asyncPutMessages. Event loop.
-        """
-        if not (self.config.native_append_enable and native_append.AVAILABLE and is_dispatchable(batch.sys_flag)):
-            expanded = expand_batch(batch, self.config.max_message_size_bytes, self._illegal_remark())
-            if isinstance(expanded, PutMessageResult):
-                return expanded
-            return merge_results(await self.put_messages(expanded, whole=True))
-        if not self.is_writeable or self.broker_role is BrokerRole.SLAVE:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())
-        fenced = self._fence_remark()
-        if fenced is not None:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=fenced)
-        if self.clean_service.disk_full:
-            remark = DISK_FULL_REMARK % self.clean_service.disk_util()
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark)
-        cfg = self.config
-        scanned = scan_batch(
-            batch,
-            len(self.commit_log.store_host),
-            max_message_size_bytes=cfg.max_message_size_bytes,
-            max_record_size_bytes=cfg.max_record_size_bytes,
-            file_size_bytes=cfg.mapped_file_size_commit_log_bytes,
-            illegal_remark=self._illegal_remark(),
-        )
-        if isinstance(scanned, PutMessageResult):
-            return scanned
-        try:
-            appended, cq = self._append_batch(batch, scanned)
-        except OSError as exc:
-            disk_full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-            status = PutMessageStatus.SERVICE_NOT_AVAILABLE if disk_full else PutMessageStatus.CREATE_MAPPED_FILE_FAILED
-            return PutMessageResult(status, remark=f"{CREATE_MAPPED_FILE_FAILED_REMARK} {exc}")
-        self._dispatch_appended_batch(appended, cq)
-        self._tell_commit_log_listener()
-        result = appended.result
-        if self._must_wait and batch.wait_store_msg_ok:
-            status = await self._wait_stored(result.wrote_offset + result.wrote_bytes)
-            fenced = self._fence_remark()
-            if fenced is not None:
-                result = _with_status(result, PutMessageStatus.SERVICE_NOT_AVAILABLE, fenced)
-            elif status is not PutMessageStatus.PUT_OK:
-                result = _with_status(result, status, self._unavailable_remark())
-        return result
-
-    @property
-    def _must_wait(self) -> bool:
-        """A put waits for something: the group commit (SYNC_FLUSH) and/or the slaves (SYNC_MASTER)."""
-        return isinstance(self.flush_service, GroupCommitService) or self.broker_role is BrokerRole.SYNC_MASTER
-
-    async def _wait_stored(self, next_offset: int) -> PutMessageStatus:
-        """CommitLog#handleDiskFlushAndHA: wait for the group commit (SYNC_FLUSH) and the group transfer
-        (SYNC_MASTER) together, both registered before either is awaited (one deadline, sync_flush_timeout_ms).
-        A flush failure or timeout wins over the replicas' answer (the put is not durable here)."""
-        service = self.flush_service
-        flush = service.put_request(next_offset) if isinstance(service, GroupCommitService) else None
-        transfer = None
-        if self.broker_role is BrokerRole.SYNC_MASTER:
-            transfer = self.group_transfer.put_request(next_offset, self.commit_log.max_offset)
-        status = PutMessageStatus.PUT_OK
-        if flush is not None:
-            status = await flush
-        if transfer is not None:
-            replicas = await transfer
-            if status is PutMessageStatus.PUT_OK:
-                status = replicas
-        return status
-
-    def _fence_remark(self) -> str | None:
-        fence = self.write_fence
-        return fence() if fence is not None else None
-
-    def _tell_commit_log_listener(self) -> None:
-        listener = self.commit_log_listener
-        if listener is not None:
-            listener(self.commit_log.max_offset)
+        """See mq_broker.store.put_service.PutMessageService#put_message_batch."""
+        return await self.putter.put_message_batch(batch)
 
     # --- replication: the slave's side (mq_broker.ha.HAClient, event loop) -------------------------------------
 
@@ -441,7 +281,7 @@ class DefaultMessageStore:
             if not self.commit_log.append_data(start_offset, data):
                 return False
         except OSError as exc:
-            self._fail(f"cannot append replicated data: {exc}")
+            self.fail(f"cannot append replicated data: {exc}")
             return False
         # No prefault (after_write) of the CommitLog here: pwrite fills whole pages, prefaulting would zero them.
         if dispatch:
@@ -458,71 +298,9 @@ class DefaultMessageStore:
                 self.dispatched_offset, REPUT_MAX_BYTES_PER_CALL, arrived
             )
         except (OSError, ValueError) as exc:
-            self._fail(f"replicated data dispatch failed: {exc}")
-        self._notify_arriving(arrived)
+            self.fail(f"replicated data dispatch failed: {exc}")
+        self.notify_arriving(arrived)
         return self.dispatched_offset
-
-    def _append_batch(self, batch: MessageExtBatch, scanned: BatchScan) -> tuple[BatchAppend, ConsumeQueue]:
-        """Make room first (ConsumeQueue file, index entries), then append: ENOSPC refuses before any write."""
-        key = (batch.topic, batch.queue_id)
-        cq = self._queue_for(*key)
-        cq.ensure_room(self.commit_log.topic_queue_table.get(f"{batch.topic}-{batch.queue_id}", 0), scanned.count)
-        if self.config.message_index_enable:
-            self.index_service.reserve(scanned.index_keys)
-        now_ms = int(time.time() * 1000)
-        appended = self.commit_log.put_message_batch(batch, scanned.total_record_bytes, scanned.count, now_ms)
-        return appended, cq
-
-    def _dispatch_appended_batch(self, appended: BatchAppend, cq: ConsumeQueue) -> None:
-        """CommitLogDispatcherBuildConsumeQueue + BuildIndex for the records of one batch (from the written bytes)."""
-        self.commit_log.mapped_file_queue.after_write()
-        try:
-            cq.put_units_raw(appended.result.queue_offset, appended.cq_units)
-        except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
-            self._fail(f"consume queue dispatch failed: {exc}")
-        cq.mapped_file_queue.after_write()
-        self._notify_arriving(((cq.topic, cq.queue_id),))
-        if self.config.message_index_enable:
-            mapped = appended.mapped
-            try:
-                self.index_service.build_indexes_for_records(
-                    mapped.buffer, appended.start, appended.end, mapped.file_from_offset
-                )
-            except OSError as exc:
-                self._fail(f"index file error: {exc}")
-        self.dispatched_offset = self.commit_log.max_offset
-
-    def _illegal_remark(self) -> str:
-        return MESSAGE_ILLEGAL_REMARK % self.config.max_message_size_bytes
-
-    def _refuse_when_disk_full(self, batch: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult] | None:
-        """RunningFlags DISK_FULL -> every put refused; then the ConsumeQueue files the batch needs are created
-        before the CommitLog append, so ENOSPC refuses the batch before anything is written (None: go on).
-        """
-        if self.clean_service.disk_full:
-            remark = DISK_FULL_REMARK % self.clean_service.disk_util()
-            return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark)] * len(batch)
-        try:
-            self._reserve_logic_room(batch)
-        except OSError as exc:
-            disk_full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-            status = PutMessageStatus.SERVICE_NOT_AVAILABLE if disk_full else PutMessageStatus.CREATE_MAPPED_FILE_FAILED
-            remark = f"{CREATE_MAPPED_FILE_FAILED_REMARK} {exc}"
-            return [PutMessageResult(status, remark=remark)] * len(batch)
-        return None
-
-    def _reserve_logic_room(self, batch: Sequence[MessageExtBrokerInner]) -> None:
-        counts: dict[tuple[str, int], int] = {}
-        for msg in batch:
-            key = (msg.topic, msg.queue_id)
-            counts[key] = counts.get(key, 0) + 1
-        table = self.commit_log.topic_queue_table
-        for (topic, queue_id), count in counts.items():
-            cq = self._queue_for(topic, queue_id)
-            cq.ensure_room(table.get(f"{topic}-{queue_id}", 0), count)
-        if self.config.message_index_enable:
-            # UNIQ_KEY plus the KEYS words: an upper bound, counted without parsing the properties.
-            self.index_service.reserve(sum(msg.properties_string.count(" ") + 2 for msg in batch))
 
     def _delete_expired_index(self, min_commit_log_offset: int) -> None:
         """Clean service thread: drop index files wholly below the CommitLog min offset, when an IndexService
@@ -576,7 +354,7 @@ class DefaultMessageStore:
                 tables = list(self.consume_queue_table.values())
                 truncate_logs(offset, commit_log, tables, self.index_service, checkpoint, self.epoch_file)
         except OSError as exc:
-            self._fail(f"truncate to {offset} failed: {exc!r}")
+            self.fail(f"truncate to {offset} failed: {exc!r}")
             raise
         self.dispatched_offset = min(self.dispatched_offset, offset)
         self.flush_service = self._restart_flusher(self.flush_service)
@@ -585,7 +363,7 @@ class DefaultMessageStore:
 
     def _check_truncatable(self) -> None:
         if not self._started or self.failure is not None:
-            raise TruncateRefusedError(f"the store cannot be truncated: {self._unavailable_remark()}")
+            raise TruncateRefusedError(f"the store cannot be truncated: {self.unavailable_remark()}")
         if self._writeable and self.broker_role is not BrokerRole.SLAVE:
             raise TruncateRefusedError(f"the store of a {self.broker_role} takes writes: it cannot be truncated")
 
@@ -596,7 +374,7 @@ class DefaultMessageStore:
             return
         service.shutdown()
         if service.is_alive:
-            self._fail("the flusher did not stop for truncate_files")
+            self.fail("the flusher did not stop for truncate_files")
             raise TruncateRefusedError("the flusher did not stop (stuck in msync); the store failed")
 
     def _restart_flusher(self, stopped: FlushService | None) -> FlushService:
@@ -606,20 +384,20 @@ class DefaultMessageStore:
         service.start()
         return service
 
-    def _unavailable_remark(self) -> str:
+    def unavailable_remark(self) -> str:
         if self.failure is None and self._writeable and self.broker_role is BrokerRole.SLAVE:
             return SLAVE_PUT_REMARK
         reason = self.failure or "message store has been shut down"
         return f"service not available now: {reason}"
 
-    def _fail(self, reason: str) -> None:
+    def fail(self, reason: str) -> None:
         if self.failure is None:
             self.failure = reason
             log.error("store_failed_read_only", reason=reason)
 
     def _on_flush_failure(self, exc: BaseException) -> None:
         """Flusher thread: a failed msync makes the store read-only until restart (never retried)."""
-        self._fail(f"flush failed, the store is read-only: {exc!r}")
+        self.fail(f"flush failed, the store is read-only: {exc!r}")
 
     # --- flush of the logic queues (flusher thread) -----------------------------------------------------------------
 
@@ -710,17 +488,3 @@ class DefaultMessageStore:
         message_filter: MessageFilter | None = None,
     ) -> GetMessageResult:
         return self.reader.get_messages(topic, queue_id, offset, max_nums, message_filter)
-
-
-def _with_status(result: PutMessageResult, status: PutMessageStatus, unavailable_remark: str) -> PutMessageResult:
-    remark = unavailable_remark if status is PutMessageStatus.SERVICE_NOT_AVAILABLE else result.remark
-    return PutMessageResult(
-        status,
-        wrote_offset=result.wrote_offset,
-        wrote_bytes=result.wrote_bytes,
-        msg_id=result.msg_id,
-        queue_offset=result.queue_offset,
-        store_timestamp_ms=result.store_timestamp_ms,
-        remark=remark,
-        msg_num=result.msg_num,
-    )
