@@ -49,17 +49,16 @@ from mq_broker.store.queue_deletion import (
 )
 from mq_broker.store.queue_reader import QueueReader
 from mq_broker.store.recovery import StoreRecovery
+from mq_broker.store.replica_service import ReplicaService
 from mq_broker.store.reput import ReputMessageService
 from mq_broker.store.store_dir import StoreLockedError, acquire_dir_lock, create_abort_file, release_dir_lock
-from mq_broker.store.truncation import TruncateRefusedError, truncate_logs
+from mq_broker.store.truncation import TruncateRefusedError
 
 log = get_logger("mq_broker.store")
 
 _READ_UNITS_CHUNK: Final = 256
 # DefaultMessageStore#checkStoreStatus's answer to a put on a slave (SERVICE_NOT_AVAILABLE).
 SLAVE_PUT_REMARK: Final = "message store is in slave mode, so putMessage is forbidden"
-# Replicated bytes parsed per reput call at most (the rest on the next frame or the next call).
-REPUT_MAX_BYTES_PER_CALL: Final = 4 * 1024 * 1024
 
 
 class StoreStartError(RuntimeError):
@@ -116,13 +115,15 @@ class DefaultMessageStore:
         # Told the new CommitLog max offset after every put that wrote (HAService wakes its connections); loop.
         self.commit_log_listener: Callable[[int], None] | None = None
         self.putter = PutMessageService(self)
+        self.replica = ReplicaService(self)
         self.last_exit_ok = True
         self.failure: str | None = None
         self._writeable = False
         self._started = False
         self._lock_fd = -1
-        # Held by the flusher while it flushes the ConsumeQueues and by delete_topics while it closes some.
-        self._logics_lock = threading.Lock()
+        # Held by the flusher while it flushes the ConsumeQueues, by delete_topics while it closes some and by
+        # truncate_files while it cuts them.
+        self.logics_lock = threading.Lock()
 
     # --- life cycle ------------------------------------------------------------------------------------------
 
@@ -268,39 +269,16 @@ class DefaultMessageStore:
     def append_replicated(
         self, start_offset: int, data: bytes | bytearray | memoryview, *, dispatch: bool = True
     ) -> bool:
-        """Append bytes replicated from the master at ``start_offset`` (CommitLog#append_data), then dispatch the
-        ConsumeQueue units and index entries of the records now complete (the ReputMessageService of a slave;
-        ``dispatch`` False leaves that to a later :meth:`reput`, so the HAClient acknowledges first). Returns False
-        when nothing was written: a gap or overlap, a failed or stopped store, or a master (only a SLAVE takes
-        replicated bytes). A file that cannot be created, or bytes that parse as no record, fail the
-        store (read-only until restart). Mirrors DefaultMessageStore#appendToCommitLog. Event loop.
-        """
-        if not self.is_writeable or self.broker_role is not BrokerRole.SLAVE:
-            return False
-        try:
-            if not self.commit_log.append_data(start_offset, data):
-                return False
-        except OSError as exc:
-            self.fail(f"cannot append replicated data: {exc}")
-            return False
-        # No prefault (after_write) of the CommitLog here: pwrite fills whole pages, prefaulting would zero them.
-        if dispatch:
-            self.reput()
-        return True
+        """See mq_broker.store.replica_service.ReplicaService#append_replicated. Event loop."""
+        return self.replica.append_replicated(start_offset, data, dispatch=dispatch)
 
     def reput(self) -> int:
-        """Dispatch the complete records past ``dispatched_offset`` (bounded per call; mq_broker.store.reput) and
-        tell the message arriving listener; returns the new offset. A corrupt replica or a ConsumeQueue/index file
-        that cannot be created fails the store."""
-        arrived: set[tuple[str, int]] = set()
-        try:
-            self.dispatched_offset = self.reput_service.do_reput(
-                self.dispatched_offset, REPUT_MAX_BYTES_PER_CALL, arrived
-            )
-        except (OSError, ValueError) as exc:
-            self.fail(f"replicated data dispatch failed: {exc}")
-        self.notify_arriving(arrived)
-        return self.dispatched_offset
+        """See mq_broker.store.replica_service.ReplicaService#reput. Event loop."""
+        return self.replica.reput()
+
+    def truncate_files(self, offset: int) -> bool:
+        """See mq_broker.store.replica_service.ReplicaService#truncate_files. Blocking: a worker thread."""
+        return self.replica.truncate_files(offset)
 
     def _delete_expired_index(self, min_commit_log_offset: int) -> None:
         """Clean service thread: drop index files wholly below the CommitLog min offset, when an IndexService
@@ -322,52 +300,15 @@ class DefaultMessageStore:
         except OSError as exc:
             log.error("epoch_file_prefix_truncate_failed", error=str(exc), min_offset=min_commit_log_offset)
 
-    def truncate_files(self, offset: int) -> bool:
-        """Cut the store back to CommitLog ``offset`` (bytes, a record start): the CommitLog, every ConsumeQueue
-        (units of messages ending past it), the index, the topic-queue offsets, the checkpoint and the epoch file,
-        as mq_broker.store.truncation says; False (nothing done) when ``offset`` >= the max offset. Afterwards
-        reads of the cut range find nothing and the next append goes to ``offset``.
-
-        Precondition: nothing writes to the store: it is a SLAVE whose replication is stopped (the HAClient calls
-        this before it asks for data) or it is not writeable. Raises TruncateRefusedError (nothing changed) when
-        the store takes client writes, is not started or has failed, or ``offset`` is below the min offset or not
-        a record start. Raises OSError when a file operation fails: the store is then failed (read-only) and a
-        restart recovers to a consistent state.
-
-        Blocking (stops and restarts the flusher, msync, fsync): call it through ``asyncio.to_thread``; reads on
-        the event loop may go on meanwhile. Mirrors DefaultMessageStore#truncateFiles.
-        """
-        self._check_truncatable()
-        commit_log = self.commit_log
-        if offset >= commit_log.max_offset:
-            return False
-        if offset < commit_log.min_offset or not commit_log.is_offset_aligned(offset):
-            raise TruncateRefusedError(
-                f"offset {offset} is not a record start in [{commit_log.min_offset}, {commit_log.max_offset})"
-            )
-        old_max = commit_log.max_offset
-        self._stop_flusher_for_truncate()
-        checkpoint = self.checkpoint
-        assert checkpoint is not None
-        try:
-            with self.clean_service.round_lock, self._logics_lock:
-                tables = list(self.consume_queue_table.values())
-                truncate_logs(offset, commit_log, tables, self.index_service, checkpoint, self.epoch_file)
-        except OSError as exc:
-            self.fail(f"truncate to {offset} failed: {exc!r}")
-            raise
-        self.dispatched_offset = min(self.dispatched_offset, offset)
-        self.flush_service = self._restart_flusher(self.flush_service)
-        log.info("store_truncated", offset=offset, old_max_offset=old_max, epochs=len(self.epoch_file.entries()))
-        return True
-
-    def _check_truncatable(self) -> None:
+    def check_truncatable(self) -> None:
+        """Raises TruncateRefusedError unless the store is started, not failed, and takes no client writes (a
+        SLAVE, or not writeable)."""
         if not self._started or self.failure is not None:
             raise TruncateRefusedError(f"the store cannot be truncated: {self.unavailable_remark()}")
         if self._writeable and self.broker_role is not BrokerRole.SLAVE:
             raise TruncateRefusedError(f"the store of a {self.broker_role} takes writes: it cannot be truncated")
 
-    def _stop_flusher_for_truncate(self) -> None:
+    def stop_flusher_for_truncate(self) -> None:
         """Stop the flusher after a last flush, so no msync runs on a file being cut or deleted."""
         service = self.flush_service
         if service is None:
@@ -377,7 +318,8 @@ class DefaultMessageStore:
             self.fail("the flusher did not stop for truncate_files")
             raise TruncateRefusedError("the flusher did not stop (stuck in msync); the store failed")
 
-    def _restart_flusher(self, stopped: FlushService | None) -> FlushService:
+    def restart_flusher(self, stopped: FlushService | None) -> FlushService:
+        """A new, started flusher of the configured kind, keeping ``stopped``'s observer (the metrics)."""
         service = self._make_flush_service()
         if stopped is not None:
             service.observer = stopped.observer
@@ -385,12 +327,14 @@ class DefaultMessageStore:
         return service
 
     def unavailable_remark(self) -> str:
+        """The remark of a SERVICE_NOT_AVAILABLE put: a SLAVE's, or the failure / shutdown reason."""
         if self.failure is None and self._writeable and self.broker_role is BrokerRole.SLAVE:
             return SLAVE_PUT_REMARK
         reason = self.failure or "message store has been shut down"
         return f"service not available now: {reason}"
 
     def fail(self, reason: str) -> None:
+        """Make the store read-only until restart (the first reason is kept and logged). Any thread."""
         if self.failure is None:
             self.failure = reason
             log.error("store_failed_read_only", reason=reason)
@@ -409,7 +353,7 @@ class DefaultMessageStore:
         assert checkpoint is not None
         commit_log_flushed = self.commit_log.mapped_file_queue.flushed_where
         safe = min(self.dispatched_offset, commit_log_flushed)
-        with self._logics_lock:
+        with self.logics_lock:
             for cq in list(self.consume_queue_table.values()):
                 cq.flush(least_pages)
                 first_unflushed = cq.first_unflushed_physic_offset()
@@ -442,7 +386,7 @@ class DefaultMessageStore:
         root = self.config.consume_queue_dir
         moved = [d for d in (move_queue_dir_aside(root, t) for t in sorted(topics)) if d is not None]
         if doomed or moved:
-            locks = (self._logics_lock, self.clean_service.round_lock)
+            locks = (self.logics_lock, self.clean_service.round_lock)
             await asyncio.to_thread(destroy_consume_queues, doomed, moved, locks)
         log.info("store_topics_deleted", topics=sorted(topics), consume_queues=len(doomed))
         return len(doomed)
