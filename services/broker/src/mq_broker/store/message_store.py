@@ -7,6 +7,12 @@ the last stop was not clean) and ``lock`` (one store per directory).
 Threads: :meth:`start` and :meth:`shutdown` block (file scans, joins): call them before serving / after the
 server stopped, or through ``asyncio.to_thread``. :meth:`put_messages` and :meth:`get_messages` run on the
 event loop; the flusher thread runs :meth:`_flush_logics`.
+
+The store owns the files, the flusher and the state (role, failure, dispatched offset); its responsibilities live
+in collaborators it builds over those parts and delegates to: mq_broker.store.recovery.StoreRecovery (start-up
+load and recovery), mq_broker.store.store_dir (lock and abort files), mq_broker.store.put_service
+.PutMessageService (puts and their waits), mq_broker.store.queue_reader.QueueReader (pulls, lookups, queries) and
+mq_broker.store.replica_service.ReplicaService (a slave's appends, reput, truncation).
 """
 
 from __future__ import annotations
@@ -21,32 +27,19 @@ from mq_common.logging import get_logger
 
 from mq_broker.store.checkpoint import StoreCheckpoint
 from mq_broker.store.clean_service import CleanService
-from mq_broker.store.commit_log import (
-    CommitLog,
-)
+from mq_broker.store.commit_log import CommitLog
 from mq_broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from mq_broker.store.consume_queue import ConsumeQueue
 from mq_broker.store.epoch_file import EpochFileCache
 from mq_broker.store.flush import FlushRealTimeService, FlushService, GroupCommitService
 from mq_broker.store.group_transfer import GroupTransferService
-from mq_broker.store.index_service import (
-    IndexService,
-    QueryMessageResult,
-)
+from mq_broker.store.index_service import IndexService, QueryMessageResult
 from mq_broker.store.mapped_file_queue import MappedFileQueue
-from mq_broker.store.message import (
-    GetMessageResult,
-    MessageExtBatch,
-    MessageExtBrokerInner,
-    PutMessageResult,
-)
+from mq_broker.store.message import GetMessageResult, MessageExtBatch, MessageExtBrokerInner, PutMessageResult
 from mq_broker.store.message_filter import MessageFilter
 from mq_broker.store.prefault import PrefaultService
 from mq_broker.store.put_service import PutMessageService
-from mq_broker.store.queue_deletion import (
-    destroy_consume_queues,
-    move_queue_dir_aside,
-)
+from mq_broker.store.queue_deletion import destroy_consume_queues, move_queue_dir_aside
 from mq_broker.store.queue_reader import QueueReader
 from mq_broker.store.recovery import StoreRecovery
 from mq_broker.store.replica_service import ReplicaService
@@ -56,7 +49,6 @@ from mq_broker.store.truncation import TruncateRefusedError
 
 log = get_logger("mq_broker.store")
 
-_READ_UNITS_CHUNK: Final = 256
 # DefaultMessageStore#checkStoreStatus's answer to a put on a slave (SERVICE_NOT_AVAILABLE).
 SLAVE_PUT_REMARK: Final = "message store is in slave mode, so putMessage is forbidden"
 
@@ -92,12 +84,7 @@ class DefaultMessageStore:
             self.prefault_service = PrefaultService()
         self._watch(self.commit_log.mapped_file_queue, config.prefault_ahead_commit_log_bytes)
         self.dispatched_offset = 0
-        self.reput_service = ReputMessageService(
-            config,
-            self.commit_log,
-            self.index_service,
-            self.queue_for,
-        )
+        self.reput_service = ReputMessageService(config, self.commit_log, self.index_service, self.queue_for)
         # NotifyMessageArrivingListener: (topic, queue id) once per queue a put wrote, on the event loop, after
         # the put's ConsumeQueue dispatch (the broker sets it to LongPollingService#notify_message_arriving).
         self.message_arriving_listener: Callable[[str, int], None] | None = None
