@@ -14,7 +14,7 @@ import pytest
 from broker_testkit import message, open_store, store_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mq_broker.store import message_store
+from mq_broker.store import put_service
 from mq_broker.store.config import FlushDiskType
 from mq_broker.store.message import GetMessageStatus
 from mq_broker.store.message_store import DefaultMessageStore
@@ -24,7 +24,7 @@ BASE_MS = 1_700_000_000_000
 
 
 class StoreClock:
-    """Stands in for message_store's ``time`` module: STORETIMESTAMP is ``now_ms``; the rest is the real clock."""
+    """Stands in for put_service's ``time`` module: STORETIMESTAMP is ``now_ms``; the rest is the real clock."""
 
     def __init__(self) -> None:
         self.now_ms = BASE_MS
@@ -56,17 +56,17 @@ def expected_offset(times_ms: list[int], timestamp_ms: int) -> int:
 def test_offset_by_time_is_the_first_message_stored_at_or_after_it(times_ms: list[int], probes: list[int]) -> None:
     async def run(root: Path) -> None:
         clock = StoreClock()
-        original = message_store.time
-        message_store.time = clock  # type: ignore[assignment]
+        original = put_service.time
+        put_service.time = clock  # type: ignore[assignment]
         try:
             store = open_store(store_config(root, file_size=64 * 1024, cq_units=8))  # 8 units a file: many files
         finally:
-            message_store.time = original
+            put_service.time = original
         try:
-            message_store.time = clock  # type: ignore[assignment]
+            put_service.time = clock  # type: ignore[assignment]
             await put_at(store, clock, times_ms)
         finally:
-            message_store.time = original
+            put_service.time = original
         try:
             for probe in [BASE_MS + p for p in probes] + [times_ms[0], times_ms[-1], times_ms[-1] + 1, 0]:
                 assert store.get_offset_in_queue_by_time("TopicTest", 0, probe) == expected_offset(times_ms, probe)
@@ -79,7 +79,7 @@ def test_offset_by_time_is_the_first_message_stored_at_or_after_it(times_ms: lis
 
 async def test_offset_by_time_of_unknown_and_cleaned_queues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = StoreClock()
-    monkeypatch.setattr(message_store, "time", clock)
+    monkeypatch.setattr(put_service, "time", clock)
     store = open_store(store_config(tmp_path, file_size=64 * 1024))
     try:
         assert store.get_offset_in_queue_by_time("Nope", 0, BASE_MS) == 0

@@ -17,8 +17,8 @@ import pytest
 from broker_testkit import store_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mq_broker.store import message_store as message_store_module
 from mq_broker.store import native_append
+from mq_broker.store import put_service as put_service_module
 from mq_broker.store.config import FlushDiskType
 from mq_broker.store.message import MessageExtBatch, PutMessageResult, PutMessageStatus
 from mq_broker.store.message_store import DefaultMessageStore
@@ -90,7 +90,7 @@ def files_bytes(folder: Path) -> list[bytes]:
 
 @pytest.fixture
 def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(message_store_module, "time", SimpleNamespace(time=lambda: NOW_S))
+    monkeypatch.setattr(put_service_module, "time", SimpleNamespace(time=lambda: NOW_S))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -23,10 +23,8 @@ from mq.broker.v1 import broker_pb2_grpc
 from mq_common.auth.interceptor import signing_pool
 from mq_common.auth.model import User, UserType
 from mq_common.auth.signature import SignatureVerifier
-from mq_common.channels import ChannelPool
 from mq_common.codec import host_to_bytes
 from mq_common.constants import MixAll, PermName
-from mq_common.controller_client import ControllerClient
 from mq_common.grpc_server import ServiceServer
 from mq_common.logging import get_logger
 from mq_common.metrics import NodeIdentity
@@ -48,20 +46,18 @@ from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.consumer_manage_processor import ConsumerManageProcessor
 from mq_broker.controller_mode import BrokerRoleHooks
 from mq_broker.grpc_api import SERVICE_NAME, BrokerServicer, request_limits
+from mq_broker.ha.broker_wiring import BrokerHaWiring
 from mq_broker.ha.ha_service import HAService
 from mq_broker.ha.read_suggestion import ReadSuggestionPolicy
-from mq_broker.ha.replicas_manager import ControllerModeConfig, ReplicasManager
+from mq_broker.ha.replicas_manager import ReplicasManager
 from mq_broker.ha.runtime_info import broker_runtime_info, broker_version_desc
-from mq_broker.ha.slave_synchronize import MetadataTables, SlaveSynchronize, build_slave_synchronize
-from mq_broker.ha.sync_state_set import GroupIdentity
-from mq_broker.ha.tls import HaTls
+from mq_broker.ha.slave_synchronize import MetadataTables, SlaveSynchronize
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.registration import BrokerRegistrar, MasterAddresses, NamesrvClient
 from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.settings import BrokerSettings, pop_config
-from mq_broker.store.config import BrokerRole
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
 from mq_broker.topic_config import TopicConfigManager
 
@@ -101,10 +97,8 @@ class BrokerController:
         self.pop: PopService | None = None
         self.metrics: BrokerMetrics | None = None
         self.auth_metadata: AuthMetadataManager | None = None
-        self.slave_synchronize: SlaveSynchronize | None = None
-        self._slave_pool: ChannelPool | None = None
-        self.ha: HAService | None = None
-        self.replicas_manager: ReplicasManager | None = None
+        # HAService, SlaveSynchronize, ReplicasManager (mq_broker.ha.broker_wiring).
+        self.ha_wiring = BrokerHaWiring(settings, self._channels)
         if settings.metrics_port:
             self.metrics = BrokerMetrics(
                 NodeIdentity(settings.cluster_name, "broker", settings.broker_name),
@@ -125,10 +119,20 @@ class BrokerController:
         source of SlaveSynchronize (``master_addr``) and of the HAClient (``ha_server_addr``); empty on a master,
         before the first registration answer, and while no master is online. In controller mode the controller's
         answer names the master instead (the HAClient follows it; its broker address feeds SlaveSynchronize)."""
-        manager = self.replicas_manager
-        if manager is not None:
-            return MasterAddresses(manager.master_addr if not manager.is_master else "")
-        return self.registrar.master if self.registrar is not None else MasterAddresses()
+        registered = self.registrar.master if self.registrar is not None else MasterAddresses()
+        return self.ha_wiring.master_addresses(registered)
+
+    @property
+    def ha(self) -> HAService | None:
+        return self.ha_wiring.ha
+
+    @property
+    def replicas_manager(self) -> ReplicasManager | None:
+        return self.ha_wiring.replicas_manager
+
+    @property
+    def slave_synchronize(self) -> SlaveSynchronize | None:
+        return self.ha_wiring.slave_synchronize
 
     def runtime_info(self) -> dict[str, str]:
         """GetBrokerRuntimeInfo's KV table (mq_broker.ha.runtime_info). Event loop."""
@@ -214,86 +218,17 @@ class BrokerController:
         assert self.pop is not None
         if not self.controller_mode:  # in controller mode POP starts when the broker becomes master
             self.pop.start()  # the in-flight table from the revive log, before any request is served
-        await self._start_ha(store)
+        wiring = self.ha_wiring
+        await wiring.start_ha(store, self.port, self.metrics)
         await server.start()
         self.server = server
         offsets.start()
         self._scan_task = asyncio.create_task(self._scan_not_active_consumers())
         self._start_registration(topics)
-        self._start_slave_synchronize()
-        await self._start_controller_mode()
-
-    async def _start_controller_mode(self) -> None:
-        """Controller mode: start read-only and let the controller give the role (mq_broker.ha.replicas_manager)."""
-        s, ha = self.settings, self.ha
-        if not self.controller_mode or ha is None:
-            return
-        config = ControllerModeConfig(
-            GroupIdentity(s.cluster_name, s.broker_name, s.broker_id),
-            master_role=s.broker_role,
-            heartbeat_interval_ms=s.controller_heartbeat_interval_ms,
-            lease_ms=s.controller_lease_ms,
-            not_catchup_ms=s.ha_max_time_slave_not_catchup_ms,
+        wiring.start_slave_synchronize(
+            self._metadata_tables(), lambda: self.master_addresses.master_addr, lambda: self.broker_addr
         )
-        client = ControllerClient(s.controller_addr_list, self._channels)
-        self.replicas_manager = ReplicasManager(
-            config,
-            ha,
-            client,
-            BrokerRoleHooks(self),
-            lambda: (self.broker_addr, s.ha_server_addr(ha.port)),
-        )
-        await self.replicas_manager.start()
-
-    def _start_slave_synchronize(self) -> None:
-        """A SLAVE copies its master's metadata periodically (RuntimeError: unreadable TLS files). In controller
-        mode it is built for every broker and started by the role hooks while the broker is a slave."""
-        if self.settings.broker_role is not BrokerRole.SLAVE and not self.controller_mode:
-            return
-        try:
-            self.slave_synchronize, self._slave_pool = build_slave_synchronize(
-                self.settings,
-                self._metadata_tables(),
-                master_addr=lambda: self.master_addresses.master_addr,
-                broker_addr=lambda: self.broker_addr,
-            )
-        except OSError as exc:
-            raise RuntimeError(f"cannot build SlaveSynchronize: {exc}") from exc
-        if not self.controller_mode:
-            self.slave_synchronize.start()
-
-    async def _start_ha(self, store: DefaultMessageStore) -> None:
-        """Listen on the HA port and take the static role (a SLAVE replicates from ha_master_address, or from the
-        address the name servers answer). Raises RuntimeError when the port cannot be bound."""
-        s = self.settings
-        server_tls, client_tls = s.tls_server_config(), s.tls_client_config()
-        tls = None
-        if server_tls is not None and client_tls is not None:
-            tls = HaTls(server_tls, client_tls, s.component_identity_names)
-        ha = HAService(store, tls)
-        port = s.ha_port_to_bind(self.port)
-        try:
-            await ha.start(s.listen_host, port)
-        except OSError as exc:
-            await ha.shutdown()
-            await asyncio.to_thread(store.shutdown)
-            raise RuntimeError(f"cannot listen on the HA port {port}: {exc}") from exc
-        self.ha = ha
-        if s.broker_role is BrokerRole.SLAVE and not self.controller_mode:
-            await ha.change_to_slave(s.ha_master_address or None)
-        if self.metrics is not None:
-            self.metrics.bind_ha(ha)
-
-    def _on_master_changed(self, master: MasterAddresses) -> None:
-        """The name servers named another master: a SLAVE without a static ha_master_address follows its HA
-        address (RegisterBrokerResult.haServerAddr). Event loop."""
-        ha = self.ha
-        if ha is None or self.settings.ha_master_address or ha.store.broker_role is not BrokerRole.SLAVE:
-            return
-        if self.controller_mode:  # the controller names the master (ReplicasManager)
-            return
-        if master.ha_server_addr:
-            ha.client.change_master(master.ha_server_addr)
+        await wiring.start_controller_mode(BrokerRoleHooks(self), lambda: self.broker_addr)
 
     async def _load_auth(self, config_dir: Path) -> AuthMetadataManager:
         """Users and ACLs (config/users.json, config/acls.json) plus the super users of the settings, created when
@@ -441,7 +376,7 @@ class BrokerController:
             interval_ms=s.register_broker_interval_ms,
             timeout_ms=s.register_broker_timeout_ms,
         )
-        self.registrar.add_master_listener(self._on_master_changed)
+        self.registrar.add_master_listener(self.ha_wiring.on_master_changed)
         topics.on_change = self.registrar.trigger
         if self.send_processor is not None:
             self.send_processor.route_published = self.registrar.next_round
@@ -472,7 +407,7 @@ class BrokerController:
             broker_addr=self.broker_addr,
             topic_configs=table,
             data_version=data_version,
-            ha_server_addr=s.ha_server_addr(self.ha.port) if self.ha is not None else "",
+            ha_server_addr=self.ha_wiring.ha_server_addr(),
         )
 
     async def stop(self) -> None:
@@ -480,8 +415,7 @@ class BrokerController:
         if self._stopped:
             return
         self._stopped = True
-        if self.replicas_manager is not None:
-            await self.replicas_manager.shutdown()
+        await self.ha_wiring.stop_role_changes()
         if self.send_processor is not None:
             self.send_processor.stop_accepting()
         if self.servicer is not None:
@@ -494,16 +428,12 @@ class BrokerController:
             await self.server.stop(self.settings.shutdown_grace_ms / 1000)
         if self.pop is not None:
             await self.pop.stop()
-        if self.slave_synchronize is not None:
-            await self.slave_synchronize.stop()
-        if self._slave_pool is not None:
-            await self._slave_pool.close()
+        await self.ha_wiring.stop_slave_synchronize()
         await self._stop_consumer_state()
         if self.topics is not None:
             await self.topics.wait_persisted()
             await asyncio.to_thread(self.topics.persist)
-        if self.ha is not None:
-            await self.ha.shutdown()
+        await self.ha_wiring.stop_ha()
         if self.store is not None:
             await asyncio.to_thread(self.store.shutdown)
         await self._channels.close()

@@ -7,73 +7,50 @@ the last stop was not clean) and ``lock`` (one store per directory).
 Threads: :meth:`start` and :meth:`shutdown` block (file scans, joins): call them before serving / after the
 server stopped, or through ``asyncio.to_thread``. :meth:`put_messages` and :meth:`get_messages` run on the
 event loop; the flusher thread runs :meth:`_flush_logics`.
+
+The store owns the files, the flusher and the state (role, failure, dispatched offset); its responsibilities live
+in collaborators it builds over those parts and delegates to: mq_broker.store.recovery.StoreRecovery (start-up
+load and recovery), mq_broker.store.store_dir (lock and abort files), mq_broker.store.put_service
+.PutMessageService (puts and their waits), mq_broker.store.queue_reader.QueueReader (pulls, lookups, queries) and
+mq_broker.store.replica_service.ReplicaService (a slave's appends, reput, truncation).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
-import fcntl
-import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Final
 
 from mq_common.codec import MessageExt
 from mq_common.logging import get_logger
 
-from mq_broker.store import native_append
-from mq_broker.store.batch_put import BatchScan, expand_batch, merge_results, scan_batch
 from mq_broker.store.checkpoint import StoreCheckpoint
-from mq_broker.store.clean_service import DISK_FULL_REMARK, CleanService
-from mq_broker.store.commit_log import (
-    CREATE_MAPPED_FILE_FAILED_REMARK,
-    MESSAGE_ILLEGAL_REMARK,
-    BatchAppend,
-    CommitLog,
-    DispatchRequest,
-)
-from mq_broker.store.config import CQ_UNIT_SIZE_BYTES, BrokerRole, FlushDiskType, MessageStoreConfig
+from mq_broker.store.clean_service import CleanService
+from mq_broker.store.commit_log import CommitLog
+from mq_broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from mq_broker.store.consume_queue import ConsumeQueue
-from mq_broker.store.epoch_file import EpochFileCache, EpochFileError
+from mq_broker.store.epoch_file import EpochFileCache
 from mq_broker.store.flush import FlushRealTimeService, FlushService, GroupCommitService
 from mq_broker.store.group_transfer import GroupTransferService
-from mq_broker.store.index_service import (
-    MAX_TIMESTAMP_MS,
-    IndexService,
-    QueryMessageResult,
-    read_record,
-)
+from mq_broker.store.index_service import IndexService, QueryMessageResult
 from mq_broker.store.mapped_file_queue import MappedFileQueue
-from mq_broker.store.message import (
-    GetMessageResult,
-    GetMessageStatus,
-    MessageExtBatch,
-    MessageExtBrokerInner,
-    PutMessageResult,
-    PutMessageStatus,
-    is_dispatchable,
-)
+from mq_broker.store.message import GetMessageResult, MessageExtBatch, MessageExtBrokerInner, PutMessageResult
 from mq_broker.store.message_filter import MessageFilter
 from mq_broker.store.prefault import PrefaultService
-from mq_broker.store.queue_deletion import (
-    destroy_consume_queues,
-    is_deleted_queue_dir,
-    move_queue_dir_aside,
-    remove_queue_dir,
-)
+from mq_broker.store.put_service import PutMessageService
+from mq_broker.store.queue_deletion import destroy_consume_queues, move_queue_dir_aside
+from mq_broker.store.queue_reader import QueueReader
+from mq_broker.store.recovery import StoreRecovery
+from mq_broker.store.replica_service import ReplicaService
 from mq_broker.store.reput import ReputMessageService
-from mq_broker.store.truncation import TruncateRefusedError, truncate_logs
+from mq_broker.store.store_dir import StoreLockedError, acquire_dir_lock, create_abort_file, release_dir_lock
+from mq_broker.store.truncation import TruncateRefusedError
 
 log = get_logger("mq_broker.store")
 
-_READ_UNITS_CHUNK: Final = 256
 # DefaultMessageStore#checkStoreStatus's answer to a put on a slave (SERVICE_NOT_AVAILABLE).
 SLAVE_PUT_REMARK: Final = "message store is in slave mode, so putMessage is forbidden"
-# Replicated bytes parsed per reput call at most (the rest on the next frame or the next call).
-REPUT_MAX_BYTES_PER_CALL: Final = 4 * 1024 * 1024
 
 
 class StoreStartError(RuntimeError):
@@ -90,6 +67,7 @@ class DefaultMessageStore:
         self.commit_log = CommitLog(config, store_host)
         self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
         self.index_service = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
+        self.reader = QueueReader(config, self.commit_log, self.index_service, self.consume_queue_table)
         self.checkpoint: StoreCheckpoint | None = None
         # The epoch history of this store's CommitLog (controller mode); loaded and mended at start().
         self.epoch_file = EpochFileCache(config.epoch_file_path, lambda: self.commit_log.max_offset)
@@ -106,14 +84,7 @@ class DefaultMessageStore:
             self.prefault_service = PrefaultService()
         self._watch(self.commit_log.mapped_file_queue, config.prefault_ahead_commit_log_bytes)
         self.dispatched_offset = 0
-        self.reput_service = ReputMessageService(
-            config,
-            self.commit_log,
-            self.index_service,
-            lambda topic, queue_id: (
-                self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
-            ),
-        )
+        self.reput_service = ReputMessageService(config, self.commit_log, self.index_service, self.queue_for)
         # NotifyMessageArrivingListener: (topic, queue id) once per queue a put wrote, on the event loop, after
         # the put's ConsumeQueue dispatch (the broker sets it to LongPollingService#notify_message_arriving).
         self.message_arriving_listener: Callable[[str, int], None] | None = None
@@ -130,13 +101,16 @@ class DefaultMessageStore:
         self.write_fence: Callable[[], str | None] | None = None
         # Told the new CommitLog max offset after every put that wrote (HAService wakes its connections); loop.
         self.commit_log_listener: Callable[[int], None] | None = None
+        self.putter = PutMessageService(self)
+        self.replica = ReplicaService(self)
         self.last_exit_ok = True
         self.failure: str | None = None
         self._writeable = False
         self._started = False
         self._lock_fd = -1
-        # Held by the flusher while it flushes the ConsumeQueues and by delete_topics while it closes some.
-        self._logics_lock = threading.Lock()
+        # Held by the flusher while it flushes the ConsumeQueues, by delete_topics while it closes some and by
+        # truncate_files while it cuts them.
+        self.logics_lock = threading.Lock()
 
     # --- life cycle ------------------------------------------------------------------------------------------
 
@@ -147,16 +121,21 @@ class DefaultMessageStore:
         """
         cfg = self.config
         cfg.store_path_root_dir.mkdir(parents=True, exist_ok=True)
-        self._acquire_lock()
+        try:
+            self._lock_fd = acquire_dir_lock(cfg.lock_path)
+        except StoreLockedError as exc:
+            raise StoreStartError(f"Lock failed, MQ already started ({cfg.lock_path}): {exc}") from exc
+        recovery = StoreRecovery(cfg, self.commit_log, self.index_service, self.consume_queue_table, self.queue_for)
         try:
             self.last_exit_ok = not cfg.abort_path.exists()
             self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
             self.commit_log.load()
-            self._load_consume_queues()
+            recovery.load_consume_queues()
             self.index_service.load()
-            self._recover()
-            self._recover_epoch_file()
-            self._create_abort_file()
+            recovery.recover(self.checkpoint, last_exit_ok=self.last_exit_ok)
+            self.dispatched_offset = self.commit_log.max_offset
+            recovery.recover_epoch_file(self.epoch_file)
+            create_abort_file(cfg.abort_path)
         except OSError as exc:
             self._close_files()
             self._release_lock()
@@ -214,52 +193,16 @@ class DefaultMessageStore:
         if self.checkpoint is not None:
             self.checkpoint.close()
 
-    def _acquire_lock(self) -> None:
-        fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            raise StoreStartError(f"Lock failed, MQ already started ({self.config.lock_path}): {exc}") from exc
-        self._lock_fd = fd
-
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
+            release_dir_lock(self._lock_fd)
             self._lock_fd = -1
 
-    def _create_abort_file(self) -> None:
-        path = self.config.abort_path
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, f"{os.getpid()}\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    # --- the ConsumeQueue table and dispatch ---------------------------------------------------------------
 
-    # --- load and recovery -----------------------------------------------------------------------------------
-
-    def _load_consume_queues(self) -> None:
-        root = self.config.consume_queue_dir
-        if not root.is_dir():
-            return
-        for topic_dir in sorted(root.iterdir()):
-            if is_deleted_queue_dir(topic_dir):
-                remove_queue_dir(topic_dir)  # delete_topics was interrupted
-                continue
-            if not topic_dir.is_dir():
-                continue
-            for queue_dir in sorted(topic_dir.iterdir()):
-                if queue_dir.is_dir() and queue_dir.name.isdigit():
-                    cq = self._new_consume_queue(topic_dir.name, int(queue_dir.name))
-                    cq.load()
+    def queue_for(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The ConsumeQueue of (topic, queue id), created (empty, in the table) when missing."""
+        return self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
 
     def _new_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = ConsumeQueue(
@@ -275,68 +218,7 @@ class DefaultMessageStore:
             queue.prefault = self.prefault_service
             queue.prefault_ahead_bytes = ahead_bytes
 
-    def _recover(self) -> None:
-        """ConsumeQueues keep their valid units; the CommitLog is re-read from the checkpoint's dispatch offset
-        (and at least its last file) with CRC checks, cut at the first bad record, and every record past what
-        the queues hold is dispatched again; queue units past the cut are dropped.
-        Mirrors DefaultMessageStore#recover (normal and abnormal share this path).
-        """
-        zero_tail = not self.last_exit_ok
-        for cq in self.consume_queue_table.values():
-            cq.recover(zero_tail=zero_tail)
-        checkpoint = self.checkpoint
-        assert checkpoint is not None
-        dispatch_from = checkpoint.dispatch_flushed_offset if checkpoint.existed else 0
-        if not self.last_exit_ok:
-            log.warning("store_abnormal_recovery", dispatch_from=dispatch_from)
-        self.index_service.truncate(dispatch_from)  # entries past it are rebuilt by the re-dispatch
-        end = self.commit_log.recover(dispatch_from, self._dispatch_recovered, zero_tail=zero_tail)
-        self.index_service.write_headers()
-        self.index_service.truncate(end)
-        for cq in self.consume_queue_table.values():
-            cq.truncate_dirty_logic_files(end, zero_tail=zero_tail)
-        self.commit_log.topic_queue_table = {
-            f"{topic}-{queue_id}": cq.max_offset_in_queue for (topic, queue_id), cq in self.consume_queue_table.items()
-        }
-        for cq in self.consume_queue_table.values():  # recoverTopicQueueTable: units below the CommitLog are gone
-            cq.correct_min_offset(self.commit_log.min_offset)
-        self.dispatched_offset = self.commit_log.max_offset
-        log.info(
-            "store_recovered",
-            last_exit_ok=self.last_exit_ok,
-            dispatch_from=dispatch_from,
-            commit_log_min_offset=self.commit_log.min_offset,
-            commit_log_max_offset=end,
-            consume_queues=len(self.consume_queue_table),
-        )
-
-    def _dispatch(self, request: DispatchRequest) -> None:
-        cq = self.consume_queue_table.get((request.topic, request.queue_id))
-        if cq is None:
-            cq = self._new_consume_queue(request.topic, request.queue_id)
-        cq.put_message_position_info(
-            request.commit_log_offset, request.msg_size, request.tags_code, request.queue_offset
-        )
-
-    def _dispatch_batch(self, requests: Sequence[DispatchRequest]) -> None:
-        """CommitLogDispatcherBuildConsumeQueue for one put: the units of each queue written together (their
-        queue offsets are consecutive within one put, the CommitLog is single-writer)."""
-        by_queue: dict[tuple[str, int], list[DispatchRequest]] = {}
-        for request in requests:
-            key = (request.topic, request.queue_id)
-            group = by_queue.get(key)
-            if group is None:
-                by_queue[key] = [request]
-            else:
-                group.append(request)
-        for (topic, queue_id), group in by_queue.items():
-            cq = self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
-            assert group[-1].queue_offset - group[0].queue_offset == len(group) - 1, "one writer: dense offsets"
-            cq.put_units(group[0].queue_offset, [(r.commit_log_offset, r.msg_size, r.tags_code) for r in group])
-            cq.mapped_file_queue.after_write()
-        self._notify_arriving(by_queue)
-
-    def _notify_arriving(self, queues: Iterable[tuple[str, int]]) -> None:
+    def notify_arriving(self, queues: Iterable[tuple[str, int]]) -> None:
         """Tell the message arriving listener about each (topic, queue id) of a put; a failing listener is logged,
         never the put's failure (the records are stored)."""
         listener = self.message_arriving_listener
@@ -347,30 +229,6 @@ class DefaultMessageStore:
                 listener(topic, queue_id)
         except Exception:
             log.exception("message_arriving_listener_failed")
-
-    def _dispatch_recovered(self, request: DispatchRequest) -> None:
-        """Recovery: the ConsumeQueue unit, then the index entries of a record the index does not hold yet."""
-        self._dispatch(request)
-        index = self.index_service
-        if not self.config.message_index_enable or request.commit_log_offset <= index.last_indexed_phy_offset:
-            return
-        index.build_index(
-            request.topic,
-            request.commit_log_offset,
-            request.store_timestamp_ms,
-            request.sys_flag,
-            request.properties,
-            write_header=False,  # once, after the scan (_recover)
-        )
-
-    def _build_indexes(self, batch: Sequence[MessageExtBrokerInner], results: Sequence[PutMessageResult]) -> None:
-        """Event loop: index entries of the stored messages (IndexService#buildIndex, CommitLogDispatcherBuildIndex).
-        An index file that cannot be created fails the store (RocketMQ: makeIndexFileError) until restart.
-        """
-        try:
-            self.index_service.build_indexes_for_batch(batch, results, native=self.config.native_append_enable)
-        except OSError as exc:  # the CommitLog holds the records; recovery rebuilds the entries
-            self._fail(f"index file error: {exc}")
 
     # --- put (event loop) -------------------------------------------------------------------------------------
 
@@ -386,238 +244,28 @@ class DefaultMessageStore:
     async def put_messages(
         self, batch: Sequence[MessageExtBrokerInner], *, whole: bool = False
     ) -> list[PutMessageResult]:
-        """Store ``batch`` under one write lock, dispatch it, and (SYNC_FLUSH) wait once for the group commit.
-        ``whole``: every message in one CommitLog file or none (CommitLog#put_messages_whole, the Python path
-        of a MessageBatch); else each message is checked and stored on its own.
-
-        One result per message, in order. Statuses: PUT_OK; FLUSH_DISK_TIMEOUT (stored, flush not confirmed
-        within sync_flush_timeout_ms); MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED (limits);
-        SERVICE_NOT_AVAILABLE (store shut down or failed: read-only after a failed msync; DISK_FULL: the remark
-        names the disk ratios; a new file could not be allocated: ENOSPC, nothing written);
-        CREATE_MAPPED_FILE_FAILED. Messages with ``wait_store_msg_ok`` False (WAIT=false) never wait.
-        Mirrors DefaultMessageStore#putMessages + CommitLog#handleDiskFlush.
-        """
-        if not self.is_writeable or self.broker_role is BrokerRole.SLAVE:
-            return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())] * len(
-                batch
-            )
-        fenced = self._fence_remark()
-        if fenced is not None:
-            return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=fenced)] * len(batch)
-        refused = self._refuse_when_disk_full(batch)
-        if refused is not None:
-            return refused
-        put = self.commit_log.put_messages_whole if whole else self.commit_log.put_messages
-        results, dispatches = put(batch, int(time.time() * 1000))
-        self.commit_log.mapped_file_queue.after_write()
-        try:
-            self._dispatch_batch(dispatches)
-        except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
-            self._fail(f"consume queue dispatch failed: {exc}")
-        if self.config.message_index_enable:
-            self._build_indexes(batch, results)
-        self.dispatched_offset = self.commit_log.max_offset
-        self._tell_commit_log_listener()
-        if not self._must_wait:
-            return results
-        waiting = [i for i, (m, r) in enumerate(zip(batch, results, strict=True)) if r.is_ok and m.wait_store_msg_ok]
-        if not waiting:
-            return results
-        next_offset = max(results[i].wrote_offset + results[i].wrote_bytes for i in waiting)
-        status = await self._wait_stored(next_offset)
-        fenced = self._fence_remark()
-        if status is not PutMessageStatus.PUT_OK or fenced is not None:
-            remark = fenced or self._unavailable_remark()
-            if fenced is not None:
-                status = PutMessageStatus.SERVICE_NOT_AVAILABLE
-            for i in waiting:
-                results[i] = _with_status(results[i], status, remark)
-        return results
+        """See mq_broker.store.put_service.PutMessageService#put_messages (statuses, waits)."""
+        return await self.putter.put_messages(batch, whole=whole)
 
     async def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult:
-        """Store every message of ``batch`` (one topic-queue, consecutive queue offsets) or none; one result.
-
-        The statuses of :meth:`put_messages`, for the whole batch; MESSAGE_ILLEGAL also for a malformed body or a
-        batch larger than a CommitLog file. The result's ``msg_num`` is the number of messages, ``msg_id`` their
-        offset ids joined with commas. With the C loops (native_append) the records are appended straight from
-        the body, in one file, and their ConsumeQueue units and index entries follow from the written bytes;
-        else the batch goes through :meth:`put_messages` with ``whole`` (also one file, all or none).
-        Mirrors DefaultMessageStore#putMessages (MessageExtBatch) + CommitLog#asyncPutMessages. Event loop.
-        """
-        if not (self.config.native_append_enable and native_append.AVAILABLE and is_dispatchable(batch.sys_flag)):
-            expanded = expand_batch(batch, self.config.max_message_size_bytes, self._illegal_remark())
-            if isinstance(expanded, PutMessageResult):
-                return expanded
-            return merge_results(await self.put_messages(expanded, whole=True))
-        if not self.is_writeable or self.broker_role is BrokerRole.SLAVE:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._unavailable_remark())
-        fenced = self._fence_remark()
-        if fenced is not None:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=fenced)
-        if self.clean_service.disk_full:
-            remark = DISK_FULL_REMARK % self.clean_service.disk_util()
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark)
-        cfg = self.config
-        scanned = scan_batch(
-            batch,
-            len(self.commit_log.store_host),
-            max_message_size_bytes=cfg.max_message_size_bytes,
-            max_record_size_bytes=cfg.max_record_size_bytes,
-            file_size_bytes=cfg.mapped_file_size_commit_log_bytes,
-            illegal_remark=self._illegal_remark(),
-        )
-        if isinstance(scanned, PutMessageResult):
-            return scanned
-        try:
-            appended, cq = self._append_batch(batch, scanned)
-        except OSError as exc:
-            disk_full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-            status = PutMessageStatus.SERVICE_NOT_AVAILABLE if disk_full else PutMessageStatus.CREATE_MAPPED_FILE_FAILED
-            return PutMessageResult(status, remark=f"{CREATE_MAPPED_FILE_FAILED_REMARK} {exc}")
-        self._dispatch_appended_batch(appended, cq)
-        self._tell_commit_log_listener()
-        result = appended.result
-        if self._must_wait and batch.wait_store_msg_ok:
-            status = await self._wait_stored(result.wrote_offset + result.wrote_bytes)
-            fenced = self._fence_remark()
-            if fenced is not None:
-                result = _with_status(result, PutMessageStatus.SERVICE_NOT_AVAILABLE, fenced)
-            elif status is not PutMessageStatus.PUT_OK:
-                result = _with_status(result, status, self._unavailable_remark())
-        return result
-
-    @property
-    def _must_wait(self) -> bool:
-        """A put waits for something: the group commit (SYNC_FLUSH) and/or the slaves (SYNC_MASTER)."""
-        return isinstance(self.flush_service, GroupCommitService) or self.broker_role is BrokerRole.SYNC_MASTER
-
-    async def _wait_stored(self, next_offset: int) -> PutMessageStatus:
-        """CommitLog#handleDiskFlushAndHA: wait for the group commit (SYNC_FLUSH) and the group transfer
-        (SYNC_MASTER) together, both registered before either is awaited (one deadline, sync_flush_timeout_ms).
-        A flush failure or timeout wins over the replicas' answer (the put is not durable here)."""
-        service = self.flush_service
-        flush = service.put_request(next_offset) if isinstance(service, GroupCommitService) else None
-        transfer = None
-        if self.broker_role is BrokerRole.SYNC_MASTER:
-            transfer = self.group_transfer.put_request(next_offset, self.commit_log.max_offset)
-        status = PutMessageStatus.PUT_OK
-        if flush is not None:
-            status = await flush
-        if transfer is not None:
-            replicas = await transfer
-            if status is PutMessageStatus.PUT_OK:
-                status = replicas
-        return status
-
-    def _fence_remark(self) -> str | None:
-        fence = self.write_fence
-        return fence() if fence is not None else None
-
-    def _tell_commit_log_listener(self) -> None:
-        listener = self.commit_log_listener
-        if listener is not None:
-            listener(self.commit_log.max_offset)
+        """See mq_broker.store.put_service.PutMessageService#put_message_batch."""
+        return await self.putter.put_message_batch(batch)
 
     # --- replication: the slave's side (mq_broker.ha.HAClient, event loop) -------------------------------------
 
     def append_replicated(
         self, start_offset: int, data: bytes | bytearray | memoryview, *, dispatch: bool = True
     ) -> bool:
-        """Append bytes replicated from the master at ``start_offset`` (CommitLog#append_data), then dispatch the
-        ConsumeQueue units and index entries of the records now complete (the ReputMessageService of a slave;
-        ``dispatch`` False leaves that to a later :meth:`reput`, so the HAClient acknowledges first). Returns False
-        when nothing was written: a gap or overlap, a failed or stopped store, or a master (only a SLAVE takes
-        replicated bytes). A file that cannot be created, or bytes that parse as no record, fail the
-        store (read-only until restart). Mirrors DefaultMessageStore#appendToCommitLog. Event loop.
-        """
-        if not self.is_writeable or self.broker_role is not BrokerRole.SLAVE:
-            return False
-        try:
-            if not self.commit_log.append_data(start_offset, data):
-                return False
-        except OSError as exc:
-            self._fail(f"cannot append replicated data: {exc}")
-            return False
-        # No prefault (after_write) of the CommitLog here: pwrite fills whole pages, prefaulting would zero them.
-        if dispatch:
-            self.reput()
-        return True
+        """See mq_broker.store.replica_service.ReplicaService#append_replicated. Event loop."""
+        return self.replica.append_replicated(start_offset, data, dispatch=dispatch)
 
     def reput(self) -> int:
-        """Dispatch the complete records past ``dispatched_offset`` (bounded per call; mq_broker.store.reput) and
-        tell the message arriving listener; returns the new offset. A corrupt replica or a ConsumeQueue/index file
-        that cannot be created fails the store."""
-        arrived: set[tuple[str, int]] = set()
-        try:
-            self.dispatched_offset = self.reput_service.do_reput(
-                self.dispatched_offset, REPUT_MAX_BYTES_PER_CALL, arrived
-            )
-        except (OSError, ValueError) as exc:
-            self._fail(f"replicated data dispatch failed: {exc}")
-        self._notify_arriving(arrived)
-        return self.dispatched_offset
+        """See mq_broker.store.replica_service.ReplicaService#reput. Event loop."""
+        return self.replica.reput()
 
-    def _append_batch(self, batch: MessageExtBatch, scanned: BatchScan) -> tuple[BatchAppend, ConsumeQueue]:
-        """Make room first (ConsumeQueue file, index entries), then append: ENOSPC refuses before any write."""
-        key = (batch.topic, batch.queue_id)
-        cq = self.consume_queue_table.get(key) or self._new_consume_queue(*key)
-        cq.ensure_room(self.commit_log.topic_queue_table.get(f"{batch.topic}-{batch.queue_id}", 0), scanned.count)
-        if self.config.message_index_enable:
-            self.index_service.reserve(scanned.index_keys)
-        now_ms = int(time.time() * 1000)
-        appended = self.commit_log.put_message_batch(batch, scanned.total_record_bytes, scanned.count, now_ms)
-        return appended, cq
-
-    def _dispatch_appended_batch(self, appended: BatchAppend, cq: ConsumeQueue) -> None:
-        """CommitLogDispatcherBuildConsumeQueue + BuildIndex for the records of one batch (from the written bytes)."""
-        self.commit_log.mapped_file_queue.after_write()
-        try:
-            cq.put_units_raw(appended.result.queue_offset, appended.cq_units)
-        except OSError as exc:  # the CommitLog holds the records; recovery re-dispatches them
-            self._fail(f"consume queue dispatch failed: {exc}")
-        cq.mapped_file_queue.after_write()
-        self._notify_arriving(((cq.topic, cq.queue_id),))
-        if self.config.message_index_enable:
-            mapped = appended.mapped
-            try:
-                self.index_service.build_indexes_for_records(
-                    mapped.buffer, appended.start, appended.end, mapped.file_from_offset
-                )
-            except OSError as exc:
-                self._fail(f"index file error: {exc}")
-        self.dispatched_offset = self.commit_log.max_offset
-
-    def _illegal_remark(self) -> str:
-        return MESSAGE_ILLEGAL_REMARK % self.config.max_message_size_bytes
-
-    def _refuse_when_disk_full(self, batch: Sequence[MessageExtBrokerInner]) -> list[PutMessageResult] | None:
-        """RunningFlags DISK_FULL -> every put refused; then the ConsumeQueue files the batch needs are created
-        before the CommitLog append, so ENOSPC refuses the batch before anything is written (None: go on).
-        """
-        if self.clean_service.disk_full:
-            remark = DISK_FULL_REMARK % self.clean_service.disk_util()
-            return [PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=remark)] * len(batch)
-        try:
-            self._reserve_logic_room(batch)
-        except OSError as exc:
-            disk_full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-            status = PutMessageStatus.SERVICE_NOT_AVAILABLE if disk_full else PutMessageStatus.CREATE_MAPPED_FILE_FAILED
-            remark = f"{CREATE_MAPPED_FILE_FAILED_REMARK} {exc}"
-            return [PutMessageResult(status, remark=remark)] * len(batch)
-        return None
-
-    def _reserve_logic_room(self, batch: Sequence[MessageExtBrokerInner]) -> None:
-        counts: dict[tuple[str, int], int] = {}
-        for msg in batch:
-            key = (msg.topic, msg.queue_id)
-            counts[key] = counts.get(key, 0) + 1
-        table = self.commit_log.topic_queue_table
-        for (topic, queue_id), count in counts.items():
-            cq = self.consume_queue_table.get((topic, queue_id)) or self._new_consume_queue(topic, queue_id)
-            cq.ensure_room(table.get(f"{topic}-{queue_id}", 0), count)
-        if self.config.message_index_enable:
-            # UNIQ_KEY plus the KEYS words: an upper bound, counted without parsing the properties.
-            self.index_service.reserve(sum(msg.properties_string.count(" ") + 2 for msg in batch))
+    def truncate_files(self, offset: int) -> bool:
+        """See mq_broker.store.replica_service.ReplicaService#truncate_files. Blocking: a worker thread."""
+        return self.replica.truncate_files(offset)
 
     def _delete_expired_index(self, min_commit_log_offset: int) -> None:
         """Clean service thread: drop index files wholly below the CommitLog min offset, when an IndexService
@@ -629,18 +277,6 @@ class DefaultMessageStore:
 
     # --- epochs and truncation (controller mode) ------------------------------------------------------------------
 
-    def _recover_epoch_file(self) -> None:
-        """Start-up, after the CommitLog's recovery: load the epoch file, drop the entries starting past the
-        recovered max offset (a crash between truncate_files' CommitLog cut and its epoch file write, or bytes an
-        abnormal stop lost) and those wholly below the first CommitLog file. Raises OSError (EINVAL when neither
-        the file nor its .bak checks out: the broker refuses to start rather than forget its epochs)."""
-        try:
-            self.epoch_file.load()
-        except EpochFileError as exc:
-            raise OSError(errno.EINVAL, f"epoch file unusable: {exc}") from exc
-        self.epoch_file.truncate_suffix(self.commit_log.max_offset + 1)  # + 1: an epoch starting at the end stays
-        self.epoch_file.truncate_prefix(self.commit_log.min_offset)
-
     def _on_commit_log_files_deleted(self, min_commit_log_offset: int) -> None:
         """Clean service thread, after expired CommitLog files went: trim the index, and the epoch entries wholly
         below the new min offset (CleanCommitLogService -> AutoSwitchHAService#truncateEpochFilePrefix). A failed
@@ -651,82 +287,48 @@ class DefaultMessageStore:
         except OSError as exc:
             log.error("epoch_file_prefix_truncate_failed", error=str(exc), min_offset=min_commit_log_offset)
 
-    def truncate_files(self, offset: int) -> bool:
-        """Cut the store back to CommitLog ``offset`` (bytes, a record start): the CommitLog, every ConsumeQueue
-        (units of messages ending past it), the index, the topic-queue offsets, the checkpoint and the epoch file,
-        as mq_broker.store.truncation says; False (nothing done) when ``offset`` >= the max offset. Afterwards
-        reads of the cut range find nothing and the next append goes to ``offset``.
-
-        Precondition: nothing writes to the store: it is a SLAVE whose replication is stopped (the HAClient calls
-        this before it asks for data) or it is not writeable. Raises TruncateRefusedError (nothing changed) when
-        the store takes client writes, is not started or has failed, or ``offset`` is below the min offset or not
-        a record start. Raises OSError when a file operation fails: the store is then failed (read-only) and a
-        restart recovers to a consistent state.
-
-        Blocking (stops and restarts the flusher, msync, fsync): call it through ``asyncio.to_thread``; reads on
-        the event loop may go on meanwhile. Mirrors DefaultMessageStore#truncateFiles.
-        """
-        self._check_truncatable()
-        commit_log = self.commit_log
-        if offset >= commit_log.max_offset:
-            return False
-        if offset < commit_log.min_offset or not commit_log.is_offset_aligned(offset):
-            raise TruncateRefusedError(
-                f"offset {offset} is not a record start in [{commit_log.min_offset}, {commit_log.max_offset})"
-            )
-        old_max = commit_log.max_offset
-        self._stop_flusher_for_truncate()
-        checkpoint = self.checkpoint
-        assert checkpoint is not None
-        try:
-            with self.clean_service.round_lock, self._logics_lock:
-                tables = list(self.consume_queue_table.values())
-                truncate_logs(offset, commit_log, tables, self.index_service, checkpoint, self.epoch_file)
-        except OSError as exc:
-            self._fail(f"truncate to {offset} failed: {exc!r}")
-            raise
-        self.dispatched_offset = min(self.dispatched_offset, offset)
-        self.flush_service = self._restart_flusher(self.flush_service)
-        log.info("store_truncated", offset=offset, old_max_offset=old_max, epochs=len(self.epoch_file.entries()))
-        return True
-
-    def _check_truncatable(self) -> None:
+    def check_truncatable(self) -> None:
+        """Raises TruncateRefusedError unless the store is started, not failed, and takes no client writes (a
+        SLAVE, or not writeable)."""
         if not self._started or self.failure is not None:
-            raise TruncateRefusedError(f"the store cannot be truncated: {self._unavailable_remark()}")
+            raise TruncateRefusedError(f"the store cannot be truncated: {self.unavailable_remark()}")
         if self._writeable and self.broker_role is not BrokerRole.SLAVE:
             raise TruncateRefusedError(f"the store of a {self.broker_role} takes writes: it cannot be truncated")
 
-    def _stop_flusher_for_truncate(self) -> None:
+    def stop_flusher_for_truncate(self) -> None:
         """Stop the flusher after a last flush, so no msync runs on a file being cut or deleted."""
         service = self.flush_service
         if service is None:
             return
         service.shutdown()
         if service.is_alive:
-            self._fail("the flusher did not stop for truncate_files")
+            self.fail("the flusher did not stop for truncate_files")
             raise TruncateRefusedError("the flusher did not stop (stuck in msync); the store failed")
 
-    def _restart_flusher(self, stopped: FlushService | None) -> FlushService:
+    def restart_flusher(self, stopped: FlushService | None) -> FlushService:
+        """A new, started flusher of the configured kind, keeping ``stopped``'s observer (the metrics)."""
         service = self._make_flush_service()
         if stopped is not None:
             service.observer = stopped.observer
         service.start()
         return service
 
-    def _unavailable_remark(self) -> str:
+    def unavailable_remark(self) -> str:
+        """The remark of a SERVICE_NOT_AVAILABLE put: a SLAVE's, or the failure / shutdown reason."""
         if self.failure is None and self._writeable and self.broker_role is BrokerRole.SLAVE:
             return SLAVE_PUT_REMARK
         reason = self.failure or "message store has been shut down"
         return f"service not available now: {reason}"
 
-    def _fail(self, reason: str) -> None:
+    def fail(self, reason: str) -> None:
+        """Make the store read-only until restart (the first reason is kept and logged). Any thread."""
         if self.failure is None:
             self.failure = reason
             log.error("store_failed_read_only", reason=reason)
 
     def _on_flush_failure(self, exc: BaseException) -> None:
         """Flusher thread: a failed msync makes the store read-only until restart (never retried)."""
-        self._fail(f"flush failed, the store is read-only: {exc!r}")
+        self.fail(f"flush failed, the store is read-only: {exc!r}")
 
     # --- flush of the logic queues (flusher thread) -----------------------------------------------------------------
 
@@ -738,7 +340,7 @@ class DefaultMessageStore:
         assert checkpoint is not None
         commit_log_flushed = self.commit_log.mapped_file_queue.flushed_where
         safe = min(self.dispatched_offset, commit_log_flushed)
-        with self._logics_lock:
+        with self.logics_lock:
             for cq in list(self.consume_queue_table.values()):
                 cq.flush(least_pages)
                 first_unflushed = cq.first_unflushed_physic_offset()
@@ -751,58 +353,7 @@ class DefaultMessageStore:
         checkpoint.logics_msg_timestamp_ms = self.commit_log.last_store_timestamp_ms
         checkpoint.flush()
 
-    # --- read path --------------------------------------------------------------------------------------------
-
-    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        return self.consume_queue_table.get((topic, queue_id))
-
-    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.find_consume_queue(topic, queue_id)
-        return cq.min_offset_in_queue if cq is not None else 0
-
-    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        """The next queue offset to be written (0 for an unknown queue)."""
-        cq = self.find_consume_queue(topic, queue_id)
-        return cq.max_offset_in_queue if cq is not None else 0
-
-    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        """STORETIMESTAMP (ms) of the message at ``queue_offset``, 0 when there is none."""
-        cq = self.find_consume_queue(topic, queue_id)
-        return self._store_timestamp(cq, queue_offset) if cq is not None else 0
-
-    def _store_timestamp(self, cq: ConsumeQueue, queue_offset: int) -> int:
-        unit = cq.get_unit(queue_offset)
-        if unit is None or unit.is_blank:
-            return 0
-        return self.commit_log.store_timestamp_at(unit.commit_log_offset, unit.size)
-
-    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
-        """The message at ``consume_offset`` exists and its bytes are in the page cache (reading it costs no disk
-        I/O). Event loop (a mincore call). Mirrors DefaultMessageStore#checkInMemByConsumeOffset (batch of 1)."""
-        cq = self.find_consume_queue(topic, queue_id)
-        unit = cq.get_unit(consume_offset) if cq is not None else None
-        if unit is None or unit.is_blank:
-            return False
-        return self.commit_log.is_in_page_cache(unit.commit_log_offset, unit.size)
-
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        """The first queue offset whose message was stored at or after ``timestamp_ms`` (ms since the epoch): the
-        max offset when every message is older, the min offset when every one is newer (0 for an unknown queue).
-        Binary search over the units' STORETIMESTAMPs read from the CommitLog (store times of one queue do not
-        decrease); a unit whose message is gone counts as older. O(log n) page-cache reads; event loop. Mirrors
-        ConsumeQueue#getOffsetInQueueByTime (BoundaryType.LOWER).
-        """
-        cq = self.find_consume_queue(topic, queue_id)
-        if cq is None:
-            return 0
-        low, high = cq.min_offset_in_queue, cq.max_offset_in_queue
-        while low < high:
-            mid = (low + high) // 2
-            if self._store_timestamp(cq, mid) < timestamp_ms:
-                low = mid + 1
-            else:
-                high = mid
-        return low
+    # --- topics --------------------------------------------------------------------------------------------------
 
     async def delete_topics(self, topics: Set[str]) -> int:
         """Drop the consume queues of ``topics``; returns how many queues went. The CommitLog keeps the messages
@@ -822,36 +373,42 @@ class DefaultMessageStore:
         root = self.config.consume_queue_dir
         moved = [d for d in (move_queue_dir_aside(root, t) for t in sorted(topics)) if d is not None]
         if doomed or moved:
-            locks = (self._logics_lock, self.clean_service.round_lock)
+            locks = (self.logics_lock, self.clean_service.round_lock)
             await asyncio.to_thread(destroy_consume_queues, doomed, moved, locks)
         log.info("store_topics_deleted", topics=sorted(topics), consume_queues=len(doomed))
         return len(doomed)
 
+    # --- read path (mq_broker.store.queue_reader.QueueReader) -------------------------------------------------
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.reader.find_consume_queue(topic, queue_id)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return self.reader.get_min_offset_in_queue(topic, queue_id)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return self.reader.get_max_offset_in_queue(topic, queue_id)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        return self.reader.get_message_store_timestamp(topic, queue_id, queue_offset)
+
+    def check_in_mem_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        return self.reader.check_in_mem_by_consume_offset(topic, queue_id, consume_offset)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return self.reader.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms)
+
     def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryMessageResult:
-        """Messages of ``topic`` with ``key`` (a KEYS word or the UNIQ_KEY) stored within [begin_ms, end_ms],
-        newest first, at most min(max_num, max_msgs_num_batch); each verified against the stored record.
-        Event loop. Mirrors DefaultMessageStore#queryMessage.
-        """
-        max_num = max(1, min(max_num, self.config.max_msgs_num_batch))
-        return self.index_service.query_messages(self.commit_log, topic, key, max_num, begin_ms, end_ms)
+        return self.reader.query_message(topic, key, max_num, begin_ms, end_ms)
 
     def query_message_by_unique_key(self, topic: str, uniq_key: str) -> QueryMessageResult:
-        """Messages whose UNIQ_KEY is ``uniq_key`` (several when a send was retried), newest first, at most
-        default_query_max_num (QueryMessageProcessor with UNIQUE_MSG_QUERY_FLAG). Event loop.
-        """
-        return self.index_service.query_messages(
-            self.commit_log, topic, uniq_key, self.config.default_query_max_num, 0, MAX_TIMESTAMP_MS
-        )
+        return self.reader.query_message_by_unique_key(topic, uniq_key)
 
     def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
-        """The whole record starting at ``commit_log_offset`` (raw, not CRC checked), None when no record starts
-        there. Mirrors DefaultMessageStore#selectOneMessageByOffset.
-        """
-        return read_record(self.commit_log, commit_log_offset)
+        return self.reader.select_one_message_by_offset(commit_log_offset)
 
     def lookup_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
-        """The message at a CommitLog offset, CRC checked. Raises mq_common.codec.MessageDecodeError."""
-        return self.commit_log.lookup_message(commit_log_offset)
+        return self.reader.lookup_message_by_offset(commit_log_offset)
 
     def get_messages(
         self,
@@ -861,90 +418,4 @@ class DefaultMessageStore:
         max_nums: int,
         message_filter: MessageFilter | None = None,
     ) -> GetMessageResult:
-        """Up to ``max_nums`` messages (raw v1 records) of one queue from logical ``offset``.
-
-        Statuses as GetMessageStatus: FOUND, NO_MATCHED_MESSAGE (scanned units did not match the filter; the
-        next offset moves past them), NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE (queue never written),
-        OFFSET_TOO_SMALL, OFFSET_OVERFLOW_ONE (``offset`` == max: caught up), OFFSET_OVERFLOW_BADLY,
-        OFFSET_FOUND_NULL, MESSAGE_WAS_REMOVING. Event loop; never blocks on I/O beyond page-cache reads.
-        Mirrors DefaultMessageStore#getMessage.
-        """
-        cq = self.find_consume_queue(topic, queue_id)
-        if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        min_offset, max_offset = cq.min_offset_in_queue, cq.max_offset_in_queue
-        if max_offset == 0:
-            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
-        if offset < min_offset:
-            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
-        if offset == max_offset:
-            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
-        if offset > max_offset:
-            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
-        return self._scan_queue(cq, offset, max_nums, message_filter, min_offset, max_offset)
-
-    def _scan_queue(
-        self,
-        cq: ConsumeQueue,
-        offset: int,
-        max_nums: int,
-        message_filter: MessageFilter | None,
-        min_offset: int,
-        max_offset: int,
-    ) -> GetMessageResult:
-        cfg = self.config
-        max_nums = max(1, min(max_nums, cfg.max_transfer_count_per_pull))
-        max_scan = max(cfg.max_filter_message_size_bytes, max_nums * CQ_UNIT_SIZE_BYTES) // CQ_UNIT_SIZE_BYTES
-        status = GetMessageStatus.NO_MATCHED_MESSAGE
-        next_begin = offset
-        messages: list[bytes] = []
-        offsets: list[int] = []
-        total_bytes = 0
-        scanned = 0
-        while next_begin < max_offset and scanned < max_scan and len(messages) < max_nums:
-            # without a filter every unit is a message (blank ones aside): read no more than are wanted
-            wanted = _READ_UNITS_CHUNK if message_filter is not None else max_nums - len(messages)
-            units = cq.read_units(next_begin, min(_READ_UNITS_CHUNK, wanted, max_scan - scanned))
-            if units is None:
-                if not messages:
-                    status = GetMessageStatus.OFFSET_FOUND_NULL
-                next_begin = min(cq.roll_next_file(next_begin), max_offset)
-                break
-            if not units:
-                break
-            for unit in units:
-                full = len(messages) >= max_nums or total_bytes + unit.size > cfg.max_transfer_bytes_per_pull
-                if messages and full:
-                    return GetMessageResult(status, next_begin, min_offset, max_offset, tuple(messages), tuple(offsets))
-                scanned += 1
-                next_begin = unit.queue_offset + 1
-                if unit.is_blank:
-                    continue
-                if message_filter is not None and not message_filter.is_matched_by_consume_queue(unit.tags_code):
-                    continue
-                raw = self.commit_log.get_message(unit.commit_log_offset, unit.size)
-                if raw is None:
-                    if not messages:
-                        status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                    continue
-                if message_filter is not None and not message_filter.is_matched_by_commit_log(raw):
-                    continue
-                messages.append(raw)
-                offsets.append(unit.queue_offset)
-                total_bytes += len(raw)
-                status = GetMessageStatus.FOUND
-        return GetMessageResult(status, next_begin, min_offset, max_offset, tuple(messages), tuple(offsets))
-
-
-def _with_status(result: PutMessageResult, status: PutMessageStatus, unavailable_remark: str) -> PutMessageResult:
-    remark = unavailable_remark if status is PutMessageStatus.SERVICE_NOT_AVAILABLE else result.remark
-    return PutMessageResult(
-        status,
-        wrote_offset=result.wrote_offset,
-        wrote_bytes=result.wrote_bytes,
-        msg_id=result.msg_id,
-        queue_offset=result.queue_offset,
-        store_timestamp_ms=result.store_timestamp_ms,
-        remark=remark,
-        msg_num=result.msg_num,
-    )
+        return self.reader.get_messages(topic, queue_id, offset, max_nums, message_filter)
