@@ -14,8 +14,8 @@ master's HA address. Neither restarts the process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
+import socket
+from collections.abc import Callable
 from typing import Final
 
 from mq_common.logging import get_logger
@@ -29,23 +29,10 @@ from mq_broker.store.group_transfer import MAX_SLAVES
 from mq_broker.store.message_store import DefaultMessageStore
 
 TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
-_Accept = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+# Connections the HA port has accepted and not yet admitted or refused (the backlog of the listening socket).
+LISTEN_BACKLOG: Final = 64
 
 log = get_logger("mq_broker.ha")
-
-
-class _HandshakeFirstProtocol(asyncio.StreamReaderProtocol):
-    """A stream protocol that, for TLS, reads nothing before the handshake: the slave's ClientHello stays in the
-    socket until StreamWriter.start_tls (with the context current at that moment: the reload rule) takes it."""
-
-    def __init__(self, reader: asyncio.StreamReader, callback: _Accept, *, pause_reading: bool) -> None:
-        super().__init__(reader, callback)
-        self._pause_reading = pause_reading
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        if self._pause_reading and isinstance(transport, asyncio.ReadTransport):
-            transport.pause_reading()
 
 
 class HAService:
@@ -58,7 +45,8 @@ class HAService:
         self.client = HAClient(store, tls)
         self.port = 0
         self.refused_slaves = 0
-        self._server: asyncio.Server | None = None
+        self._listen_sock: socket.socket | None = None
+        self._accept_task: asyncio.Task[None] | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         # Controller mode (set by mq_broker.ha.replicas_manager.ReplicasManager): this broker's id, answered in the
         # HA handshake while it is master; and the SyncStateSet keeper's hooks, told of each slave report at the
@@ -68,14 +56,29 @@ class HAService:
         self.on_slave_closed: Callable[[HAConnection], None] | None = None
 
     async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0: a free port) and start the client; returns the bound port. Raises OSError."""
-        pause = self.tls is not None
+        """Listen on ``host:port`` (0: a free port) and start the client; returns the bound port. Raises OSError.
 
-        def factory() -> asyncio.StreamReaderProtocol:
-            return _HandshakeFirstProtocol(asyncio.StreamReader(), self._accept, pause_reading=pause)
-
-        self._server = await asyncio.get_running_loop().create_server(factory, host, port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        The port is a plain listening socket and an accept loop: each accepted socket is wrapped by
+        ``loop.connect_accepted_socket`` (server-side TLS with the context current at that moment: the reload
+        rule), so no byte of the slave's ClientHello is read by anything else (StreamWriter.start_tls after
+        start_server loses it on Python 3.11.2, Debian 12's, where pause_reading in connection_made is ignored).
+        """
+        loop = asyncio.get_running_loop()
+        family, kind, proto, _name, address = (
+            await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._listen_sock = sock
+        self.port = sock.getsockname()[1]
+        self._accept_task = loop.create_task(self._accept_loop(sock), name="ha-accept")
         self.store.commit_log_listener = self._wake_all
         await self.client.start()
         log.info("ha_service_started", host=host, port=self.port, tls=self.tls is not None)
@@ -84,16 +87,17 @@ class HAService:
     async def shutdown(self) -> None:
         """Stop listening, close every connection and the client."""
         self.store.commit_log_listener = None
-        if self._server is not None:
-            self._server.close()
+        if self._accept_task is not None:
+            await cancel_and_log(self._accept_task, log, "ha_accept_failed")
+            self._accept_task = None
+        if self._listen_sock is not None:
+            self._listen_sock.close()
+            self._listen_sock = None
         for connection in list(self.connections.values()):
             await connection.close()
         for task in list(self._handlers):
             await cancel_and_log(task, log, "ha_slave_handler_failed")
         await self.client.shutdown()
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
 
     # --- role switch -----------------------------------------------------------------------------------------
 
@@ -128,24 +132,31 @@ class HAService:
         for connection in self.connections.values():
             connection.wake()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        try:
-            await self._serve(reader, writer)
-        finally:
-            self._handlers.discard(task)
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, peer = await loop.sock_accept(sock)
+            except OSError as exc:  # e.g. EMFILE: keep the port, try again shortly
+                log.warning("ha_accept_failed", error=str(exc))
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._accept(conn, f"{peer[0]}:{peer[1]}"), name="ha-slave")
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        slave = f"{peer[0]}:{peer[1]}" if peer else "?"
-        refusal = await self._admit(writer)
-        if refusal is not None:
+    async def _accept(self, conn: socket.socket, slave: str) -> None:
+        """Admit one accepted socket (role, slave count, TLS handshake and identity) and serve it, or refuse it."""
+        streams, refusal = await self._admit(conn)
+        if refusal is not None or streams is None:
             self.refused_slaves += 1
             log.warning("ha_slave_refused", slave=slave, reason=refusal)
-            writer.close()
+            if streams is not None:
+                streams[1].close()
+            else:
+                conn.close()
             return
+        reader, writer = streams
         connection = HAConnection(
             self.store,
             reader,
@@ -158,19 +169,32 @@ class HAService:
         self.connections[slave] = connection
         await connection.run()
 
-    async def _admit(self, writer: asyncio.StreamWriter) -> str | None:
-        """None when the peer may replicate (TLS handshake and identity first when TLS is on), else why not."""
+    async def _admit(
+        self, conn: socket.socket
+    ) -> tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None, str | None]:
+        """The streams of an admitted peer and None, or why not (TLS handshake and identity first when TLS is on;
+        streams None when none were made: the caller closes the socket)."""
         if self.store.broker_role is BrokerRole.SLAVE:
-            return "this broker is a slave"
+            return None, "this broker is a slave"
         if len(self.connections) >= MAX_SLAVES:
-            return f"already {MAX_SLAVES} slaves"
-        if self.tls is None:
-            return None
+            return None, f"already {MAX_SLAVES} slaves"
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader)
+        context = self.tls.server_context() if self.tls is not None else None
         try:
-            await asyncio.wait_for(writer.start_tls(self.tls.server_context()), TLS_HANDSHAKE_TIMEOUT_S)
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol,
+                conn,
+                ssl=context,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if context is not None else None,
+            )
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
-            return f"TLS handshake failed: {exc}"
-        return self.tls.refusal(writer.get_extra_info("peercert"))
+            return None, f"TLS handshake failed: {exc}"
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        if self.tls is None:
+            return (reader, writer), None
+        return (reader, writer), self.tls.refusal(writer.get_extra_info("peercert"))
 
     def _master_broker_id(self) -> int | None:
         """The id the handshake answers: this broker's while it is a master in controller mode, else None."""
