@@ -177,6 +177,9 @@ async def test_two_controllers_never_grant_one_epoch_twice(tmp_path: Path, pool:
         assert final.master_epoch == 1 + wins  # every successful election took exactly one new epoch
 
 
+AFTER_MEMBER_DEATH_MS = 20_000
+
+
 async def test_the_controller_goes_on_when_one_of_three_etcd_members_dies(tmp_path: Path, pool: ChannelPool) -> None:
     with controllers(tmp_path, etcd_members=3) as ctl:
         client = client_of(ctl.addrs, pool)
@@ -184,10 +187,15 @@ async def test_the_controller_goes_on_when_one_of_three_etcd_members_dies(tmp_pa
         ctl.etcd.kill_member(ctl.etcd.members[0].name, signal.SIGKILL)
         with Heartbeats(client) as beats:
             beats.beating = {b: heartbeat_of(b) for b in (1, 2, 3)}
-            for broker_id in (1, 2, 3):  # each call retries past the dead member (bounded), then answers
-                result = await client.broker_heartbeat(heartbeat_of(broker_id))
+            # Each call retries past the dead member (bounded), then answers; when the killed member led the etcd
+            # cluster, writes wait for the survivors' leader election too (seconds on a loaded machine: a 3 s
+            # default RPC deadline was missed once in a CI run), hence the longer deadline of these calls.
+            for broker_id in (1, 2, 3):
+                result = await client.broker_heartbeat(heartbeat_of(broker_id), timeout_ms=AFTER_MEMBER_DEATH_MS)
                 assert (result.replica_info.master_broker_id, result.replica_info.master_epoch) == (1, 1)
-            altered = await client.alter_sync_state_set(CLUSTER, "g1", 1, 1, frozenset({1, 2}), 1)
+            altered = await client.alter_sync_state_set(
+                CLUSTER, "g1", 1, 1, frozenset({1, 2}), 1, timeout_ms=AFTER_MEMBER_DEATH_MS
+            )
             assert altered.sync_state_set == {1, 2}
             del beats.beating[1]  # the two live members still expire its lease and the controller elects
             info, _ = await wait_replica_info(client, "g1", lambda i: i.master_broker_id == 2, wait_s=60)
