@@ -102,18 +102,18 @@ async def test_replicated_group(cluster: LocalCluster) -> None:
             cluster.slaves[SLAVE].send_signal(signal.SIGCONT)
         await _until(lambda: _code_is(send_code(2), ResponseCode.SUCCESS), "SEND_OK once the slave resumed")
 
-        cluster.kill_broker(SLAVE)
+        await asyncio.to_thread(cluster.kill_broker, SLAVE)
         await _until(lambda: _code_is(send_code(3), ResponseCode.SLAVE_NOT_AVAILABLE), "SLAVE_NOT_AVAILABLE")
         for start in range(0, 200, 50):  # stored on the master while the slave is down
             await client.send_batch(master, [_request(topic, i) for i in range(start, start + 50)], 10_000)
-        cluster.start_broker(SLAVE)  # from where it was
+        await asyncio.to_thread(cluster.start_broker, SLAVE)  # from where it was
         await _until(identical, "a restarted slave catches up")
 
-        cluster.kill_broker(SLAVE)
+        await asyncio.to_thread(cluster.kill_broker, SLAVE)
         for start in range(0, 10_000, 200):
             await client.send_batch(master, [_request(topic, i) for i in range(start, start + 200)], 30_000)
         shutil.rmtree(slave_store)
-        cluster.start_broker(SLAVE)  # empty: from the master's oldest file
+        await asyncio.to_thread(cluster.start_broker, SLAVE)  # empty: from the master's oldest file
         await _until(identical, "an empty slave catches up 10k messages")
         await _until(lambda: _code_is(send_code(4), ResponseCode.SUCCESS), "SEND_OK after the catch-up")
     finally:

@@ -247,7 +247,7 @@ async def test_etcd_member_killed(group: LocalCluster) -> None:
     async with producing(group, rng) as fleet:
         ledger = fleet.ledger
         before = await wait_master(group, ELECTION_DEADLINE_S)
-        group.etcd.kill_member(rng.choice(sorted(group.etcd.processes)), signal.SIGKILL)
+        await asyncio.to_thread(group.etcd.kill_member, rng.choice(sorted(group.etcd.processes)), signal.SIGKILL)
         await fleet.wait_new_acks(ACKS_PER_ROUND, ROUND_DEADLINE_S)  # sends go on
         await asyncio.sleep(CONTROLLER_HEARTBEAT_TIMEOUT_MS * 3 / 1000)  # past the heartbeat timeout, three times
         after = await replica_info(group)

@@ -184,7 +184,7 @@ async def test_the_controller_goes_on_when_one_of_three_etcd_members_dies(tmp_pa
     with controllers(tmp_path, etcd_members=3) as ctl:
         client = client_of(ctl.addrs, pool)
         await client.broker_heartbeat(heartbeat_of(1))
-        ctl.etcd.kill_member(ctl.etcd.members[0].name, signal.SIGKILL)
+        await asyncio.to_thread(ctl.etcd.kill_member, ctl.etcd.members[0].name, signal.SIGKILL)
         with Heartbeats(client) as beats:
             beats.beating = {b: heartbeat_of(b) for b in (1, 2, 3)}
             # Each call retries past the dead member (bounded), then answers; when the killed member led the etcd

@@ -85,12 +85,12 @@ async def test_slave_loss_shrinks_the_set_elect_master_moves_it_and_offsets_foll
         try:
             await sends.first_ok_after("warm-up")
             await wait_sync_state_set(cluster, 2)
-            cluster.kill_broker(PEER)
+            await asyncio.to_thread(cluster.kill_broker, PEER)
             info = await wait_sync_state_set(cluster, 1)
             assert info.sync_state_set == frozenset({1})
             await sends.send_many(20, "without-slave")  # SYNC_MASTER goes on with the set of one
 
-            cluster.start_broker(PEER)
+            await asyncio.to_thread(cluster.start_broker, PEER)
             await wait_sync_state_set(cluster, 2)
             await wait_topic_on(cluster, PEER, topic)
             master_addr = cluster.group_processes(GROUP)[GROUP]

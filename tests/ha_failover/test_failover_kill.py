@@ -45,7 +45,7 @@ async def test_kill_master_fails_over_and_back_without_losing_acknowledged_messa
             assert await sends.send_through_gateway(b"before-gateway")
             await wait_topic_on(cluster, PEER, topic)
 
-            cluster.kill_broker(GROUP)
+            await asyncio.to_thread(cluster.kill_broker, GROUP)
             took_s, gateway_s = await asyncio.gather(
                 sends.first_ok_after("after-kill"), sends.first_gateway_ok_after("after-kill-gateway")
             )
@@ -62,7 +62,7 @@ async def test_kill_master_fails_over_and_back_without_losing_acknowledged_messa
             await sends.send_many(50, "after")
             assert await sends.missing(cluster) == {}
 
-            cluster.start_broker(GROUP)  # back as a slave of the new master
+            await asyncio.to_thread(cluster.start_broker, GROUP)  # back as a slave of the new master
             await wait_sync_state_set(cluster, 2)
             old, new = spec.broker_store_dir(GROUP), spec.broker_store_dir(PEER)
 
@@ -71,7 +71,7 @@ async def test_kill_master_fails_over_and_back_without_losing_acknowledged_messa
 
             await wait_for(identical, "the old master's CommitLog is byte-identical to the new master's")
 
-            cluster.kill_broker(PEER)
+            await asyncio.to_thread(cluster.kill_broker, PEER)
             back_s = await sends.first_ok_after("fail-back")
             print(f"second kill -> first SEND_OK: {back_s:.2f} s")
             await wait_master(cluster, GROUP)
