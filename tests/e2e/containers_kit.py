@@ -3,10 +3,12 @@
 A :class:`PodRun` is what Kubernetes would start for one pod of a rendered workload: the image, ``command``
 (replaces the image's entrypoint, as in Kubernetes) and ``args``, the environment resolved the Kubernetes way
 (``envFrom`` ConfigMaps first, then ``env`` entries with ``$(VAR)`` expansion, downward-API pod names and
-``secretKeyRef`` values from the test's Secret objects), the volume mounts (Secret and ConfigMap volumes are
+``secretKeyRef`` values from the test's Secret objects; ``command`` and ``args`` with ``$(VAR)`` expanded from that
+environment, as the kubelet does), the named container ports, the volume mounts (Secret and ConfigMap volumes are
 written into a directory the container mounts read-only, as the kubelet projects them) and the security
 context. :func:`start_container` runs one with testcontainers on the host network (the only network allowed
-here; no ports published), applying the caller's overrides on top.
+here; no ports published), applying the caller's overrides on top. :func:`localize` rewrites the cluster DNS
+names and wildcard listen addresses in a value to the loopback ports the suite gave each pod.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import re
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +39,10 @@ DOCKERD_STATE = ROOT / ".build" / "dockerd"
 TIMINGS_FILE = ROOT / ".build" / "e2e-timings.json"
 BUILD_TIMEOUT_S = 1_500
 CONTAINER_LABEL = "pyrocketmq.e2e"
-_VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+# host:port of a cluster DNS name (pod or Service) or of the wildcard address a pod listens on
+_CLUSTER_ADDR = re.compile(r"(?<![A-Za-z0-9.-])((?:[a-z0-9-]+\.)+svc\.cluster\.local|0\.0\.0\.0):(\d+)")
+CLUSTER_DOMAIN = "svc.cluster.local"
 
 
 # ---------------------------------------------------------------------------------------------------- daemon
@@ -128,6 +134,7 @@ class PodRun:
     no_new_privileges: bool
     grpc_port: int
     termination_grace_s: int
+    ports: Mapping[str, int] = field(default_factory=dict)  # container port name -> number (``grpc``, ``ha``, ...)
 
 
 def _by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
@@ -153,7 +160,7 @@ def resolve_env(
     fields = {"metadata.name": pod_name, "metadata.namespace": namespace}
     for entry in container.get("env") or []:
         if "value" in entry:
-            env[entry["name"]] = _VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), str(entry["value"]))
+            env[entry["name"]] = expand(str(entry["value"]), env)
             continue
         source = entry["valueFrom"]
         if "fieldRef" in source:
@@ -170,6 +177,33 @@ def resolve_env(
         else:
             raise AssertionError(f"env {entry['name']}: unsupported valueFrom {source}")
     return env
+
+
+def expand(value: str, env: Mapping[str, str]) -> str:
+    """The kubelet's ``$(VAR)`` expansion of an env value, command or arg: a defined VAR is replaced, an undefined
+    reference stays as written, ``$$`` stands for one ``$`` (shell syntax such as ``${X}`` or ``$((...))`` is left
+    alone)."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+
+    return _VAR_REF.sub(one, value)
+
+
+def localize(value: str, addrs: Mapping[str, str], what: str) -> str:
+    """``value`` with every ``<name>.svc.cluster.local:<port>`` and ``0.0.0.0:<port>`` replaced by ``addrs``
+    (``host:port`` -> ``127.0.0.1:<local port>``); an address ``addrs`` lacks fails (``what`` names the value)."""
+
+    def one(m: re.Match[str]) -> str:
+        key = f"{m.group(1)}:{m.group(2)}"
+        assert key in addrs, f"{what}: {key} is no address of a pod or Service the suite runs"
+        return addrs[key]
+
+    out = _CLUSTER_ADDR.sub(one, value)
+    assert CLUSTER_DOMAIN not in out, f"{what}: a cluster DNS name without a port is left: {out}"
+    return out
 
 
 def project_volume(
@@ -222,6 +256,7 @@ def pod_runs(
     runs = []
     for i in range(int(workload["spec"].get("replicas", 1))):
         pod_name = f"{name}-{i}"
+        env = resolve_env(container, configmaps, pod_name, namespace, secrets)
         mounts: dict[str, tuple[str, str]] = {}
         for mount in container.get("volumeMounts") or []:
             vol = volumes.get(mount["name"])
@@ -242,9 +277,9 @@ def pod_runs(
             PodRun(
                 pod_name=pod_name,
                 image=container["image"],
-                command=tuple(container.get("command") or ()),
-                args=tuple(container.get("args") or ()),
-                env=resolve_env(container, configmaps, pod_name, namespace, secrets),
+                command=tuple(expand(c, env) for c in container.get("command") or ()),
+                args=tuple(expand(a, env) for a in container.get("args") or ()),
+                env=env,
                 mounts=mounts,
                 user=f"{security['runAsUser']}:{security.get('runAsGroup', security['runAsUser'])}",
                 read_only_root=bool(security.get("readOnlyRootFilesystem")),
@@ -252,9 +287,55 @@ def pod_runs(
                 no_new_privileges=security.get("allowPrivilegeEscalation") is False,
                 grpc_port=int(ports.get("grpc", 0)),
                 termination_grace_s=int(pod.get("terminationGracePeriodSeconds", 30)),
+                ports=ports,
             )
         )
     return runs
+
+
+def stable_dns_name(docs: list[dict[str, Any]], statefulset: str, pod_name: str, namespace: str) -> str:
+    """A StatefulSet pod's stable DNS name: ``<pod>.<serviceName>.<namespace>.svc.cluster.local``."""
+    service = _by_kind(docs, "StatefulSet")[statefulset]["spec"]["serviceName"]
+    return f"{pod_name}.{service}.{namespace}.{CLUSTER_DOMAIN}"
+
+
+def cluster_addrs(
+    docs: list[dict[str, Any]],
+    namespace: str,
+    pods: Mapping[str, list[PodRun]],
+    local_ports: Mapping[str, Mapping[str, int]],
+) -> dict[str, str]:
+    """What cluster DNS and Services resolve to on this host: ``<name>:<port>`` -> ``127.0.0.1:<local port>``.
+
+    ``pods``: workload name -> the pods run of it; ``local_ports``: pod name -> container port name -> the loopback
+    port it listens on here. Covers every StatefulSet pod's stable DNS name with each of its container ports, and
+    every Service ``<svc>.<namespace>.svc.cluster.local:<port>`` selecting a run workload: its first pod's target
+    port (kube-proxy picks one pod per connection; here always the first)."""
+    out: dict[str, str] = {}
+    templates: dict[str, dict[str, str]] = {}
+    for kind in ("StatefulSet", "Deployment"):
+        for name, workload in _by_kind(docs, kind).items():
+            if name not in pods:
+                continue
+            templates[name] = workload["spec"]["template"]["metadata"]["labels"]
+            for run in pods[name] if kind == "StatefulSet" else ():
+                dns = stable_dns_name(docs, name, run.pod_name, namespace)
+                out.update({f"{dns}:{num}": f"127.0.0.1:{local_ports[run.pod_name][port]}"
+                            for port, num in run.ports.items()})  # fmt: skip
+    for name, service in _by_kind(docs, "Service").items():
+        selector = service["spec"].get("selector") or {}
+        chosen = [w for w, labels in templates.items() if selector and selector.items() <= labels.items()]
+        if not chosen:
+            continue
+        first = pods[chosen[0]][0]
+        by_number = {num: port for port, num in first.ports.items()}
+        for entry in service["spec"].get("ports") or []:
+            target = entry.get("targetPort", entry["port"])
+            port = target if isinstance(target, str) else by_number.get(int(target), "")
+            if port in local_ports[first.pod_name]:
+                local = local_ports[first.pod_name][port]
+                out[f"{name}.{namespace}.{CLUSTER_DOMAIN}:{entry['port']}"] = f"127.0.0.1:{local}"
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ containers
@@ -282,7 +363,15 @@ class RunningPod:
     container: DockerContainer
     env: dict[str, str]
     claims: dict[str, Path] = field(default_factory=dict)
+    args: tuple[str, ...] = ()  # the args it was started with (run.args unless replaced)
     removed: bool = False
+
+    def host_path(self, container_path: str) -> Path:
+        """The host path behind ``container_path`` inside one of the pod's claims (bind-mounted directories)."""
+        for mount, (kind, name) in self.run.mounts.items():
+            if kind == "claim" and (container_path == mount or container_path.startswith(mount.rstrip("/") + "/")):
+                return self.claims[name] / container_path[len(mount) :].lstrip("/")
+        raise AssertionError(f"{self.run.pod_name}: {container_path} is on no claim")
 
     def logs(self) -> str:
         out, err = self.container.get_logs()
@@ -313,13 +402,16 @@ def start_container(
     claims: Mapping[str, Path] | None = None,
     *,
     command: tuple[str, ...] | None = None,
+    args: tuple[str, ...] | None = None,
 ) -> RunningPod:
     """Start ``run`` on the host network with ``overrides`` applied to its environment.
 
     ``claims``: claim template name -> host directory bind-mounted read-write (owned by the pod's uid).
-    ``command`` replaces command+args (the Spark job: the operator's spark-submit becomes ``python <file>``).
+    ``command`` replaces command+args (the Spark job: the operator's spark-submit becomes ``python <file>``);
+    ``args`` replaces the args only (etcd's listen and peer URLs rewritten to loopback ports).
     """
     claims = dict(claims or {})
+    args = run.args if args is None else args
     env = {**run.env, **overrides}
     container = DockerContainer(run.image)
     for key, value in env.items():
@@ -343,14 +435,14 @@ def start_container(
     else:
         if run.command:
             kwargs["entrypoint"] = list(run.command)  # Kubernetes: command replaces ENTRYPOINT
-        container.with_command(list(run.args))  # ... and args replace CMD (empty: none)
+        container.with_command(list(args))  # ... and args replace CMD (empty: none)
     if run.drop_all_capabilities:
         kwargs["cap_drop"] = ["ALL"]
     if run.no_new_privileges:
         kwargs["security_opt"] = ["no-new-privileges"]
     container.with_kwargs(**kwargs)
     container.start()
-    return RunningPod(run, container, env, dict(claims))
+    return RunningPod(run, container, env, dict(claims), args)
 
 
 def _tmpfs_size(size_limit: str) -> str:
@@ -393,6 +485,26 @@ def wait_serving(pod: RunningPod, addr: str, timeout_s: float, tls: ClientTls | 
                 raise AssertionError(f"{pod.run.pod_name} exited before serving:\n{pod.logs()[-4000:]}")
             time.sleep(0.2)
     raise AssertionError(f"{pod.run.pod_name} not serving on {addr} after {timeout_s} s:\n{pod.logs()[-4000:]}")
+
+
+def wait_http(pod: RunningPod, url: str, timeout_s: float, accept: Callable[[bytes], bool]) -> float:
+    """Poll an HTTP GET of ``url`` (a plaintext probe port on loopback) until ``accept`` takes the answer's body;
+    returns the seconds waited. Fails with the container's log when it exits or the time runs out."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
+    while time.monotonic() < deadline:
+        try:
+            with direct.open(url, timeout=2) as answer:
+                if accept(answer.read()):
+                    return time.monotonic() - started
+        except OSError:
+            pass
+        pod.container.reload()
+        if pod.container.status == "exited":
+            raise AssertionError(f"{pod.run.pod_name} exited before {url} answered:\n{pod.logs()[-4000:]}")
+        time.sleep(0.2)
+    raise AssertionError(f"{pod.run.pod_name}: {url} not ready after {timeout_s} s:\n{pod.logs()[-4000:]}")
 
 
 def remove_leftover_containers() -> None:
