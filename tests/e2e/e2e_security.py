@@ -1,9 +1,10 @@
 """The container round's certificates and Secrets: what an operator would create before `helm install`.
 
-A trustme CA issues one certificate per chart identity (``mq-namesrv``, ``mq-broker``, ``mq-gateway``, ``mq-admin``:
-the chart's default ``<fullname>-<component>`` names) with the SANs the containers dial here (127.0.0.1,
-localhost) and in a cluster (the Service and pod DNS names), plus test-only identities: ``mq-spark`` (the Spark
-driver's client certificate, no component) and ``mq-outsider`` (signed by the same CA, no component either).
+A trustme CA issues one certificate per chart identity (``mq-namesrv``, ``mq-broker``, ``mq-gateway``, ``mq-admin``,
+``mq-controller``, ``mq-etcd``: the chart's default ``<fullname>-<component>`` names) with the SANs the containers
+dial here (127.0.0.1, localhost) and in a cluster (the Service and pod DNS names), plus test-only identities:
+``mq-spark`` (the Spark driver's client certificate, no component) and ``mq-outsider`` (signed by the same CA, no
+component either).
 :func:`cluster_secrets` gives the Secret objects (name -> key -> value) the chart's values name. Test keys only.
 """
 
@@ -25,7 +26,7 @@ from mq_common.tls import TlsClientConfig
 
 RELEASE_PREFIX: Final = "mq"
 NAMESPACE_DNS: Final = "messaging.svc.cluster.local"
-COMPONENTS: Final = ("namesrv", "broker", "gateway", "admin")
+COMPONENTS: Final = ("namesrv", "broker", "gateway", "admin", "controller", "etcd")
 EXTRA_IDENTITIES: Final = ("spark", "outsider")
 SUPER_USER: Final = Credentials("rocketmq", "e2e-super-secret-7Qx")
 INNER: Final = Credentials("e2e-inner", "e2e-inner-secret-Kp3")
