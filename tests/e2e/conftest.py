@@ -1,4 +1,6 @@
-"""Chart tests: shared fixtures; chart_testkit.py and chart_schema.py importable (--import-mode=importlib)."""
+"""Chart tests: shared fixtures; chart_testkit.py and chart_schema.py importable (--import-mode=importlib). The
+container suite's session fixtures live in containers_fixtures.py: imported here, test_containers.py and
+test_containers_ha.py share one replicated topology."""
 
 from __future__ import annotations
 
@@ -24,6 +26,15 @@ from chart_testkit import (  # noqa: E402
     run_checkov,
     spark_docs,
     write_docs,
+)
+from containers_fixtures import (  # noqa: E402, F401 (fixtures: pytest finds them by name)
+    containers_docs,
+    docker_daemon,
+    images,
+    pki,
+    secrets,
+    spark_app,
+    topology,
 )
 
 

@@ -1,16 +1,19 @@
-"""The images run the topology the chart describes: 2 name servers, 2 brokers, 1 gateway, then the Spark job.
+"""The images run the topology the chart describes: 2 name servers, 2 broker groups of a master and a slave each
+(controller mode, with the controller Deployment and the etcd StatefulSet), 1 gateway, then the Spark job.
 
 Both images are built offline (docker/build-images.sh: debootstrap base, host wheels, ``--network none``). Each
 workload's image, command, args, environment (envFrom ConfigMaps + env), mounts and security context come from
 the chart rendered by the real Helm engine with tests/e2e/values-containers.yaml; the Spark job's from
-deploy/spark/sparkapplication.yaml. Only what host networking forces is overridden (HOST_NETWORK_OVERRIDES).
-TLS and auth are on, as the chart's defaults: the suite makes the CA, the certificates and the Secrets an operator
-would create (e2e_security.py); the kit projects them into the containers the way the kubelet would. The chart's
-bootstrap Job creates the Spark and SDK users; every client of the suite calls over TLS (admin certificate) and
-signs as the init super user. Then: every flight stored once (the Spark user, Pub on Topic:flights only);
-refused clients store nothing; a fake broker cannot register; the official SDKs send and receive with
-credentials over TLS; SIGTERM one broker -> exit 0, no abort file, unregistered; start it again on the same
-volume -> data intact and serving. Timings go to .build/e2e-timings.json.
+deploy/spark/sparkapplication.yaml. Only what host networking forces is overridden (containers_topology's
+HOST_NETWORK_OVERRIDES). TLS and auth are on, as the chart's defaults: the suite makes the CA, the certificates and
+the Secrets an operator would create (e2e_security.py); the kit projects them into the containers the way the
+kubelet would. The chart's bootstrap Job creates the Spark and SDK users on every master; every client of the suite
+calls over TLS (admin certificate) and signs as the init super user. Then: every flight stored once (the Spark
+user, Pub on Topic:flights only); refused clients store nothing; a fake broker cannot register; the official SDKs
+send and receive with credentials over TLS; SIGTERM one group's master -> exit 0, no abort file, unregistered, its
+slave elected; start it again on the same volume -> data intact, it rejoins as the slave; SIGTERM the gateway ->
+drained, and a new gateway pod serves. test_containers_ha.py (same topology) shows replication and SIGKILL
+failover. Timings go to .build/e2e-timings.json.
 """
 
 from __future__ import annotations
@@ -18,41 +21,32 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-import yaml
 from apache.rocketmq.v2 import definition_pb2
-from chart_testkit import NAMESPACE, SPARK_DIR, render_docs
+from chart_testkit import NAMESPACE
 from containers_kit import (
     PodRun,
     RunningPod,
-    build_images,
-    chown_tree,
-    dangling_project_images,
     free_ports,
-    image_exists,
     json_lines,
+    localize,
     pod_runs,
     project_volume,
     record_timings,
-    remove_leftover_containers,
     start_container,
-    start_docker,
-    stop_docker,
     wait_serving,
 )
+from containers_topology import SERVING_TIMEOUT_S, STORE_UID, Topology, wait_in_sync, wait_master, workloads
 from e2e_security import (
     SDK_USER,
     SECRETS_SHOWN_NOWHERE,
     SPARK_USER,
     SUPER_USER,
     Pki,
-    cluster_secrets,
     headers,
     register_as,
     v2_send,
@@ -73,201 +67,16 @@ from tests.v2.sdk.sdk_testkit import assert_views_match, node_runner, python_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1_800)]
 
-VALUES = Path(__file__).with_name("values-containers.yaml")
-STORE_UID = 10001
-SERVING_TIMEOUT_S = 120.0
 SPARK_TIMEOUT_S = 1_200.0
 PROBE_TOPIC = "e2e-probe"
 REFUSED_TOPIC = "e2e-refused"
+FAILOVER_DEADLINE_S = 30.0  # SIGTERM of a master -> its slave listed as master (the controller: 3 s lease + scan)
 Code = definition_pb2.Code
-
-# What host networking forces, and nothing else. In Kubernetes each pod has its own network namespace and
-# cluster DNS; here every container shares the host's loopback. (what, value here, why)
-HOST_NETWORK_OVERRIDES: tuple[tuple[str, str, str], ...] = (
-    ("MQ_<SVC>_LISTEN_HOST", "127.0.0.1", "0.0.0.0 in a pod; on the host network it would be every interface"),
-    ("MQ_<SVC>_LISTEN_PORT", "a free port per container", "pods each own 9876/10911/8081; here they share ports"),
-    ("MQ_<SVC>_METRICS_PORT", "a free port per container", "every pod's 5557 would collide likewise"),
-    (
-        "MQ_BROKER_NAMESRV_ADDR, MQ_GATEWAY_NAMESRV_ADDR",
-        "127.0.0.1:<port of namesrv-i> for the headless DNS name of namesrv-i",
-        "no cluster DNS here; the mapping asserts every entry is a name server pod's stable DNS name",
-    ),
-    ("MQ_BROKER_BROKER_IP", "127.0.0.1", "the pod's stable DNS name resolves only inside the cluster"),
-    ("SparkApplication --gateway / --namesrv", "127.0.0.1:<gateway port> / 127.0.0.1:<namesrv-0 port>", "DNS"),
-    ("Spark driver SPARK_LOCAL_IP", "127.0.0.1", "Spark would bind and reverse-resolve the host's external address"),
-    ("auth bootstrap Job MQ_NAMESRV_ADDR", "127.0.0.1:<port of namesrv-i> per DNS name", "no cluster DNS here"),
-)
 # What deploy/spark/sparkapplication.yaml leaves to the operator on a secured cluster (docs/security.md, "In
 # Kubernetes"): `--tls`, the Spark user's keys and a client certificate from Secrets, the topic made by an admin.
 SPARK_SECURITY = ("--tls", "--no-create-topic")
 SPARK_TLS_DIR = "/etc/pyrocketmq/tls"
 BOOTSTRAP_TIMEOUT_S = 300.0
-_PREFIX = {"namesrv": "MQ_NAMESRV_", "broker": "MQ_BROKER_", "gateway": "MQ_GATEWAY_"}
-
-
-@dataclass(slots=True)
-class Topology:
-    namesrvs: list[RunningPod]
-    brokers: dict[str, RunningPod]
-    gateway: RunningPod
-    namesrv_addrs: list[str]
-    gateway_addr: str
-    pods: list[RunningPod]  # every container started, removed at teardown
-    pki: Pki
-    dns_to_local: dict[str, str]  # name server pod DNS name:port -> 127.0.0.1:port
-    admin_tls: TlsClientConfig  # the admin certificate (a component at the brokers)
-
-    def admin(self, gateway: bool = False) -> MQAdminClient:
-        """An admin client over TLS, signing as the init super user (sends through the gateway when ``gateway``)."""
-        if gateway:
-            return MQAdminClient(
-                self.namesrv_addrs, gateway_addr=self.gateway_addr, tls=self.admin_tls, credentials=SUPER_USER
-            )
-        return MQAdminClient(self.namesrv_addrs[:1], tls=self.admin_tls, credentials=SUPER_USER)
-
-
-def _override(pod: PodRun, service: str, port: int, metrics_port: int, dns_to_local: dict[str, str]) -> dict[str, str]:
-    """The HOST_NETWORK_OVERRIDES rows for one pod; each replaces a value the chart set."""
-    prefix = _PREFIX[service]
-    changes = {f"{prefix}LISTEN_HOST": "127.0.0.1", f"{prefix}LISTEN_PORT": str(port)}
-    changes[f"{prefix}METRICS_PORT"] = str(metrics_port)
-    if service in ("broker", "gateway"):
-        entries = pod.env[f"{prefix}NAMESRV_ADDR"].split(";")
-        unknown = [e for e in entries if e not in dns_to_local]
-        assert not unknown, f"{pod.pod_name}: name server entries that are no name server pod's DNS name: {unknown}"
-        changes[f"{prefix}NAMESRV_ADDR"] = ";".join(dns_to_local[e] for e in entries)
-    if service == "broker":
-        changes["MQ_BROKER_BROKER_IP"] = "127.0.0.1"
-    missing = sorted(set(changes) - set(pod.env))
-    assert not missing, f"{pod.pod_name}: the chart does not set {missing}"
-    return changes
-
-
-def _headless_dns(docs: list[dict[str, Any]], statefulset: str, pod: PodRun) -> str:
-    sts = next(d for d in docs if d["kind"] == "StatefulSet" and d["metadata"]["name"] == statefulset)
-    return f"{pod.pod_name}.{sts['spec']['serviceName']}.{NAMESPACE}.svc.cluster.local:{pod.grpc_port}"
-
-
-def _workload(docs: list[dict[str, Any]], kind: str, component: str) -> list[str]:
-    return sorted(
-        d["metadata"]["name"]
-        for d in docs
-        if d["kind"] == kind and d["metadata"]["labels"].get("app.kubernetes.io/component") == component
-    )
-
-
-@pytest.fixture(scope="module")
-def rendered() -> list[dict[str, Any]]:
-    return render_docs(yaml.safe_load(VALUES.read_text(encoding="utf-8")))
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return Pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def secrets(pki: Pki) -> dict[str, dict[str, str]]:
-    return cluster_secrets(pki)
-
-
-@pytest.fixture(scope="module")
-def spark_app() -> dict[str, Any]:
-    docs = yaml.safe_load_all((SPARK_DIR / "sparkapplication.yaml").read_text(encoding="utf-8"))
-    return next(d for d in docs if d and d["kind"] == "SparkApplication")
-
-
-@pytest.fixture(scope="module")
-def docker_daemon() -> Iterator[None]:
-    clock = time.monotonic()
-    started = start_docker()
-    remove_leftover_containers()
-    yield
-    remove_leftover_containers()
-    record_timings({"containers_suite_s": round(time.monotonic() - clock, 1)})
-    if started:
-        stop_docker()
-
-
-@pytest.fixture(scope="module")
-def images(docker_daemon: None, rendered: list[dict[str, Any]], spark_app: dict[str, Any]) -> dict[str, str]:
-    """Build both images (the tags the manifests name), once cold-or-warm and once more warm; timings kept."""
-    services = {c["image"] for d in rendered if d["kind"] in ("StatefulSet", "Deployment")
-                for c in d["spec"]["template"]["spec"]["containers"]}  # fmt: skip
-    assert len(services) == 1, services
-    service_image = services.pop()
-    repo, tag = service_image.rsplit(":", 1)
-    assert repo == "pyrocketmq"
-    assert spark_app["spec"]["image"] == f"pyrocketmq-spark:{tag}"
-    first = build_images(tag)
-    warm = build_images(tag)
-    record_timings({"image_build_first": first, "image_build_warm": warm})
-    assert image_exists(service_image)
-    assert image_exists(spark_app["spec"]["image"])
-    assert dangling_project_images() == [], "a rebuild must not leave untagged stage or superseded images"
-    return {"services": service_image, "spark": spark_app["spec"]["image"]}
-
-
-@pytest.fixture(scope="module")
-def topology(
-    images: dict[str, str],
-    rendered: list[dict[str, Any]],
-    tmp_path_factory: pytest.TempPathFactory,
-    pki: Pki,
-    secrets: dict[str, dict[str, str]],
-) -> Iterator[Topology]:
-    started = time.monotonic()
-    files = tmp_path_factory.mktemp("projected")
-    (namesrv_sts,) = _workload(rendered, "StatefulSet", "namesrv")
-    broker_sts = _workload(rendered, "StatefulSet", "broker")
-    (gateway_deploy,) = _workload(rendered, "Deployment", "gateway")
-    namesrv_runs = pod_runs(rendered, "StatefulSet", namesrv_sts, NAMESPACE, secrets, files)
-    broker_runs = [r for sts in broker_sts for r in pod_runs(rendered, "StatefulSet", sts, NAMESPACE, secrets, files)]
-    (gateway_run,) = pod_runs(rendered, "Deployment", gateway_deploy, NAMESPACE, secrets, files)
-    probe = pki.client("admin")
-    assert (len(namesrv_runs), len(broker_runs)) == (2, 2)
-    ports = iter(free_ports(2 * (len(namesrv_runs) + len(broker_runs) + 1)))
-    pods: list[RunningPod] = []
-    try:
-        namesrvs, dns_to_local = [], {}
-        for run in namesrv_runs:
-            port = next(ports)
-            pod = start_container(run, _override(run, "namesrv", port, next(ports), {}))
-            pods.append(pod)
-            namesrvs.append(pod)
-            dns_to_local[_headless_dns(rendered, namesrv_sts, run)] = f"127.0.0.1:{port}"
-        for pod in namesrvs:
-            wait_serving(pod, f"127.0.0.1:{pod.env['MQ_NAMESRV_LISTEN_PORT']}", SERVING_TIMEOUT_S, probe)
-        brokers = {}
-        for run in broker_runs:
-            store = tmp_path_factory.mktemp(run.pod_name)
-            chown_tree(store, STORE_UID, STORE_UID)
-            claims = {name: store for kind, name in run.mounts.values() if kind == "claim"}
-            pod = start_container(run, _override(run, "broker", next(ports), next(ports), dns_to_local), claims)
-            pods.append(pod)
-            brokers[run.env["MQ_BROKER_BROKER_NAME"]] = pod
-        gateway_port = next(ports)
-        overrides = _override(gateway_run, "gateway", gateway_port, next(ports), dns_to_local)
-        gateway = start_container(gateway_run, overrides)
-        pods.append(gateway)
-        for pod in brokers.values():
-            wait_serving(pod, f"127.0.0.1:{pod.env['MQ_BROKER_LISTEN_PORT']}", SERVING_TIMEOUT_S, probe)
-        wait_serving(gateway, f"127.0.0.1:{gateway_port}", SERVING_TIMEOUT_S, probe)
-        record_timings({"topology_start_s": round(time.monotonic() - started, 1)})
-        yield Topology(
-            namesrvs=namesrvs,
-            brokers=brokers,
-            gateway=gateway,
-            namesrv_addrs=list(dns_to_local.values()),
-            gateway_addr=f"127.0.0.1:{gateway_port}",
-            pods=pods,
-            pki=pki,
-            dns_to_local=dns_to_local,
-            admin_tls=pki.client_config("admin"),
-        )
-    finally:
-        for pod in pods:
-            pod.remove()
 
 
 def test_image_entrypoint_tini_forwards_sigterm(images: dict[str, str]) -> None:
@@ -318,15 +127,18 @@ async def _wait_registered(topology: Topology, expected: dict[str, list[str]], t
     raise AssertionError(f"name servers list {seen}, expected {expected}")
 
 
-def _broker_addr(pod: RunningPod) -> str:
-    return f"127.0.0.1:{pod.env['MQ_BROKER_LISTEN_PORT']}"
+def _registered(topology: Topology, leaving: RunningPod | None = None) -> dict[str, list[str]]:
+    """group -> the gRPC addresses of its running pods (but ``leaving``), as the name servers should list them."""
+    return {name: sorted(topology.local(p) for p in pods if p is not leaving) for name, pods in topology.groups.items()}
 
 
 async def test_topology_runs_as_the_chart_describes(topology: Topology) -> None:
-    expected = {name: [_broker_addr(pod)] for name, pod in topology.brokers.items()}
+    expected = _registered(topology)
     assert sorted(expected) == ["broker-a", "broker-b"]
+    assert all(len(addrs) == 2 for addrs in expected.values()), expected
     await _wait_registered(topology, expected, 30.0)
-    for pod in [*topology.namesrvs, *topology.brokers.values(), topology.gateway]:
+    services = [*topology.namesrvs, *topology.controllers, *topology.brokers(), topology.gateway]
+    for pod in [*services, *topology.etcds]:
         attrs = pod.inspect()
         host = attrs["HostConfig"]
         assert host["NetworkMode"] == "host"
@@ -334,9 +146,10 @@ async def test_topology_runs_as_the_chart_describes(topology: Topology) -> None:
         assert host["ReadonlyRootfs"] is True
         assert host["CapDrop"] == ["ALL"]
         assert attrs["Config"]["User"] == "10001:10001"
-        # The chart sets args only: the image's ENTRYPOINT (tini, PID 1) runs the service it names.
+        # The chart sets args only: the image's ENTRYPOINT (tini, PID 1) runs the service (or etcd) they name.
         assert attrs["Config"]["Entrypoint"] == ["tini", "--"]
-        assert attrs["Config"]["Cmd"] == list(pod.run.args)
+        assert attrs["Config"]["Cmd"] == list(pod.args)
+    for pod in services:
         started = [e for e in json_lines(pod.logs()) if e.get("event") == "started"]
         assert len(started) == 1, pod.logs()[-2000:]
 
@@ -347,16 +160,16 @@ async def test_topology_runs_as_the_chart_describes(topology: Topology) -> None:
 @pytest.fixture(scope="module")
 def bootstrapped(
     topology: Topology,
-    rendered: list[dict[str, Any]],
+    containers_docs: list[dict[str, Any]],
     secrets: dict[str, dict[str, str]],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> str:
     """Run the chart's auth bootstrap Job (the post-install hook) as Kubernetes would after the install; its log."""
-    (job,) = _workload(rendered, "Job", "auth-bootstrap")
-    (run,) = pod_runs(rendered, "Job", job, NAMESPACE, secrets, tmp_path_factory.mktemp("bootstrap"))
-    entries = run.env["MQ_NAMESRV_ADDR"].split(";")
-    assert set(entries) == set(topology.dns_to_local), entries
-    pod = start_container(run, {"MQ_NAMESRV_ADDR": ";".join(topology.dns_to_local[e] for e in entries)})
+    (job,) = workloads(containers_docs, "Job", "auth-bootstrap")
+    (run,) = pod_runs(containers_docs, "Job", job, NAMESPACE, secrets, tmp_path_factory.mktemp("bootstrap"))
+    namesrvs = localize(run.env["MQ_NAMESRV_ADDR"], topology.addrs, "bootstrap Job MQ_NAMESRV_ADDR")
+    assert sorted(namesrvs.split(";")) == sorted(topology.namesrv_addrs), namesrvs
+    pod = start_container(run, {"MQ_NAMESRV_ADDR": namesrvs})
     topology.pods.append(pod)
     started = time.monotonic()
     code = pod.wait_exit(BOOTSTRAP_TIMEOUT_S)
@@ -369,7 +182,9 @@ def bootstrapped(
 def test_bootstrap_job_creates_the_users_and_acls(topology: Topology, bootstrapped: str) -> None:
     events = list(json_lines(bootstrapped))
     applied = {(e["event"], e.get("user") or e.get("subject"), e["broker"]) for e in events if "broker" in e}
-    brokers = {_broker_addr(p) for p in topology.brokers.values()}
+    # the Job applies them on every group's master (the name servers' broker id 0)
+    brokers = {topology.local(p) for p in asyncio.run(topology.masters()).values()}
+    assert len(brokers) == len(topology.groups)
     for broker in brokers:
         assert {("user_applied", "spark-flights", broker), ("user_applied", "sdk-app", broker)} <= applied
         assert ("acl_applied", "User:spark-flights", broker) in applied
@@ -411,7 +226,7 @@ async def test_refused_clients_store_nothing(topology: Topology, bootstrapped: s
 
 
 async def test_a_broker_without_the_component_certificate_cannot_register(topology: Topology) -> None:
-    expected = {name: [_broker_addr(pod)] for name, pod in topology.brokers.items()}
+    expected = _registered(topology)
     await _wait_registered(topology, expected, 30.0)
     impostor = "127.0.0.1:1"
     # Signed by the cluster's CA but not the brokers' identity: the name server answers NO_PERMISSION (16).
@@ -569,17 +384,17 @@ async def _send_until(topology: Topology, topic: str, broker: str, limit: int) -
     raise AssertionError(f"no probe landed on {broker} within {limit} sends")
 
 
-async def test_broker_sigterm_is_clean_and_restart_keeps_its_data(topology: Topology) -> None:
+async def test_master_sigterm_is_clean_its_slave_takes_over_and_it_rejoins(topology: Topology) -> None:
     name = "broker-b"
-    pod = topology.brokers[name]
+    pod = (await topology.masters())[name]
+    (peer,) = [p for p in topology.groups[name] if p is not pod]
     async with topology.admin() as admin:
         await admin.update_topic(TopicConfig(PROBE_TOPIC, 2, 2), cluster_name="DefaultCluster")
-    await _wait_registered(topology, {n: [_broker_addr(p)] for n, p in topology.brokers.items()}, 30.0)
+    await _wait_registered(topology, _registered(topology), 30.0)
     await _send_until(topology, PROBE_TOPIC, name, 40)
     before = await _topic_offsets(topology, PROBE_TOPIC, name)
     assert sum(hi for _, hi in before.values()) > 0
-    (store,) = pod.claims.values()
-    store_root = Path(pod.env["MQ_BROKER_STORE_PATH_ROOT_DIR"].replace("/var/lib/rocketmq", str(store), 1))
+    store_root = pod.host_path(pod.env["MQ_BROKER_STORE_PATH_ROOT_DIR"])
     assert (store_root / "abort").exists(), "a running broker keeps its abort file"
 
     stop_sending = asyncio.Event()
@@ -589,34 +404,30 @@ async def test_broker_sigterm_is_clean_and_restart_keeps_its_data(topology: Topo
     pod.signal("SIGTERM")
     code = await asyncio.to_thread(pod.wait_exit, pod.run.termination_grace_s)
     stop_s = time.monotonic() - started
-    stop_sending.set()
-    acked = await sender
     logs = pod.logs()
     assert code == 0, logs[-4000:]
     assert any(e.get("event") == "broker_stopped" for e in json_lines(logs)), logs[-4000:]
     assert not (store_root / "abort").exists(), "clean shutdown removes the abort file"
     assert (store_root / "checkpoint").exists()
-    others = {n: [_broker_addr(p)] for n, p in topology.brokers.items() if n != name}
-    await _wait_registered(topology, others, 5.0)  # unregistered at once, not expired after 120 s
-    async with topology.admin() as admin:
-        route = await admin.topic_route(PROBE_TOPIC)
-    assert {b.broker_name for b in route.broker_datas} == set(others)
+    await _wait_registered(topology, _registered(topology, leaving=pod), 5.0)  # unregistered at once
+    await wait_master(topology, name, peer, FAILOVER_DEADLINE_S)  # the controller elects the slave
+    takeover_s = time.monotonic() - started
+    stop_sending.set()
+    acked = await sender
 
     started = time.monotonic()
-    pod.remove()
-    again = start_container(pod.run, pod.env, pod.claims)
-    topology.brokers[name] = again
-    topology.pods.append(again)
-    wait_serving(again, _broker_addr(again), SERVING_TIMEOUT_S, topology.pki.client("admin"))
+    again = await asyncio.to_thread(topology.restart, pod)
     restart_s = time.monotonic() - started
     (line,) = [e for e in json_lines(again.logs()) if e.get("event") == "started"]
     assert line["last_exit_ok"] is True
-    await _wait_registered(topology, {n: [_broker_addr(p)] for n, p in topology.brokers.items()}, 30.0)
+    await _wait_registered(topology, _registered(topology), 30.0)
+    await wait_in_sync(topology, name, 60.0)  # back as the slave of the new master, nothing behind
+    assert (await topology.masters())[name] is peer
     restored = await _topic_offsets(topology, PROBE_TOPIC, name)
     assert restored.keys() == before.keys()
     assert all(restored[q][1] >= before[q][1] for q in before), (before, restored)
     lost = [(b, q, o) for b, q, o in acked if b == name and o >= restored[q][1]]
-    assert not lost, f"acknowledged sends missing after the restart: {lost[:10]}"
+    assert not lost, f"acknowledged sends missing after the failover: {lost[:10]}"
     if await _has_topic(topology):  # the Spark test ran: every flight is still there, once
         check = await _read_back(topology, FLIGHTS_TOPIC, FLIGHTS_ROWS)
         assert (check.verified, check.missing, check.duplicates) == (FLIGHTS_ROWS, 0, 0), check.report()
@@ -626,9 +437,10 @@ async def test_broker_sigterm_is_clean_and_restart_keeps_its_data(topology: Topo
     record_timings(
         {
             "broker_sigterm_stop_s": round(stop_s, 2),
+            "slave_master_after_sigterm_s": round(takeover_s, 1),
             "broker_restart_s": round(restart_s, 1),
             "sends_acked_across_sigterm": len(acked),
-            "of_them_on_the_stopped_broker": sum(1 for b, _, _ in acked if b == name),
+            "of_them_on_the_stopped_group": sum(1 for b, _, _ in acked if b == name),
         }
     )
     assert sent >= 1
@@ -665,9 +477,15 @@ async def test_gateway_sigterm_drains_and_exits_cleanly(topology: Topology) -> N
         result = await admin.send_message(PROBE_TOPIC, b'{"before": "sigterm"}')
     assert result.send_status == "SEND_OK"
     gateway.signal("SIGTERM")
-    code = gateway.wait_exit(gateway.run.termination_grace_s)
+    code = await asyncio.to_thread(gateway.wait_exit, gateway.run.termination_grace_s)
     logs = gateway.logs()
     assert code == 0, logs[-4000:]
     events = [e.get("event") for e in json_lines(logs)]
     assert "gateway_stopped" in events
     assert events[-1] == "stopped"
+    # as the Deployment would: a new gateway pod (same spec) serves in its place
+    again = await asyncio.to_thread(topology.restart, gateway)
+    async with topology.admin(gateway=True) as admin:
+        result = await admin.send_message(PROBE_TOPIC, b'{"after": "sigterm"}')
+    assert result.send_status == "SEND_OK"
+    assert again is topology.gateway
