@@ -198,6 +198,16 @@ async def wait_in_sync(topology: Topology, group: str, timeout_s: float) -> list
     raise AssertionError(f"{group} not a master with an in-sync slave after {timeout_s} s: {rows}")
 
 
+async def wait_topic_on(slave: RunningPod, topic: str, timeout_s: float) -> None:
+    """Until broker pod ``slave`` persisted ``topic`` (SlaveSynchronize copies its master's topic configs every
+    slave_synchronize_interval_ms): a slave elected before that does not know a topic created just before."""
+    path = slave.host_path(slave.env["MQ_BROKER_STORE_PATH_ROOT_DIR"]) / "config" / "topics.json"
+    started = time.monotonic()
+    while not (path.is_file() and topic in path.read_text(encoding="utf-8")):
+        assert time.monotonic() - started < timeout_s, f"{slave.run.pod_name} never learned {topic}"
+        await asyncio.sleep(0.2)
+
+
 def commit_log_digest(pod: RunningPod, length: int) -> str:
     """sha256 of the first ``length`` bytes of the pod's CommitLog (its files in offset order, on the host)."""
     directory = pod.host_path(pod.env["MQ_BROKER_STORE_PATH_ROOT_DIR"]) / "commitlog"

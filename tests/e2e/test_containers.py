@@ -40,7 +40,15 @@ from containers_kit import (
     start_container,
     wait_serving,
 )
-from containers_topology import SERVING_TIMEOUT_S, STORE_UID, Topology, wait_in_sync, wait_master, workloads
+from containers_topology import (
+    SERVING_TIMEOUT_S,
+    STORE_UID,
+    Topology,
+    wait_in_sync,
+    wait_master,
+    wait_topic_on,
+    workloads,
+)
 from e2e_security import (
     SDK_USER,
     SECRETS_SHOWN_NOWHERE,
@@ -391,6 +399,7 @@ async def test_master_sigterm_is_clean_its_slave_takes_over_and_it_rejoins(topol
     async with topology.admin() as admin:
         await admin.update_topic(TopicConfig(PROBE_TOPIC, 2, 2), cluster_name="DefaultCluster")
     await _wait_registered(topology, _registered(topology), 30.0)
+    await wait_topic_on(peer, PROBE_TOPIC, 60.0)  # the slave, once elected, serves the topic
     await _send_until(topology, PROBE_TOPIC, name, 40)
     before = await _topic_offsets(topology, PROBE_TOPIC, name)
     assert sum(hi for _, hi in before.values()) > 0

@@ -23,7 +23,7 @@ from typing import Final
 
 import pytest
 from containers_kit import RunningPod, localize, record_timings
-from containers_topology import Topology, commit_log_digest, wait_in_sync
+from containers_topology import Topology, commit_log_digest, wait_in_sync, wait_topic_on
 from e2e_security import SUPER_USER
 from mq_common.constants import MessageConst
 from mq_common.errors import MQError
@@ -217,15 +217,6 @@ class _Sender:
             await asyncio.sleep(0.05)
 
 
-async def _topic_on_slave(slave: RunningPod, topic: str) -> None:
-    """Until the slave persisted ``topic`` (SlaveSynchronize copies the master's topic configs)."""
-    path = slave.host_path(slave.env["MQ_BROKER_STORE_PATH_ROOT_DIR"]) / "config" / "topics.json"
-    started = time.monotonic()
-    while not (path.is_file() and topic in path.read_text(encoding="utf-8")):
-        assert time.monotonic() - started < IN_SYNC_DEADLINE_S, f"{slave.run.pod_name} never learned {topic}"
-        await asyncio.sleep(0.2)
-
-
 async def _elected(topology: Topology, group: str, broker_id: int, since: float) -> float:
     """Until the controller names ``broker_id`` master of ``group``; seconds since ``since``."""
     while True:
@@ -243,7 +234,7 @@ async def test_master_sigkill_fails_over_within_10s_without_losing_acknowledged_
     slave_id = topology.groups[group].index(slave) + 1
     async with topology.admin() as admin:  # on this group only: every send must go to its master
         await admin.update_topic(TopicConfig(FAILOVER_TOPIC, 4, 4), broker_addr=topology.local(master))
-    await _topic_on_slave(slave, FAILOVER_TOPIC)
+    await wait_topic_on(slave, FAILOVER_TOPIC, IN_SYNC_DEADLINE_S)
     sender = _Sender(topology, FAILOVER_TOPIC)
     sending = asyncio.create_task(sender.run())
     try:
