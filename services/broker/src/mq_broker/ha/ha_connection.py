@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from typing import Final
 
 from mq_common.logging import get_logger
 from mq_common.tasks import cancel_and_log
@@ -45,6 +46,12 @@ from mq_broker.store.epoch_file import MAX_EPOCH_ENTRIES, EpochEntries, EpochFil
 from mq_broker.store.message_store import DefaultMessageStore
 
 log = get_logger("mq_broker.ha")
+
+REPORTS_READ_BYTES: Final = 64 * REPORT.size
+"""Reports taken by one read at most (a burst beyond waits for the next read)."""
+HOT_TAIL_BYTES: Final = 4 * 1024 * 1024
+"""Bytes this close to the CommitLog's max offset were just written: the frame copies them on the event loop without
+asking the page cache (mincore) first."""
 
 
 class HAConnection:
@@ -116,17 +123,35 @@ class HAConnection:
         callback(self)
 
     async def _read_reports(self) -> None:
-        cfg = self.store.config
-        housekeeping_s = cfg.ha_housekeeping_interval_ms / 1000
+        """The first 8 bytes (a handshake's marker, or the first report) one read at a time; then every read takes
+        all reports the socket holds and applies the newest (reports only grow): one wake-up for a burst. One
+        deadline, pushed back at each read, drops a slave silent for ``ha_housekeeping_interval_ms``."""
+        loop = asyncio.get_running_loop()
+        housekeeping_s = self.store.config.ha_housekeeping_interval_ms / 1000
+        reader = self._reader
         try:
-            while True:
-                raw = await asyncio.wait_for(self._reader.readexactly(REPORT.size), housekeeping_s)
-                value = REPORT.unpack(raw)[0]
-                if value == HANDSHAKE_MARKER and self.next_transfer_offset < 0 and self.broker_id is None:
-                    if not await self._handshake():
+            async with asyncio.timeout(housekeeping_s) as silence:
+                while self.next_transfer_offset < 0:
+                    value = REPORT.unpack(await reader.readexactly(REPORT.size))[0]
+                    silence.reschedule(loop.time() + housekeeping_s)
+                    if value == HANDSHAKE_MARKER and self.broker_id is None:
+                        if not await self._handshake():
+                            return
+                    elif not self._on_report(value):
                         return
-                elif not self._on_report(value):
-                    return
+                pending = bytearray()
+                while True:
+                    chunk = await reader.read(REPORTS_READ_BYTES)
+                    if not chunk:
+                        raise asyncio.IncompleteReadError(bytes(pending), REPORT.size)
+                    silence.reschedule(loop.time() + housekeeping_s)
+                    pending += chunk
+                    whole = len(pending) - len(pending) % REPORT.size
+                    if whole:
+                        newest = REPORT.unpack_from(pending, whole - REPORT.size)[0]
+                        del pending[:whole]
+                        if not self._on_report(newest):
+                            return
         except (TimeoutError, asyncio.IncompleteReadError, OSError) as exc:
             log.info("ha_slave_gone", slave=self.slave, reason=type(exc).__name__)
 
@@ -197,7 +222,8 @@ class HAConnection:
                     continue
                 self._wake.clear()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), heartbeat_s)
+                    async with asyncio.timeout(heartbeat_s):
+                        await self._wake.wait()
                 except TimeoutError:
                     self._writer.write(FRAME_HEADER.pack(self.next_transfer_offset, 0))
                     await self._writer.drain()
@@ -215,7 +241,7 @@ class HAConnection:
             return False
         frame = self._frame_buffer(FRAME_HEADER.size + size)
         body = frame[FRAME_HEADER.size :]
-        if commit_log.is_in_page_cache(offset, size):
+        if commit_log.max_offset - offset <= HOT_TAIL_BYTES or commit_log.is_in_page_cache(offset, size):
             copied = commit_log.read_into(offset, body)
         else:
             copied = await asyncio.to_thread(commit_log.read_into, offset, body)
