@@ -5,9 +5,10 @@ of the broker's event loop). The reader takes the slave's 8-byte max-offset repo
 the transfer starts, every one is the slave's acknowledged offset (GroupTransferService#on_slave_ack, the lag
 metrics). The writer pushes CommitLog frames from there on (mq_broker.ha.protocol), at most
 ``ha_transfer_batch_size_bytes`` each and never across a file, woken by every put (:meth:`wake`); when idle it
-sends a heartbeat frame every ``ha_send_heartbeat_interval_ms``. Bytes no longer in the page cache (a slave
-catching up on old files) are read in a worker thread. A slave silent for ``ha_housekeeping_interval_ms`` is
-dropped.
+sends a heartbeat frame every ``ha_send_heartbeat_interval_ms``. Bytes in the page cache go out with sendfile on a
+plain connection (mq_broker.ha.direct_send; RocketMQ's transferTo); under TLS they are copied into a frame buffer
+first; bytes no longer in the page cache (a slave catching up on old files) are read in a worker thread. Reports
+are read in bursts (the newest counts). A slave silent for ``ha_housekeeping_interval_ms`` is dropped.
 
 Controller mode (``master_broker_id`` gives this master's id): a slave opens with the handshake of
 mq_broker.ha.protocol; the master refuses a slave whose last epoch is newer than its own, answers with its epoch
@@ -30,6 +31,7 @@ from typing import Final
 from mq_common.logging import get_logger
 from mq_common.tasks import cancel_and_log
 
+from mq_broker.ha.direct_send import DirectFrameSender
 from mq_broker.ha.protocol import (
     EPOCH_ENTRY,
     FRAME_HEADER,
@@ -87,6 +89,7 @@ class HAConnection:
         self.last_caught_up_monotonic_s = time.monotonic()
         self._tasks: list[asyncio.Task[None]] = []
         self._frame = bytearray()  # the frame buffer, reused while the transport takes each frame whole
+        self._direct = DirectFrameSender(writer.transport)
 
     def wake(self) -> None:
         """New CommitLog bytes (a put): the writer sends them now. Event loop; cheap."""
@@ -118,6 +121,7 @@ class HAConnection:
         self._writer.close()
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()
+        self._direct.close()
         self.store.group_transfer.on_slave_gone(self.slave)
         callback, self._on_closed = self._on_closed, lambda _c: None
         callback(self)
@@ -231,29 +235,43 @@ class HAConnection:
             log.info("ha_slave_write_failed", slave=self.slave, error=str(exc))
 
     async def _send_next(self, max_bytes: int) -> bool:
-        """Send one data frame from next_transfer_offset; False when there is nothing to send yet. The bytes are
-        copied once, from the mapped file into the frame buffer (in a worker thread when they are not in the page
-        cache: a slave catching up), and the socket sends from there."""
+        """Send one data frame from next_transfer_offset; False when there is nothing to send yet. Bytes in the page
+        cache go out with sendfile on a plain connection (DirectFrameSender), what the socket does not take at once
+        through the transport after them; otherwise (TLS, bytes queued, or a slave catching up on cold bytes, read
+        in a worker thread) the bytes are copied once, from the mapped file into the frame buffer, and sent from
+        there."""
         commit_log = self.store.commit_log
         offset = self.next_transfer_offset
         size = commit_log.transfer_size(offset, max_bytes)
         if size == 0:
             return False
-        frame = self._frame_buffer(FRAME_HEADER.size + size)
-        body = frame[FRAME_HEADER.size :]
-        if commit_log.max_offset - offset <= HOT_TAIL_BYTES or commit_log.is_in_page_cache(offset, size):
-            copied = commit_log.read_into(offset, body)
+        hot = commit_log.max_offset - offset <= HOT_TAIL_BYTES or commit_log.is_in_page_cache(offset, size)
+        source = commit_log.file_position(offset, size) if hot and self._direct.usable() else None
+        if source is not None:
+            header = FRAME_HEADER.pack(offset, size)
+            header_sent, body_sent = self._direct.send(header, *source, size)
+            if header_sent < len(header) or body_sent < size:
+                await self._queue_rest(header[header_sent:], offset + body_sent, size - body_sent)
         else:
-            copied = await asyncio.to_thread(commit_log.read_into, offset, body)
-        if not copied:
-            raise OSError(f"commit log bytes at {offset} are gone (deleted meanwhile)")
-        FRAME_HEADER.pack_into(frame, 0, offset, size)
-        self._writer.write(frame)
-        if self._writer.transport.get_write_buffer_size():
-            self._frame = bytearray()  # the transport may hold on to the frame: the next one gets a new buffer
+            await self._queue_rest(FRAME_HEADER.pack(offset, size), offset, size, in_thread=not hot)
         self.next_transfer_offset = offset + size
         await self._writer.drain()
         return True
+
+    async def _queue_rest(self, header: bytes, offset: int, size: int, *, in_thread: bool = False) -> None:
+        """Queue ``header`` and the ``size`` CommitLog bytes at ``offset`` on the transport, copied once into the
+        frame buffer (in a worker thread when ``in_thread``: bytes not in the page cache)."""
+        frame = self._frame_buffer(len(header) + size)
+        frame[: len(header)] = header
+        body = frame[len(header) :]
+        if size:
+            read_into = self.store.commit_log.read_into
+            copied = await asyncio.to_thread(read_into, offset, body) if in_thread else read_into(offset, body)
+            if not copied:
+                raise OSError(f"commit log bytes at {offset} are gone (deleted meanwhile)")
+        self._writer.write(frame)
+        if self._writer.transport.get_write_buffer_size():
+            self._frame = bytearray()  # the transport may hold on to the frame: the next one gets a new buffer
 
     def _frame_buffer(self, size: int) -> memoryview:
         """``size`` bytes of the frame buffer (allocated for the largest frame when there is none)."""
