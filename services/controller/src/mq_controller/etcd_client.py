@@ -37,13 +37,17 @@ class TlsEtcdClient(aetcd.Client):  # type: ignore[misc]  # aetcd ships no type 
         options = {**CHANNEL_OPTIONS, **dict(channel_options(tls))}
         super().__init__(host=host, port=port, timeout=timeout_s, options=options)
         self._tls = tls
+        self._connect_lock = asyncio.Lock()
 
     async def connect(self) -> None:
         if self._connected.is_set():
             return
+        async with self._connect_lock:  # one channel even when several calls connect at once
+            if not self._connected.is_set():
+                await self._open_channel()
+
+    async def _open_channel(self) -> None:
         credentials = await asyncio.to_thread(channel_credentials, self._tls)
-        if self._connected.is_set():  # another task connected meanwhile
-            return
         channel = grpc.aio.secure_channel(f"{self._host}:{self._port}", credentials, list(self._options.items()))
         self.channel = channel
         self.kvstub = rpc.KVStub(channel)
