@@ -1,7 +1,8 @@
 """Real etcd + real ``mqcontroller`` processes for the controller's tests, and heartbeat helpers.
 
 :func:`controllers` starts a LocalEtcd (1 or 3 members) and ``count`` controller processes sharing it (one key
-prefix), waits for grpc.health SERVING, and stops every process it started (by PID) on exit.
+prefix; optionally over mutual TLS to etcd), waits for grpc.health SERVING, and stops every process it started (by
+PID) on exit.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mq_local.etcd import LocalEtcd
 from mq_local.ports import LOCAL_HOST, free_port
 from mq_local.processes import ManagedProcess
 from mq_local.readiness import wait_serving
+from mq_local.tls_files import LocalTlsFiles
 
 CLUSTER: Final = "ha-cluster"
 HEARTBEAT_TIMEOUT_MS: Final = 2_000  # lease TTL 2 s (etcd's practical minimum)
@@ -68,8 +70,11 @@ def controllers(
     etcd_members: int = 1,
     env: Mapping[str, str] | None = None,
     tls: TlsClientConfig | None = None,
+    etcd_tls: LocalTlsFiles | None = None,
 ) -> Iterator[Controllers]:
-    etcd = LocalEtcd(data_dir, etcd_members).start()
+    """``tls``: how readiness checks dial the controllers; ``etcd_tls``: etcd serves mutual TLS with these files
+    (the controllers then need their TLS settings in ``env``)."""
+    etcd = LocalEtcd(data_dir, etcd_members, tls=etcd_tls).start()
     procs: list[ManagedProcess] = []
     try:
         for i in range(count):

@@ -1,4 +1,5 @@
-"""The controller under mutual TLS and authentication: component-only writes, admin-only elections and reads."""
+"""The controller under mutual TLS and authentication: component-only writes, admin-only elections and reads; its
+etcd serves mutual TLS too (the controller presents its own certificate)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ async def test_only_components_heartbeat_and_only_admins_elect(tmp_path: Path) -
     broker_pool, admin_pool = signing_pool(broker_tls, None), signing_pool(admin_tls, None)
     signed_pool, wrong_pool = signing_pool(admin_tls, SUPER), signing_pool(admin_tls, Credentials("ctrl-root", "x"))
     try:
-        with controllers(tmp_path, env=env, tls=admin_tls) as ctl:
+        with controllers(tmp_path, env=env, tls=admin_tls, etcd_tls=files) as ctl:
+            assert all(e.startswith("https://") for e in ctl.etcd.endpoints)  # the controller -> etcd hop is mTLS
             broker, admin = client_of(ctl.addrs, broker_pool), client_of(ctl.addrs, admin_pool)
             signed, wrong = client_of(ctl.addrs, signed_pool), client_of(ctl.addrs, wrong_pool)
             for refused_call in (

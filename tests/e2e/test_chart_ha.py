@@ -77,9 +77,16 @@ def test_default_brokers_run_in_controller_mode(default_docs: list[dict[str, Any
     assert controller["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
     assert _container(deployment)["args"] == ["mqcontroller"]
     settings = _by(default_docs, "ConfigMap")["mq-controller"]["data"]
-    members = [f"mq-etcd-{i}.{ETCD_DOMAIN}:2379" for i in range(3)]
+    members = [f"https://mq-etcd-{i}.{ETCD_DOMAIN}:2379" for i in range(3)]  # mutual TLS, as etcdctl writes it
     assert settings["MQ_CONTROLLER_ETCD_ENDPOINTS"] == ",".join(members)
     assert settings["MQ_CONTROLLER_COMPONENT_IDENTITIES"] == "mq-broker,mq-admin"
+    # the certificate the controller presents to etcd: its own (the Secret mounted at tls.mountPath)
+    mounts = {m["name"]: m["mountPath"] for m in _container(deployment)["volumeMounts"]}
+    assert settings["MQ_CONTROLLER_TLS_ENABLED"] == "true"
+    assert settings["MQ_CONTROLLER_TLS_CERT_FILE"] == mounts["tls"] + "/tls.crt"
+    assert settings["MQ_CONTROLLER_TLS_CA_FILE"] == mounts["tls"] + "/ca.crt"
+    volumes = {v["name"]: v for v in _pod(deployment)["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "mq-controller-tls"
     assert _by(default_docs, "PodDisruptionBudget")["mq-controller"]["spec"]["maxUnavailable"] == 1
 
 
@@ -102,11 +109,34 @@ def test_etcd_is_three_members_that_find_each_other(default_docs: list[dict[str,
     mounts = {m["name"]: m["mountPath"] for m in _container(sts)["volumeMounts"]}
     assert flags["data-dir"].startswith(mounts[sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"]] + "/")
     assert flags["peer-cert-file"].startswith(mounts["tls"] + "/")
+    # the client port (the controllers' gRPC API) takes only mutual TLS, with the same etcd certificate
+    assert flags["listen-client-urls"] == "https://0.0.0.0:2379"
+    assert flags["advertise-client-urls"] == f"https://$(POD_NAME).{ETCD_DOMAIN}:2379"
+    tls_dir = mounts["tls"]
+    assert (flags["cert-file"], flags["key-file"]) == (f"{tls_dir}/tls.crt", f"{tls_dir}/tls.key")
+    assert flags["trusted-ca-file"] == f"{tls_dir}/ca.crt"
+    assert flags["client-cert-auth"] == "true"
+    assert flags["peer-cert-file"] == flags["cert-file"]  # no new Secret: the one mounted for peer TLS
+    (tls_volume,) = (v for v in _pod(sts)["volumes"] if v["name"] == "tls")
+    assert tls_volume["secret"]["secretName"] == "mq-etcd-tls"
     container = _container(sts)
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "metrics"}
     assert container["livenessProbe"]["tcpSocket"] == {"port": "client"}
     assert _by(default_docs, "PodDisruptionBudget")["mq-etcd"]["spec"]["maxUnavailable"] == 1
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_without_tls_etcd_and_the_controller_stay_plaintext() -> None:
+    docs = render_docs({"tls": {"enabled": False}, "auth": {"enabled": False}})
+    flags = dict(
+        a.removeprefix("--").split("=", 1) for a in _container(_by(docs, "StatefulSet")["mq-etcd"])["args"][1:]
+    )
+    assert flags["listen-client-urls"] == "http://0.0.0.0:2379"
+    assert flags["advertise-client-urls"] == f"http://$(POD_NAME).{ETCD_DOMAIN}:2379"
+    assert not {"cert-file", "key-file", "trusted-ca-file", "client-cert-auth", "peer-cert-file"} & set(flags)
+    settings = _by(docs, "ConfigMap")["mq-controller"]["data"]
+    assert settings["MQ_CONTROLLER_ETCD_ENDPOINTS"] == ",".join(f"mq-etcd-{i}.{ETCD_DOMAIN}:2379" for i in range(3))
+    assert "MQ_CONTROLLER_TLS_ENABLED" not in settings
 
 
 def _peer_allows(policy: dict[str, Any], component: str, port: str) -> bool:

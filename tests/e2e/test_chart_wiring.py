@@ -177,6 +177,30 @@ def test_every_configmap_key_is_a_settings_field_and_parses(rendered: dict[str, 
 
 
 @pytest.mark.parametrize("name", SETS)
+def test_controllers_dial_every_etcd_member_as_it_serves(rendered: dict[str, Rendered], name: str) -> None:
+    """The controllers' parsed etcd endpoints are the members' advertised client URLs: same DNS names and port, and
+    mutual TLS (https, the controller's own certificate) exactly when etcd's client port serves TLS."""
+    r = rendered[name]
+    controllers = [w for w in _workloads(r) if _component(w) == "controller"]
+    if not controllers or SETTINGS["controller"][1] is None:
+        pytest.skip("no controller in this value set")
+    etcd = r.get("StatefulSet", "mq-etcd")
+    flags = dict(a.removeprefix("--").split("=", 1) for a in _container(etcd)["args"][1:])
+    scheme, _, _ = flags["advertise-client-urls"].partition("://")
+    headless = etcd["spec"]["serviceName"]
+    port = flags["listen-client-urls"].rpartition(":")[2]
+    members = [f"mq-etcd-{i}.{headless}.{NAMESPACE}.svc.cluster.local:{port}" for i in range(etcd["spec"]["replicas"])]
+    (controller,) = controllers
+    settings: Any = SETTINGS["controller"][1](**_parseable(_env(r, controller), "controller"))  # type: ignore[misc]
+    assert list(settings.etcd_endpoint_list) == members
+    tls = settings.etcd_tls_client_config()
+    assert (tls is not None) == (scheme == "https") == ("client-cert-auth" in flags)
+    if tls is not None:
+        assert (tls.cert_file, tls.ca_file) == (settings.tls_cert_file, settings.tls_ca_file)
+        assert flags["trusted-ca-file"].rpartition("/")[2] == tls.ca_file.name  # both trust the Secret's ca.crt
+
+
+@pytest.mark.parametrize("name", SETS)
 def test_probes_and_service_ports_match_container_ports(rendered: dict[str, Rendered], name: str) -> None:
     r = rendered[name]
     for workload in _services(r):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,9 @@ def test_up_status_down(tmp_path: Path) -> None:
         status = _mqlocal("status", "--data-dir", str(data))
         assert status.returncode == 0, status.stdout + status.stderr
         assert status.stdout.count("SERVING") == 4
+        rows = _status_rows(status.stdout)
+        assert rows["broker-a"][5:8] == ["ASYNC_MASTER", "0", "-"]  # role, id, epoch (no controller: no epoch)
+        assert rows["namesrv"][5:8] == ["", "", ""]
 
         again = _mqlocal("up", "--data-dir", str(data), *ports)
         assert again.returncode == 1
@@ -62,6 +66,17 @@ def test_up_status_down(tmp_path: Path) -> None:
     assert not any(p.alive() for p in state.processes)
     assert read_state(data) is None
     assert _mqlocal("status", "--data-dir", str(data)).returncode == 1
+
+
+def _status_rows(table: str) -> dict[str, list[str]]:
+    """``mqlocal status``'s table: service name -> its cells (service, pid, address, process, health, role, broker
+    id, epoch, log)."""
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 9 and cells[0] and cells[1].isdigit():
+            rows[cells[0]] = cells
+    return rows
 
 
 def test_up_tls_status_down(tmp_path: Path) -> None:
@@ -80,6 +95,41 @@ def test_up_tls_status_down(tmp_path: Path) -> None:
         status = _mqlocal("status", "--data-dir", str(data))
         assert status.returncode == 0, status.stdout + status.stderr
         assert status.stdout.count("SERVING") == 3
+    finally:
+        down = _mqlocal("down", "--data-dir", str(data))
+    assert down.returncode == 0, down.stdout + down.stderr
+
+
+def test_replicated_controller_cluster_over_tls_shows_roles_and_etcd_takes_only_mtls(tmp_path: Path) -> None:
+    data = tmp_path / "local-ha"
+    ports = ["--namesrv-port", str(free_port()), "--broker-base-port", str(_broker_base_port())]
+    ports += ["--gateway-port", str(free_port()), "--controller-port", str(free_port()), "--brokers", "1"]
+    up = _mqlocal("up", "--data-dir", str(data), "--tls", "--controller", "--replicas", "2", *ports)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        state = read_state(data)
+        assert state is not None
+        etcd = next(p for p in state.processes if p.name == "etcd0")
+        files = LocalTlsFiles.of_data_dir(data)
+        etcd_addr = f"127.0.0.1:{etcd.port}"
+        assert health_status(etcd_addr) == "UNREACHABLE"  # no plaintext on etcd's client port
+        assert health_status(etcd_addr, tls=files.client_config(None)) == "UNREACHABLE"  # nor TLS without a cert
+        assert health_status(etcd_addr, tls=files.client_config("controller")) == "SERVING"
+        assert '"etcd_tls": true' in (data / "controller.log").read_text(encoding="utf-8")
+
+        deadline = time.monotonic() + 30
+        while True:  # the slave takes the master's epoch once it replicates: a moment after `up` returned
+            status = _mqlocal("status", "--data-dir", str(data))
+            assert status.returncode == 0, status.stdout + status.stderr
+            rows = _status_rows(status.stdout)
+            if rows.get("broker-a-s1", [""] * 9)[7] == "1" or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert set(rows) == {"namesrv", "etcd0", "controller", "broker-a", "broker-a-s1", "gateway"}
+        assert all(row[4] == "SERVING" for row in rows.values())
+        # the master registers as id 0 (as in RocketMQ); the slave keeps its controller-mode id; both in epoch 1
+        assert rows["broker-a"][5:8] == ["ASYNC_MASTER", "0", "1"]
+        assert rows["broker-a-s1"][5:8] == ["SLAVE", "2", "1"]
     finally:
         down = _mqlocal("down", "--data-dir", str(data))
     assert down.returncode == 0, down.stdout + down.stderr

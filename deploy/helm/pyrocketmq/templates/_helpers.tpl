@@ -88,14 +88,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-etcd-headless" (include "pyrocketmq.fullname" .) -}}
 {{- end -}}
 
-{{/* ','-separated host:port of every etcd member (stable DNS names): the controllers' etcd_endpoints (their client
-skips a member that does not answer, and one behind a Service address could stay pinned to a member without quorum). */}}
+{{/* ','-separated endpoints of every etcd member (stable DNS names): the controllers' etcd_endpoints (their client
+skips a member that does not answer, and one behind a Service address could stay pinned to a member without quorum).
+With TLS https://host:port: the controllers dial mutual TLS with their own certificate. */}}
 {{- define "pyrocketmq.etcdEndpoints" -}}
 {{- $full := include "pyrocketmq.fullname" . -}}
 {{- $headless := include "pyrocketmq.etcdHeadless" . -}}
 {{- $addrs := list -}}
 {{- range $i := until (int .Values.etcd.replicas) -}}
-{{- $addrs = append $addrs (printf "%s-etcd-%d.%s.%s.svc.cluster.local:%d" $full $i $headless $.Release.Namespace (int $.Values.etcd.clientPort)) -}}
+{{- $scheme := ternary "https://" "" $.Values.tls.enabled -}}
+{{- $addrs = append $addrs (printf "%s%s-etcd-%d.%s.%s.svc.cluster.local:%d" $scheme $full $i $headless $.Release.Namespace (int $.Values.etcd.clientPort)) -}}
 {{- end -}}
 {{- join "," $addrs -}}
 {{- end -}}

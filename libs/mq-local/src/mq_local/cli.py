@@ -1,7 +1,7 @@
 """``mqlocal``: start a local cluster in the background, show it, stop it (``make up`` / ``make down``).
 
     mqlocal up [--brokers 2] [--flush-disk-type SYNC_FLUSH] [--data-dir .run/local] [--tls] [--auth]
-               [--replicas 2 [--broker-role SYNC_MASTER]]
+               [--controller [--controller-port 9878]] [--replicas 2 [--broker-role SYNC_MASTER]]
     mqlocal status [--data-dir .run/local]
     mqlocal down [--data-dir .run/local]
     mqlocal --version
@@ -21,10 +21,11 @@ from rich.console import Console
 from rich.table import Table
 
 from mq_local.auth_files import LocalAuthFiles
-from mq_local.cluster import ClusterSpec, ClusterStartError, FlushDiskType, LocalCluster
+from mq_local.cluster import DEFAULT_CONTROLLER_PORT, ClusterSpec, ClusterStartError, FlushDiskType, LocalCluster
 from mq_local.ports import DEFAULT_BROKER_BASE_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_NAMESRV_PORT, PortLayout
 from mq_local.processes import STOP_GRACE_S, stop_record
 from mq_local.readiness import health_status
+from mq_local.roles import BrokerRoleView, broker_roles
 from mq_local.state import DataDirError, default_data_dir, read_state, remove_state
 from mq_local.tls_files import LocalTlsFiles
 
@@ -73,9 +74,14 @@ def up(
     controller: Annotated[
         bool,
         typer.Option(
-            "--controller", help="Also start etcd and a controller (RocketMQ 5 controller mode) on port 9878."
+            "--controller",
+            help="Also start etcd and a controller (RocketMQ 5 controller mode) on --controller-port; with --tls "
+            "etcd takes only mutual TLS (the controller presents its certificate).",
         ),
     ] = False,
+    controller_port: Annotated[int, typer.Option(help="The controller's port (with --controller).")] = (
+        DEFAULT_CONTROLLER_PORT
+    ),
     replicas: Annotated[
         int, typer.Option(min=1, max=9, help="Processes per broker group: a master and replicas-1 slaves.")
     ] = 1,
@@ -103,6 +109,7 @@ def up(
         tls=tls,
         auth=auth,
         controller=controller,
+        controller_port=controller_port,
         replicas_per_broker_group=replicas,
         broker_role=broker_role,
     )
@@ -151,7 +158,8 @@ def down(
 
 @app.command()
 def status(data_dir: DataDirOption = None) -> None:
-    """Show each process of the cluster: PID, port, alive, grpc.health status, log file."""
+    """Show each process of the cluster: PID, port, alive, grpc.health status, log file; for a broker also its role
+    (as ``mqadmin clusterList``: asked of the broker), broker id and master epoch (controller mode)."""
     folder = _data_dir(data_dir)
     if read_state(folder) is None:
         console.print(f"no cluster state in {folder}")
@@ -160,23 +168,32 @@ def status(data_dir: DataDirOption = None) -> None:
         raise typer.Exit(1)
 
 
+def _role_cells(view: BrokerRoleView | None) -> tuple[str, str, str]:
+    if view is None:
+        return "", "", ""
+    return view.role, str(view.broker_id), "-" if view.master_epoch is None else str(view.master_epoch)
+
+
 def _print_state_table(folder: Path) -> bool:
-    """Print the state table; True when every process is alive and SERVING."""
+    """Print the state table; True when every process is alive and SERVING (roles are shown, not judged)."""
     state = read_state(folder)
     assert state is not None
     table = Table(title=f"PyRocketMQ local cluster ({folder})")
-    for column in ("service", "pid", "address", "process", "health"):
+    for column in ("service", "pid", "address", "process", "health", "role", "broker id", "epoch"):
         table.add_column(column, no_wrap=True)
     table.add_column("log", overflow="fold")
     all_ok = True
     tls = LocalTlsFiles.of_data_dir(folder).client_config() if state.tls else None
+    roles = broker_roles(state, folder)
     for rec in state.processes:
         alive = rec.alive()
-        health = health_status(f"127.0.0.1:{rec.port}", tls=tls) if alive else "-"
+        addr = f"127.0.0.1:{rec.port}"
+        health = health_status(addr, tls=tls) if alive else "-"
         all_ok = all_ok and alive and health == "SERVING"
         table.add_row(
-            rec.name, str(rec.pid), f"127.0.0.1:{rec.port}", "alive" if alive else "gone", health, rec.log_path
-        )
+            rec.name, str(rec.pid), addr, "alive" if alive else "gone", health, *_role_cells(roles.get(addr)),
+            rec.log_path,
+        )  # fmt: skip
     Console().print(table)
     return all_ok
 

@@ -61,7 +61,8 @@ class ClusterSpec:
     certificates on the gateway; the cluster's own readiness checks present the ``admin`` certificate.
     ``auth`` turns authentication and authorisation on for brokers and the gateway, with a generated init super
     user and inner credentials in ``<data>/auth`` (mq_local.auth_files); ``admin_credentials`` signs admin calls.
-    ``controller`` also starts an etcd of ``etcd_members`` (1 or 3; mq_local.etcd) and one controller
+    ``controller`` also starts an etcd of ``etcd_members`` (1 or 3; mq_local.etcd; with ``tls`` its client port takes
+    only mutual TLS and the controller dials it with its own certificate) and one controller
     (``mqcontroller`` on ``controller_port``, settings ``controller_env``) before the brokers, and tells the brokers
     its address (MQ_BROKER_CONTROLLER_ADDR, MQ_BROKER_ENABLE_CONTROLLER_MODE).
     ``replicas_per_broker_group`` > 1 starts that many processes per broker name: the master (broker id 0, role
@@ -265,7 +266,9 @@ class LocalCluster:
         self.gateway = ManagedProcess(
             "gateway", spec.gateway_module, gateway_env(spec), spec.ports.gateway_port, log_dir / "gateway.log"
         )
-        self.etcd = LocalEtcd(spec.data_dir, spec.etcd_members, spec.start_wait_s) if spec.controller else None
+        self.etcd = (
+            LocalEtcd(spec.data_dir, spec.etcd_members, spec.start_wait_s, spec.tls_files) if spec.controller else None
+        )
         self.controller = (
             ManagedProcess(
                 "controller",

@@ -5,12 +5,19 @@ Each member is Debian's ``etcd`` binary (package etcd-server; ``make etcd`` inst
 started in its own process group and stopped by PID (mq_local.processes). Ready when every member answers
 ``GET /health`` with ``{"health": "true"}`` (etcd's own health check: it needs a leader and a committed read).
 Used from one thread; every wait is bounded.
+
+With ``tls`` (a cluster's :class:`mq_local.tls_files.LocalTlsFiles`) each member serves its client port over
+mutual TLS: ``https://`` client URLs, the ``etcd`` certificate (``--cert-file``/``--key-file``), and only clients
+with a certificate of the local CA get past the handshake (``--client-cert-auth``, ``--trusted-ca-file``); the
+health check presents the ``etcd`` certificate too. Peer (Raft) traffic stays on loopback in plaintext. etcd 3.4
+(Debian bookworm) has these flags.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +27,7 @@ from typing import Final
 
 from mq_local.ports import LOCAL_HOST, free_port
 from mq_local.processes import ManagedProcess, ProcessStartError
+from mq_local.tls_files import ETCD_IDENTITY, LocalTlsFiles
 
 ETCD_BINARY: Final = "etcd"
 HEALTH_CALL_TIMEOUT_S: Final = 2.0
@@ -30,15 +38,17 @@ MEMBER_COUNTS: Final = (1, 3)
 
 @dataclass(frozen=True, slots=True)
 class EtcdMember:
-    """One member's name and ports (client: the v3 gRPC API the controller uses; peer: Raft traffic)."""
+    """One member's name and ports (client: the v3 gRPC API the controller uses, https with ``tls``; peer: Raft
+    traffic)."""
 
     name: str
     client_port: int
     peer_port: int
+    tls: bool = False
 
     @property
     def client_url(self) -> str:
-        return f"http://{LOCAL_HOST}:{self.client_port}"
+        return f"{'https' if self.tls else 'http'}://{LOCAL_HOST}:{self.client_port}"
 
     @property
     def peer_url(self) -> str:
@@ -57,10 +67,22 @@ def etcd_binary() -> str:
     return found
 
 
-def member_healthy(member: EtcdMember) -> bool:
-    """True when the member answers ``/health`` with health "true" within HEALTH_CALL_TIMEOUT_S."""
+def health_context(tls: LocalTlsFiles | None) -> ssl.SSLContext | None:
+    """The TLS context of the health check: trusts the local CA, presents the ``etcd`` certificate (None: plaintext).
+    Reads the PEM files (blocking)."""
+    if tls is None:
+        return None
+    context = ssl.create_default_context(cafile=str(tls.ca_file))
+    context.load_cert_chain(tls.cert_file(ETCD_IDENTITY), tls.key_file(ETCD_IDENTITY))
+    return context
+
+
+def member_healthy(member: EtcdMember, context: ssl.SSLContext | None = None) -> bool:
+    """True when the member answers ``/health`` with health "true" within HEALTH_CALL_TIMEOUT_S (over TLS with
+    ``context`` for a TLS member)."""
+    url = f"{member.client_url}/health"
     try:
-        with urllib.request.urlopen(f"{member.client_url}/health", timeout=HEALTH_CALL_TIMEOUT_S) as resp:
+        with urllib.request.urlopen(url, timeout=HEALTH_CALL_TIMEOUT_S, context=context) as resp:
             return bool(json.loads(resp.read()).get("health") == "true")
     except (OSError, urllib.error.URLError, ValueError):
         return False
@@ -68,9 +90,12 @@ def member_healthy(member: EtcdMember) -> bool:
 
 class LocalEtcd:
     """``members`` (1 or 3) etcd processes forming one new cluster. ``start()`` then ``stop()``; raises
-    ProcessStartError when not healthy within ``start_wait_s``."""
+    ProcessStartError when not healthy within ``start_wait_s``. ``tls``: serve the client port over mutual TLS with
+    these files (they must exist by ``start()``)."""
 
-    def __init__(self, data_dir: Path, members: int = 1, start_wait_s: float = 60.0) -> None:
+    def __init__(
+        self, data_dir: Path, members: int = 1, start_wait_s: float = 60.0, tls: LocalTlsFiles | None = None
+    ) -> None:
         if members not in MEMBER_COUNTS:
             raise ValueError(f"etcd members must be one of {MEMBER_COUNTS}, got {members}")
         ports: list[int] = []
@@ -78,7 +103,10 @@ class LocalEtcd:
             port = free_port()
             if port not in ports:
                 ports.append(port)
-        self.members = tuple(EtcdMember(f"etcd{i}", ports[2 * i], ports[2 * i + 1]) for i in range(members))
+        self.tls = tls
+        self.members = tuple(
+            EtcdMember(f"etcd{i}", ports[2 * i], ports[2 * i + 1], tls is not None) for i in range(members)
+        )
         self.data_dir = data_dir
         self.start_wait_s = start_wait_s
         initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
@@ -96,13 +124,21 @@ class LocalEtcd:
             "--initial-cluster-state", "new",
             "--initial-cluster-token", CLUSTER_TOKEN,
         ]  # fmt: skip
+        if self.tls is not None:
+            argv += [
+                "--cert-file", str(self.tls.cert_file(ETCD_IDENTITY)),
+                "--key-file", str(self.tls.key_file(ETCD_IDENTITY)),
+                "--trusted-ca-file", str(self.tls.ca_file),
+                "--client-cert-auth",
+            ]  # fmt: skip
         log_path = self.data_dir / f"etcd-{member.name}.log"
         return ManagedProcess(member.name, ETCD_BINARY, {}, member.client_port, log_path, ["etcd", *argv])
 
     @property
     def endpoints(self) -> tuple[str, ...]:
-        """``host:port`` of every member's client API (MQ_CONTROLLER_ETCD_ENDPOINTS, comma-joined)."""
-        return tuple(m.endpoint for m in self.members)
+        """Every member's client API as MQ_CONTROLLER_ETCD_ENDPOINTS takes it (comma-joined): ``host:port``, or
+        ``https://host:port`` with TLS."""
+        return tuple(m.client_url if m.tls else m.endpoint for m in self.members)
 
     def start(self) -> LocalEtcd:
         binary = etcd_binary()
@@ -116,9 +152,10 @@ class LocalEtcd:
     def wait_healthy(self, members: tuple[EtcdMember, ...]) -> None:
         """Wait until each of ``members`` is healthy. Raises ProcessStartError (naming a log) past start_wait_s."""
         deadline = time.monotonic() + self.start_wait_s
+        context = health_context(self.tls)
         for member in members:
             proc = self.processes[member.name]
-            while not member_healthy(member):
+            while not member_healthy(member, context):
                 if not proc.running() or time.monotonic() > deadline:
                     self.stop()
                     raise ProcessStartError(

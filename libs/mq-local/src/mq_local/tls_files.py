@@ -19,9 +19,11 @@ from mq_common.tls import TlsClientAuth, TlsClientConfig
 
 TLS_DIR_NAME: Final = "tls"
 IDENTITY_DOMAIN: Final = "pyrocketmq"
-# namesrv, controller, broker and gateway serve; admin is mqadmin and test clients with a component-free identity.
-IDENTITIES: Final = ("namesrv", "controller", "broker", "gateway", "admin")
+# namesrv, controller, broker, gateway and etcd (its client port) serve; admin is mqadmin and test clients with a
+# component-free identity.
+IDENTITIES: Final = ("namesrv", "controller", "broker", "gateway", "etcd", "admin")
 BROKER_IDENTITY: Final = f"broker.{IDENTITY_DOMAIN}"
+ETCD_IDENTITY: Final = "etcd"
 
 
 def identity_name(name: str) -> str:

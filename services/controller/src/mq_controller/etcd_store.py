@@ -9,8 +9,11 @@ Keys, under ``prefix`` (ControllerSettings.etcd_key_prefix):
   attached to a lease of TTL ceil(broker_heartbeat_timeout_ms / 1000) s that each heartbeat keeps alive. When a
   broker stops heartbeating, etcd deletes the key at the lease's expiry: every controller sees it dead at once.
 
-Several endpoints are dialled as one gRPC channel with the round-robin policy, so a dead etcd member is skipped;
-each call has a deadline and is retried (bounded) on UNAVAILABLE/DEADLINE_EXCEEDED. Runs on the controller's loop.
+Each endpoint (etcd member) has its own client (:mod:`mq_controller.etcd_client`: plaintext, or mutual TLS with
+the controller's component certificate); calls go to the current member, and a call that fails with
+UNAVAILABLE/DEADLINE_EXCEEDED moves to the next member and is retried (bounded), so a dead member is skipped. One
+channel per member dials it by its own name: host names work (gRPC's multi-address target takes only IPs) and TLS
+verifies each member's name. Runs on the controller's loop.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
-import aetcd
 from aetcd import exceptions as etcd_errors
 from mq_common.auth.lru import BoundedLru
 from mq_common.logging import get_logger
+from mq_common.tls import TlsClientConfig
 
+from mq_controller.etcd_client import etcd_client
 from mq_controller.model import BrokerLiveInfo, GroupState
 from mq_controller.state_store import StateStoreUnavailableError, Versioned
 
@@ -38,22 +42,21 @@ _T = TypeVar("_T")
 _RETRIED: Final = (etcd_errors.ConnectionFailedError, etcd_errors.ConnectionTimeoutError, etcd_errors.InternalError)
 
 
-def grpc_target(endpoints: Sequence[str]) -> tuple[str, int]:
-    """``("ipv4:a:1,b:2,c", 3)`` for endpoints ``a:1, b:2, c:3``: aetcd dials ``f"{host}:{port}"``, which then is
-    gRPC's multi-address ``ipv4:`` target. Raises ValueError for no endpoint or a bad port."""
-    if not endpoints:
-        raise ValueError("no etcd endpoint")
-    host, _, port = ",".join(endpoints).rpartition(":")
-    return (f"ipv4:{host}" if len(endpoints) > 1 else host), int(port)
-
-
 class EtcdReplicaStateStore:
-    """:class:`mq_controller.state_store.ReplicaStateStore` on etcd. ``await connect()`` first, ``close()`` last."""
+    """:class:`mq_controller.state_store.ReplicaStateStore` on etcd. ``await connect()`` first, ``close()`` last.
 
-    def __init__(self, endpoints: Sequence[str], prefix: str, call_timeout_ms: int) -> None:
-        host, port = grpc_target(endpoints)
-        options = {"grpc.lb_policy_name": "round_robin", "grpc.enable_retries": 1}
-        self._client = aetcd.Client(host=host, port=port, timeout=call_timeout_ms / 1000, options=options)
+    ``endpoints``: ``host:port`` of the members' client API; ``tls``: the CA and client certificate to dial them
+    with (None: plaintext). Raises ValueError for no endpoint or a bad one.
+    """
+
+    def __init__(
+        self, endpoints: Sequence[str], prefix: str, call_timeout_ms: int, tls: TlsClientConfig | None = None
+    ) -> None:
+        if not endpoints:
+            raise ValueError("no etcd endpoint")
+        self._endpoints = tuple(endpoints)
+        self._clients = [etcd_client(e, tls, call_timeout_ms / 1000) for e in self._endpoints]
+        self._current = 0
         self._prefix = prefix.rstrip("/")
         self._leases: BoundedLru[tuple[str, int], int] = BoundedLru(MAX_TRACKED_LEASES)
 
@@ -63,20 +66,37 @@ class EtcdReplicaStateStore:
     def _live_prefix(self, broker_name: str) -> bytes:
         return f"{self._prefix}/live/{broker_name}/".encode()
 
+    @property
+    def _client(self) -> Any:
+        """The current member's client (aetcd is untyped)."""
+        return self._clients[self._current]
+
     async def _call(self, what: str, action: Callable[[], Awaitable[_T]]) -> _T:
-        for attempt in range(ETCD_CALL_ATTEMPTS):
+        """``action`` (which reads ``self._client``) on the current member; on a retried error the next member, at
+        most ETCD_CALL_ATTEMPTS + members - 1 times (every member once, and more than once with retries left).
+        Raises StateStoreUnavailableError when no attempt answered."""
+        attempts = ETCD_CALL_ATTEMPTS + len(self._clients) - 1
+        for attempt in range(attempts):
+            index = self._current
             try:
                 return await action()
             except _RETRIED as exc:
-                log.warning("etcd_call_failed", call=what, attempt=attempt + 1, error=str(exc)[:200])
+                endpoint = self._endpoints[index]
+                log.warning("etcd_call_failed", call=what, endpoint=endpoint, attempt=attempt + 1, error=str(exc)[:200])
+                if self._current == index:  # concurrent failures move on once, not past a good member
+                    self._current = (index + 1) % len(self._clients)
                 await asyncio.sleep(RETRY_PAUSE_S)
-        raise StateStoreUnavailableError(f"etcd did not answer {what} after {ETCD_CALL_ATTEMPTS} attempts")
+        raise StateStoreUnavailableError(f"etcd did not answer {what} after {attempts} attempts")
 
     async def connect(self) -> None:
-        await self._call("connect", self._client.connect)
+        """Open every member's channel (no call is made: a member that is down is found by the first call).
+        Raises OSError when the TLS files cannot be read."""
+        for client in self._clients:
+            await client.connect()
 
     async def close(self) -> None:
-        await self._client.close()
+        for client in self._clients:
+            await client.close()
 
     async def load_group(self, broker_name: str) -> Versioned | None:
         got: Any = await self._call("get", lambda: self._client.get(self._group_key(broker_name)))
@@ -132,5 +152,5 @@ class EtcdReplicaStateStore:
         return sorted(groups, key=lambda v: v.state.broker_name)
 
     async def leader_id(self) -> str:
-        status: Any = await self._call("status", self._client.status)
+        status: Any = await self._call("status", lambda: self._client.status())
         return f"{status.leader.id:x}" if status.leader is not None else ""

@@ -19,6 +19,7 @@ def _describe(settings: ControllerSettings, service: ControllerService) -> dict[
     return {
         "metrics_port": service.metrics.port if service.metrics is not None else 0,
         "etcd_endpoints": list(settings.etcd_endpoint_list),
+        "etcd_tls": settings.etcd_tls,
         "broker_heartbeat_timeout_ms": settings.broker_heartbeat_timeout_ms,
         "lease_ttl_s": settings.lease_ttl_s,
     }

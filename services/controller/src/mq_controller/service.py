@@ -32,7 +32,9 @@ class ControllerService:
     def __init__(self, settings: ControllerSettings) -> None:
         s = settings
         self.settings = s
-        self.store = EtcdReplicaStateStore(s.etcd_endpoint_list, s.etcd_key_prefix, s.etcd_call_timeout_ms)
+        self.store = EtcdReplicaStateStore(
+            s.etcd_endpoint_list, s.etcd_key_prefix, s.etcd_call_timeout_ms, s.etcd_tls_client_config()
+        )
         config = ManagerConfig(s.lease_ttl_s, s.enable_elect_unclean_master, s.max_groups)
         self.manager = ControllerManager(self.store, config, self._on_election)
         self.metrics: ControllerMetrics | None = None

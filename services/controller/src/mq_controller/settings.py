@@ -3,6 +3,11 @@
 Mirrors org.apache.rocketmq.common.ControllerConfig (scanNotActiveBrokerInterval, enableElectUncleanMaster) and
 the controller's heartbeat timeout (BrokerConfig.controllerHeartBeatTimeoutMills). DLedger/JRaft peers are replaced
 by the etcd endpoints the state lives in. Read once at start-up on the main thread.
+
+etcd endpoints are written as etcd's own clients take them (``etcdctl --endpoints``): ``host:port`` or
+``http://host:port`` dial plaintext, ``https://host:port`` dial mutual TLS with the service's TLS settings: the CA of
+``tls_ca_file`` verifies etcd's server certificate and the controller presents ``tls_client_cert_file`` (default
+``tls_cert_file``), as etcd's ``--client-cert-auth`` requires.
 """
 
 from __future__ import annotations
@@ -12,11 +17,13 @@ from typing import ClassVar, Final
 
 from mq_common.auth.settings import AuthSettings
 from mq_common.settings import ServiceSettings
-from pydantic import Field, field_validator
+from mq_common.tls import TlsClientConfig
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 DEFAULT_CONTROLLER_PORT: Final = 9878
 MIN_LEASE_TTL_S: Final = 2
+ETCD_SCHEMES: Final = ("http://", "https://")
 """etcd refuses shorter leases in effect (its minimum TTL is 1.5 election timeouts, 1.5 s by default)."""
 
 
@@ -35,7 +42,9 @@ class ControllerSettings(ServiceSettings, AuthSettings):
     )
     etcd_endpoints: str = Field(
         default="127.0.0.1:2379",
-        description="Comma-separated host:port of the etcd members that hold the controller's state.",
+        description="Comma-separated endpoints of the etcd members that hold the controller's state: host:port or "
+        "http://host:port (plaintext), https://host:port (mutual TLS with tls_ca_file and the client certificate; "
+        "needs tls_enabled). Every endpoint takes the same scheme.",
     )
     etcd_key_prefix: str = Field(
         default="/pyrocketmq/controller",
@@ -69,17 +78,44 @@ class ControllerSettings(ServiceSettings, AuthSettings):
     @field_validator("etcd_endpoints")
     @classmethod
     def _check_endpoints(cls, value: str) -> str:
-        for endpoint in (e.strip() for e in value.split(",")):
-            host, sep, port = endpoint.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ValueError(f"etcd endpoint {endpoint!r} is not host:port")
+        endpoints = [e.strip() for e in value.split(",")]
+        for endpoint in endpoints:
+            host, sep, port = _strip_scheme(endpoint).rpartition(":")
+            if not sep or not host or not port.isdigit() or "/" in host:
+                raise ValueError(f"etcd endpoint {endpoint!r} is not host:port, http://host:port or https://host:port")
+        if len({e.startswith("https://") for e in endpoints}) > 1:
+            raise ValueError("etcd endpoints mix https:// with plaintext ones")
         return value
+
+    @model_validator(mode="after")
+    def _check_etcd_tls(self) -> ControllerSettings:
+        if self.etcd_tls and not self.tls_enabled:
+            raise ValueError("https:// etcd endpoints need tls_enabled (the CA and the client certificate)")
+        return self
 
     @property
     def etcd_endpoint_list(self) -> tuple[str, ...]:
-        return tuple(e.strip() for e in self.etcd_endpoints.split(",") if e.strip())
+        """``host:port`` of every etcd member (the scheme removed)."""
+        return tuple(_strip_scheme(e.strip()) for e in self.etcd_endpoints.split(",") if e.strip())
+
+    @property
+    def etcd_tls(self) -> bool:
+        """True when the etcd endpoints are ``https://``: the controller dials etcd over mutual TLS."""
+        return self.etcd_endpoints.strip().startswith("https://")
+
+    def etcd_tls_client_config(self) -> TlsClientConfig | None:
+        """What the controller dials etcd with: the service's client TLS (CA, its component certificate, name
+        override) for https:// endpoints, None (plaintext) otherwise."""
+        return self.tls_client_config() if self.etcd_tls else None
 
     @property
     def lease_ttl_s(self) -> int:
         """The liveness lease TTL in whole seconds: ceil(broker_heartbeat_timeout_ms / 1000), at least 2."""
         return max(MIN_LEASE_TTL_S, math.ceil(self.broker_heartbeat_timeout_ms / 1000))
+
+
+def _strip_scheme(endpoint: str) -> str:
+    for scheme in ETCD_SCHEMES:
+        if endpoint.startswith(scheme):
+            return endpoint.removeprefix(scheme)
+    return endpoint

@@ -5,9 +5,10 @@ of the broker's event loop). The reader takes the slave's 8-byte max-offset repo
 the transfer starts, every one is the slave's acknowledged offset (GroupTransferService#on_slave_ack, the lag
 metrics). The writer pushes CommitLog frames from there on (mq_broker.ha.protocol), at most
 ``ha_transfer_batch_size_bytes`` each and never across a file, woken by every put (:meth:`wake`); when idle it
-sends a heartbeat frame every ``ha_send_heartbeat_interval_ms``. Bytes no longer in the page cache (a slave
-catching up on old files) are read in a worker thread. A slave silent for ``ha_housekeeping_interval_ms`` is
-dropped.
+sends a heartbeat frame every ``ha_send_heartbeat_interval_ms``. Bytes in the page cache go out with sendfile on a
+plain connection (mq_broker.ha.direct_send; RocketMQ's transferTo); under TLS they are copied into a frame buffer
+first; bytes no longer in the page cache (a slave catching up on old files) are read in a worker thread. Reports
+are read in bursts (the newest counts). A slave silent for ``ha_housekeeping_interval_ms`` is dropped.
 
 Controller mode (``master_broker_id`` gives this master's id): a slave opens with the handshake of
 mq_broker.ha.protocol; the master refuses a slave whose last epoch is newer than its own, answers with its epoch
@@ -25,10 +26,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from typing import Final
 
 from mq_common.logging import get_logger
 from mq_common.tasks import cancel_and_log
 
+from mq_broker.ha.direct_send import DirectFrameSender
 from mq_broker.ha.protocol import (
     EPOCH_ENTRY,
     FRAME_HEADER,
@@ -45,6 +48,12 @@ from mq_broker.store.epoch_file import MAX_EPOCH_ENTRIES, EpochEntries, EpochFil
 from mq_broker.store.message_store import DefaultMessageStore
 
 log = get_logger("mq_broker.ha")
+
+REPORTS_READ_BYTES: Final = 64 * REPORT.size
+"""Reports taken by one read at most (a burst beyond waits for the next read)."""
+HOT_TAIL_BYTES: Final = 4 * 1024 * 1024
+"""Bytes this close to the CommitLog's max offset were just written: the frame copies them on the event loop without
+asking the page cache (mincore) first."""
 
 
 class HAConnection:
@@ -80,6 +89,7 @@ class HAConnection:
         self.last_caught_up_monotonic_s = time.monotonic()
         self._tasks: list[asyncio.Task[None]] = []
         self._frame = bytearray()  # the frame buffer, reused while the transport takes each frame whole
+        self._direct = DirectFrameSender(writer.transport)
 
     def wake(self) -> None:
         """New CommitLog bytes (a put): the writer sends them now. Event loop; cheap."""
@@ -111,22 +121,41 @@ class HAConnection:
         self._writer.close()
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()
+        self._direct.close()
         self.store.group_transfer.on_slave_gone(self.slave)
         callback, self._on_closed = self._on_closed, lambda _c: None
         callback(self)
 
     async def _read_reports(self) -> None:
-        cfg = self.store.config
-        housekeeping_s = cfg.ha_housekeeping_interval_ms / 1000
+        """The first 8 bytes (a handshake's marker, or the first report) one read at a time; then every read takes
+        all reports the socket holds and applies the newest (reports only grow): one wake-up for a burst. One
+        deadline, pushed back at each read, drops a slave silent for ``ha_housekeeping_interval_ms``."""
+        loop = asyncio.get_running_loop()
+        housekeeping_s = self.store.config.ha_housekeeping_interval_ms / 1000
+        reader = self._reader
         try:
-            while True:
-                raw = await asyncio.wait_for(self._reader.readexactly(REPORT.size), housekeeping_s)
-                value = REPORT.unpack(raw)[0]
-                if value == HANDSHAKE_MARKER and self.next_transfer_offset < 0 and self.broker_id is None:
-                    if not await self._handshake():
+            async with asyncio.timeout(housekeeping_s) as silence:
+                while self.next_transfer_offset < 0:
+                    value = REPORT.unpack(await reader.readexactly(REPORT.size))[0]
+                    silence.reschedule(loop.time() + housekeeping_s)
+                    if value == HANDSHAKE_MARKER and self.broker_id is None:
+                        if not await self._handshake():
+                            return
+                    elif not self._on_report(value):
                         return
-                elif not self._on_report(value):
-                    return
+                pending = bytearray()
+                while True:
+                    chunk = await reader.read(REPORTS_READ_BYTES)
+                    if not chunk:
+                        raise asyncio.IncompleteReadError(bytes(pending), REPORT.size)
+                    silence.reschedule(loop.time() + housekeeping_s)
+                    pending += chunk
+                    whole = len(pending) - len(pending) % REPORT.size
+                    if whole:
+                        newest = REPORT.unpack_from(pending, whole - REPORT.size)[0]
+                        del pending[:whole]
+                        if not self._on_report(newest):
+                            return
         except (TimeoutError, asyncio.IncompleteReadError, OSError) as exc:
             log.info("ha_slave_gone", slave=self.slave, reason=type(exc).__name__)
 
@@ -197,7 +226,8 @@ class HAConnection:
                     continue
                 self._wake.clear()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), heartbeat_s)
+                    async with asyncio.timeout(heartbeat_s):
+                        await self._wake.wait()
                 except TimeoutError:
                     self._writer.write(FRAME_HEADER.pack(self.next_transfer_offset, 0))
                     await self._writer.drain()
@@ -205,29 +235,43 @@ class HAConnection:
             log.info("ha_slave_write_failed", slave=self.slave, error=str(exc))
 
     async def _send_next(self, max_bytes: int) -> bool:
-        """Send one data frame from next_transfer_offset; False when there is nothing to send yet. The bytes are
-        copied once, from the mapped file into the frame buffer (in a worker thread when they are not in the page
-        cache: a slave catching up), and the socket sends from there."""
+        """Send one data frame from next_transfer_offset; False when there is nothing to send yet. Bytes in the page
+        cache go out with sendfile on a plain connection (DirectFrameSender), what the socket does not take at once
+        through the transport after them; otherwise (TLS, bytes queued, or a slave catching up on cold bytes, read
+        in a worker thread) the bytes are copied once, from the mapped file into the frame buffer, and sent from
+        there."""
         commit_log = self.store.commit_log
         offset = self.next_transfer_offset
         size = commit_log.transfer_size(offset, max_bytes)
         if size == 0:
             return False
-        frame = self._frame_buffer(FRAME_HEADER.size + size)
-        body = frame[FRAME_HEADER.size :]
-        if commit_log.is_in_page_cache(offset, size):
-            copied = commit_log.read_into(offset, body)
+        hot = commit_log.max_offset - offset <= HOT_TAIL_BYTES or commit_log.is_in_page_cache(offset, size)
+        source = commit_log.file_position(offset, size) if hot and self._direct.usable() else None
+        if source is not None:
+            header = FRAME_HEADER.pack(offset, size)
+            header_sent, body_sent = self._direct.send(header, *source, size)
+            if header_sent < len(header) or body_sent < size:
+                await self._queue_rest(header[header_sent:], offset + body_sent, size - body_sent)
         else:
-            copied = await asyncio.to_thread(commit_log.read_into, offset, body)
-        if not copied:
-            raise OSError(f"commit log bytes at {offset} are gone (deleted meanwhile)")
-        FRAME_HEADER.pack_into(frame, 0, offset, size)
-        self._writer.write(frame)
-        if self._writer.transport.get_write_buffer_size():
-            self._frame = bytearray()  # the transport may hold on to the frame: the next one gets a new buffer
+            await self._queue_rest(FRAME_HEADER.pack(offset, size), offset, size, in_thread=not hot)
         self.next_transfer_offset = offset + size
         await self._writer.drain()
         return True
+
+    async def _queue_rest(self, header: bytes, offset: int, size: int, *, in_thread: bool = False) -> None:
+        """Queue ``header`` and the ``size`` CommitLog bytes at ``offset`` on the transport, copied once into the
+        frame buffer (in a worker thread when ``in_thread``: bytes not in the page cache)."""
+        frame = self._frame_buffer(len(header) + size)
+        frame[: len(header)] = header
+        body = frame[len(header) :]
+        if size:
+            read_into = self.store.commit_log.read_into
+            copied = await asyncio.to_thread(read_into, offset, body) if in_thread else read_into(offset, body)
+            if not copied:
+                raise OSError(f"commit log bytes at {offset} are gone (deleted meanwhile)")
+        self._writer.write(frame)
+        if self._writer.transport.get_write_buffer_size():
+            self._frame = bytearray()  # the transport may hold on to the frame: the next one gets a new buffer
 
     def _frame_buffer(self, size: int) -> memoryview:
         """``size`` bytes of the frame buffer (allocated for the largest frame when there is none)."""

@@ -17,6 +17,7 @@ import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from mq_common.codec import (
@@ -450,6 +451,16 @@ class CommitLog:
         if size <= 0 or pos + size > mapped.wrote_position:
             return False
         return mapped.read_into(pos, out) == size
+
+    def file_position(self, commit_log_offset: int, size: int) -> tuple[Path, int] | None:
+        """The CommitLog file holding the ``size`` written bytes at ``commit_log_offset`` and their position in it
+        (the master's HA frames sent with sendfile); None when they are not (fully) written in one file. Any
+        thread."""
+        mapped = self.mapped_file_queue.find_mapped_file_by_offset(commit_log_offset)
+        if mapped is None:
+            return None
+        pos = commit_log_offset - mapped.file_from_offset
+        return (mapped.file_path, pos) if size > 0 and pos + size <= mapped.wrote_position else None
 
     def is_in_page_cache(self, commit_log_offset: int, size: int) -> bool:
         """The ``size`` bytes at ``commit_log_offset`` are written and in the page cache (MappedFile's check).

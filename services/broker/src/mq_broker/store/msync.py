@@ -111,6 +111,11 @@ MINCORE_MAX_PAGES: Final = 1024
 """At most this many pages are asked about in one call (4 MiB of 4 KiB pages: a message's worth)."""
 
 
+# mincore's vector: bit 0 of each byte says the page is resident (the other bits are reserved).
+_RESIDENT_BIT: Final = bytes(b & 1 for b in range(256))
+_NOT_RESIDENT: Final = b"\x00"
+
+
 def is_resident(address: int, start: int, length: int) -> bool | None:
     """Whether every page of bytes [start, start + length) of the mapping at ``address`` is in the page cache
     (mincore(2), a page-table lookup, no I/O: fine on the event loop); the first MINCORE_MAX_PAGES pages only.
@@ -122,4 +127,4 @@ def is_resident(address: int, start: int, length: int) -> bool | None:
     vec = (ctypes.c_ubyte * pages)()
     if _LIBC_MINCORE(address + first, pages * mmap.PAGESIZE, vec) != 0:
         return None
-    return all(b & 1 for b in vec)
+    return _NOT_RESIDENT not in bytes(vec).translate(_RESIDENT_BIT)

@@ -1,0 +1,110 @@
+"""The controller -> etcd hop over mutual TLS, against the real etcd binary: only a certificate of the cluster's CA
+gets in; settings take etcd-style ``https://`` endpoints."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trustme
+from mq_common.tls import TlsClientConfig
+from mq_controller.etcd_store import EtcdReplicaStateStore
+from mq_controller.model import GroupState
+from mq_controller.settings import ControllerSettings
+from mq_controller.state_store import StateStoreUnavailableError
+from mq_local.etcd import LocalEtcd, member_healthy
+from mq_local.tls_files import LocalTlsFiles
+from pydantic import ValidationError
+
+from tests.controller.controller_testkit import CLUSTER
+
+pytestmark = pytest.mark.integration
+
+CALL_TIMEOUT_MS = 2_000
+
+
+@contextlib.contextmanager
+def tls_etcd(tmp_path: Path, members: int = 1) -> Iterator[tuple[LocalEtcd, LocalTlsFiles]]:
+    files = LocalTlsFiles.of_data_dir(tmp_path)
+    files.write()
+    etcd = LocalEtcd(tmp_path, members, tls=files).start()
+    try:
+        yield etcd, files
+    finally:
+        etcd.stop()
+
+
+def foreign_client(tmp_path: Path) -> TlsClientConfig:
+    """A client that trusts the cluster's CA but presents a certificate of another CA."""
+    other = trustme.CA(organization_name="not the cluster's CA")
+    issued = other.issue_cert("127.0.0.1", "localhost", "controller.pyrocketmq")
+    cert, key = tmp_path / "foreign.pem", tmp_path / "foreign-key.pem"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    return TlsClientConfig(LocalTlsFiles.of_data_dir(tmp_path).ca_file, cert, key)
+
+
+def host_ports(etcd: LocalEtcd, host: str = "127.0.0.1") -> list[str]:
+    return [f"{host}:{m.client_port}" for m in etcd.members]
+
+
+async def test_the_controller_certificate_reads_and_writes_over_mutual_tls(tmp_path: Path) -> None:
+    with tls_etcd(tmp_path, members=3) as (etcd, files):
+        assert all(e.startswith("https://127.0.0.1:") for e in etcd.endpoints)
+        assert not member_healthy(etcd.members[0])  # no plain HTTP on the client port
+        # by host name: each member is dialled by its own name, verified against the certificate's DNS SAN
+        for i, endpoints in enumerate((host_ports(etcd), host_ports(etcd, "localhost"))):
+            store = EtcdReplicaStateStore(endpoints, f"/tls/{i}", CALL_TIMEOUT_MS, files.client_config("controller"))
+            await store.connect()
+            try:
+                state = GroupState(CLUSTER, "g1", 1, 1, frozenset({1}), 1)
+                assert await store.compare_and_set(state, 0)
+                got = await store.load_group("g1")
+                assert got is not None
+                assert got.state == state
+                assert not await store.compare_and_set(state, 0)  # compare-and-set holds over TLS too
+                assert await store.leader_id()
+            finally:
+                await store.close()
+
+
+@pytest.mark.parametrize("who", ["foreign certificate", "no certificate", "plaintext"])
+async def test_a_client_without_a_certificate_of_the_ca_is_refused(tmp_path: Path, who: str) -> None:
+    with tls_etcd(tmp_path) as (etcd, files):
+        tls = {
+            "foreign certificate": foreign_client(tmp_path),
+            "no certificate": files.client_config(None),
+            "plaintext": None,
+        }[who]
+        store = EtcdReplicaStateStore(host_ports(etcd), "/tls/refused", CALL_TIMEOUT_MS, tls)
+        await store.connect()
+        try:
+            with pytest.raises(StateStoreUnavailableError):
+                await store.list_groups()
+        finally:
+            await store.close()
+
+
+def test_settings_take_etcd_style_endpoints(tmp_path: Path) -> None:
+    files = LocalTlsFiles.of_data_dir(tmp_path)
+    files.write()
+    tls = {
+        "tls_enabled": True,
+        "tls_cert_file": files.cert_file("controller"),
+        "tls_key_file": files.key_file("controller"),
+        "tls_ca_file": files.ca_file,
+    }
+    plain = ControllerSettings(etcd_endpoints="http://a:2379,b:2379", **tls)  # type: ignore[arg-type]
+    assert plain.etcd_endpoint_list == ("a:2379", "b:2379")
+    assert plain.etcd_tls_client_config() is None  # TLS on, etcd plaintext: as before
+    secure = ControllerSettings(etcd_endpoints="https://etcd-0.x:2379, https://etcd-1.x:2379", **tls)  # type: ignore[arg-type]
+    assert secure.etcd_endpoint_list == ("etcd-0.x:2379", "etcd-1.x:2379")
+    assert secure.etcd_tls_client_config() == files.client_config("controller")
+    with pytest.raises(ValidationError, match="need tls_enabled"):
+        ControllerSettings(etcd_endpoints="https://a:2379")
+    with pytest.raises(ValidationError, match="mix https"):
+        ControllerSettings(etcd_endpoints="https://a:2379,http://b:2379", **tls)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="is not host:port"):
+        ControllerSettings(etcd_endpoints="https://a/x:2379", **tls)  # type: ignore[arg-type]
