@@ -198,6 +198,18 @@ async def wait_in_sync(topology: Topology, group: str, timeout_s: float) -> list
     raise AssertionError(f"{group} not a master with an in-sync slave after {timeout_s} s: {rows}")
 
 
+async def wait_sync_state_set(topology: Topology, group: str, size: int, timeout_s: float) -> GroupReplicas:
+    """Until the controller's SyncStateSet of ``group`` has ``size`` members and a master; the group's replicas."""
+    started = time.monotonic()
+    while True:
+        replicas = (await topology.sync_state()).get(group)
+        info = None if replicas is None else replicas.replica_info
+        if replicas is not None and info is not None and info.has_master and len(info.sync_state_set) == size:
+            return replicas
+        assert time.monotonic() - started < timeout_s, f"{group}: no SyncStateSet of {size}: {replicas}"
+        await asyncio.sleep(0.2)
+
+
 async def wait_topic_on(slave: RunningPod, topic: str, timeout_s: float) -> None:
     """Until broker pod ``slave`` persisted ``topic`` (SlaveSynchronize copies its master's topic configs every
     slave_synchronize_interval_ms): a slave elected before that does not know a topic created just before."""
