@@ -148,7 +148,8 @@ class BrokerController:
         assert topics is not None
         assert groups is not None
         assert offsets is not None
-        return MetadataTables(topics, groups, offsets, self.settings.store_path_root_dir / "config")
+        config_dir = self.settings.store_path_root_dir / "config"
+        return MetadataTables(topics, groups, offsets, config_dir, self.auth_metadata)
 
     async def start(self) -> int:
         """Start everything; returns the bound port. Raises RuntimeError (bind failure, StoreStartError, bad

@@ -152,6 +152,33 @@ class AuthMetadataManager:
             if subject in self._acls.rows:
                 await self._acls.replace({s: a for s, a in self._acls.rows.items() if s != subject})
 
+    async def replace_users_from_master(self, users: Iterable[User]) -> bool:
+        """SlaveSynchronize on a slave: the master's users become this broker's, persisted (temp + fsync + rename,
+        ``.bak`` kept) before they are current. Nothing is written when they equal the current table. Returns
+        whether the table changed. Raises MQError INVALID_PARAMETER 29 past ``max_users`` and SYSTEM_ERROR 1 when
+        the write fails (the table is then unchanged either way)."""
+        rows = {u.username: u for u in users}
+        async with self._lock:
+            if rows == self._users.rows:
+                return False
+            if len(rows) > self.max_users:
+                raise MQError(f"this broker holds at most {self.max_users} users", ResponseCode.INVALID_PARAMETER)
+            await self._users.replace(rows)
+            return True
+
+    async def replace_acls_from_master(self, acls: Iterable[Acl]) -> bool:
+        """SlaveSynchronize on a slave: the master's ACLs become this broker's, as
+        :meth:`replace_users_from_master` (no subject check: the master's table is taken as it is). Raises MQError
+        INVALID_PARAMETER 29 past ``max_acls``, SYSTEM_ERROR 1 when the write fails."""
+        rows = {a.subject: a for a in acls}
+        async with self._lock:
+            if rows == self._acls.rows:
+                return False
+            if len(rows) > self.max_acls:
+                raise MQError(f"this broker holds at most {self.max_acls} ACLs", ResponseCode.INVALID_PARAMETER)
+            await self._acls.replace(rows)
+            return True
+
     # --- ACLs -----------------------------------------------------------------------------------------------------
 
     def _check_subject(self, subject: str, remark: str) -> None:

@@ -1,11 +1,13 @@
-"""A slave's calls to its master for SlaveSynchronize: the GET_ALL_* admin RPCs of mq.broker.v1.Broker.
+"""A slave's calls to its master for SlaveSynchronize: the GET_ALL_* admin RPCs of mq.broker.v1.Broker, and
+ListUser / ListAcl for the master's users and ACLs.
 
 Mirrors org.apache.rocketmq.broker.out.BrokerOuterAPI (#getAllTopicConfig, #getAllConsumerOffset,
-#getAllDelayOffset, #getAllSubscriptionGroupConfig). A client adapter: it alone touches the protobuf types and
-translates them with mq_common.protocol.convert. Calls go through the broker's ChannelPool (its TLS client
-certificate is the component identity the master checks) and carry the broker's inner credentials when given
-(signed requests). Event loop. Every method raises MQError: the master's code (error_for_code, e.g. NO_PERMISSION
-16) or a transport error (RemotingError, RemotingTimeoutError).
+#getAllDelayOffset, #getAllSubscriptionGroupConfig); :meth:`MasterCalls.get_all_users` and
+:meth:`MasterCalls.get_all_acls` go beyond RocketMQ (see mq_broker.ha.slave_synchronize). A client adapter: it
+alone touches the protobuf types and translates them with mq_common.protocol.convert / auth_convert. Calls go
+through the broker's ChannelPool (its TLS client certificate is the component identity the master checks) and
+carry the broker's inner credentials when given (signed requests). Event loop. Every method raises MQError: the
+master's code (error_for_code, e.g. NO_PERMISSION 16) or a transport error (RemotingError, RemotingTimeoutError).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from mq.broker.v1 import broker_pb2, broker_pb2_grpc
+from mq_common.auth.model import Acl, User
 from mq_common.channels import ChannelPool, seconds
 from mq_common.errors import error_for_code
 from mq_common.grpc_errors import invoke
 from mq_common.protocol import ConsumerQueueOffset, DataVersion, SubscriptionGroupConfig, TopicConfig
+from mq_common.protocol.auth_convert import acl_from_proto, user_from_proto
 from mq_common.protocol.convert import (
     consumer_queue_offset_from_proto,
     data_version_from_proto,
@@ -97,3 +101,17 @@ class MasterCalls:
         resp = await invoke(call, addr)
         _check(resp.code, resp.remark, addr)
         return resp.delay_offset_json
+
+    async def get_all_users(self, addr: str) -> tuple[User, ...]:
+        """Every user of the master with its password (ListUser without a filter: a master serves passwords to
+        components and super users only, and refuses anyone else with NO_PERMISSION 16). Raises ValueError when a
+        user comes without its password or is malformed (the text names the user, never a secret)."""
+        resp = await invoke(self._stub(addr).ListUser(broker_pb2.ListUserRequest(), timeout=self._timeout_s), addr)
+        _check(resp.code, resp.remark, addr)
+        return tuple(user_from_proto(u) for u in resp.users)
+
+    async def get_all_acls(self, addr: str) -> tuple[Acl, ...]:
+        """Every ACL of the master, whole (ListAcl without filters). Raises ValueError for a malformed ACL."""
+        resp = await invoke(self._stub(addr).ListAcl(broker_pb2.ListAclRequest(), timeout=self._timeout_s), addr)
+        _check(resp.code, resp.remark, addr)
+        return tuple(acl_from_proto(a) for a in resp.acls)

@@ -1,18 +1,31 @@
 """SlaveSynchronize: a slave copies its master's metadata every ``interval_ms``: the topic config table, the
-committed consumer offsets, the delay offsets and the subscription groups.
+committed consumer offsets, the delay offsets, the subscription groups, and the ACL 2.0 users and ACLs.
 
 Mirrors org.apache.rocketmq.broker.slave.SlaveSynchronize (#syncAll: syncTopicConfig, syncConsumerOffset,
 syncDelayOffset, syncSubscriptionGroupConfig) as BrokerController schedules it for a SLAVE. The master's address
 comes from the broker's registration answers (mq_broker.registration.BrokerRegistrar.master: the name servers
 name the live master of the group); while there is none (the master is away) nothing is synchronised and the
 slave keeps what it has. Each table replaces the slave's own and is persisted (config/topics.json,
-subscriptionGroup.json, consumerOffset.json, delayOffset.json), so a slave promoted later starts with them.
+subscriptionGroup.json, consumerOffset.json, delayOffset.json, users.json, acls.json), so a slave promoted later
+starts with them.
+
+Users and ACLs (``_sync_users``, ``_sync_acls``) go beyond RocketMQ, whose SlaveSynchronize copies no auth
+metadata: here each broker keeps its own users and ACLs (mq_broker.auth.metadata_manager) and admins (``mqadmin
+createUser -c``, the chart's auth bootstrap Job) write them to masters only, so without this copy a slave promoted
+by the controller would refuse every signed client. A promoted slave must authenticate and authorise the same
+clients as the master it replaces. They come through the master's ListUser and ListAcl (no filter), admin RPCs
+guarded like GetAllTopicConfig: a component certificate or a super user's signature (the slave signs with the
+inner credentials), else NO_PERMISSION 16; ListUser carries passwords only to such callers. The slave's tables are
+replaced exactly (its own init user and inner credentials included: created again at its next start if the master
+lacks them), written atomically by the auth store (temp + fsync + rename, ``.bak`` kept) and only when they differ,
+so an unchanged round writes nothing. Users changed on a slave directly are overwritten at the next round.
+Passwords are never logged: failures log the remark or the model's text, which name users, never secrets.
 
 Why 3 s by default (RocketMQ: 10 s): a consumer that moves to the slave while its master is away resumes from
 the offsets of the last synchronisation, so a shorter period means fewer messages delivered twice; the cost is
-four small unary calls per period. Each part fails alone (logged, retried next round): a master that refuses
+six small unary calls per period. Each part fails alone (logged, retried next round): a master that refuses
 one RPC (NO_PERMISSION 16 without the component certificate) does not stop the others. Event loop; the delay
-offset file is written through ``asyncio.to_thread``.
+offset, users and ACL files are written through ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ from mq_common.errors import MQError
 from mq_common.logging import get_logger
 from mq_common.tasks import cancel_and_wait
 
+from mq_broker.auth.metadata_manager import AuthMetadataManager
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.ha.delay_offset_file import write_delay_offset_json
@@ -41,12 +55,13 @@ log = get_logger("mq_broker.ha.slave_synchronize")
 @dataclass(frozen=True, slots=True)
 class MetadataTables:
     """A broker's metadata tables and the folder of delayOffset.json: what a master serves to its slaves (GET_ALL_*)
-    and what SlaveSynchronize replaces on a slave."""
+    and what SlaveSynchronize replaces on a slave. ``auth``: the users and ACLs (None: not synchronised)."""
 
     topics: TopicConfigManager
     groups: SubscriptionGroupManager
     offsets: ConsumerOffsetManager
     config_dir: Path
+    auth: AuthMetadataManager | None = None
 
 
 class SlaveSynchronize:
@@ -98,12 +113,15 @@ class SlaveSynchronize:
                 log.error("slave_synchronize_crashed", error=repr(exc))
 
     async def sync_all(self) -> bool:
-        """One round: topics, consumer offsets, delay offsets, subscription groups (in RocketMQ's order). Returns
-        False when there was no master to ask. Failures of a part are logged, never raised."""
+        """One round: topics, consumer offsets, delay offsets, subscription groups (in RocketMQ's order), then users
+        and ACLs. Returns False when there was no master to ask. Failures of a part are logged, never raised."""
         addr = self._master_addr()
         if not addr or addr == self._broker_addr():
             return False
-        for part in (self._sync_topic_config, self._sync_consumer_offset, self._sync_delay_offset, self._sync_groups):
+        parts = [self._sync_topic_config, self._sync_consumer_offset, self._sync_delay_offset, self._sync_groups]
+        if self._tables.auth is not None:
+            parts += [self._sync_users, self._sync_acls]
+        for part in parts:
             await self._guarded(part.__name__, addr, part(addr))
         self.rounds += 1
         return True
@@ -132,6 +150,20 @@ class SlaveSynchronize:
     async def _sync_groups(self, addr: str) -> None:
         wrapper = await self._calls.get_all_subscription_groups(addr)
         self._tables.groups.replace_from_master(wrapper.configs, wrapper.data_version)
+
+    async def _sync_users(self, addr: str) -> None:
+        auth = self._tables.auth
+        assert auth is not None
+        users = await self._calls.get_all_users(addr)
+        if await auth.replace_users_from_master(users):
+            log.info("slave_synchronize_users_replaced", master_addr=addr, users=len(users))
+
+    async def _sync_acls(self, addr: str) -> None:
+        auth = self._tables.auth
+        assert auth is not None
+        acls = await self._calls.get_all_acls(addr)
+        if await auth.replace_acls_from_master(acls):
+            log.info("slave_synchronize_acls_replaced", master_addr=addr, acls=len(acls))
 
 
 def build_slave_synchronize(
