@@ -15,7 +15,7 @@ import grpc
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.producer import DefaultMQProducer, Message, ProducerConfig, SendStatus
-from mq_common.channels import ChannelPool
+from mq_common.auth.interceptor import signing_pool
 from mq_common.constants import MessageConst
 from mq_common.controller_client import ControllerClient
 from mq_common.errors import MQError
@@ -37,9 +37,10 @@ CONTROLLER_MODE_ENV: Final = {
 }
 
 
-def start_group(data_dir: Path) -> LocalCluster:
+def start_group(data_dir: Path, *, auth: bool = False) -> LocalCluster:
     """A name server, etcd, a controller, and broker-a (id 1, the first master) with broker-a-s1 (id 2); not started
-    (use it as a context manager)."""
+    (use it as a context manager). ``auth``: authentication and authorisation on (mq_local's generated init super
+    user signs admin calls: ``spec.admin_credentials``)."""
     spec = spec_for_tests(
         data_dir,
         broker_groups=1,
@@ -48,6 +49,7 @@ def start_group(data_dir: Path) -> LocalCluster:
         replicas_per_broker_group=2,
         broker_role="SYNC_MASTER",
         broker_env=CONTROLLER_MODE_ENV,
+        auth=auth,
     )
     return LocalCluster(spec)
 
@@ -79,7 +81,8 @@ async def wait_topic_on(cluster: LocalCluster, name: str, topic: str) -> None:
 
 
 async def replica_info(cluster: LocalCluster) -> ReplicaInfo | None:
-    pool = ChannelPool()
+    """The controller's view of the group (signed by the init super user in an auth cluster); None when refused."""
+    pool = signing_pool(cluster.spec.tls_client, cluster.spec.admin_credentials)
     try:
         return await ControllerClient([cluster.spec.controller_addr], pool).get_replica_info(GROUP)
     except MQError:
