@@ -187,3 +187,29 @@ async def expect_list_user_guarded(master: BrokerController, stub: broker_pb2_gr
     as_component = await stub.ListUser(request)
     assert as_component.code == ResponseCode.SUCCESS, as_component.remark
     assert {u.username: u.password for u in as_component.users}[APP[0]] == APP[1]
+
+
+async def test_with_auth_off_users_are_copied_too(brokers: RunningBrokers, tmp_path: Path) -> None:
+    """Auth off (no user is checked): the users an admin created are copied all the same, ready for when auth is
+    turned on; a round against a master without users writes no users file."""
+    master, _ = await brokers.start(tmp_path / "master")
+    slave, _ = await brokers.start(tmp_path / "slave")
+    pool = ChannelPool()
+    try:
+        tables = slave.servicer._metadata_tables  # type: ignore[union-attr]
+        assert tables is not None
+        sync = SlaveSynchronize(
+            MasterCalls(pool, MASTER_CALL_TIMEOUT_MS),
+            tables,
+            master_addr=lambda: addr_of(master),
+            broker_addr=lambda: addr_of(slave),
+            interval_ms=1000,
+        )
+        assert await sync.sync_all()
+        assert not (tmp_path / "slave" / "config" / USERS_FILE).exists()
+        await AuthAdminCalls(pool).create_user(addr_of(master), User(*APP))
+        assert await sync.sync_all()
+        assert slave.auth_metadata is not None
+        assert slave.auth_metadata.get_user(APP[0]) == User(*APP)
+    finally:
+        await pool.close()
