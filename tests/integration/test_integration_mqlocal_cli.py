@@ -125,7 +125,8 @@ def test_replicated_controller_cluster_over_tls_shows_roles_and_etcd_takes_only_
             if rows.get("broker-a-s1", [""] * 9)[7] == "1" or time.monotonic() > deadline:
                 break
             time.sleep(1)
-        assert set(rows) == {"namesrv", "etcd0", "controller", "broker-a", "broker-a-s1", "gateway"}
+        names = {"namesrv", "etcd0", "controller", "broker-a", "broker-a-s1", "gateway"}
+        assert set(rows) == names, status.stdout  # (seen once in a full fresh-clone run: the slave's row unparsed)
         assert all(row[4] == "SERVING" for row in rows.values())
         # the master registers as id 0 (as in RocketMQ); the slave keeps its controller-mode id; both in epoch 1
         assert rows["broker-a"][5:8] == ["ASYNC_MASTER", "0", "1"]
