@@ -157,26 +157,22 @@ class AuthMetadataManager:
         ``.bak`` kept) before they are current. Nothing is written when they equal the current table. Returns
         whether the table changed. Raises MQError INVALID_PARAMETER 29 past ``max_users`` and SYSTEM_ERROR 1 when
         the write fails (the table is then unchanged either way)."""
-        rows = {u.username: u for u in users}
-        async with self._lock:
-            if rows == self._users.rows:
-                return False
-            if len(rows) > self.max_users:
-                raise MQError(f"this broker holds at most {self.max_users} users", ResponseCode.INVALID_PARAMETER)
-            await self._users.replace(rows)
-            return True
+        return await self._replace_from_master(self._users, {u.username: u for u in users}, self.max_users, "users")
 
     async def replace_acls_from_master(self, acls: Iterable[Acl]) -> bool:
         """SlaveSynchronize on a slave: the master's ACLs become this broker's, as
         :meth:`replace_users_from_master` (no subject check: the master's table is taken as it is). Raises MQError
         INVALID_PARAMETER 29 past ``max_acls``, SYSTEM_ERROR 1 when the write fails."""
-        rows = {a.subject: a for a in acls}
+        return await self._replace_from_master(self._acls, {a.subject: a for a in acls}, self.max_acls, "ACLs")
+
+    async def _replace_from_master(self, table: _JsonTable[_V], rows: dict[str, _V], limit: int, what: str) -> bool:
+        """``rows`` become ``table``'s under the lock unless equal (False); INVALID_PARAMETER 29 past ``limit``."""
         async with self._lock:
-            if rows == self._acls.rows:
+            if rows == table.rows:
                 return False
-            if len(rows) > self.max_acls:
-                raise MQError(f"this broker holds at most {self.max_acls} ACLs", ResponseCode.INVALID_PARAMETER)
-            await self._acls.replace(rows)
+            if len(rows) > limit:
+                raise MQError(f"this broker holds at most {limit} {what}", ResponseCode.INVALID_PARAMETER)
+            await table.replace(rows)
             return True
 
     # --- ACLs -----------------------------------------------------------------------------------------------------
