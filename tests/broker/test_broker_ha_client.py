@@ -59,3 +59,42 @@ async def test_a_master_change_during_the_connect_drops_the_new_connection(
         server.close()
         await server.wait_closed()
         store.shutdown()
+
+
+@pytest.mark.parametrize("turns", range(6))
+async def test_shutdown_as_a_connect_completes_stops_the_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, turns: int
+) -> None:
+    """shutdown() ``turns`` loop turns after the TCP connect returned: the client's task ends instead of
+    reconnecting forever (a connect wait that lost the cancellation kept a refused slave running in one CI run)."""
+    server = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    connected = asyncio.Event()
+    real_connect = loop.create_connection
+
+    async def signalling_connect(*args: Any, **kwargs: Any) -> Any:
+        result = await real_connect(*args, **kwargs)
+        connected.set()
+        return result
+
+    monkeypatch.setattr(loop, "create_connection", signalling_connect)
+    store = open_store(store_config(tmp_path, broker_role=BrokerRole.SLAVE))
+    client = HAClient(store)
+    try:
+        await client.start()
+        client.change_master(f"127.0.0.1:{port}")
+        async with asyncio.timeout(DEADLINE_S):
+            await connected.wait()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        task = client._task
+        assert task is not None
+        async with asyncio.timeout(DEADLINE_S):
+            await client.shutdown()
+        assert task.done()
+    finally:
+        await client.shutdown()
+        server.close()
+        await server.wait_closed()
+        store.shutdown()

@@ -13,14 +13,13 @@ place the broker keeps it (SlaveSynchronize reads ``master_addr``, the HAClient 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
 from mq_common.logging import get_logger
 from mq_common.protocol import BrokerRegistration, RegisterBrokerResult
-from mq_common.tasks import cancel_and_wait
+from mq_common.tasks import cancel_and_wait, wait_event
 
 log = get_logger("mq_broker.registration")
 
@@ -134,8 +133,7 @@ class BrokerRegistrar:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval_ms / 1000)
+            await wait_event(self._wake, self.interval_ms / 1000)
             self._wake.clear()
 
     async def register_all(self) -> dict[str, bool]:

@@ -120,7 +120,8 @@ class SendMessageProcessor:
         if self.route_published is None or self.topics.data_version == version_before:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.route_published(), AUTO_CREATE_ROUTE_WAIT_S)
+            async with asyncio.timeout(AUTO_CREATE_ROUTE_WAIT_S):
+                await self.route_published()
 
     def stop_accepting(self) -> None:
         """Later sends get SERVICE_NOT_AVAILABLE (SIGTERM, first step)."""

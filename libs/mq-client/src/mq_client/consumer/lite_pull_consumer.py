@@ -14,7 +14,6 @@ cancelled by :meth:`LitePullConsumer.close`. Not safe to share between loops.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,6 +28,7 @@ from mq_common.errors import MQClientError, MQError
 from mq_common.logging import get_logger
 from mq_common.protocol import ConsumeType, HeartbeatData, MessageModel, MessageQueue, SubscriptionData
 from mq_common.response_code import ResponseCode
+from mq_common.tasks import wait_event
 from mq_common.tls import TlsClientConfig
 
 from mq_client.consumer.config import (
@@ -228,7 +228,8 @@ class LitePullConsumer:
         try:
             if wait_s <= 0:
                 return self._requests.get_nowait()
-            return await asyncio.wait_for(self._requests.get(), wait_s)
+            async with asyncio.timeout(wait_s):
+                return await self._requests.get()
         except (TimeoutError, asyncio.QueueEmpty):
             return None
 
@@ -308,8 +309,7 @@ class LitePullConsumer:
             if wake is None:
                 await asyncio.sleep(interval_ms / 1000)
             else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), interval_ms / 1000)
+                await wait_event(wake, interval_ms / 1000)
                 wake.clear()
             try:
                 await action()

@@ -112,7 +112,8 @@ class TopicRouteManager:
             self._lookups[topic] = task
             task.add_done_callback(lambda t: self._lookup_done(topic, t))
         try:
-            return await asyncio.wait_for(asyncio.shield(task), max(timeout_ms, 1) / 1000.0)
+            async with asyncio.timeout(max(timeout_ms, 1) / 1000.0):
+                return await asyncio.shield(task)
         except TimeoutError:
             raise RemotingTimeoutError(
                 f"No route info of this topic: {topic}, name server lookup took over {timeout_ms} ms"

@@ -29,7 +29,7 @@ import time
 from typing import Final
 
 from mq_common.logging import get_logger
-from mq_common.tasks import cancel_and_wait
+from mq_common.tasks import cancel_and_wait, wait_event
 
 from mq_broker.ha.protocol import (
     ANSWER_HEADER,
@@ -246,8 +246,7 @@ class HAClient:
             served = await self._connect_and_serve(addr)
             delay_s = RECONNECT_FIRST_DELAY_S if served else min(delay_s * 2, RECONNECT_MAX_DELAY_S)
             self._changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), delay_s)
+            await wait_event(self._changed, delay_s)
 
     async def _wait_disk_space(self) -> None:
         """DISK_FULL (the clean service's flag): wait DISK_FULL_RECHECK_S (or a master change) before looking again."""
@@ -255,8 +254,7 @@ class HAClient:
             log.warning("ha_client_paused_disk_full", disk_util=self.store.clean_service.disk_util())
         self.paused_for_disk_full = True
         self._changed.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), DISK_FULL_RECHECK_S)
+        await wait_event(self._changed, DISK_FULL_RECHECK_S)
         if not self.store.clean_service.disk_full:
             log.info("ha_client_resumed_disk_ok", disk_util=self.store.clean_service.disk_util())
             self.paused_for_disk_full = False
@@ -303,7 +301,8 @@ class HAClient:
                 ssl=ssl_context,
                 server_hostname=hostname,
             )
-            _transport, protocol = await asyncio.wait_for(connect, CONNECT_TIMEOUT_S)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                _transport, protocol = await connect
         except (OSError, TimeoutError, ValueError) as exc:
             log.warning("ha_client_connect_failed", master_ha_addr=addr, error=str(exc))
             return None
@@ -369,7 +368,8 @@ class HAClient:
         housekeeping_s = cfg.ha_housekeeping_interval_ms / 1000
         while not lost.done():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(lost), heartbeat_s / 2)
+                async with asyncio.timeout(heartbeat_s / 2):
+                    await asyncio.shield(lost)
             now = time.monotonic()
             if now - protocol.last_read_monotonic_s > housekeeping_s:
                 log.warning("ha_client_master_silent", silent_s=round(now - protocol.last_read_monotonic_s, 1))

@@ -161,12 +161,14 @@ class HAConnection:
 
     async def _handshake(self) -> bool:
         """Controller mode's epoch exchange (mq_broker.ha.protocol); False refuses the slave (after answering)."""
-        head = await asyncio.wait_for(self._reader.readexactly(HANDSHAKE_HEADER.size), HANDSHAKE_TIMEOUT_S)
+        async with asyncio.timeout(HANDSHAKE_TIMEOUT_S):
+            head = await self._reader.readexactly(HANDSHAKE_HEADER.size)
         broker_id, slave_max, count = HANDSHAKE_HEADER.unpack(head)
         if not 0 <= count <= MAX_EPOCH_ENTRIES:
             log.error("ha_handshake_malformed", slave=self.slave, entries=count)
             return False
-        body = await asyncio.wait_for(self._reader.readexactly(count * EPOCH_ENTRY.size), HANDSHAKE_TIMEOUT_S)
+        async with asyncio.timeout(HANDSHAKE_TIMEOUT_S):
+            body = await self._reader.readexactly(count * EPOCH_ENTRY.size)
         epoch_file = self.store.epoch_file
         master_id = self._master_broker_id()
         mine = epoch_file.wire_form()

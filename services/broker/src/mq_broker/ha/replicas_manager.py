@@ -22,7 +22,6 @@ A refused SyncStateSet change with a fencing code revokes the lease and heartbea
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -31,7 +30,7 @@ from mq_common.controller_client import ControllerClient
 from mq_common.errors import MQError
 from mq_common.logging import get_logger
 from mq_common.protocol.controller import BrokerHeartbeat, ControllerRole, HeartbeatResult, ReplicaInfo
-from mq_common.tasks import cancel_and_wait
+from mq_common.tasks import cancel_and_wait, wait_event
 
 from mq_broker.ha.ha_service import HAService
 from mq_broker.ha.lease import MasterLease
@@ -134,8 +133,7 @@ class ReplicasManager:
             except Exception as exc:  # never let the loop die
                 log.error("controller_heartbeat_round_failed", error=repr(exc))
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval_s)
+            await wait_event(self._wake, interval_s)
 
     def _on_fenced(self) -> None:
         log.warning("master_fenced", epoch=self.master_epoch)

@@ -395,7 +395,8 @@ async def _first_or_none(requests: AsyncIterator[object]) -> bool:
     """Wait up to REFUSAL_READ_WAIT_S for the first request of a stream about to be refused. False when reading it
     already ended the call (the request guard refused the frame); errors otherwise ignored."""
     try:
-        await asyncio.wait_for(anext(aiter(requests), None), REFUSAL_READ_WAIT_S)
+        async with asyncio.timeout(REFUSAL_READ_WAIT_S):
+            await anext(aiter(requests), None)
     except grpc.aio.AbortError:
         return False
     except Exception:  # the client gone, the wait over: refuse all the same

@@ -143,7 +143,8 @@ class TelemetryService:
             while True:
                 timeout = idle_s if session.settings is None else None
                 try:
-                    command = await asyncio.wait_for(session.queue.get(), timeout)
+                    async with asyncio.timeout(timeout):
+                        command = await session.queue.get()
                 except TimeoutError:
                     log.info("telemetry_idle_closed", client_id=client_id)
                     return
