@@ -84,6 +84,7 @@ async def pair(
         master_addr=lambda: addr_of(master),
         broker_addr=lambda: addr_of(slave),
         interval_ms=1000,
+        commit_log_max_offset=lambda: 0,
     )
     return master, slave, sync
 
@@ -150,7 +151,12 @@ async def test_a_normal_user_gets_no_users_through_the_sync_calls(
     tables = slave.servicer._metadata_tables  # type: ignore[union-attr]
     assert tables is not None
     sync = SlaveSynchronize(
-        master_calls, tables, master_addr=lambda: addr_of(master), broker_addr=lambda: "", interval_ms=1000
+        master_calls,
+        tables,
+        master_addr=lambda: addr_of(master),
+        broker_addr=lambda: "",
+        interval_ms=1000,
+        commit_log_max_offset=lambda: 0,
     )
     assert await sync.sync_all()
     assert slave.auth_metadata is not None
@@ -204,6 +210,7 @@ async def test_with_auth_off_users_are_copied_too(brokers: RunningBrokers, tmp_p
             master_addr=lambda: addr_of(master),
             broker_addr=lambda: addr_of(slave),
             interval_ms=1000,
+            commit_log_max_offset=lambda: 0,
         )
         assert await sync.sync_all()
         assert not (tmp_path / "slave" / "config" / USERS_FILE).exists()

@@ -110,3 +110,30 @@ def test_send_message_template_stores_nothing(tmp_path: Path) -> None:
     assert template is not None
     assert (template.write_queue_nums, template.perm & PermName.PERM_INHERIT) == (2, 0)
     assert topics.topic_config_table == before
+
+
+def test_adopt_store_topics_creates_only_missing_legal_user_topics(tmp_path: Path) -> None:
+    """A promoted slave's store topics: the missing ones are created RW with the store's queue count; a known topic,
+    a system topic, an illegal name or queue count are left alone; on_change runs once for the lot."""
+    topics = manager(tmp_path / "t.json")
+    known = TopicConfig("Known", 8, 8, PermName.PERM_READ)
+    topics.update_topic_config(known)
+    changes: list[int] = []
+    topics.on_change = lambda: changes.append(topics.data_version.counter)
+    adopted = topics.adopt_store_topics(
+        {"Fresh": 3, "%RETRY%group-a": 1, "Known": 2, "SCHEDULE_TOPIC_XXXX": 18, "bad topic": 1, "Zero": 0}
+    )
+    assert adopted == ["%RETRY%group-a", "Fresh"]
+    fresh = topics.select_topic_config("Fresh")
+    assert fresh is not None
+    assert (fresh.read_queue_nums, fresh.write_queue_nums, fresh.perm) == (
+        3,
+        3,
+        PermName.PERM_READ | PermName.PERM_WRITE,
+    )
+    assert topics.select_topic_config("Known") == known
+    assert topics.select_topic_config("SCHEDULE_TOPIC_XXXX") is None
+    assert topics.select_topic_config("Zero") is None
+    assert changes == [2]
+    assert topics.adopt_store_topics({"Fresh": 5}) == []
+    assert changes == [2]

@@ -212,7 +212,8 @@ async def wait_sync_state_set(topology: Topology, group: str, size: int, timeout
 
 async def wait_topic_on(slave: RunningPod, topic: str, timeout_s: float) -> None:
     """Until broker pod ``slave`` persisted ``topic`` (SlaveSynchronize copies its master's topic configs every
-    slave_synchronize_interval_ms): a slave elected before that does not know a topic created just before."""
+    slave_synchronize_interval_ms): a slave elected before that knows a topic created just before only if it holds
+    messages of it (adopted from its consume queues), and then without the master's attributes."""
     path = slave.host_path(slave.env["MQ_BROKER_STORE_PATH_ROOT_DIR"]) / "config" / "topics.json"
     started = time.monotonic()
     while not (path.is_file() and topic in path.read_text(encoding="utf-8")):

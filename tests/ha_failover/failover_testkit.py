@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -37,10 +37,10 @@ CONTROLLER_MODE_ENV: Final = {
 }
 
 
-def start_group(data_dir: Path, *, auth: bool = False) -> LocalCluster:
+def start_group(data_dir: Path, *, auth: bool = False, broker_env: Mapping[str, str] | None = None) -> LocalCluster:
     """A name server, etcd, a controller, and broker-a (id 1, the first master) with broker-a-s1 (id 2); not started
     (use it as a context manager). ``auth``: authentication and authorisation on (mq_local's generated init super
-    user signs admin calls: ``spec.admin_credentials``)."""
+    user signs admin calls: ``spec.admin_credentials``). ``broker_env``: settings over CONTROLLER_MODE_ENV."""
     spec = spec_for_tests(
         data_dir,
         broker_groups=1,
@@ -48,7 +48,7 @@ def start_group(data_dir: Path, *, auth: bool = False) -> LocalCluster:
         controller_port=free_port(),
         replicas_per_broker_group=2,
         broker_role="SYNC_MASTER",
-        broker_env=CONTROLLER_MODE_ENV,
+        broker_env={**CONTROLLER_MODE_ENV, **(broker_env or {})},
         auth=auth,
     )
     return LocalCluster(spec)

@@ -4,7 +4,10 @@ Mirrors what org.apache.rocketmq.broker.controller.ReplicasManager#changeToMaste
 BrokerController (changeSpecialServiceStatus, registerBrokerAll, SlaveSynchronize, the broker id of the
 registration). :class:`BrokerRoleHooks` is the RoleHooks of mq_broker.ha.replicas_manager:
 
-- master at epoch E: SlaveSynchronize stops; the pull side answers as master (offsets committed here, read
+- master at epoch E: SlaveSynchronize stops; topics the store holds messages of, newer than the last topic table
+  SlaveSynchronize copied, and that the table lacks (created on the former master within its last period) are
+  adopted from the consume queues (TopicConfigManager.adopt_store_topics), so the new master serves them; the
+  pull side answers as master (offsets committed here, read
   suggestions with broker id 0); POP rebuilds its in-flight table from the revive log (replicated from the former
   master) and revives; the broker registers at once as broker id 0 with DataVersion.state_version = E (the name
   server keeps the registration of the highest state version per broker id).
@@ -38,6 +41,7 @@ class BrokerRoleHooks:
         b = self.broker
         if b.slave_synchronize is not None:
             await b.slave_synchronize.stop()
+            self._adopt_store_topics(b.slave_synchronize.topics_as_of_offset)
         self._pull_side(MixAll.MASTER_ID, is_master=True)
         if b.pop is not None:
             stats = await b.pop.restart()
@@ -53,6 +57,21 @@ class BrokerRoleHooks:
             b.slave_synchronize.start()
         log.info("following_master", master_addr=master_addr, epoch=epoch)
         self._register_now()
+
+    def _adopt_store_topics(self, as_of_offset: int) -> None:
+        """Topics with a consume queue holding messages that end past ``as_of_offset`` (CommitLog bytes) and no
+        config: created with the store's queue count (highest queue id + 1)."""
+        store, topics = self.broker.store, self.broker.topics
+        if store is None or topics is None:
+            return
+        queues = list(store.consume_queue_table.items())
+        newer = {topic for (topic, _), cq in queues if cq.max_physic_offset > as_of_offset}
+        queue_nums: dict[str, int] = {}
+        for topic, queue_id in (key for key, _ in queues if key[0] in newer):
+            if topic not in topics.topic_config_table:
+                queue_nums[topic] = max(queue_nums.get(topic, 0), queue_id + 1)
+        if queue_nums:
+            topics.adopt_store_topics(queue_nums)
 
     def _pull_side(self, broker_id: int, *, is_master: bool) -> None:
         pull = self.broker.pull_processor

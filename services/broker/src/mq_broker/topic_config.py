@@ -203,6 +203,29 @@ class TopicConfigManager(ConfigManager):
         self._changed()
         return True
 
+    def adopt_store_topics(self, queue_nums: Mapping[str, int]) -> list[str]:
+        """A slave made master takes the topics its store holds consume queues of but its table lacks: topics the
+        former master created after this broker's last SlaveSynchronize round, whose messages came through the HA
+        stream. ``queue_nums``: topic -> highest queue id + 1 (the caller picks the topics whose data is newer than
+        that round, so a topic the master deleted earlier does not come back). Each is created with that many read
+        and write queues, perm RW, no attributes (the master's are unknown); a system topic or an illegal name or
+        queue count is skipped. Returns the topics created (persisted in the background, ``on_change`` runs once).
+        Event loop. Beyond RocketMQ, whose promoted slave answers TOPIC_NOT_EXIST for such a topic until it is
+        created again."""
+        adopted: list[str] = []
+        rw = PermName.PERM_READ | PermName.PERM_WRITE
+        for topic, nums in sorted(queue_nums.items()):
+            if topic in self.topic_config_table or self.is_system_topic(topic) or validate_topic(topic) is not None:
+                continue
+            if not 0 < nums <= MAX_QUEUE_NUMS:
+                continue
+            self.topic_config_table[topic] = TopicConfig(topic, nums, nums, rw, attributes={})
+            adopted.append(topic)
+        if adopted:
+            log.warning("topics_adopted_from_store", topics=adopted)
+            self._changed()
+        return adopted
+
     def replace_from_master(self, table: Mapping[str, TopicConfig], data_version: DataVersion) -> bool:
         """A slave takes its master's whole topic table (``data_version`` is the master's): topics the master has
         not are dropped, the others replaced; persisted in the background. Nothing happens when ``data_version``

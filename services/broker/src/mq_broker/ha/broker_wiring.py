@@ -86,9 +86,15 @@ class BrokerHaWiring:
         mode it is built for every broker and started by the role hooks while the broker is a slave."""
         if self.settings.broker_role is not BrokerRole.SLAVE and not self.controller_mode:
             return
+        assert self.ha is not None, "start_ha first"
+        commit_log = self.ha.store.commit_log
         try:
             self.slave_synchronize, self._slave_pool = build_slave_synchronize(
-                self.settings, tables, master_addr=master_addr, broker_addr=broker_addr
+                self.settings,
+                tables,
+                master_addr=master_addr,
+                broker_addr=broker_addr,
+                commit_log_max_offset=lambda: commit_log.max_offset,
             )
         except OSError as exc:
             raise RuntimeError(f"cannot build SlaveSynchronize: {exc}") from exc

@@ -68,7 +68,11 @@ class SlaveSynchronize:
     """Periodic copy of the master's metadata into ``tables``.
 
     ``master_addr`` gives the master's broker address now ('' when none is online); ``broker_addr`` this broker's
-    own (never synchronised with itself, as RocketMQ checks). :attr:`rounds` counts completed :meth:`sync_all`.
+    own (never synchronised with itself, as RocketMQ checks); ``commit_log_max_offset`` the store's CommitLog max
+    offset. :attr:`rounds` counts completed :meth:`sync_all`. :attr:`topics_as_of_offset` (bytes): the CommitLog
+    max offset this slave held just before the master answered its last topic table (at construction: the offset
+    then): a topic with messages past it may be missing from the table (created later); one whose messages all lie
+    before it and that the table lacks was deleted (TopicConfigManager.adopt_store_topics relies on it).
     """
 
     def __init__(
@@ -79,8 +83,11 @@ class SlaveSynchronize:
         master_addr: Callable[[], str],
         broker_addr: Callable[[], str],
         interval_ms: int,
+        commit_log_max_offset: Callable[[], int],
     ) -> None:
         assert interval_ms > 0
+        self._commit_log_max_offset = commit_log_max_offset
+        self.topics_as_of_offset = commit_log_max_offset()
         self._calls = calls
         self._tables = tables
         self._master_addr = master_addr
@@ -134,8 +141,10 @@ class SlaveSynchronize:
             log.warning("slave_synchronize_failed", part=part.removeprefix("_"), master_addr=addr, error=str(exc))
 
     async def _sync_topic_config(self, addr: str) -> None:
+        as_of_offset = self._commit_log_max_offset()
         wrapper = await self._calls.get_all_topic_config(addr)
         self._tables.topics.replace_from_master(wrapper.topic_config_table, wrapper.data_version)
+        self.topics_as_of_offset = as_of_offset
 
     async def _sync_consumer_offset(self, addr: str) -> None:
         wrapper = await self._calls.get_all_consumer_offset(addr)
@@ -172,6 +181,7 @@ def build_slave_synchronize(
     *,
     master_addr: Callable[[], str],
     broker_addr: Callable[[], str],
+    commit_log_max_offset: Callable[[], int],
 ) -> tuple[SlaveSynchronize, ChannelPool]:
     """A slave's SlaveSynchronize over its own ChannelPool (the broker's TLS client certificate, and signed
     requests with the inner credentials when the settings have them); the caller closes the pool after
@@ -183,5 +193,6 @@ def build_slave_synchronize(
         master_addr=master_addr,
         broker_addr=broker_addr,
         interval_ms=settings.slave_synchronize_interval_ms,
+        commit_log_max_offset=commit_log_max_offset,
     )
     return sync, pool
