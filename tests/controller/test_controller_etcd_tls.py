@@ -4,6 +4,8 @@ gets in; settings take etcd-style ``https://`` endpoints."""
 from __future__ import annotations
 
 import contextlib
+import ssl
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,10 +72,16 @@ async def test_the_controller_certificate_reads_and_writes_over_mutual_tls(tmp_p
                 await store.close()
 
 
-@pytest.mark.parametrize("who", ["foreign certificate", "no certificate", "plaintext"])
-async def test_a_client_without_a_certificate_of_the_ca_is_refused(tmp_path: Path, who: str) -> None:
+@pytest.mark.parametrize(
+    "who", ["broker certificate", "admin certificate", "foreign certificate", "no certificate", "plaintext"]
+)
+async def test_a_client_without_the_controller_certificate_is_refused(tmp_path: Path, who: str) -> None:
+    """The client port admits the controller identity only: another component's certificate of the same CA (a
+    broker's, an admin's) is refused like one of another CA, none, or plaintext."""
     with tls_etcd(tmp_path) as (etcd, files):
         tls = {
+            "broker certificate": files.client_config("broker"),
+            "admin certificate": files.client_config("admin"),
             "foreign certificate": foreign_client(tmp_path),
             "no certificate": files.client_config(None),
             "plaintext": None,
@@ -85,6 +93,24 @@ async def test_a_client_without_a_certificate_of_the_ca_is_refused(tmp_path: Pat
                 await store.list_groups()
         finally:
             await store.close()
+
+
+@pytest.mark.parametrize(("who", "admitted"), [("etcd", True), ("controller", False), (None, False)])
+def test_the_peer_port_admits_only_the_etcd_certificate(tmp_path: Path, who: str | None, admitted: bool) -> None:
+    """Raft traffic is mutual TLS too: the peer port answers /version to the etcd certificate only (the chart's
+    --peer-cert-allowed-cn); the three members formed their cluster over it."""
+    with tls_etcd(tmp_path, members=3) as (etcd, files):
+        member = etcd.members[0]
+        assert member.peer_url.startswith("https://")
+        context = ssl.create_default_context(cafile=str(files.ca_file))
+        if who is not None:
+            context.load_cert_chain(files.cert_file(who), files.key_file(who))
+        try:
+            with urllib.request.urlopen(f"{member.peer_url}/version", timeout=5, context=context) as resp:
+                answered = b"etcdserver" in resp.read()
+        except OSError:
+            answered = False
+        assert answered is admitted
 
 
 def test_settings_take_etcd_style_endpoints(tmp_path: Path) -> None:

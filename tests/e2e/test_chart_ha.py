@@ -116,6 +116,7 @@ def test_etcd_is_three_members_that_find_each_other(default_docs: list[dict[str,
     assert (flags["cert-file"], flags["key-file"]) == (f"{tls_dir}/tls.crt", f"{tls_dir}/tls.key")
     assert flags["trusted-ca-file"] == f"{tls_dir}/ca.crt"
     assert flags["client-cert-auth"] == "true"
+    assert flags["client-cert-allowed-hostname"] == "mq-controller"  # no other component of the CA gets in
     assert flags["peer-cert-file"] == flags["cert-file"]  # no new Secret: the one mounted for peer TLS
     (tls_volume,) = (v for v in _pod(sts)["volumes"] if v["name"] == "tls")
     assert tls_volume["secret"]["secretName"] == "mq-etcd-tls"
@@ -134,6 +135,7 @@ def test_without_tls_etcd_and_the_controller_stay_plaintext() -> None:
     assert flags["listen-client-urls"] == "http://0.0.0.0:2379"
     assert flags["advertise-client-urls"] == f"http://$(POD_NAME).{ETCD_DOMAIN}:2379"
     assert not {"cert-file", "key-file", "trusted-ca-file", "client-cert-auth", "peer-cert-file"} & set(flags)
+    assert "client-cert-allowed-hostname" not in flags
     settings = _by(docs, "ConfigMap")["mq-controller"]["data"]
     assert settings["MQ_CONTROLLER_ETCD_ENDPOINTS"] == ",".join(f"mq-etcd-{i}.{ETCD_DOMAIN}:2379" for i in range(3))
     assert "MQ_CONTROLLER_TLS_ENABLED" not in settings
@@ -219,6 +221,11 @@ def test_certificates_name_the_controller_and_etcd() -> None:
     certs = _by(render_docs(values), "Certificate")
     assert certs["mq-controller"]["spec"]["commonName"] == "mq-controller"
     assert f"mq-controller.{NAMESPACE}.svc.cluster.local" in certs["mq-controller"]["spec"]["dnsNames"]
+    assert certs["mq-controller"]["spec"]["dnsNames"].count("mq-controller") == 1  # the identity etcd admits
+    renamed = render_docs({"tls": {**values["tls"], "identities": {"controller": "ctl.example"}}})
+    assert "ctl.example" in _by(renamed, "Certificate")["mq-controller"]["spec"]["dnsNames"]
+    etcd_args = _container(_by(renamed, "StatefulSet")["mq-etcd"])["args"]
+    assert "--client-cert-allowed-hostname=ctl.example" in etcd_args
     assert certs["mq-etcd"]["spec"]["dnsNames"] == [f"*.{ETCD_DOMAIN}"]
     assert {"server auth", "client auth"} <= set(certs["mq-etcd"]["spec"]["usages"])
     single = _by(render_docs({**values, "broker": {"replicasPerBrokerGroup": 1}}), "Certificate")

@@ -153,6 +153,8 @@ def test_etcd_client_port_serves_as_the_chart_says(topology: Topology) -> None:
             assert _arg(pod, "--client-cert-auth") == "true", pod.args
             status, body = _get(port, "/version", _tls(topology, "controller"))
             assert _refused(port, "/version", _tls(topology, None)), f"{pod.run.pod_name}: TLS without a certificate"
+            for stranger in ("broker", "admin"):  # the same CA, not the controller identity
+                assert _refused(port, "/version", _tls(topology, stranger)), f"{pod.run.pod_name} let {stranger} in"
         assert status == 200, body
         assert "etcdserver" in json.loads(body)
 

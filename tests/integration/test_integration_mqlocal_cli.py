@@ -115,6 +115,7 @@ def test_replicated_controller_cluster_over_tls_shows_roles_and_etcd_takes_only_
         assert health_status(etcd_addr) == "UNREACHABLE"  # no plaintext on etcd's client port
         assert health_status(etcd_addr, tls=files.client_config(None)) == "UNREACHABLE"  # nor TLS without a cert
         assert health_status(etcd_addr, tls=files.client_config("controller")) == "SERVING"
+        assert health_status(etcd_addr, tls=files.client_config("admin")) == "UNREACHABLE"  # the controller's only
         assert '"etcd_tls": true' in (data / "controller.log").read_text(encoding="utf-8")
 
         deadline = time.monotonic() + 30

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from mq_local.auth_files import LocalAuthFiles
 from mq_local.cluster import DEFAULT_CONTROLLER_PORT, ClusterSpec, ClusterStartError, FlushDiskType, LocalCluster
+from mq_local.etcd import CLIENT_IDENTITY, is_member_name
 from mq_local.ports import DEFAULT_BROKER_BASE_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_NAMESRV_PORT, PortLayout
 from mq_local.processes import STOP_GRACE_S, stop_record
 from mq_local.readiness import health_status
@@ -183,11 +184,13 @@ def _print_state_table(folder: Path) -> bool:
         table.add_column(column, no_wrap=True)
     table.add_column("log", overflow="fold")
     all_ok = True
-    tls = LocalTlsFiles.of_data_dir(folder).client_config() if state.tls else None
+    files = LocalTlsFiles.of_data_dir(folder) if state.tls else None
     roles = broker_roles(state, folder)
     for rec in state.processes:
         alive = rec.alive()
         addr = f"127.0.0.1:{rec.port}"
+        # etcd's client port admits the controller's certificate only; every other port takes the admin one
+        tls = files.client_config(CLIENT_IDENTITY if is_member_name(rec.name) else "admin") if files else None
         health = health_status(addr, tls=tls) if alive else "-"
         all_ok = all_ok and alive and health == "SERVING"
         table.add_row(

@@ -7,10 +7,14 @@ started in its own process group and stopped by PID (mq_local.processes). Ready 
 Used from one thread; every wait is bounded.
 
 With ``tls`` (a cluster's :class:`mq_local.tls_files.LocalTlsFiles`) each member serves its client port over
-mutual TLS: ``https://`` client URLs, the ``etcd`` certificate (``--cert-file``/``--key-file``), and only clients
-with a certificate of the local CA get past the handshake (``--client-cert-auth``, ``--trusted-ca-file``); the
-health check presents the ``etcd`` certificate too. Peer (Raft) traffic stays on loopback in plaintext. etcd 3.4
-(Debian bookworm) has these flags.
+mutual TLS: ``https://`` client URLs, the ``etcd`` certificate (``--cert-file``/``--key-file``), and only a client
+certificate of the local CA that names the controller's identity (``controller.pyrocketmq``) gets past the
+handshake (``--client-cert-auth``, ``--trusted-ca-file``, ``--client-cert-allowed-hostname``): a broker's or an
+admin's certificate of the same CA is refused, so only controllers read or write the replication state. The health
+check presents the controller certificate. (etcd's own HTTP/JSON gateway dials its client port with the etcd
+certificate and is refused too: etcd logs its reconnects; nothing here uses that gateway.) Peer (Raft) traffic is
+mutual TLS as well (``https://`` peer URLs, ``--peer-client-cert-auth``), open only to the etcd certificate
+(``--peer-cert-allowed-cn etcd.pyrocketmq``), as the chart runs it. etcd 3.4 (Debian bookworm) has these flags.
 """
 
 from __future__ import annotations
@@ -27,12 +31,23 @@ from typing import Final
 
 from mq_local.ports import LOCAL_HOST, free_port
 from mq_local.processes import ManagedProcess, ProcessStartError
-from mq_local.tls_files import ETCD_IDENTITY, LocalTlsFiles
+from mq_local.tls_files import ETCD_IDENTITY, LocalTlsFiles, identity_name
 
 ETCD_BINARY: Final = "etcd"
 HEALTH_CALL_TIMEOUT_S: Final = 2.0
 _POLL_S: Final = 0.2
 CLUSTER_TOKEN: Final = "pyrocketmq-local"
+CLIENT_IDENTITY: Final = "controller"
+"""With TLS, the only identity etcd's client port admits (its certificate's ``controller.pyrocketmq`` SAN)."""
+MEMBER_NAME_PREFIX: Final = "etcd"
+
+
+def is_member_name(process_name: str) -> bool:
+    """True for the process names LocalEtcd gives its members (``etcd0``, ``etcd1``, ...)."""
+    suffix = process_name.removeprefix(MEMBER_NAME_PREFIX)
+    return suffix != process_name and suffix.isdigit()
+
+
 MEMBER_COUNTS: Final = (1, 3)
 
 
@@ -52,7 +67,7 @@ class EtcdMember:
 
     @property
     def peer_url(self) -> str:
-        return f"http://{LOCAL_HOST}:{self.peer_port}"
+        return f"{'https' if self.tls else 'http'}://{LOCAL_HOST}:{self.peer_port}"
 
     @property
     def endpoint(self) -> str:
@@ -68,12 +83,12 @@ def etcd_binary() -> str:
 
 
 def health_context(tls: LocalTlsFiles | None) -> ssl.SSLContext | None:
-    """The TLS context of the health check: trusts the local CA, presents the ``etcd`` certificate (None: plaintext).
-    Reads the PEM files (blocking)."""
+    """The TLS context of the health check: trusts the local CA, presents the controller certificate (the one client
+    identity the client port admits; None: plaintext). Reads the PEM files (blocking)."""
     if tls is None:
         return None
     context = ssl.create_default_context(cafile=str(tls.ca_file))
-    context.load_cert_chain(tls.cert_file(ETCD_IDENTITY), tls.key_file(ETCD_IDENTITY))
+    context.load_cert_chain(tls.cert_file(CLIENT_IDENTITY), tls.key_file(CLIENT_IDENTITY))
     return context
 
 
@@ -105,7 +120,8 @@ class LocalEtcd:
                 ports.append(port)
         self.tls = tls
         self.members = tuple(
-            EtcdMember(f"etcd{i}", ports[2 * i], ports[2 * i + 1], tls is not None) for i in range(members)
+            EtcdMember(f"{MEMBER_NAME_PREFIX}{i}", ports[2 * i], ports[2 * i + 1], tls is not None)
+            for i in range(members)
         )
         self.data_dir = data_dir
         self.start_wait_s = start_wait_s
@@ -124,12 +140,14 @@ class LocalEtcd:
             "--initial-cluster-state", "new",
             "--initial-cluster-token", CLUSTER_TOKEN,
         ]  # fmt: skip
-        if self.tls is not None:
+        tls = self.tls
+        if tls is not None:
+            cert, key, ca = str(tls.cert_file(ETCD_IDENTITY)), str(tls.key_file(ETCD_IDENTITY)), str(tls.ca_file)
             argv += [
-                "--cert-file", str(self.tls.cert_file(ETCD_IDENTITY)),
-                "--key-file", str(self.tls.key_file(ETCD_IDENTITY)),
-                "--trusted-ca-file", str(self.tls.ca_file),
-                "--client-cert-auth",
+                "--cert-file", cert, "--key-file", key, "--trusted-ca-file", ca, "--client-cert-auth",
+                "--client-cert-allowed-hostname", identity_name(CLIENT_IDENTITY),
+                "--peer-cert-file", cert, "--peer-key-file", key, "--peer-trusted-ca-file", ca,
+                "--peer-client-cert-auth", "--peer-cert-allowed-cn", identity_name(ETCD_IDENTITY),
             ]  # fmt: skip
         log_path = self.data_dir / f"etcd-{member.name}.log"
         return ManagedProcess(member.name, ETCD_BINARY, {}, member.client_port, log_path, ["etcd", *argv])
