@@ -23,7 +23,7 @@ def _mqlocal(*args: str, timeout_s: float = 120.0) -> subprocess.CompletedProces
         capture_output=True,
         text=True,
         timeout=timeout_s,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "400"},  # wide enough that rich never shrinks a column (long temp paths)
         check=False,
     )
 
