@@ -68,10 +68,9 @@ class BrokerRoleHooks:
         newer = {topic for (topic, _), cq in queues if cq.max_physic_offset > as_of_offset}
         queue_nums: dict[str, int] = {}
         for topic, queue_id in (key for key, _ in queues if key[0] in newer):
-            if topic not in topics.topic_config_table:
-                queue_nums[topic] = max(queue_nums.get(topic, 0), queue_id + 1)
+            queue_nums[topic] = max(queue_nums.get(topic, 0), queue_id + 1)
         if queue_nums:
-            topics.adopt_store_topics(queue_nums)
+            topics.adopt_store_topics(queue_nums)  # skips the topics the table has
 
     def _pull_side(self, broker_id: int, *, is_master: bool) -> None:
         pull = self.broker.pull_processor
