@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from mq_controller.etcd_store import EtcdReplicaStateStore
 from mq_controller.model import GroupState
 from mq_controller.settings import ControllerSettings
 from mq_controller.state_store import StateStoreUnavailableError
-from mq_local.etcd import LocalEtcd, member_healthy
+from mq_local.etcd import LocalEtcd, health_context, member_healthy
 from mq_local.tls_files import LocalTlsFiles
 from pydantic import ValidationError
 
@@ -93,6 +94,20 @@ async def test_a_client_without_the_controller_certificate_is_refused(tmp_path: 
                 await store.list_groups()
         finally:
             await store.close()
+
+
+def test_the_http_json_gateway_is_off_and_health_is_served(tmp_path: Path) -> None:
+    """etcd's HTTP/JSON gateway (POST /v3/kv/range) is off: with it on it dials the client port with the etcd
+    certificate, is refused (controller identity only) and logs its reconnects for ever. /health still answers."""
+    with tls_etcd(tmp_path) as (etcd, files):
+        member = etcd.members[0]
+        assert member_healthy(member, health_context(files))
+        request = urllib.request.Request(f"{member.client_url}/v3/kv/range", data=b'{"key": "Zm9v"}', method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5, context=health_context(files))
+        refused.value.close()
+        assert refused.value.code == 404
+        assert "authentication handshake failed" not in (tmp_path / f"etcd-{member.name}.log").read_text()
 
 
 @pytest.mark.parametrize(("who", "admitted"), [("etcd", True), ("controller", False), (None, False)])

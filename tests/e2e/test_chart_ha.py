@@ -117,6 +117,7 @@ def test_etcd_is_three_members_that_find_each_other(default_docs: list[dict[str,
     assert flags["trusted-ca-file"] == f"{tls_dir}/ca.crt"
     assert flags["client-cert-auth"] == "true"
     assert flags["client-cert-allowed-hostname"] == "mq-controller"  # no other component of the CA gets in
+    assert flags["enable-grpc-gateway"] == "false"  # it would dial the client port with the etcd certificate
     assert flags["peer-cert-file"] == flags["cert-file"]  # no new Secret: the one mounted for peer TLS
     (tls_volume,) = (v for v in _pod(sts)["volumes"] if v["name"] == "tls")
     assert tls_volume["secret"]["secretName"] == "mq-etcd-tls"

@@ -11,8 +11,9 @@ mutual TLS: ``https://`` client URLs, the ``etcd`` certificate (``--cert-file``/
 certificate of the local CA that names the controller's identity (``controller.pyrocketmq``) gets past the
 handshake (``--client-cert-auth``, ``--trusted-ca-file``, ``--client-cert-allowed-hostname``): a broker's or an
 admin's certificate of the same CA is refused, so only controllers read or write the replication state. The health
-check presents the controller certificate. (etcd's own HTTP/JSON gateway dials its client port with the etcd
-certificate and is refused too: etcd logs its reconnects; nothing here uses that gateway.) Peer (Raft) traffic is
+check presents the controller certificate. etcd's HTTP/JSON gateway is off (``--enable-grpc-gateway=false``): the
+controllers speak gRPC, and the gateway would dial the client port with the etcd certificate, be refused, and log
+its reconnects for ever; ``/health`` is served without it. Peer (Raft) traffic is
 mutual TLS as well (``https://`` peer URLs, ``--peer-client-cert-auth``), open only to the etcd certificate
 (``--peer-cert-allowed-cn etcd.pyrocketmq``), as the chart runs it. etcd 3.4 (Debian bookworm) has these flags.
 """
@@ -139,6 +140,7 @@ class LocalEtcd:
             "--initial-cluster", initial_cluster,
             "--initial-cluster-state", "new",
             "--initial-cluster-token", CLUSTER_TOKEN,
+            "--enable-grpc-gateway=false",
         ]  # fmt: skip
         tls = self.tls
         if tls is not None:
