@@ -6,6 +6,13 @@ seen at least once, ``missing`` never seen, ``duplicates`` extra copies; message
 ``row_id`` count as ``unexpected``. It also checks that each message key (KEYS, the sharding key) lives on
 exactly one queue (the order guarantee of sharding-key sends).
 
+Each extra copy is classified by where it lies against the row's first copy (the same queue, another queue of the
+same broker, another broker) and by its UNIQ_KEY: the gateway sets UNIQ_KEY once per message before its own
+retries (DefaultMQProducer keeps msgId across retryTimesWhenSendFailed), so a copy with the first copy's UNIQ_KEY
+was stored twice by a retry at or below the gateway (a broker attempt that timed out after storing), and a copy
+with a new UNIQ_KEY was sent again above it (the writer's re-send, a Spark task retry). ``report`` counts each kind
+and names up to DUPLICATE_SAMPLES copies.
+
 Runs on the caller's asyncio loop (mq_client's NameServerClient/BrokerClient); every pull loop is
 bounded by the queue's max offset and a deadline.
 """
@@ -15,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -27,6 +35,9 @@ from mq_common.response_code import ResponseCode
 
 PULL_BATCH: Final = 1024
 VERIFY_CONSUMER_GROUP: Final = "mq_spark_verify"
+DUPLICATE_SAMPLES: Final = 10
+_OFFSET_BITS: Final = 40
+"""A first copy's place, packed in one int64: queue index (into RowIdCheck's queue list) << 40 | queue offset."""
 
 
 @dataclass(slots=True)
@@ -39,6 +50,17 @@ class RowIdCheck:
     messages: int = 0
     per_broker: Counter[str] = field(default_factory=Counter)
     key_queues: defaultdict[str, set[MessageQueue]] = field(default_factory=lambda: defaultdict(set))
+    duplicate_kinds: Counter[str] = field(default_factory=Counter)
+    duplicate_samples: list[dict[str, Any]] = field(default_factory=list)
+    # Per row id: where its first copy lies (_OFFSET_BITS packing; -1 unseen) and its UNIQ_KEY's hash.
+    _first_place: array[int] = field(init=False)
+    _first_key_hash: array[int] = field(init=False)
+    _queues: list[MessageQueue] = field(default_factory=list)
+    _queue_index: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._first_place = array("q", [-1]) * self.expected_rows
+        self._first_key_hash = array("q", [0]) * self.expected_rows
 
     def add(self, queue: MessageQueue, message: MessageExt) -> None:
         self.messages += 1
@@ -48,8 +70,42 @@ class RowIdCheck:
         row_id = _row_id(message.body)
         if row_id is None or not 0 <= row_id < self.expected_rows:
             self.unexpected += 1
+            return
+        self.seen[row_id] += 1
+        index = self._queue_index.get(queue)
+        if index is None:
+            index = self._queue_index[queue] = len(self._queues)
+            self._queues.append(queue)
+        first = self._first_place[row_id]
+        if first < 0:
+            self._first_place[row_id] = index << _OFFSET_BITS | message.queue_offset
+            self._first_key_hash[row_id] = hash(message.uniq_key)
         else:
-            self.seen[row_id] += 1
+            self._add_duplicate(row_id, first, queue, message)
+
+    def _add_duplicate(self, row_id: int, first: int, queue: MessageQueue, message: MessageExt) -> None:
+        """Count an extra copy of ``row_id`` by kind (module docstring); keep it as a sample while there is room."""
+        first_queue = self._queues[first >> _OFFSET_BITS]
+        if first_queue == queue:
+            where = "same queue"
+        elif first_queue.broker_name == queue.broker_name:
+            where = "another queue of the same broker"
+        else:
+            where = "another broker"
+        same_key = hash(message.uniq_key) == self._first_key_hash[row_id]
+        self.duplicate_kinds[f"{where}, {'same' if same_key else 'new'} UNIQ_KEY"] += 1
+        if len(self.duplicate_samples) < DUPLICATE_SAMPLES:
+            first_offset = first & ((1 << _OFFSET_BITS) - 1)
+            self.duplicate_samples.append(
+                {
+                    "row_id": row_id,
+                    "first": f"{first_queue} @ {first_offset}",
+                    "copy": f"{queue} @ {message.queue_offset}",
+                    "uniq_key": message.uniq_key,
+                    "same_uniq_key": same_key,
+                    "store_timestamp_ms": message.store_timestamp_ms,
+                }
+            )
 
     @property
     def verified(self) -> int:
@@ -78,6 +134,8 @@ class RowIdCheck:
             "keys": len(self.key_queues),
             "keys_on_many_queues": self.keys_on_many_queues,
             "per_broker_stored": dict(sorted(self.per_broker.items())),
+            "duplicate_kinds": dict(sorted(self.duplicate_kinds.items())),
+            "duplicate_samples": self.duplicate_samples,
         }
 
 
