@@ -14,7 +14,7 @@
    master (lost must be 0).
 
 Prints a table with the targets and writes JSON (``--out``).
-Run: ``uv run --frozen python tests/bench/bench_ha.py [--row-seconds 10] [--fill-mib 512] [--rounds 3] [--kills 3]
+Run: ``uv run --frozen python tests/bench/bench_ha.py [--row-seconds 10] [--fill-mib 512] [--rounds 5] [--kills 3]
 [--out PATH]``.
 """
 
@@ -127,7 +127,16 @@ async def bench_replication(fill_mib: int, console: Console) -> dict[str, float]
             await asyncio.to_thread(cluster.stop)
 
 
-async def bench_send(name: str, replicas: int, role: str, row_seconds: float, console: Console) -> Row:
+def cpu_ticks() -> tuple[int, int]:
+    """(steal, all) clock ticks of the machine since boot (/proc/stat's cpu line)."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:9]]
+    return fields[7], sum(fields)
+
+
+async def bench_send(name: str, replicas: int, role: str, row_seconds: float, console: Console) -> tuple[Row, float]:
+    """One send row; returns it with the share of the machine's CPU time the hypervisor stole meanwhile (time this
+    VM's cores waited for the host: a row with a large share ran on a slower machine)."""
     with tempfile.TemporaryDirectory(prefix="bench-ha-send-") as tmp:
         cluster = await asyncio.to_thread(LocalCluster(spec(Path(tmp) / "data", replicas, role)).start)
         try:
@@ -138,9 +147,12 @@ async def bench_send(name: str, replicas: int, role: str, row_seconds: float, co
                 meter = CpuMeter(cluster.gateway.pid, pids)
                 stubs = [gateway_pb2_grpc.ProducerGatewayStub(c) for c in channels]
                 freeze_client_heap()
+                steal_before, all_before = cpu_ticks()
                 row = await GatewayBench(stubs, topic, name, row_seconds, meter).closed_loop(CLIENTS, True)
-                console.log(f"{name}: {row.msgs_per_s:,.0f} msgs/s, failed {row.failed}")
-                return row
+                steal_after, all_after = cpu_ticks()
+                steal = (steal_after - steal_before) / max(1, all_after - all_before)
+                console.log(f"{name}: {row.msgs_per_s:,.0f} msgs/s, failed {row.failed}, host steal {steal:.1%}")
+                return row, steal
             finally:
                 for channel in channels:
                     await channel.close()
@@ -166,12 +178,24 @@ async def bench_failover(kills: int, console: Console) -> dict[str, float]:
     return row
 
 
-def targets(replication: dict[str, float], rows: Sequence[Row], failover: dict[str, float]) -> list[dict[str, Any]]:
-    single, sync_master, async_master = (r.msgs_per_s for r in rows)
+def paired_ratios(rounds: Sequence[Sequence[Row]]) -> tuple[float, float]:
+    """The SYNC_MASTER / single and ASYNC_MASTER / single throughput ratios, each the median over the rounds of the
+    ratio within one round (its rows ran back to back, so a slow spell of the shared host weighs on both sides of
+    one ratio rather than on one row of the medians)."""
+    single, sync_master, async_master = rounds
+    sync_ratios = [s.msgs_per_s / o.msgs_per_s for o, s in zip(single, sync_master, strict=True)]
+    async_ratios = [a.msgs_per_s / o.msgs_per_s for o, a in zip(single, async_master, strict=True)]
+    return statistics.median(sync_ratios), statistics.median(async_ratios)
+
+
+def targets(
+    replication: dict[str, float], rounds: Sequence[Sequence[Row]], failover: dict[str, float]
+) -> list[dict[str, Any]]:
+    sync_master, async_master = paired_ratios(rounds)
     checks = [
         ("replication MB/s", replication["mb_per_s"], REPLICATION_MIN_MB_S),
-        ("SYNC_MASTER / single", sync_master / single, SYNC_MASTER_VS_SINGLE_MIN),
-        ("ASYNC_MASTER / single", async_master / single, ASYNC_MASTER_VS_SINGLE_MIN),
+        ("SYNC_MASTER / single", sync_master, SYNC_MASTER_VS_SINGLE_MIN),
+        ("ASYNC_MASTER / single", async_master, ASYNC_MASTER_VS_SINGLE_MIN),
     ]
     out = [{"target": n, "value": v, "min": m, "pass": v >= m} for n, v, m in checks]
     out.append({"target": "failover max s", "value": failover["max_s"], "max": FAILOVER_MAX_S,
@@ -188,25 +212,29 @@ SEND_CONFIGS: Final = (
 
 async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     """The catch-up row once, then ``args.rounds`` interleaved rounds of the three send rows (single, SYNC_MASTER,
-    ASYNC_MASTER, single, ...): each row reported and judged by its median round, since every process shares the
-    machine's two cores and one row alone swings by 30 % with the machine's other load; then the failover row."""
+    ASYNC_MASTER, single, ...): each row reported by its median round and the ratios judged per round
+    (:func:`paired_ratios`), since every process shares the machine's two cores and one row alone swings by 30 %
+    with the host's other load; then the failover row."""
     replication = await bench_replication(args.fill_mib, console)
     rounds: list[list[Row]] = [[] for _ in SEND_CONFIGS]
+    steal: list[list[float]] = [[] for _ in SEND_CONFIGS]
     for _ in range(args.rounds):
-        for runs, (name, replicas, role) in zip(rounds, SEND_CONFIGS, strict=True):
-            runs.append(await bench_send(name, replicas, role, args.row_seconds, console))
+        for runs, stolen, (name, replicas, role) in zip(rounds, steal, SEND_CONFIGS, strict=True):
+            row, share = await bench_send(name, replicas, role, args.row_seconds, console)
+            runs.append(row)
+            stolen.append(round(share, 4))
     rows = [sorted(runs, key=lambda r: r.msgs_per_s)[len(runs) // 2] for runs in rounds]
     failover = await bench_failover(args.kills, console)
     return {"machine": machine(), "replication": replication, "rows": [asdict(r) for r in rows],
-            "rounds": [[asdict(r) for r in runs] for runs in rounds],
-            "failover": failover, "targets": targets(replication, rows, failover)}  # fmt: skip
+            "rounds": [[asdict(r) for r in runs] for runs in rounds], "host_steal_share": steal,
+            "failover": failover, "targets": targets(replication, rounds, failover)}  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--row-seconds", type=float, default=10.0)
     parser.add_argument("--fill-mib", type=int, default=512)
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the send rows (median judged)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the send rows (median judged)")
     parser.add_argument("--kills", type=int, default=3, help="failovers of the failover row")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -223,6 +251,15 @@ def main() -> None:
     table.add_row(f"failover ({f['kills']:.0f} kills, p50 / max)", f"{f['p50_s']:.2f} / {f['max_s']:.2f} s", "",
                   f"lost {f['lost']:.0f}")  # fmt: skip
     console.print(table)
+    per_round = Table(title="Send rows per round (ratios judged per round: their medians are the targets)")
+    for column in ("round", "single msgs/s", "SYNC_MASTER", "ASYNC_MASTER", "host steal (single/SYNC/ASYNC)"):
+        per_round.add_column(column)
+    single_runs, sync_runs, async_runs = report["rounds"]
+    for i, (o, s, a) in enumerate(zip(single_runs, sync_runs, async_runs, strict=True)):
+        stolen = "/".join(f"{shares[i]:.1%}" for shares in report["host_steal_share"])
+        per_round.add_row(str(i + 1), f"{o['msgs_per_s']:,.0f}", f"{s['msgs_per_s'] / o['msgs_per_s']:.2f}x",
+                          f"{a['msgs_per_s'] / o['msgs_per_s']:.2f}x", stolen)  # fmt: skip
+    console.print(per_round)
     for t in report["targets"]:
         bound = f"min {t['min']}" if "min" in t else f"max {t['max']}"
         console.print(f"{t['target']}: {t['value']:.2f} ({bound}) {'PASS' if t['pass'] else 'FAIL'}")
