@@ -1,4 +1,5 @@
-"""RowIdCheck (mq_spark.verify): counts and the kinds of extra copies, which name the layer that sent a row twice."""
+"""RowIdCheck (mq_spark.verify): counts and the kinds of extra copies, which name the layer that sent a row twice; and
+`make run`'s report of them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 from mq_common.codec import MessageExt
 from mq_common.constants import MessageConst
 from mq_common.protocol import MessageQueue
+from mq_spark.jobs.publish_flights import PublishOutcome
+from mq_spark.jobs.run_main import final_report
 from mq_spark.verify import DUPLICATE_SAMPLES, RowIdCheck
 
 QA0 = MessageQueue("flights", "broker-a", 0)
@@ -71,3 +74,16 @@ def test_samples_are_bounded() -> None:
         check.add(QA0, _stored(0, "K0", offset))
     assert check.duplicates == DUPLICATE_SAMPLES + 5
     assert len(check.report()["duplicate_samples"]) == DUPLICATE_SAMPLES
+
+
+def test_make_runs_report_names_the_kinds_only_when_there_are_extra_copies() -> None:
+    outcome = PublishOutcome({"published": 2, "per_broker": {"broker-a": 2}, "failed": 0, "retried": 0}, 1.0)
+    check = RowIdCheck(2)
+    check.add(QA0, _stored(0, "K0", 0))
+    check.add(QA0, _stored(1, "K1", 1))
+    assert "duplicate_kinds" not in final_report(outcome, check)
+    check.add(QB0, _stored(1, "K1", 0))
+    report = json.loads(json.dumps(final_report(outcome, check)))  # what `make run` prints
+    assert report["duplicates"] == 1
+    assert report["duplicate_kinds"] == {"another broker, same UNIQ_KEY": 1}
+    assert report["duplicate_samples"][0]["row_id"] == 1

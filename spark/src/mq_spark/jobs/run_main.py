@@ -71,8 +71,10 @@ def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def final_report(outcome: PublishOutcome, check: RowIdCheck) -> dict[str, Any]:
-    """The last-line JSON: counts from the writer's summary and the read-back check."""
+    """The last-line JSON: counts from the writer's summary and the read-back check (with extra copies, their kinds
+    and samples: mq_spark.verify says which layer each kind points at)."""
     published = int(outcome.summary["published"])
+    duplicates = {"duplicate_kinds": check.duplicate_kinds, "duplicate_samples": check.duplicate_samples}
     return {
         "rows": check.expected_rows,
         "published": published,
@@ -88,6 +90,7 @@ def final_report(outcome: PublishOutcome, check: RowIdCheck) -> dict[str, Any]:
         "unexpected": check.unexpected,
         "keys": len(check.key_queues),
         "keys_on_many_queues": check.keys_on_many_queues,
+        **(duplicates if check.duplicates else {}),
     }
 
 
