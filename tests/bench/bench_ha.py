@@ -178,13 +178,18 @@ async def bench_failover(kills: int, console: Console) -> dict[str, float]:
     return row
 
 
-def paired_ratios(rounds: Sequence[Sequence[Row]]) -> tuple[float, float]:
-    """The SYNC_MASTER / single and ASYNC_MASTER / single throughput ratios, each the median over the rounds of the
-    ratio within one round (its rows ran back to back, so a slow spell of the shared host weighs on both sides of
-    one ratio rather than on one row of the medians)."""
+def round_ratios(rounds: Sequence[Sequence[Row]]) -> tuple[list[float], list[float]]:
+    """Per round, the SYNC_MASTER / single and the ASYNC_MASTER / single throughput ratios (a round's rows ran back
+    to back, so a slow spell of the shared host weighs on both sides of one ratio rather than on one row)."""
     single, sync_master, async_master = rounds
     sync_ratios = [s.msgs_per_s / o.msgs_per_s for o, s in zip(single, sync_master, strict=True)]
     async_ratios = [a.msgs_per_s / o.msgs_per_s for o, a in zip(single, async_master, strict=True)]
+    return sync_ratios, async_ratios
+
+
+def paired_ratios(rounds: Sequence[Sequence[Row]]) -> tuple[float, float]:
+    """The judged SYNC_MASTER / single and ASYNC_MASTER / single ratios: the medians of :func:`round_ratios`."""
+    sync_ratios, async_ratios = round_ratios(rounds)
     return statistics.median(sync_ratios), statistics.median(async_ratios)
 
 
@@ -227,6 +232,7 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     failover = await bench_failover(args.kills, console)
     return {"machine": machine(), "replication": replication, "rows": [asdict(r) for r in rows],
             "rounds": [[asdict(r) for r in runs] for runs in rounds], "host_steal_share": steal,
+            "round_ratios": round_ratios(rounds),
             "failover": failover, "targets": targets(replication, rounds, failover)}  # fmt: skip
 
 
@@ -254,11 +260,10 @@ def main() -> None:
     per_round = Table(title="Send rows per round (ratios judged per round: their medians are the targets)")
     for column in ("round", "single msgs/s", "SYNC_MASTER", "ASYNC_MASTER", "host steal (single/SYNC/ASYNC)"):
         per_round.add_column(column)
-    single_runs, sync_runs, async_runs = report["rounds"]
-    for i, (o, s, a) in enumerate(zip(single_runs, sync_runs, async_runs, strict=True)):
+    sync_ratios, async_ratios = report["round_ratios"]
+    for i, (single, sync, asynchronous) in enumerate(zip(report["rounds"][0], sync_ratios, async_ratios, strict=True)):
         stolen = "/".join(f"{shares[i]:.1%}" for shares in report["host_steal_share"])
-        per_round.add_row(str(i + 1), f"{o['msgs_per_s']:,.0f}", f"{s['msgs_per_s'] / o['msgs_per_s']:.2f}x",
-                          f"{a['msgs_per_s'] / o['msgs_per_s']:.2f}x", stolen)  # fmt: skip
+        per_round.add_row(str(i + 1), f"{single['msgs_per_s']:,.0f}", f"{sync:.2f}x", f"{asynchronous:.2f}x", stolen)
     console.print(per_round)
     for t in report["targets"]:
         bound = f"min {t['min']}" if "min" in t else f"max {t['max']}"
