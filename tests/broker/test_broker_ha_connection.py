@@ -6,9 +6,11 @@ socket takes only in part: the stream stays byte-identical to the CommitLog."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from broker_testkit import message, open_store, store_config
@@ -17,6 +19,7 @@ from mq_broker.ha.ha_service import HAService
 from mq_broker.ha.protocol import FRAME_HEADER, REPORT
 from mq_broker.store.config import BrokerRole
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageStatus
+from mq_broker.store.message_store import DefaultMessageStore
 
 DEADLINE_S = 30.0
 FILE_BYTES = 1024 * 1024
@@ -102,6 +105,92 @@ async def test_a_silent_slave_is_dropped_after_the_housekeeping_interval(tmp_pat
             writer.close()
         await ha.shutdown()
         store.shutdown()
+
+
+async def _next_frame(reader: asyncio.StreamReader) -> tuple[int, int]:
+    """(offset, size) of the next data frame (heartbeats skipped), its body read and dropped."""
+    while True:
+        offset, size = FRAME_HEADER.unpack(await asyncio.wait_for(reader.readexactly(FRAME_HEADER.size), DEADLINE_S))
+        if size:
+            await reader.readexactly(size)
+            return offset, size
+
+
+# Long enough that the puts of a test all land inside one linger, far below the heartbeat interval.
+LINGER_MS = 2_000
+HEARTBEAT_MS = 10_000
+
+
+@contextlib.asynccontextmanager
+async def _lingering_master(
+    tmp_path: Path, role: BrokerRole, puts_before: int = 0
+) -> AsyncIterator[tuple[DefaultMessageStore, HAService, asyncio.StreamReader, asyncio.StreamWriter]]:
+    """A master of ``role`` with ha_async_frame_linger_ms = LINGER_MS, ``puts_before`` messages stored, and an
+    empty static slave (a raw socket) that has sent its first report."""
+    config = store_config(tmp_path / "m", file_size=FILE_BYTES, broker_role=role,
+                          ha_async_frame_linger_ms=LINGER_MS, ha_send_heartbeat_interval_ms=HEARTBEAT_MS)  # fmt: skip
+    store = open_store(config)
+    ha = HAService(store)
+    writer: asyncio.StreamWriter | None = None
+    try:
+        if puts_before:
+            await store.put_messages([message(i) for i in range(puts_before)])
+        port = await ha.start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(REPORT.pack(0))
+        yield store, ha, reader, writer
+    finally:
+        if writer is not None:
+            writer.close()
+        await ha.shutdown()
+        store.shutdown()
+
+
+async def test_an_async_master_lingers_so_one_frame_carries_the_puts_meanwhile(tmp_path: Path) -> None:
+    """ASYNC_MASTER: after the frame that took all there was, the writer waits ha_async_frame_linger_ms; three puts
+    made meanwhile (each acknowledged at once, no slave waited for) go out as one frame."""
+    async with _lingering_master(tmp_path, BrokerRole.ASYNC_MASTER, puts_before=1) as (store, _ha, reader, _w):
+        first_end = store.commit_log.max_offset
+        assert await _next_frame(reader) == (0, first_end)
+        for i in range(1, 4):
+            (result,) = await store.put_messages([message(i)])
+            assert result.status is PutMessageStatus.PUT_OK
+        assert await _next_frame(reader) == (first_end, store.commit_log.max_offset - first_end)
+
+
+async def test_a_sync_master_does_not_linger(tmp_path: Path) -> None:
+    """SYNC_MASTER with the same linger setting: each put's frame goes out at once (the put waits for the slave's
+    report), so three puts take far less than one linger."""
+    async with _lingering_master(tmp_path, BrokerRole.SYNC_MASTER) as (store, _ha, reader, writer):
+        await _until(lambda: store.group_transfer.acked_offsets, "the slave's first report is applied")
+        started = time.monotonic()
+        for i in range(3):
+            put = asyncio.create_task(store.put_messages([message(i)]))
+            offset, size = await _next_frame(reader)
+            writer.write(REPORT.pack(offset + size))
+            (result,) = await asyncio.wait_for(put, DEADLINE_S)
+            assert result.status is PutMessageStatus.PUT_OK
+        assert time.monotonic() - started < LINGER_MS / 1000
+
+
+async def test_a_slave_acknowledging_each_frame_under_steady_puts_stays_caught_up(tmp_path: Path) -> None:
+    """A report never meets the max offset while puts go on (it moved on meanwhile); a slave that acknowledged the
+    last frame that reached the max offset was caught up when that frame went out (RocketMQ's lastMasterMaxOffset),
+    so its lag in seconds does not grow with the length of the load."""
+    async with _lingering_master(tmp_path, BrokerRole.ASYNC_MASTER) as (store, ha, reader, writer):
+        await _until(lambda: len(ha.connections) == 1, "the slave is connected")
+        (connection,) = ha.connections.values()
+        connected_at = connection.last_caught_up_monotonic_s
+        await asyncio.sleep(0.05)
+        before_put = time.monotonic()
+        await store.put_messages([message(0)])
+        offset, size = await _next_frame(reader)  # reached the max offset when sent, after before_put
+        await store.put_messages([message(1)])  # the writer lingers: this one is not sent yet
+        assert store.commit_log.max_offset > offset + size
+        writer.write(REPORT.pack(offset + size))
+        await _until(lambda: connection.acked_offset == offset + size, "the report is applied")
+        assert connection.last_caught_up_monotonic_s >= before_put > connected_at
+        assert connection.lag_seconds(store.commit_log.max_offset) <= time.monotonic() - before_put
 
 
 def _big(i: int) -> MessageExtBrokerInner:

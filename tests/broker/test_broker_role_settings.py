@@ -23,3 +23,10 @@ def test_role_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
 def test_a_slave_with_the_master_id_is_refused() -> None:
     with pytest.raises(ValidationError, match="broker_id > 0"):
         BrokerSettings(broker_role=BrokerRole.SLAVE, broker_id=0)
+
+
+def test_the_frame_linger_must_stay_below_the_ha_heartbeat_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MQ_BROKER_HA_ASYNC_FRAME_LINGER_MS", "50")
+    assert BrokerSettings().message_store_config().ha_async_frame_linger_ms == 50
+    with pytest.raises(ValidationError, match="ha_async_frame_linger_ms must be below"):
+        BrokerSettings(ha_send_heartbeat_interval_ms=50)

@@ -22,7 +22,7 @@ def _mirrored(settings_cls: type[BaseSettings], config_cls: type[object]) -> lis
 
 @pytest.mark.parametrize(
     ("settings_cls", "config_cls", "count"),
-    [(BrokerSettings, MessageStoreConfig, 40), (GatewaySettings, ProducerConfig, 12)],
+    [(BrokerSettings, MessageStoreConfig, 41), (GatewaySettings, ProducerConfig, 12)],
 )
 def test_each_mirrored_setting_is_described_once_in_the_dataclass(
     settings_cls: type[BaseSettings], config_cls: type[object], count: int

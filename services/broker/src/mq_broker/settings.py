@@ -104,6 +104,7 @@ class BrokerSettings(ServiceSettings, AuthSettings):
     ha_transfer_batch_size_bytes: int = mirrored_field(
         MessageStoreConfig, "ha_transfer_batch_size_bytes", gt=0, le=64 * 1024 * 1024
     )
+    ha_async_frame_linger_ms: int = mirrored_field(MessageStoreConfig, "ha_async_frame_linger_ms", ge=0, le=1000)
     auto_create_topic_enable: bool = Field(
         default=True, description="BrokerConfig.autoCreateTopicEnable: create unknown topics from TBW102 on send."
     )
@@ -299,7 +300,8 @@ class BrokerSettings(ServiceSettings, AuthSettings):
     @model_validator(mode="after")
     def _check_roles(self) -> BrokerSettings:
         """BrokerStartup's rules: a SLAVE's broker_id is > 0 (0 names the master); controller mode needs a
-        controller address; HA heartbeats come more often than the housekeeping closes idle connections."""
+        controller address; HA heartbeats come more often than the housekeeping closes idle connections, and an
+        ASYNC_MASTER's frame linger is shorter than the heartbeat interval."""
         if self.broker_role is BrokerRole.SLAVE and self.broker_id == MixAll.MASTER_ID:
             raise ValueError("broker_role SLAVE needs broker_id > 0 (0 is the master's id)")
         if self.enable_controller_mode and not self.controller_addr.strip():
@@ -317,6 +319,8 @@ class BrokerSettings(ServiceSettings, AuthSettings):
             raise ValueError("min_in_sync_replicas must not exceed in_sync_replicas")
         if self.ha_send_heartbeat_interval_ms >= self.ha_housekeeping_interval_ms:
             raise ValueError("ha_send_heartbeat_interval_ms must be below ha_housekeeping_interval_ms")
+        if self.ha_async_frame_linger_ms >= self.ha_send_heartbeat_interval_ms:
+            raise ValueError("ha_async_frame_linger_ms must be below ha_send_heartbeat_interval_ms")
         return self
 
     def ha_port_to_bind(self, bound_listen_port: int) -> int:

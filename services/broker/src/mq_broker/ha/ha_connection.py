@@ -4,11 +4,13 @@ Mirrors org.apache.rocketmq.store.ha.DefaultHAConnection (ReadSocketService + Wr
 of the broker's event loop). The reader takes the slave's 8-byte max-offset reports: the first one says where
 the transfer starts, every one is the slave's acknowledged offset (GroupTransferService#on_slave_ack, the lag
 metrics). The writer pushes CommitLog frames from there on (mq_broker.ha.protocol), at most
-``ha_transfer_batch_size_bytes`` each and never across a file, woken by every put (:meth:`wake`); when idle it
-sends a heartbeat frame every ``ha_send_heartbeat_interval_ms``. Bytes in the page cache go out with sendfile on a
-plain connection (mq_broker.ha.direct_send; RocketMQ's transferTo); under TLS they are copied into a frame buffer
-first; bytes no longer in the page cache (a slave catching up on old files) are read in a worker thread. Reports
-are read in bursts (the newest counts). A slave silent for ``ha_housekeeping_interval_ms`` is dropped.
+``ha_transfer_batch_size_bytes`` each and never across a file, woken by every put (:meth:`wake`); an ASYNC_MASTER's
+writer lingers ``ha_async_frame_linger_ms`` after a frame that took all there was, so that the next one gathers the
+puts meanwhile; when idle it sends a heartbeat frame every ``ha_send_heartbeat_interval_ms``. Bytes in the page
+cache go out with sendfile on a plain connection (mq_broker.ha.direct_send; RocketMQ's transferTo); under TLS they
+are copied into a frame buffer first; bytes no longer in the page cache (a slave catching up on old files) are read
+in a worker thread. Reports are read in bursts (the newest counts). A slave silent for
+``ha_housekeeping_interval_ms`` is dropped.
 
 Controller mode (``master_broker_id`` gives this master's id): a slave opens with the handshake of
 mq_broker.ha.protocol; the master refuses a slave whose last epoch is newer than its own, answers with its epoch
@@ -44,6 +46,7 @@ from mq_broker.ha.protocol import (
     decode_entries,
     encode_answer,
 )
+from mq_broker.store.config import BrokerRole
 from mq_broker.store.epoch_file import MAX_EPOCH_ENTRIES, EpochEntries, EpochFileError
 from mq_broker.store.message_store import DefaultMessageStore
 
@@ -87,6 +90,10 @@ class HAConnection:
         self.acked_offset = -1
         self.next_transfer_offset = -1
         self.last_caught_up_monotonic_s = time.monotonic()
+        # The end of the last frame that reached the master's max offset then, and when it was sent: a report of
+        # it means the slave held all the master had at that time (AutoSwitchHAConnection's lastMasterMaxOffset).
+        self._all_sent_offset = -1
+        self._all_sent_monotonic_s = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._frame = bytearray()  # the frame buffer, reused while the transport takes each frame whole
         self._direct = DirectFrameSender(writer.transport)
@@ -99,7 +106,8 @@ class HAConnection:
         return max(0, master_max_offset - max(self.acked_offset, 0))
 
     def lag_seconds(self, master_max_offset: int) -> float:
-        """0 while the slave holds everything; else the time since it last did."""
+        """0 while the slave holds everything; else the time since it last held all the master had (at its report,
+        or at the send of the last frame that reached the max offset and that the slave has acknowledged)."""
         if self.acked_offset >= master_max_offset:
             return 0.0
         return time.monotonic() - self.last_caught_up_monotonic_s
@@ -214,39 +222,55 @@ class HAConnection:
             self.last_caught_up_monotonic_s = time.monotonic()
             if self._on_caught_up is not None:
                 self._on_caught_up(self)
+        elif 0 <= self._all_sent_offset <= offset:
+            # Under steady puts a report never meets the max offset (it moved on meanwhile): the slave is caught up
+            # as of the last frame that reached it (lag_seconds, the SyncStateSet's not_catchup_ms). Joining the
+            # SyncStateSet (on_caught_up) still takes the max offset itself.
+            self.last_caught_up_monotonic_s = max(self.last_caught_up_monotonic_s, self._all_sent_monotonic_s)
         self.store.group_transfer.on_slave_ack(self.slave, offset)
         return True
 
     async def _transfer(self) -> None:
+        """The writer: frames back to back while each is full; after one that took all there was, an ASYNC_MASTER
+        lingers ``ha_async_frame_linger_ms`` (the next frame gathers the puts meanwhile), a SYNC_MASTER goes on
+        at once; with nothing to send it waits for a put (:meth:`wake`) or sends a heartbeat frame."""
         await self._started.wait()
         cfg = self.store.config
         heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
+        linger_s = cfg.ha_async_frame_linger_ms / 1000
         try:
             while True:
                 sent = await self._send_next(cfg.ha_transfer_batch_size_bytes)
-                if sent:
+                if sent == cfg.ha_transfer_batch_size_bytes:
                     continue
-                self._wake.clear()
-                try:
-                    async with asyncio.timeout(heartbeat_s):
-                        await self._wake.wait()
-                except TimeoutError:
-                    self._writer.write(FRAME_HEADER.pack(self.next_transfer_offset, 0))
-                    await self._writer.drain()
+                if not sent:
+                    self._wake.clear()
+                    try:
+                        async with asyncio.timeout(heartbeat_s):
+                            await self._wake.wait()
+                    except TimeoutError:
+                        self._writer.write(FRAME_HEADER.pack(self.next_transfer_offset, 0))
+                        await self._writer.drain()
+                        continue
+                if linger_s and self.store.broker_role is BrokerRole.ASYNC_MASTER:
+                    await asyncio.sleep(linger_s)
         except OSError as exc:
             log.info("ha_slave_write_failed", slave=self.slave, error=str(exc))
 
-    async def _send_next(self, max_bytes: int) -> bool:
-        """Send one data frame from next_transfer_offset; False when there is nothing to send yet. Bytes in the page
-        cache go out with sendfile on a plain connection (DirectFrameSender), what the socket does not take at once
-        through the transport after them; otherwise (TLS, bytes queued, or a slave catching up on cold bytes, read
-        in a worker thread) the bytes are copied once, from the mapped file into the frame buffer, and sent from
-        there."""
+    async def _send_next(self, max_bytes: int) -> int:
+        """Send one data frame from next_transfer_offset; returns its size in bytes (0: nothing to send yet). Bytes
+        in the page cache go out with sendfile on a plain connection (DirectFrameSender), what the socket does not
+        take at once through the transport after them; otherwise (TLS, bytes queued, or a slave catching up on cold
+        bytes, read in a worker thread) the bytes are copied once, from the mapped file into the frame buffer, and
+        sent from there. A frame (or nothing) that reaches the max offset marks the point the slave is caught up
+        at once it acknowledges it (RocketMQ's lastMasterMaxOffset / lastTransferTimeMs)."""
         commit_log = self.store.commit_log
         offset = self.next_transfer_offset
         size = commit_log.transfer_size(offset, max_bytes)
+        if offset + size >= commit_log.max_offset:
+            self._all_sent_offset, self._all_sent_monotonic_s = offset + size, time.monotonic()
         if size == 0:
-            return False
+            return 0
         hot = commit_log.max_offset - offset <= HOT_TAIL_BYTES or commit_log.is_in_page_cache(offset, size)
         source = commit_log.file_position(offset, size) if hot and self._direct.usable() else None
         if source is not None:
@@ -258,7 +282,7 @@ class HAConnection:
             await self._queue_rest(FRAME_HEADER.pack(offset, size), offset, size, in_thread=not hot)
         self.next_transfer_offset = offset + size
         await self._writer.drain()
-        return True
+        return size
 
     async def _queue_rest(self, header: bytes, offset: int, size: int, *, in_thread: bool = False) -> None:
         """Queue ``header`` and the ``size`` CommitLog bytes at ``offset`` on the transport, copied once into the

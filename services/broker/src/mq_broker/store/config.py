@@ -219,9 +219,16 @@ class MessageStoreConfig:
         "MessageStoreConfig.haHousekeepingInterval: an HA connection silent this long is closed, ms.",
     )
     ha_transfer_batch_size_bytes: int = described(
-        256 * 1024,
+        1024 * 1024,
         "MessageStoreConfig.haTransferBatchSize (RocketMQ: 32 KiB): CommitLog bytes per HA frame at most "
-        "(docs/performance.md, Replication transport).",
+        "(docs/performance.md, Replication transport and The ASYNC_MASTER's frames).",
+    )
+    ha_async_frame_linger_ms: int = described(
+        20,
+        "An ASYNC_MASTER's HA writer, after a frame that took all it had, waits this long before the next one, so "
+        "that frames fill up (fewer, larger frames: less CPU on both ends; the slave lags by up to this much more). "
+        "RocketMQ's writer is not woken by an ASYNC_MASTER's puts at all and looks again every 100 ms. 0: every put "
+        "wakes it, as for a SYNC_MASTER (which never lingers), ms.",
     )
     # Append batches with the C loop of mq_broker.store._native when it is built (same bytes as the Python path).
     native_append_enable: bool = True
@@ -254,6 +261,7 @@ class MessageStoreConfig:
         assert self.ha_max_gap_not_in_sync_bytes > 0
         assert 0 < self.ha_send_heartbeat_interval_ms < self.ha_housekeeping_interval_ms
         assert self.ha_transfer_batch_size_bytes > 0
+        assert 0 <= self.ha_async_frame_linger_ms < self.ha_send_heartbeat_interval_ms
         parse_delete_when(self.delete_when)
 
     @property
