@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from broker_testkit import message, open_store, store_config
-from mq_broker.store.config import FlushDiskType
+from mq_broker.store.config import BrokerRole, FlushDiskType
 from mq_broker.store.mapped_file import OS_PAGE_SIZE_BYTES, MappedFile
 from mq_broker.store.message import PutMessageStatus
 
@@ -95,6 +95,30 @@ async def test_wait_false_does_not_wait_and_timeout_gives_flush_disk_timeout(
     finally:
         release.set()
         store.shutdown()
+
+
+async def test_group_commit_rounds_nobody_waits_for_flush_at_the_async_cadence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SYNC_FLUSH slave: its replicated appends wait for no flush, so the group commit (a round every 10 ms) does
+    not msync them until flush_interval_commit_log_ms has passed; shutdown flushes them all."""
+    synced: list[int] = []
+    _patch_commit_log_msync(monkeypatch, lambda _m, _s, _l: None, lambda m, s, n: synced.append(s + n))
+    master = open_store(store_config(tmp_path / "m", FlushDiskType.SYNC_FLUSH, 64 * 1024))
+    slave = open_store(store_config(tmp_path / "s", FlushDiskType.SYNC_FLUSH, 64 * 1024, broker_role=BrokerRole.SLAVE,
+                                    flush_interval_commit_log_ms=60_000))  # fmt: skip
+    try:
+        await master.put_messages([message(i) for i in range(20)])
+        end = master.commit_log.max_offset
+        synced.clear()
+        assert slave.append_replicated(0, master.commit_log.get_message(0, end) or b"")
+        await asyncio.sleep(0.3)  # about 30 group commit rounds
+        assert synced == []
+        assert slave.commit_log.mapped_file_queue.flushed_where == 0
+    finally:
+        master.shutdown()
+        slave.shutdown()
+    assert slave.commit_log.mapped_file_queue.flushed_where == end
 
 
 async def test_failed_msync_makes_the_store_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
