@@ -5,7 +5,9 @@
    replicated byte to holding the master's whole CommitLog gives MB/s (target >= 200 MB/s). Progress is read from
    the slave's ``mq_broker_commit_log_max_offset`` gauge.
 2. SendBatch(100) x 64 clients through the gateway (1 KiB bodies, SYNC_FLUSH everywhere) against one broker group:
-   a single master, SYNC_MASTER + one slave, ASYNC_MASTER + one slave. Targets: SYNC_MASTER >= 0.6x and
+   a single master, SYNC_MASTER + one slave, ASYNC_MASTER + one slave. The three clusters run side by side (the two
+   not under load stand idle), each warmed up once, and take ``--rounds`` rounds of one ``--row-seconds`` row each,
+   the order rotated per round. Targets, judged as the median of the per-round ratios: SYNC_MASTER >= 0.6x and
    ASYNC_MASTER >= 0.9x the single master.
 3. Failover (controller mode, etcd of one member): the SYNC_MASTER group of the HA chaos rounds
    (tests/chaos/ha_group.py) under 32 DefaultMQProducer SYNC senders; the master is SIGKILLed ``--kills`` times
@@ -14,7 +16,7 @@
    master (lost must be 0).
 
 Prints a table with the targets and writes JSON (``--out``).
-Run: ``uv run --frozen python tests/bench/bench_ha.py [--row-seconds 10] [--fill-mib 512] [--rounds 5] [--kills 3]
+Run: ``uv run --frozen python tests/bench/bench_ha.py [--row-seconds 5] [--fill-mib 512] [--rounds 12] [--kills 3]
 [--out PATH]``.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
 import re
 import shutil
@@ -63,6 +66,9 @@ SYNC_MASTER_VS_SINGLE_MIN: Final = 0.6
 ASYNC_MASTER_VS_SINGLE_MIN: Final = 0.9
 FAILOVER_MAX_S: Final = 10.0
 MASTER_WAIT_S: Final = 30.0
+WARM_UP_S: Final = 3.0
+"""A send row's cluster takes this load unmeasured once after its start (its first CommitLog, ConsumeQueue and index
+files are created then, as in a broker that has been taking the load)."""
 _GAUGE: Final = re.compile(r"^mq_broker_commit_log_max_offset\{[^}]*\} (\S+)$", re.MULTILINE)
 
 
@@ -134,30 +140,44 @@ def cpu_ticks() -> tuple[int, int]:
     return fields[7], sum(fields)
 
 
-async def bench_send(name: str, replicas: int, role: str, row_seconds: float, console: Console) -> tuple[Row, float]:
-    """One send row; returns it with the share of the machine's CPU time the hypervisor stole meanwhile (time this
-    VM's cores waited for the host: a row with a large share ran on a slower machine)."""
-    with tempfile.TemporaryDirectory(prefix="bench-ha-send-") as tmp:
-        cluster = await asyncio.to_thread(LocalCluster(spec(Path(tmp) / "data", replicas, role)).start)
-        try:
-            topic = await make_topic(cluster, "bench_ha", queues=8)
-            channels = [grpc.aio.insecure_channel(cluster.gateway_addr, options=CHANNEL_OPTIONS) for _ in range(4)]
-            try:
-                pids = [p.pid for p in (*cluster.brokers.values(), *cluster.slaves.values())]
-                meter = CpuMeter(cluster.gateway.pid, pids)
-                stubs = [gateway_pb2_grpc.ProducerGatewayStub(c) for c in channels]
-                freeze_client_heap()
-                steal_before, all_before = cpu_ticks()
-                row = await GatewayBench(stubs, topic, name, row_seconds, meter).closed_loop(CLIENTS, True)
-                steal_after, all_after = cpu_ticks()
-                steal = (steal_after - steal_before) / max(1, all_after - all_before)
-                console.log(f"{name}: {row.msgs_per_s:,.0f} msgs/s, failed {row.failed}, host steal {steal:.1%}")
-                return row, steal
-            finally:
-                for channel in channels:
-                    await channel.close()
-        finally:
-            await asyncio.to_thread(cluster.stop)
+class SendCluster:
+    """One send row's cluster (SEND_CONFIGS), started once and kept up for every round: between rounds the other
+    rows' clusters stand idle beside it. Its rows run on the same topic and channels."""
+
+    def __init__(self, name: str, replicas: int, role: str, data_dir: Path, row_seconds: float) -> None:
+        self.name = name
+        self.row_seconds = row_seconds
+        self.cluster = LocalCluster(spec(data_dir, replicas, role))
+        self.channels: list[grpc.aio.Channel] = []
+        self.bench: GatewayBench | None = None
+
+    async def start(self) -> None:
+        cluster = self.cluster
+        await asyncio.to_thread(cluster.start)
+        topic = await make_topic(cluster, "bench_ha", queues=8)
+        self.channels = [grpc.aio.insecure_channel(cluster.gateway_addr, options=CHANNEL_OPTIONS) for _ in range(4)]
+        pids = [p.pid for p in (*cluster.brokers.values(), *cluster.slaves.values())]
+        stubs = [gateway_pb2_grpc.ProducerGatewayStub(c) for c in self.channels]
+        meter = CpuMeter(cluster.gateway.pid, pids)
+        await GatewayBench(stubs, topic, self.name, WARM_UP_S, meter).closed_loop(CLIENTS, True)  # not measured
+        self.bench = GatewayBench(stubs, topic, self.name, self.row_seconds, meter)
+
+    async def stop(self) -> None:
+        for channel in self.channels:
+            await channel.close()
+        await asyncio.to_thread(self.cluster.stop)
+
+    async def row(self, console: Console) -> tuple[Row, float]:
+        """One closed-loop row; returns it with the share of the machine's CPU time the hypervisor stole meanwhile
+        (time this VM's cores waited for the host: a row with a large share ran on a slower machine)."""
+        assert self.bench is not None, "start() first"
+        freeze_client_heap()
+        steal_before, all_before = cpu_ticks()
+        row = await self.bench.closed_loop(CLIENTS, True)
+        steal_after, all_after = cpu_ticks()
+        steal = (steal_after - steal_before) / max(1, all_after - all_before)
+        console.log(f"{self.name}: {row.msgs_per_s:,.0f} msgs/s, failed {row.failed}, host steal {steal:.1%}")
+        return row, steal
 
 
 async def bench_failover(kills: int, console: Console) -> dict[str, float]:
@@ -216,18 +236,27 @@ SEND_CONFIGS: Final = (
 
 
 async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
-    """The catch-up row once, then ``args.rounds`` interleaved rounds of the three send rows (single, SYNC_MASTER,
-    ASYNC_MASTER, single, ...): each row reported by its median round and the ratios judged per round
-    (:func:`paired_ratios`), since every process shares the machine's two cores and one row alone swings by 30 %
-    with the host's other load; then the failover row."""
+    """The catch-up row once; then the three send rows' clusters (single, SYNC_MASTER, ASYNC_MASTER) started side by
+    side and ``args.rounds`` rounds of one short row each, the order rotated every round; each row reported by its
+    median round and the ratios judged per round (:func:`paired_ratios`). Every process shares the machine's two
+    cores and the host's speed drifts by 30 % within a minute, so the rows compared alternate at a finer grain than
+    that drift; then the failover row."""
     replication = await bench_replication(args.fill_mib, console)
     rounds: list[list[Row]] = [[] for _ in SEND_CONFIGS]
     steal: list[list[float]] = [[] for _ in SEND_CONFIGS]
-    for _ in range(args.rounds):
-        for runs, stolen, (name, replicas, role) in zip(rounds, steal, SEND_CONFIGS, strict=True):
-            row, share = await bench_send(name, replicas, role, args.row_seconds, console)
-            runs.append(row)
-            stolen.append(round(share, 4))
+    with tempfile.TemporaryDirectory(prefix="bench-ha-send-") as tmp:
+        async with contextlib.AsyncExitStack() as stack:
+            clusters = []
+            for i, (name, replicas, role) in enumerate(SEND_CONFIGS):
+                cluster = SendCluster(name, replicas, role, Path(tmp) / f"data{i}", args.row_seconds)
+                stack.push_async_callback(cluster.stop)
+                await cluster.start()
+                clusters.append(cluster)
+            for r in range(args.rounds):
+                for i in (*range(r % 3, 3), *range(r % 3)):
+                    row, share = await clusters[i].row(console)
+                    rounds[i].append(row)
+                    steal[i].append(round(share, 4))
     rows = [sorted(runs, key=lambda r: r.msgs_per_s)[len(runs) // 2] for runs in rounds]
     failover = await bench_failover(args.kills, console)
     return {"machine": machine(), "replication": replication, "rows": [asdict(r) for r in rows],
@@ -238,9 +267,9 @@ async def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--row-seconds", type=float, default=10.0)
+    parser.add_argument("--row-seconds", type=float, default=5.0, help="seconds of one send row (one round's share)")
     parser.add_argument("--fill-mib", type=int, default=512)
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the send rows (median judged)")
+    parser.add_argument("--rounds", type=int, default=12, help="interleaved rounds of the send rows (median judged)")
     parser.add_argument("--kills", type=int, default=3, help="failovers of the failover row")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
