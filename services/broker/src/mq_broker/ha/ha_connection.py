@@ -267,11 +267,12 @@ class HAConnection:
         commit_log = self.store.commit_log
         offset = self.next_transfer_offset
         size = commit_log.transfer_size(offset, max_bytes)
-        if offset + size >= commit_log.max_offset:
+        max_offset = commit_log.max_offset
+        if offset + size >= max_offset:
             self._all_sent_offset, self._all_sent_monotonic_s = offset + size, time.monotonic()
         if size == 0:
             return 0
-        hot = commit_log.max_offset - offset <= HOT_TAIL_BYTES or commit_log.is_in_page_cache(offset, size)
+        hot = max_offset - offset <= HOT_TAIL_BYTES or commit_log.is_in_page_cache(offset, size)
         source = commit_log.file_position(offset, size) if hot and self._direct.usable() else None
         if source is not None:
             header = FRAME_HEADER.pack(offset, size)
