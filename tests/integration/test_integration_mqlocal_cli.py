@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -58,7 +59,9 @@ def test_up_status_down(tmp_path: Path) -> None:
 
         again = _mqlocal("up", "--data-dir", str(data), *ports)
         assert again.returncode == 1
-        assert "ports already in use" in again.stderr
+        namesrv = next(p for p in state.processes if p.name == "namesrv")
+        assert f"ports already in use: {namesrv.port} by pid {namesrv.pid} (" in again.stderr  # who holds it
+        assert "mq_namesrv.main" in again.stderr
     finally:
         down = _mqlocal("down", "--data-dir", str(data))
     assert down.returncode == 0, down.stdout + down.stderr
@@ -66,6 +69,57 @@ def test_up_status_down(tmp_path: Path) -> None:
     assert not any(p.alive() for p in state.processes)
     assert read_state(data) is None
     assert _mqlocal("status", "--data-dir", str(data)).returncode == 1
+
+
+def test_up_right_after_down_takes_the_same_ports_over_time_wait(tmp_path: Path) -> None:
+    """``make down`` then ``make up``: clients still connected while the cluster stops leave TIME-WAIT connections
+    on the servers' ports (the servers' side closes first); the servers bind over them (SO_REUSEADDR), so the next
+    ``up`` on the same ports must start, not refuse them as in use."""
+    data = tmp_path / "local-again"
+    fixed = [free_port(), _broker_base_port(), free_port()]  # namesrv, broker-a, gateway
+    ports = ["--namesrv-port", str(fixed[0]), "--broker-base-port", str(fixed[1]), "--gateway-port", str(fixed[2])]
+    ports += ["--brokers", "1"]
+    up = _mqlocal("up", "--data-dir", str(data), *ports)
+    clients: list[socket.socket] = []
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        clients += [socket.create_connection(("127.0.0.1", port), timeout=30) for port in fixed]
+    finally:
+        # a bare TCP client holds a graceful gRPC stop to its grace: 1 s each, then SIGKILL (the same FIN either way)
+        down = _mqlocal("down", "--data-dir", str(data), "--grace-s", "1")
+    assert down.returncode == 0, down.stdout + down.stderr
+    for client in clients:
+        with client:
+            while client.recv(65536):  # drained to EOF (the server's FIN came first), so closing sends a FIN too
+                pass
+    assert _time_wait_ports(fixed) == set(fixed), "the scenario: TIME-WAIT left on every port of the cluster"
+
+    again = _mqlocal("up", "--data-dir", str(data), *ports)
+    try:
+        assert again.returncode == 0, again.stdout + again.stderr  # was: ports already in use: [...]
+        status = _mqlocal("status", "--data-dir", str(data))
+        assert status.returncode == 0, status.stdout + status.stderr
+        rows = _status_rows(status.stdout)
+        assert {name: row[2] for name, row in rows.items()} == {
+            name: f"127.0.0.1:{port}" for name, port in zip(("namesrv", "broker-a", "gateway"), fixed, strict=True)
+        }
+        assert all(row[4] == "SERVING" for row in rows.values()), status.stdout
+    finally:
+        down = _mqlocal("down", "--data-dir", str(data))
+    assert down.returncode == 0, down.stdout + down.stderr
+
+
+def _time_wait_ports(ports: list[int]) -> set[int]:
+    """Those of ``ports`` with a TIME-WAIT connection on their side (state 06 in /proc/net/tcp*; gRPC's sockets on
+    127.0.0.1 are IPv6 ones on the v4-mapped address)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text(encoding="ascii").splitlines()[1:]:
+            fields = line.split()
+            port = int(fields[1].rpartition(":")[2], 16)
+            if port in ports and fields[3] == "06":
+                found.add(port)
+    return found
 
 
 def _status_rows(table: str) -> dict[str, list[str]]:

@@ -18,12 +18,19 @@ from typing import Annotated
 import typer
 from mq_client.cli_version import version_option
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mq_local.auth_files import LocalAuthFiles
 from mq_local.cluster import DEFAULT_CONTROLLER_PORT, ClusterSpec, ClusterStartError, FlushDiskType, LocalCluster
 from mq_local.etcd import CLIENT_IDENTITY, is_member_name
-from mq_local.ports import DEFAULT_BROKER_BASE_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_NAMESRV_PORT, PortLayout
+from mq_local.ports import (
+    DEFAULT_BROKER_BASE_PORT,
+    DEFAULT_GATEWAY_PORT,
+    DEFAULT_NAMESRV_PORT,
+    PortLayout,
+    describe_busy_ports,
+)
 from mq_local.processes import STOP_GRACE_S, stop_record
 from mq_local.readiness import health_status
 from mq_local.roles import BrokerRoleView, broker_roles
@@ -97,9 +104,12 @@ def up(
         raise typer.BadParameter("must be ASYNC_MASTER or SYNC_MASTER", param_hint="--broker-role")
     flush: FlushDiskType = "SYNC_FLUSH" if flush_disk_type == "SYNC_FLUSH" else "ASYNC_FLUSH"
     ports = PortLayout.from_base(namesrv_port, broker_base_port, gateway_port, brokers)
-    busy = ports.busy_ports()
+    busy = ports.busy_ports()  # a server could not listen there; TIME-WAIT leftovers of `down` do not count
     if busy:
-        console.print(f"[red]ports already in use: {busy}[/red] (is a cluster running? try `mqlocal status`)")
+        holders = escape(describe_busy_ports(busy))
+        console.print(
+            f"[red]ports already in use: {holders}[/red]; is a cluster running? try `mqlocal status`", soft_wrap=True
+        )
         raise typer.Exit(1)
     folder = _data_dir(data_dir)
     spec = ClusterSpec(
