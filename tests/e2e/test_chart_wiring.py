@@ -9,7 +9,7 @@ from typing import Any
 
 import chart_schema
 import pytest
-from chart_testkit import AUTH_SECRET, AUTH_SECRET_DATA, NAMESPACE, PENDING_FIELDS, VALUE_SETS, Rendered, exec_env
+from chart_testkit import NAMESPACE, PENDING_FIELDS, VALUE_SETS, Rendered, exec_env, secret_data
 from mq_broker.settings import BrokerSettings
 from mq_common.settings import ServiceSettings
 from mq_gateway.settings import GatewaySettings
@@ -26,7 +26,12 @@ SETTINGS: dict[str, tuple[str, type[ServiceSettings] | None]] = {
 }
 SERVICES = tuple(SETTINGS)  # workloads running a PyRocketMQ service (etcd is etcd)
 SETS = list(VALUE_SETS)
-PRODUCTION_AUTH_SECRET = "pyrocketmq-auth"  # ci/values-production.yaml
+# ci/values-production.yaml names its own auth Secret (not rendered): what the tests resolve its secretKeyRefs from
+PRODUCTION_AUTH_SECRET = "pyrocketmq-auth"
+PRODUCTION_AUTH_DATA = {
+    "initAuthenticationUser": '{"username": "rocketmq", "password": "init-user-secret-1"}',
+    "innerClientAuthenticationCredentials": '{"accessKey": "inner", "secretKey": "inner-secret-1"}',
+}
 
 
 def _component(doc: dict[str, Any]) -> str:
@@ -51,10 +56,12 @@ def _container(workload: dict[str, Any]) -> dict[str, Any]:
 
 def _env(r: Rendered, workload: dict[str, Any], ordinal: int = 0) -> dict[str, str]:
     """The environment of pod ``ordinal``'s service as Kubernetes builds it (envFrom ConfigMaps, then env with $(VAR)
-    expanded and secretKeyRef resolved from AUTH_SECRET_DATA) and as the container's args then leave it (a broker's
-    per-pod script, run under a real sh)."""
+    expanded and secretKeyRef resolved from the rendered Secrets, or PRODUCTION_AUTH_DATA for the production values'
+    own Secret) and as the container's args then leave it (a broker's per-pod script, run under a real sh)."""
     container = _container(workload)
-    auth_secret = PRODUCTION_AUTH_SECRET if r.name == "production" else AUTH_SECRET
+    # the only Secret passed as env: the auth Secret, auth.existingSecret or the one the chart generates
+    auth_secret = PRODUCTION_AUTH_SECRET if r.name == "production" else "mq-auth"
+    secrets = {PRODUCTION_AUTH_SECRET: PRODUCTION_AUTH_DATA} if r.name == "production" else secret_data(r.docs)
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
         env.update(r.get("ConfigMap", source["configMapRef"]["name"])["data"])
@@ -62,8 +69,8 @@ def _env(r: Rendered, workload: dict[str, Any], ordinal: int = 0) -> dict[str, s
     for item in container.get("env", []):
         if "secretKeyRef" in item.get("valueFrom", {}):
             ref = item["valueFrom"]["secretKeyRef"]
-            assert ref["name"] == auth_secret, ref  # the only Secret passed as env: auth.existingSecret
-            env[item["name"]] = AUTH_SECRET_DATA[ref["key"]]
+            assert ref["name"] == auth_secret, ref
+            env[item["name"]] = secrets[ref["name"]][ref["key"]]
         elif "valueFrom" in item:
             assert item["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
             env[item["name"]] = pod_name

@@ -1,7 +1,8 @@
 """docs/deployment.md's code blocks, executed as far as this machine allows (no cluster, no helm binary).
 
 - ``helm install`` / ``helm upgrade`` lines: parsed like the helm CLI (release, chart, ``-n``, ``-f``, ``--set``)
-  and rendered by the real Helm engine with exactly those values.
+  and rendered by the real Helm engine with exactly those values; the install block's ``kubectl get secret`` lines
+  run with a real kubectl against a stand-in API server holding the Secrets the first install generated.
 - The broker-groups values block: rendered, and its comment's object names and size checked.
 - ``kubectl exec deploy/<gateway> -- mqadmin ...`` lines: the kubectl part must target what the chart renders;
   the mqadmin part runs for real against a local cluster (in-cluster addresses swapped for local ones).
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import shlex
@@ -28,6 +30,7 @@ from chart_testkit import (
     CRD_KINDS,
     KUBE_VERSIONS,
     ROOT,
+    FakeApiServer,
     kubernetes_validate,
     render_docs,
     render_files,
@@ -45,6 +48,7 @@ DOC = "docs/deployment.md"
 MQADMIN = Path(sys.executable).parent / "mqadmin"
 MQADMIN_TIMEOUT_S = 60
 WORKLOADS = ("Deployment", "StatefulSet")
+TLS_COMPONENTS = ("namesrv", "broker", "gateway", "admin", "controller", "etcd")
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -165,22 +169,49 @@ def _broker_groups_block() -> CodeBlock:
 
 
 def _install_commands() -> list[HelmCommand]:
-    lines = find(DOC, "helm install ").lines()
-    assert [line.split()[:2] for line in lines] == [["helm", "install"]] * 2, lines
+    lines = [line for line in find(DOC, "helm install ").lines() if not line.startswith("kubectl ")]
+    assert [line.split()[:2] for line in lines] == [["helm", "install"]] * 3, lines
     return [HelmCommand.parse(line, {}) for line in lines]
 
 
-def test_helm_install_lines_render() -> None:
+def _secret(docs: list[dict[str, Any]], name: str, key: str) -> bytes:
+    return base64.b64decode(_named(docs, "Secret", name)["data"][key])
+
+
+def test_helm_install_lines_render(tmp_path: Path) -> None:
+    """The getting-started install generates its Secrets (the block's kubectl lines, run with a real kubectl against
+    a cluster holding them, print the super user and write the CA); the production install generates none and
+    asks cert-manager; the dev install is one pod of each."""
     commands = _install_commands()
     for cmd in commands:
         assert cmd.verb == "install"
         _assert_release(cmd, cmd.render())
-    registry, dev = commands
-    assert registry.sets
-    assert not registry.values_files
-    repository = helm_python.parse_set_string(registry.sets[0])["image"]["repository"]
-    workloads = [d for d in registry.render() if d["kind"] in WORKLOADS]
-    assert all(c["image"].startswith(f"{repository}:") for d in workloads for c in _containers(d))
+    started, production, dev = commands
+    for cmd in (started, production):
+        assert cmd.sets
+        assert not cmd.values_files
+        repository = helm_python.parse_set_string(cmd.sets[0])["image"]["repository"]
+        workloads = [d for d in cmd.render() if d["kind"] in WORKLOADS]
+        assert all(c["image"].startswith(f"{repository}:") for d in workloads for c in _containers(d))
+    release = started.release
+    docs = started.render()
+    generated = [d for d in docs if d["kind"] == "Secret"]
+    assert sorted(d["metadata"]["name"] for d in generated) == sorted(
+        f"{release}-{name}" for name in ("auth", "ca", *(f"{c}-tls" for c in TLS_COMPONENTS))
+    )
+    kubectl = [line for line in find(DOC, "helm install ").lines() if line.startswith("kubectl ")]
+    assert len(kubectl) == 2, kubectl
+    with FakeApiServer(generated) as api:
+        user, ca = (api.kubectl(line, tmp_path) for line in kubectl)
+    assert user.returncode == 0, user.stderr
+    shown = json.loads(user.stdout)
+    assert shown == json.loads(_secret(docs, f"{release}-auth", "initAuthenticationUser"))
+    assert shown["username"] == "rocketmq"
+    assert ca.returncode == 0, ca.stderr
+    assert (tmp_path / "ca.crt").read_bytes() == _secret(docs, f"{release}-ca", "tls.crt")
+    production_docs = production.render()
+    assert [d for d in production_docs if d["kind"] == "Secret"] == []
+    assert {d["kind"] for d in production_docs} >= {"Certificate"}
     # "single-node dev cluster": one name server, one broker group, one gateway pod, no autoscaler.
     docs = dev.render()
     assert _named(docs, "StatefulSet", f"{dev.release}-namesrv")["spec"]["replicas"] == 1
@@ -255,7 +286,7 @@ def _verb(args: list[str]) -> str:
 
 
 def test_mqadmin_lines_run_against_a_cluster(tmp_path: Path) -> None:
-    (install, _) = _install_commands()
+    (install, _, _) = _install_commands()
     # The lines are NOTES.txt's for a cluster without auth (the docs say the unsigned sendMessage needs it off).
     plaintext = {**install.values(), "tls": {"enabled": False}, "auth": {"enabled": False}}
     rendered = render_files(plaintext, name=install.release, namespace=install.namespace)
@@ -408,7 +439,7 @@ def test_security_values_block_renders() -> None:
     """docs/security.md "In Kubernetes": the values alone (no Secret names added) render the Certificates, the
     bootstrap Job with the Spark user's password by secretKeyRef, and the plan with its ACL."""
     block = find("docs/security.md", "passwordSecret: {name: spark-flights-user")
-    docs = render_docs(helm_python.values_from_yaml(block.text), bare=True)
+    docs = render_docs(helm_python.values_from_yaml(block.text))
     certificates = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Certificate"}
     # the controller's and etcd's too: replicated broker groups (the default) run them
     assert sorted(certificates) == ["mq-admin", "mq-broker", "mq-controller", "mq-etcd", "mq-gateway", "mq-namesrv"]

@@ -232,7 +232,7 @@ seccompProfile:
 {{- end -}}
 
 {{/* checkov skip annotations, each with its reason (README.md lists them). Empty when nothing is skipped. */}}
-{{- /* Call with the root context, or (dict "root" $ "envSecrets" true) for pods that take auth.existingSecret as env. */ -}}
+{{- /* Call with the root context, or (dict "root" $ "envSecrets" true) for pods that take the auth Secret as env. */ -}}
 {{- define "pyrocketmq.checkovAnnotations" -}}
 {{- $root := .root | default . -}}
 {{- $skips := list -}}
@@ -243,7 +243,7 @@ seccompProfile:
 {{- end -}}
 {{- end -}}
 {{- if and .envSecrets $root.Values.auth.enabled -}}
-{{- $skips = append $skips "CKV_K8S_35=The services read settings from env only (pydantic-settings): auth.existingSecret reaches them by secretKeyRef, never a ConfigMap, and is never logged" -}}
+{{- $skips = append $skips "CKV_K8S_35=The services read settings from env only (pydantic-settings): the auth Secret reaches them by secretKeyRef, never a ConfigMap, and is never logged" -}}
 {{- end -}}
 {{- range $i, $skip := $skips }}
 checkov.io/skip{{ add1 $i }}: {{ $skip | quote }}
