@@ -1,7 +1,8 @@
 """Session fixtures of the container suite (test_containers.py, test_containers_ha.py share one topology).
 
 conftest.py imports them, so both modules get the same instances: the Docker daemon, both images (built twice:
-cold-or-warm, then warm), the PKI and Secrets, and the replicated topology of containers_topology.py.
+cold-or-warm, then warm), the Secrets (the ones the chart rendered, with its default TLS and auth values, plus the
+users' passwords an operator adds), the PKI read from them, and the replicated topology of containers_topology.py.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_testkit import SPARK_DIR, render_docs
+from chart_testkit import SPARK_DIR, render_docs, secret_data
 from containers_kit import (
     build_images,
     dangling_project_images,
@@ -23,7 +24,7 @@ from containers_kit import (
     stop_docker,
 )
 from containers_topology import VALUES, Topology, start_topology
-from e2e_security import Pki, cluster_secrets
+from e2e_security import Pki, operator_secrets
 
 
 @pytest.fixture(scope="session")
@@ -34,14 +35,17 @@ def containers_docs() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return Pki(tmp_path_factory.mktemp("pki"))
+def secrets(containers_docs: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The cluster's Secrets (name -> key -> value as pods see them): the ones the chart rendered, and the users'
+    passwords the values name (an operator's)."""
+    rendered = secret_data(containers_docs)
+    assert not set(rendered) & set(operator_secrets()), "the chart renders a Secret the operator was to create"
+    return {**rendered, **operator_secrets()}
 
 
 @pytest.fixture(scope="session")
-def secrets(pki: Pki) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = cluster_secrets(pki)
-    return out
+def pki(secrets: dict[str, dict[str, str]], tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki.of_release(secrets, tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="session")

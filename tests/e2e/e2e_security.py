@@ -1,16 +1,22 @@
-"""The container round's certificates and Secrets: what an operator would create before `helm install`.
+"""The container round's certificates and credentials: the ones `helm install` generated, read from the rendered
+Secrets, plus what an operator adds.
 
-A trustme CA issues one certificate per chart identity (``mq-namesrv``, ``mq-broker``, ``mq-gateway``, ``mq-admin``,
-``mq-controller``, ``mq-etcd``: the chart's default ``<fullname>-<component>`` names) with the SANs the containers
-dial here (127.0.0.1, localhost) and in a cluster (the Service and pod DNS names), plus test-only identities:
-``mq-spark`` (the Spark driver's client certificate, no component) and ``mq-outsider`` (signed by the same CA, no
-component either).
-:func:`cluster_secrets` gives the Secret objects (name -> key -> value) the chart's values name. Test keys only.
+The chart, installed with its default TLS and auth values, renders a CA (Secret ``mq-ca``: its certificate and key),
+one certificate per component (``mq-<component>-tls``) and the auth Secret (``mq-auth``: the init super user and the
+inner credentials). :meth:`Pki.of_release` takes those as the kubelet would hand them to pods, and issues with the
+rendered CA's key the test-only identities the chart does not make: ``mq-spark`` (the Spark driver's client
+certificate, no component) and ``mq-outsider`` (signed by the cluster's CA, no component either). :meth:`Pki.own`
+is a CA of its own (a stranger to the cluster). :func:`operator_secrets` gives the Secrets the values name that the
+chart leaves to the operator: the users' passwords. Test keys only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import socket
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -28,41 +34,73 @@ RELEASE_PREFIX: Final = "mq"
 NAMESPACE_DNS: Final = "messaging.svc.cluster.local"
 COMPONENTS: Final = ("namesrv", "broker", "gateway", "admin", "controller", "etcd")
 EXTRA_IDENTITIES: Final = ("spark", "outsider")
-SUPER_USER: Final = Credentials("rocketmq", "e2e-super-secret-7Qx")
-INNER: Final = Credentials("e2e-inner", "e2e-inner-secret-Kp3")
+CA_SECRET: Final = f"{RELEASE_PREFIX}-ca"
+AUTH_SECRET: Final = f"{RELEASE_PREFIX}-auth"
+AUTH_KEYS: Final = ("initAuthenticationUser", "innerClientAuthenticationCredentials")  # auth.secretKeys defaults
 SPARK_USER: Final = Credentials("spark-flights", "e2e-spark-secret-V8m")
 SDK_USER: Final = Credentials("sdk-app", "e2e-sdk-secret-2Lw")
-SECRETS_SHOWN_NOWHERE: Final = (SUPER_USER.secret_key, INNER.secret_key, SPARK_USER.secret_key, SDK_USER.secret_key)
+HANDSHAKE_TIMEOUT_S: Final = 10.0
 
 
 def identity(name: str) -> str:
     return f"{RELEASE_PREFIX}-{name}"
 
 
+def _sans(name: str) -> list[str]:
+    return ["127.0.0.1", "localhost", identity(name), f"*.{identity(name)}-headless.{NAMESPACE_DNS}"]
+
+
 @dataclass(slots=True)
 class Pki:
-    """A CA and the PEMs it issued, by short name (``broker``, ``admin``, ``spark``, ...)."""
+    """A CA and the PEMs (certificate, key) it issued, by short name (``broker``, ``admin``, ``spark``, ...),
+    written under ``directory`` (``ca.crt``, ``<name>.crt``, ``<name>.key``)."""
 
     directory: Path
-    ca: trustme.CA = field(default_factory=lambda: trustme.CA(organization_name="PyRocketMQ e2e CA"))
-    certs: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)
+    ca: trustme.CA
+    ca_pem: bytes
+    certs: dict[str, tuple[bytes, bytes]]
 
-    def __post_init__(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / "ca.crt").write_bytes(self.ca_pem)
+    @classmethod
+    def of_release(cls, secrets: Mapping[str, Mapping[str, str]], directory: Path) -> Pki:
+        """The rendered release's CA and component certificates (``secrets``: Secret name -> key -> value, as
+        pods see them), plus EXTRA_IDENTITIES issued with the rendered CA's key."""
+        ca_secret = secrets[CA_SECRET]
+        ca_pem = ca_secret["tls.crt"].encode()
+        ca = trustme.CA.from_pem(ca_pem, ca_secret["tls.key"].encode())
+        certs: dict[str, tuple[bytes, bytes]] = {}
+        for name in COMPONENTS:
+            secret = secrets[f"{identity(name)}-tls"]
+            assert secret["ca.crt"].encode() == ca_pem, f"{name}: another CA than {CA_SECRET}'s"
+            certs[name] = (secret["tls.crt"].encode(), secret["tls.key"].encode())
+        pki = cls(directory, ca, ca_pem, certs)
+        for name in EXTRA_IDENTITIES:
+            pki.issue(name)
+        pki.write()
+        return pki
+
+    @classmethod
+    def own(cls, directory: Path) -> Pki:
+        """A CA of its own issuing every identity the release has, with the same names: a stranger to it."""
+        ca = trustme.CA(organization_name="PyRocketMQ e2e stranger CA")
+        pki = cls(directory, ca, ca.cert_pem.bytes(), {})
         for name in (*COMPONENTS, *EXTRA_IDENTITIES):
-            sans = ["127.0.0.1", "localhost", identity(name), f"*.{identity(name)}-headless.{NAMESPACE_DNS}"]
-            issued = self.ca.issue_cert(*sans, common_name=identity(name))
-            chain = b"".join(p.bytes() for p in issued.cert_chain_pems)
-            self.certs[name] = (chain, issued.private_key_pem.bytes())
-            (self.directory / f"{name}.crt").write_bytes(chain)
-            key = self.directory / f"{name}.key"
-            key.write_bytes(issued.private_key_pem.bytes())
-            key.chmod(0o600)
+            pki.issue(name)
+        pki.write()
+        return pki
 
-    @property
-    def ca_pem(self) -> bytes:
-        return self.ca.cert_pem.bytes()
+    def issue(self, name: str) -> None:
+        issued = self.ca.issue_cert(*_sans(name), common_name=identity(name))
+        chain = b"".join(p.bytes() for p in issued.cert_chain_pems)
+        self.certs[name] = (chain, issued.private_key_pem.bytes())
+
+    def write(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.ca_file.write_bytes(self.ca_pem)
+        for name, (cert, key) in self.certs.items():
+            (self.directory / f"{name}.crt").write_bytes(cert)
+            key_file = self.directory / f"{name}.key"
+            key_file.write_bytes(key)
+            key_file.chmod(0o600)
 
     @property
     def ca_file(self) -> Path:
@@ -80,30 +118,47 @@ class Pki:
         return TlsClientConfig(self.ca_file, self.directory / f"{name}.crt", self.directory / f"{name}.key")
 
 
-def _user_json(c: Credentials) -> str:
-    return f'{{"username": "{c.access_key}", "password": "{c.secret_key}"}}'
+@dataclass(frozen=True, slots=True)
+class ReleaseCredentials:
+    """What the rendered auth Secret holds: the init super user and the components' inner credentials."""
+
+    super_user: Credentials
+    inner: Credentials
+
+    @classmethod
+    def of_release(cls, secrets: Mapping[str, Mapping[str, str]]) -> ReleaseCredentials:
+        user_key, inner_key = AUTH_KEYS
+        user = json.loads(secrets[AUTH_SECRET][user_key])
+        inner = json.loads(secrets[AUTH_SECRET][inner_key])
+        return cls(Credentials(user["username"], user["password"]), Credentials(inner["accessKey"], inner["secretKey"]))
+
+    @property
+    def shown_nowhere(self) -> tuple[str, ...]:
+        """Secrets no log line or answer may carry: the release's and the users'."""
+        return (self.super_user.secret_key, self.inner.secret_key, SPARK_USER.secret_key, SDK_USER.secret_key)
 
 
-def cluster_secrets(pki: Pki) -> dict[str, dict[str, str]]:
-    """The Secrets tests/e2e/values-containers.yaml names: one kubernetes.io/tls Secret (+ ca.crt) per component,
-    the auth Secret (init super user, inner credentials) and the users' password Secrets."""
-    out = {
-        f"{identity(c)}-tls": {
-            "tls.crt": pki.certs[c][0].decode(),
-            "tls.key": pki.certs[c][1].decode(),
-            "ca.crt": pki.ca_pem.decode(),
-        }
-        for c in COMPONENTS
-    }
-    out["mq-auth"] = {
-        "initAuthenticationUser": _user_json(SUPER_USER),
-        "innerClientAuthenticationCredentials": (
-            f'{{"accessKey": "{INNER.access_key}", "secretKey": "{INNER.secret_key}"}}'
-        ),
-    }
-    out["mq-spark-user"] = {"password": SPARK_USER.secret_key}
-    out["mq-sdk-user"] = {"password": SDK_USER.secret_key}
-    return out
+def presented_certificate(addr: str, pki: Pki, client: str) -> bytes:
+    """The certificate (DER) the server at ``addr`` (127.0.0.1:port) presents in a TLS handshake (ALPN h2, as gRPC)
+    to a client trusting ``pki``'s CA, checking the address as the host name and presenting ``client``'s
+    certificate."""
+    host, port = addr.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(pki.ca_file))
+    context.load_cert_chain(pki.directory / f"{client}.crt", pki.directory / f"{client}.key")
+    context.set_alpn_protocols(["h2"])
+    with (
+        socket.create_connection((host, int(port)), timeout=HANDSHAKE_TIMEOUT_S) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def operator_secrets() -> dict[str, dict[str, str]]:
+    """The Secrets tests/e2e/values-containers.yaml names that the chart leaves to the operator: the passwords of
+    auth.users (``mq-spark-user``, ``mq-sdk-user``)."""
+    return {"mq-spark-user": {"password": SPARK_USER.secret_key}, "mq-sdk-user": {"password": SDK_USER.secret_key}}
 
 
 # ------------------------------------------------------------------------------------------- hostile clients

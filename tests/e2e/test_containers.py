@@ -5,10 +5,11 @@ Both images are built offline (docker/build-images.sh: debootstrap base, host wh
 workload's image, command, args, environment (envFrom ConfigMaps + env), mounts and security context come from
 the chart rendered by the real Helm engine with tests/e2e/values-containers.yaml; the Spark job's from
 deploy/spark/sparkapplication.yaml. Only what host networking forces is overridden (containers_topology's
-HOST_NETWORK_OVERRIDES). TLS and auth are on, as the chart's defaults: the suite makes the CA, the certificates and
-the Secrets an operator would create (e2e_security.py); the kit projects them into the containers the way the
-kubelet would. The chart's bootstrap Job creates the Spark and SDK users on every master; every client of the suite
-calls over TLS (admin certificate) and signs as the init super user. Then: every flight stored once (the Spark
+HOST_NETWORK_OVERRIDES). TLS and auth are on with the chart's default values: the chart generates the CA, the
+certificates and the auth Secret, and the kit projects the rendered Secrets into the containers the way the kubelet
+would (the users' password Secrets are the suite's, as an operator's). The chart's bootstrap Job creates the Spark
+and SDK users on every master; every client of the suite trusts the generated CA, calls over TLS with the chart's
+admin certificate and signs as the generated init super user. Then: every flight stored once (the Spark
 user, Pub on Topic:flights only); refused clients store nothing; a fake broker cannot register; the official SDKs
 send and receive with credentials over TLS; SIGTERM one group's master -> exit 0, no abort file, unregistered, its
 slave elected; start it again on the same volume -> data intact, it rejoins as the slave; SIGTERM the gateway ->
@@ -19,6 +20,7 @@ failover. Timings go to .build/e2e-timings.json.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 from pathlib import Path
@@ -49,13 +51,14 @@ from containers_topology import (
     wait_topic_on,
     workloads,
 )
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from e2e_security import (
     SDK_USER,
-    SECRETS_SHOWN_NOWHERE,
     SPARK_USER,
-    SUPER_USER,
     Pki,
     headers,
+    presented_certificate,
     register_as,
     v2_send,
 )
@@ -165,6 +168,26 @@ async def test_topology_runs_as_the_chart_describes(topology: Topology) -> None:
 # ------------------------------------------------------------------------------------------ TLS and auth
 
 
+def test_pods_present_the_certificates_the_chart_generated(
+    topology: Topology, containers_docs: list[dict[str, Any]]
+) -> None:
+    """Every gRPC server (and etcd's client port) presents its component's certificate from the Secret the chart
+    rendered, verified against the chart's CA under the address dialled here: the suite issued none of them."""
+    rendered = {d["metadata"]["name"]: d for d in containers_docs if d["kind"] == "Secret"}
+    servers = [(p, "namesrv", "grpc", "broker") for p in topology.namesrvs]
+    servers += [(p, "broker", "grpc", "gateway") for p in topology.brokers()]
+    servers += [(p, "controller", "grpc", "admin") for p in topology.controllers]
+    servers += [(p, "etcd", "client", "controller") for p in topology.etcds]
+    servers.append((topology.gateway, "gateway", "grpc", "admin"))
+    for pod, component, port, client in servers:
+        secret = rendered[f"mq-{component}-tls"]
+        assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        der = presented_certificate(topology.local(pod, port), topology.pki, client)
+        expected = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+        assert der == expected.public_bytes(serialization.Encoding.DER), pod.run.pod_name
+    assert topology.pki.ca_pem == base64.b64decode(rendered["mq-ca"]["data"]["tls.crt"])
+
+
 @pytest.fixture(scope="module")
 def bootstrapped(
     topology: Topology,
@@ -197,18 +220,18 @@ def test_bootstrap_job_creates_the_users_and_acls(topology: Topology, bootstrapp
         assert {("user_applied", "spark-flights", broker), ("user_applied", "sdk-app", broker)} <= applied
         assert ("acl_applied", "User:spark-flights", broker) in applied
     assert events[-1]["event"] == "bootstrap_done"
-    assert not [s for s in SECRETS_SHOWN_NOWHERE if s in bootstrapped]
+    assert not [s for s in topology.credentials.shown_nowhere if s in bootstrapped]
 
     async def users_on_every_broker() -> list[set[str]]:
-        pool = ChannelPool(topology.admin_tls, signing_interceptors(SUPER_USER))
+        pool = ChannelPool(topology.admin_tls, signing_interceptors(topology.super_user))
         try:
-            calls = AuthAdminCalls(pool, (SUPER_USER.access_key, SUPER_USER.secret_key))
+            calls = AuthAdminCalls(pool, (topology.super_user.access_key, topology.super_user.secret_key))
             return [{u.username for u in await calls.list_user(addr)} for addr in sorted(brokers)]
         finally:
             await pool.close()
 
     for names in asyncio.run(users_on_every_broker()):
-        assert {"spark-flights", "sdk-app", SUPER_USER.access_key} <= names
+        assert {"spark-flights", "sdk-app", topology.super_user.access_key} <= names
 
 
 REFUSALS = {
@@ -225,7 +248,7 @@ async def test_refused_clients_store_nothing(topology: Topology, bootstrapped: s
         await admin.update_topic(TopicConfig(REFUSED_TOPIC, 2, 2), cluster_name="DefaultCluster")
     status = await v2_send(topology.gateway_addr, topology.pki.ca_pem, REFUSED_TOPIC, headers(case, f"e2e-{case}"))
     assert status.code == REFUSALS[case], status.message
-    assert not [s for s in SECRETS_SHOWN_NOWHERE if s in status.message]
+    assert not [s for s in topology.credentials.shown_nowhere if s in status.message]
     if REFUSALS[case] == Code.FORBIDDEN:
         assert f"Topic:{REFUSED_TOPIC}" in status.message
     offsets = await _topic_offsets(topology, REFUSED_TOPIC)
@@ -242,7 +265,7 @@ async def test_a_broker_without_the_component_certificate_cannot_register(topolo
         code, remark = await register_as(namesrv, topology.pki.client("outsider"), impostor)
         assert code == ResponseCode.NO_PERMISSION, remark
     # Without a certificate of the CA the handshake fails: no RPC at all.
-    stranger = Pki(topology.pki.directory.parent / "stranger-pki")
+    stranger = Pki.own(topology.pki.directory.parent / "stranger-pki")
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await register_as(topology.namesrv_addrs[0], stranger.client("broker"), impostor)
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -341,7 +364,7 @@ def test_spark_image_publishes_every_flight_once(
     summary = [e for e in json_lines(logs) if "published" in e][-1]
     assert summary["published"] == summary["rows"] == FLIGHTS_ROWS, summary
     assert summary["failed"] == 0
-    assert not [s for s in SECRETS_SHOWN_NOWHERE if s in logs]
+    assert not [s for s in topology.credentials.shown_nowhere if s in logs]
     check = asyncio.run(_read_back(topology, FLIGHTS_TOPIC, FLIGHTS_ROWS))
     report = check.report()
     record_timings({"spark_publish_s": round(seconds, 1), "spark_summary": summary, "verify": report})
@@ -354,7 +377,7 @@ async def _read_back(topology: Topology, topic: str, expected_rows: int, max_sec
     """mq_spark.verify.read_back over the cluster's TLS, pulls signed by the super user."""
     check = RowIdCheck(expected_rows)
     deadline = time.monotonic() + max_seconds
-    pool = ChannelPool(topology.admin_tls, signing_interceptors(SUPER_USER))
+    pool = ChannelPool(topology.admin_tls, signing_interceptors(topology.super_user))
     try:
         async with PullConsumer(topology.namesrv_addrs[:1], VERIFY_CONSUMER_GROUP, pool=pool) as consumer:
             queues = await consumer.fetch_subscribe_message_queues(topic)

@@ -24,7 +24,6 @@ from typing import Final
 import pytest
 from containers_kit import RunningPod, localize, record_timings
 from containers_topology import Topology, commit_log_digest, wait_in_sync, wait_sync_state_set, wait_topic_on
-from e2e_security import SUPER_USER
 from mq_common.constants import MessageConst
 from mq_common.errors import MQError
 from mq_common.protocol import TopicConfig
@@ -262,7 +261,7 @@ async def test_master_sigkill_fails_over_within_10s_without_losing_acknowledged_
     stored = {
         m.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""): m.body
         for _, m in await read_all(topology.namesrv_addrs[0], FAILOVER_TOPIC, tls=topology.admin_tls,
-                                   credentials=SUPER_USER)
+                                   credentials=topology.super_user)
     }  # fmt: skip
     lost = {k: v for k, v in sender.acked.items() if stored.get(k) != v}
     assert not lost, f"{len(lost)} of {len(sender.acked)} acknowledged messages lost: {sorted(lost)[:5]}"
