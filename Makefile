@@ -72,7 +72,7 @@ proto-check: sync ## Fail if the committed stubs differ from what proto/ gives
 
 BUF := .tools/node_modules/.bin/buf
 $(BUF): | node
-	npm install --silent --no-audit --no-fund --prefix .tools @bufbuild/buf@1.75.0
+	npm install --loglevel=error --no-audit --no-fund --prefix .tools @bufbuild/buf@1.75.0
 
 .PHONY: proto-lint
 proto-lint: $(BUF) ## buf lint of proto/ (buf from the npm registry)

@@ -29,5 +29,5 @@ if ! [ "$(node -p "require('$(realpath -m "$package")').version" 2>/dev/null)" =
   echo "installing rocketmq-client-nodejs@$node_version into $prefix"
   rm -rf "$prefix"
   mkdir -p "$prefix"
-  npm install --silent --no-audit --no-fund --prefix "$prefix" "rocketmq-client-nodejs@$node_version"
+  npm install --loglevel=error --no-audit --no-fund --prefix "$prefix" "rocketmq-client-nodejs@$node_version"
 fi
