@@ -40,6 +40,18 @@ MAX_GROUPS_LISTED: Final = 10_000
 MAX_REPLICAS_PER_GROUP: Final = 64
 _T = TypeVar("_T")
 _RETRIED: Final = (etcd_errors.ConnectionFailedError, etcd_errors.ConnectionTimeoutError, etcd_errors.InternalError)
+# The call's own deadline passing inside the server (a member waiting out a leader election) comes back as gRPC
+# UNKNOWN "context deadline exceeded", which aetcd raises as a bare ClientError: the same timeout as
+# ConnectionTimeoutError, seen from the other side, so it is retried like one.
+_SERVER_SIDE_DEADLINE: Final = "context deadline exceeded"
+
+
+def is_retried(exc: BaseException) -> bool:
+    """True for the etcd errors a call moves on to the next member for: unreachable, timed out (client or server
+    side), internal. Pure; any thread."""
+    if isinstance(exc, _RETRIED):
+        return True
+    return type(exc) is etcd_errors.ClientError and _SERVER_SIDE_DEADLINE in str(exc)
 
 
 class EtcdReplicaStateStore:
@@ -80,7 +92,9 @@ class EtcdReplicaStateStore:
             index = self._current
             try:
                 return await action()
-            except _RETRIED as exc:
+            except etcd_errors.ClientError as exc:
+                if not is_retried(exc):
+                    raise
                 endpoint = self._endpoints[index]
                 log.warning("etcd_call_failed", call=what, endpoint=endpoint, attempt=attempt + 1, error=str(exc)[:200])
                 if self._current == index:  # concurrent failures move on once, not past a good member
