@@ -14,6 +14,7 @@ Runs on the service's asyncio loop (gRPC aio calls deserializers and interceptor
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import grpc
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor
 
+from mq_common.grpc_front import GrpcAioDeadline
 from mq_common.logging import get_logger
 from mq_common.wire_bounds import BoundExceeded, FieldBound, Malformed, build_plan, check_bounds
 
@@ -98,6 +100,10 @@ def _raw(data: bytes) -> bytes:
     return data
 
 
+def _same(context: Any) -> Any:
+    return context
+
+
 def _request_descriptor(method: str) -> Descriptor | None:
     """The request type of ``/<service>/<method>`` from the default descriptor pool (None when unknown)."""
     service_name, _, method_name = method.lstrip("/").partition("/")
@@ -110,10 +116,13 @@ def _request_descriptor(method: str) -> Descriptor | None:
 
 class RequestGuard(grpc.aio.ServerInterceptor):
     """Installed first by mq_common.grpc_server.ServiceServer (the outermost interceptor). Mirrors what the
-    RocketMQ 5 proxy gets from grpc-java's message parsing (INVALID_ARGUMENT on a bad message) plus count bounds."""
+    RocketMQ 5 proxy gets from grpc-java's message parsing (INVALID_ARGUMENT on a bad message) plus count bounds.
+    ``grpc_aio_deadline``: hand handlers a mq_common.grpc_front.GrpcAioDeadline over their context (the native
+    front's ServiceServer sets it, so ``time_remaining()`` is None without a deadline on both fronts)."""
 
-    def __init__(self, limits: RequestLimits) -> None:
+    def __init__(self, limits: RequestLimits, *, grpc_aio_deadline: bool = False) -> None:
         self._limits = limits
+        self._adapt: Callable[[Any], Any] = GrpcAioDeadline if grpc_aio_deadline else _same
         # Per registered method (bounded by the services' protos): its bounds plan and request type name, so a
         # call costs no descriptor lookup.
         self._plans: dict[str, tuple[Any, str]] = {}
@@ -173,30 +182,46 @@ class RequestGuard(grpc.aio.ServerInterceptor):
         async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             if isinstance(request, _Refused):
                 await self._refuse(request, context, method)
-            return await behavior(request, context)
+            return await behavior(request, self._adapt(context))
 
         return wrapped
 
     def _stream_unary(self, behavior: Callable[..., Any], method: str) -> Callable[..., Awaitable[Any]]:
         async def wrapped(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            return await behavior(self._checked(requests, context, method), context)
+            return await behavior(self._checked(requests, context, method), self._adapt(context))
 
         return wrapped
 
-    def _unary_stream(self, behavior: Callable[..., Any], method: str) -> Callable[..., AsyncIterator[Any]]:
+    def _unary_stream(self, behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
+        if not inspect.isasyncgenfunction(behavior):
+            # A coroutine that answers with context.write() (grpc's health Watch) stays a coroutine.
+            async def written(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+                if isinstance(request, _Refused):
+                    await self._refuse(request, context, method)
+                await behavior(request, self._adapt(context))
+
+            return written
+
         async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             if isinstance(request, _Refused):
                 await self._refuse(request, context, method)
-            async for response in behavior(request, context):
+            async for response in behavior(request, self._adapt(context)):
                 yield response
 
         return wrapped
 
-    def _stream_stream(self, behavior: Callable[..., Any], method: str) -> Callable[..., AsyncIterator[Any]]:
+    def _stream_stream(self, behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
+        if not inspect.isasyncgenfunction(behavior):
+
+            async def written(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]) -> None:
+                await behavior(self._checked(requests, context, method), self._adapt(context))
+
+            return written
+
         async def wrapped(
             requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
-            async for response in behavior(self._checked(requests, context, method), context):
+            async for response in behavior(self._checked(requests, context, method), self._adapt(context)):
                 yield response
 
         return wrapped

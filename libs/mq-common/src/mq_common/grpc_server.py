@@ -1,7 +1,8 @@
 """gRPC server kit: an asyncio server with grpc.health.v1 health, server reflection and bounded options.
 
 Every PyRocketMQ service builds its server here so that health, reflection, message size limits and
-graceful shutdown behave the same everywhere. Runs on the service's one asyncio loop.
+graceful shutdown behave the same everywhere, on either front (mq_common.grpc_front: grpcio's grpc.aio or
+pygrpc-native). Runs on the service's one asyncio loop.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from mq_common.grpc_front import GrpcServerChoice, aio_server, resolve_front
 from mq_common.grpc_guard import DEFAULT_REQUEST_LIMITS, RequestGuard, RequestLimits
+from mq_common.logging import get_logger
 from mq_common.tls import TlsServerConfig, server_credentials
+
+log = get_logger("mq_common.grpc_server")
 
 # 4 MiB bodies x a batch plus headers; a batch larger than this is refused by gRPC itself.
 MAX_GRPC_MESSAGE_BYTES: Final = 64 * 1024 * 1024
@@ -46,7 +51,9 @@ def server_options(max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES) -> list[tupl
 
 
 class ServiceServer:
-    """An aio server plus its health servicer.
+    """An aio server plus its health servicer, on the front ``grpc_server`` resolves to (``self.front``: "grpcio"
+    or "native"; mq_common.grpc_front.resolve_front with ``tls_enabled``, raising GrpcFrontError for native with
+    TLS on or without pygrpc-native). It binds ONE port (pygrpc-native serves one).
 
     ``service_names`` are the full proto service names (``mq.broker.v1.Broker``); they are registered for
     reflection and marked SERVING by :meth:`start`, NOT_SERVING by :meth:`stop`. ``interceptors`` wrap every
@@ -63,10 +70,14 @@ class ServiceServer:
         *,
         max_message_bytes: int = MAX_GRPC_MESSAGE_BYTES,
         limits: RequestLimits = DEFAULT_REQUEST_LIMITS,
+        grpc_server: GrpcServerChoice = "grpcio",
+        tls_enabled: bool = False,
     ) -> None:
-        self.server = grpc.aio.server(
-            options=[*server_options(max_message_bytes), *limits.server_options()],
-            interceptors=[RequestGuard(limits), *interceptors],
+        self.front = resolve_front(grpc_server, tls_enabled=tls_enabled)
+        self.server = aio_server(
+            self.front,
+            [*server_options(max_message_bytes), *limits.server_options()],
+            [RequestGuard(limits, grpc_aio_deadline=self.front == "native"), *interceptors],
         )
         self.health = health.aio.HealthServicer()
         self.service_names = list(service_names)
@@ -80,7 +91,12 @@ class ServiceServer:
     def bind(self, host: str, port: int, tls: TlsServerConfig | None = None) -> int:
         """Bind ``host:port`` (port 0 picks a free one), plaintext or, with ``tls``, TLS whose certificate files
         are re-read when they change (mq_common.tls.server_credentials); returns the bound port. Raises
-        RuntimeError when the port cannot be bound, OSError when the TLS files cannot be read."""
+        RuntimeError when the port cannot be bound, a second bind, or ``tls`` on the native front (plaintext only);
+        OSError when the TLS files cannot be read."""
+        if self.port:
+            raise RuntimeError(f"ServiceServer binds one port; already bound to {self.port}")
+        if tls is not None and self.front == "native":
+            raise RuntimeError("the native gRPC front serves plaintext only; TLS needs grpc_server=grpcio")
         address = f"{host}:{port}"
         if tls is None:
             bound = self.server.add_insecure_port(address)
@@ -92,9 +108,11 @@ class ServiceServer:
         return bound
 
     async def start(self) -> None:
+        """Serve, mark every service SERVING, log ``grpc_server_started`` (front, port)."""
         await self.server.start()
         for name in ["", *self.service_names]:
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("grpc_server_started", front=self.front, port=self.port, services=self.service_names)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Mark NOT_SERVING, stop taking calls, let in-flight calls finish within ``grace_s`` seconds."""

@@ -12,6 +12,7 @@ Interceptors run on the service's asyncio loop, once per RPC (never per message)
 from __future__ import annotations
 
 import contextvars
+import inspect
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -168,8 +169,12 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
 
         return wrapped
 
-    def _streaming(self, behavior: Callable[..., Any], rid: str, method: str) -> Callable[..., AsyncIterator[Any]]:
+    def _streaming(self, behavior: Callable[..., Any], rid: str, method: str) -> Callable[..., Any]:
         observe = self._observe
+        if not inspect.isasyncgenfunction(behavior):
+            # A coroutine that answers with context.write() (grpc's health Watch) stays a coroutine: `async for`
+            # over it fails. It returns None, which response_code_name counts as SUCCESS.
+            return self._unary(behavior, rid, method)
 
         async def wrapped(request: Any, context: Any) -> AsyncIterator[Any]:
             if rid:

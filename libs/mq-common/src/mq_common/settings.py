@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import yaml
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from mq_common.config_fields import DESCRIPTION_KEY, field_of
+from mq_common.grpc_front import GrpcServerChoice
 from mq_common.grpc_guard import DEFAULT_MAX_CONCURRENT_STREAMS
 from mq_common.tls.settings import TlsSettings
 
@@ -67,6 +68,20 @@ class ServiceSettings(TlsSettings):
         description="Calls one client connection may have in flight at once (grpc.max_concurrent_streams); "
         "later ones wait for a free stream.",
     )
+    grpc_server: GrpcServerChoice = Field(
+        default="grpcio",
+        description="The gRPC server: grpcio (grpc.aio), native (pygrpc-native: HTTP/2 in Rust, plaintext only, "
+        "refused with tls_enabled) or auto (native when TLS is off and pygrpc-native is installed, else grpcio).",
+    )
+
+    @model_validator(mode="after")
+    def _check_grpc_server(self) -> ServiceSettings:
+        if self.grpc_server == "native" and self.tls_enabled:
+            raise ValueError(
+                "grpc_server=native cannot serve TLS (pygrpc-native is plaintext only): "
+                "set grpc_server to grpcio or auto with tls_enabled"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -24,6 +24,7 @@ from typing import Final, Literal
 
 from mq_common.auth.settings import Credentials
 from mq_common.extensions import NO_EXTENSIONS_ENV
+from mq_common.grpc_front import GRPC_SERVER_ENV_SUFFIX
 from mq_common.tls import TlsClientAuth, TlsClientConfig
 
 from mq_local.auth_files import LocalAuthFiles
@@ -144,8 +145,13 @@ class ClusterSpec:
 def inherited_env() -> dict[str, str]:
     """What a started service inherits of this process's environment: everything but the MQ_* settings (a service
     gets only those its spec gives), except MQ_NO_EXTENSIONS, which reaches every service so that
-    ``make test-pure`` runs the started processes on their Python paths too."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("MQ_") or k == NO_EXTENSIONS_ENV}
+    ``make test-pure`` runs the started processes on their Python paths too, and ``MQ_<SERVICE>_GRPC_SERVER``, so
+    that ``make test-other-front`` runs them on the other gRPC front (a spec's own env still wins)."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MQ_") or k == NO_EXTENSIONS_ENV or k.endswith(GRPC_SERVER_ENV_SUFFIX)
+    }
 
 
 def _service_env(

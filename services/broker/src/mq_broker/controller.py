@@ -167,6 +167,8 @@ class BrokerController:
             [SERVICE_NAME],
             [RequestContextInterceptor(observe=observe, self_observed=frozenset({"SendStream"}))],
             limits=limits,
+            grpc_server=s.grpc_server,
+            tls_enabled=s.tls_enabled,
         )
         try:
             await self._start_on(server)

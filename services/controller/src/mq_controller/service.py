@@ -43,7 +43,13 @@ class ControllerService:
             self.metrics = ControllerMetrics(node, self.manager.sync_state_set_sizes)
         observe = self.metrics.observe_rpc if self.metrics is not None else None
         limits = request_limits(s.max_concurrent_streams)
-        self.server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe)], limits=limits)
+        self.server = ServiceServer(
+            [SERVICE_NAME],
+            [RequestContextInterceptor(observe=observe)],
+            limits=limits,
+            grpc_server=s.grpc_server,
+            tls_enabled=s.tls_enabled,
+        )
         servicer = ControllerServicer(self.manager, ControllerAccess.from_settings(s), self.metadata)
         add_to_server(servicer, self.server.server)
         self._scan_task: asyncio.Task[None] | None = None

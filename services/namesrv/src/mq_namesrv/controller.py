@@ -35,7 +35,13 @@ class NamesrvController:
             self.metrics = NamesrvMetrics(node, self.route_info_manager, max_topics=settings.metrics_max_topics)
         observe = self.metrics.observe_rpc if self.metrics is not None else None
         limits = request_limits(settings.max_topics_per_registration, settings.max_concurrent_streams)
-        self.server = ServiceServer([SERVICE_NAME], [RequestContextInterceptor(observe=observe)], limits=limits)
+        self.server = ServiceServer(
+            [SERVICE_NAME],
+            [RequestContextInterceptor(observe=observe)],
+            limits=limits,
+            grpc_server=settings.grpc_server,
+            tls_enabled=settings.tls_enabled,
+        )
         access = AdminAccess.from_settings(settings)
         add_to_server(NameServerServicer(self.route_info_manager, access), self.server.server)
         self._scan_task: asyncio.Task[None] | None = None
