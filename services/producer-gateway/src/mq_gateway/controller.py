@@ -139,6 +139,8 @@ class GatewayController:
             [interceptor],
             max_message_bytes=MAX_GRPC_MESSAGE_BYTES,
             limits=limits,
+            grpc_server=settings.grpc_server,
+            tls_enabled=settings.tls_enabled,
         )
         self.auth = self._build_auth(auth_provider)
         self.v2 = self._build_v2(consumer)

@@ -11,6 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from mq_client.producer.config import MAX_BROKER_BATCH_BYTES, MAX_BROKER_BATCH_MESSAGES, ProducerConfig
 from mq_common.auth.settings import AuthSettings
 from mq_common.constants import MAX_MESSAGE_SIZE_BYTES
+from mq_common.grpc_front import GrpcServerChoice
 from mq_common.settings import ServiceSettings, mirrored_field
 from pydantic import BeforeValidator, Field
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -68,6 +69,12 @@ class GatewaySettings(ServiceSettings, AuthSettings):
     )
     shutdown_grace_ms: int = Field(
         default=10_000, ge=0, description="How long in-flight calls may finish on SIGTERM, ms."
+    )
+    grpc_server: GrpcServerChoice = Field(
+        default="auto",
+        description="The gRPC server: grpcio (grpc.aio), native (pygrpc-native: HTTP/2 in Rust, plaintext only, "
+        "refused with tls_enabled) or auto (native when TLS is off and pygrpc-native is installed, else grpcio; "
+        "docs/architecture.md, 'The gRPC front').",
     )
     latency_fault_tables: Literal["4.x", "5.x"] = mirrored_field(ProducerConfig, "latency_fault_tables")
     coalesce_linger_ms: float = Field(
