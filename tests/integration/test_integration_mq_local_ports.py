@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mq_local.ports import LOCAL_HOST, PortLayout, describe_busy_ports, port_is_free
+from mq_local.ports import LOCAL_HOST, RECENT_PORTS, PortLayout, describe_busy_ports, free_port, port_is_free
 
 TCP_LISTEN = "0A"
 TCP_TIME_WAIT = "06"
@@ -88,3 +88,10 @@ def test_a_holder_that_cannot_be_read_is_an_unknown_process(tmp_path: Path) -> N
         port = sock.getsockname()[1]
         assert not port_is_free(port)
         assert describe_busy_ports([port], proc_root=tmp_path) == f"{port} by an unknown process"  # no /proc there
+
+
+def test_free_port_draws_in_a_row_are_distinct() -> None:
+    """The kernel may give the same port to two bind(0) calls in a row (nothing holds it in between); a test that
+    draws the namesrv, broker and gateway ports one by one then got a layout with a repeated port."""
+    drawn = [free_port() for _ in range(RECENT_PORTS)]
+    assert len(set(drawn)) == len(drawn)

@@ -37,10 +37,32 @@ def _broker_base_port() -> int:
     raise AssertionError("no free broker port pair")
 
 
+def _cluster_ports(extra: int = 0) -> list[int]:
+    """Distinct free ports: namesrv, broker base, gateway, then ``extra`` more (e.g. the controller's). Each
+    free_port() draw closes its socket, so two draws may return the same port: a repeat is drawn again."""
+    base = _broker_base_port()
+    taken = {base, base + BROKER_PORT_STEP}
+    others: list[int] = []
+    for _ in range(50 * (2 + extra)):
+        if len(others) == 2 + extra:
+            return [others[0], base, *others[1:]]
+        port = free_port()
+        if port not in taken:
+            others.append(port)
+            taken.add(port)
+    raise AssertionError("no distinct free ports")
+
+
+def _port_args(extra: int = 0) -> list[str]:
+    """mqlocal up's port options over :func:`_cluster_ports` (``extra`` 1: with --controller-port)."""
+    ports = _cluster_ports(extra)
+    args = ["--namesrv-port", str(ports[0]), "--broker-base-port", str(ports[1]), "--gateway-port", str(ports[2])]
+    return args + (["--controller-port", str(ports[3])] if extra else [])
+
+
 def test_up_status_down(tmp_path: Path) -> None:
     data = tmp_path / "local"
-    ports = ["--namesrv-port", str(free_port()), "--broker-base-port", str(_broker_base_port())]
-    ports += ["--gateway-port", str(free_port())]
+    ports = _port_args()
     up = _mqlocal("up", "--data-dir", str(data), *ports)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
@@ -76,7 +98,7 @@ def test_up_right_after_down_takes_the_same_ports_over_time_wait(tmp_path: Path)
     on the servers' ports (the servers' side closes first); the servers bind over them (SO_REUSEADDR), so the next
     ``up`` on the same ports must start, not refuse them as in use."""
     data = tmp_path / "local-again"
-    fixed = [free_port(), _broker_base_port(), free_port()]  # namesrv, broker-a, gateway
+    fixed = _cluster_ports()  # namesrv, broker-a, gateway
     ports = ["--namesrv-port", str(fixed[0]), "--broker-base-port", str(fixed[1]), "--gateway-port", str(fixed[2])]
     ports += ["--brokers", "1"]
     up = _mqlocal("up", "--data-dir", str(data), *ports)
@@ -135,8 +157,7 @@ def _status_rows(table: str) -> dict[str, list[str]]:
 
 def test_up_tls_status_down(tmp_path: Path) -> None:
     data = tmp_path / "local-tls"
-    ports = ["--namesrv-port", str(free_port()), "--broker-base-port", str(_broker_base_port())]
-    ports += ["--gateway-port", str(free_port()), "--brokers", "1"]
+    ports = [*_port_args(), "--brokers", "1"]
     up = _mqlocal("up", "--data-dir", str(data), "--tls", *ports)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
@@ -156,8 +177,7 @@ def test_up_tls_status_down(tmp_path: Path) -> None:
 
 def test_replicated_controller_cluster_over_tls_shows_roles_and_etcd_takes_only_mtls(tmp_path: Path) -> None:
     data = tmp_path / "local-ha"
-    ports = ["--namesrv-port", str(free_port()), "--broker-base-port", str(_broker_base_port())]
-    ports += ["--gateway-port", str(free_port()), "--controller-port", str(free_port()), "--brokers", "1"]
+    ports = [*_port_args(extra=1), "--brokers", "1"]
     up = _mqlocal("up", "--data-dir", str(data), "--tls", "--controller", "--replicas", "2", *ports)
     try:
         assert up.returncode == 0, up.stdout + up.stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,9 @@ MAX_BROKER_GROUPS: Final = 26  # broker-a .. broker-z
 PROC_ROOT: Final = Path("/proc")
 MAX_HOLDERS_SHOWN: Final = 3  # per port, in describe_busy_ports
 MAX_COMMAND_CHARS: Final = 80
-FREE_PORT_ATTEMPTS_PER_PORT: Final = 20  # PortLayout.free: draws of free_port() before it gives up
+FREE_PORT_ATTEMPTS_PER_PORT: Final = 20  # draws of the kernel (free_port) / of free_port (PortLayout.free) per port
+RECENT_PORTS: Final = 64  # free_port() does not hand out a port again within this many of its own draws
+_recent_ports: deque[int] = deque(maxlen=RECENT_PORTS)
 
 
 def broker_name_of(index: int) -> str:
@@ -44,12 +47,18 @@ def free_port(host: str = LOCAL_HOST) -> int:
 
     Sound for servers that bind with SO_REUSEADDR: without it here, the kernel hands out only a port no socket uses
     at all, not even a TIME-WAIT one (a port another test's cluster has just left stays out of the draw), and such a
-    port takes any bind. The port is unreserved once returned: another process may still take it first.
+    port takes any bind. The port is unreserved once returned: another process may still take it first. The kernel
+    may hand the same port to two draws in a row (nothing holds it in between), so a port this process drew among
+    its last ``RECENT_PORTS`` draws is drawn again: callers that draw several ports get distinct ones.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    for _ in range(FREE_PORT_ATTEMPTS_PER_PORT):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port: int = sock.getsockname()[1]
+        if port not in _recent_ports:
+            break
+    _recent_ports.append(port)
+    return port
 
 
 def port_is_free(port: int, host: str = LOCAL_HOST) -> bool:
