@@ -8,7 +8,9 @@ row is bounded in messages and time and stops by itself.
    v2_send_load.js (@grpc/grpc-js from the Node SDK's node_modules, pre-serialised requests with a unique
    message_id each, the Node SDK's headers): msgs/s and the gateway's CPU us per message (/proc utime + stime of
    its PID over the measured phase). ``pysend`` is the same row from grpc.aio callers in this process, to compare
-   generators. JetStream: 64 asyncio tasks each ``await js.publish`` one message at a time (nats-py).
+   generators. JetStream: 64 asyncio tasks each ``await js.publish`` one message at a time (nats-py). ``floor``: the
+   same Node.js row against a do-nothing SendMessage handler on each gRPC front (grpc.aio and pygrpc-native, the
+   two ``--grpc-server`` values), that server's CPU metered; the gateway rows run on ``--grpc-server``.
 2. ``drain``: a backlog of ``--backlog`` messages (stored through v1 SendBatch) drained by 16 SimpleConsumer-shaped
    callers: ReceiveMessage(batch 32) then one AckMessage per message (raw v2 stubs, the Python SDK's headers).
    JetStream: 16 pull subscribers of one durable consumer, ``fetch(32)`` and an ack per message, the same count.
@@ -30,7 +32,7 @@ import os
 import tempfile
 import time
 from collections.abc import Awaitable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,7 +57,7 @@ from mq_local.testing import make_topic
 from rich.console import Console
 from v2_bench_rows import (
     BODY,
-    FLOOR_SYSTEM,
+    FLOOR_SYSTEMS,
     RECEIVE_BATCH,
     SendLoad,
     drain_row,
@@ -99,7 +101,9 @@ async def run_ours(args: argparse.Namespace, only: frozenset[str], console: Cons
             console.log(summary(rows[-1]))
 
     with tempfile.TemporaryDirectory(prefix="bench-v2-") as tmp:
-        cluster = await asyncio.to_thread(LocalCluster(cluster_spec(Path(tmp) / "data")).start)
+        spec = cluster_spec(Path(tmp) / "data")
+        spec = replace(spec, gateway_env={**spec.gateway_env, "MQ_GATEWAY_GRPC_SERVER": args.grpc_server})
+        cluster = await asyncio.to_thread(LocalCluster(spec).start)
         channels = [grpc.aio.insecure_channel(cluster.gateway_addr, options=CHANNEL_OPTIONS) for _ in range(CHANNELS)]
         try:
             meter = CpuMeter(cluster.gateway.pid, [p.pid for p in cluster.brokers.values()])
@@ -108,9 +112,12 @@ async def run_ours(args: argparse.Namespace, only: frozenset[str], console: Cons
             if only & {"send", "floor"} and not have_node:
                 notes.append(f"send and floor rows skipped: no {NODE_MODULES}/@grpc/grpc-js (run `make sdks`)")
             if "send" in only and have_node:
-                await measure(node_send_row(load, NODE_MODULES, meter))
+                await measure(
+                    node_send_row(load, NODE_MODULES, meter, ("gateway v2", f"SYNC_FLUSH, {args.grpc_server}"))
+                )
             if "floor" in only and have_node:
-                await measure(floor_send_row(load, NODE_MODULES))
+                for front in FLOOR_SYSTEMS:
+                    await measure(floor_send_row(load, NODE_MODULES, front))
             if "pysend" in only:
                 await measure(python_send_row(load, channels, meter))
             if "drain" in only:
@@ -215,8 +222,10 @@ def targets(rows: Sequence[Row]) -> list[dict[str, object]]:
         return next((r for r in rows if r.system == system and all(w in r.api for w in words)), None)
 
     send = find("gateway v2", "SendMessage x1", "node generator") or find("gateway v2", "SendMessage x1")
-    floor = find(FLOOR_SYSTEM, "SendMessage x1")
-    floor_text = "" if floor is None else f"; a do-nothing grpc.aio handler: {floor.gateway_cpu_us_per_msg:.1f}"
+    floors = [(front, find(system, "SendMessage x1")) for front, system in FLOOR_SYSTEMS.items()]
+    floor_text = "".join(
+        f"; a do-nothing {front} handler: {floor.gateway_cpu_us_per_msg:.1f}" for front, floor in floors if floor
+    )
     latency = find("gateway v2", "long-polling")
     out = []
     if send is None:
@@ -281,6 +290,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--latency-seconds", type=float, default=20.0, help="seconds of paced sends")
     parser.add_argument("--sdk-seconds", type=float, default=5.0, help="seconds per SDK producer row")
     parser.add_argument("--only", default=",".join(sorted(ROW_KINDS)), help="comma-separated rows to run")
+    parser.add_argument(
+        "--grpc-server",
+        choices=("grpcio", "native"),
+        default="native",
+        help="the gateway's gRPC front (MQ_GATEWAY_GRPC_SERVER; native is its plaintext default, auto)",
+    )
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     report: dict[str, Any] = asyncio.run(run(args, console))

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # the bench scripts import each 
 import bench_v2
 from bench_gateway import CpuMeter, make_row
 from v2_bench_rows import (
-    FLOOR_SYSTEM,
+    FLOOR_SYSTEMS,
     NODE_WARMUP_CALLS,
     SendLoad,
     floor_send_row,
@@ -103,10 +103,11 @@ def require_node() -> None:
         pytest.fail(f"node and {NODE_MODULES}/@grpc/grpc-js are required: run `make node sdks`")
 
 
-async def test_floor_row_runs_the_do_nothing_server_and_stops_it() -> None:
+@pytest.mark.parametrize("front", sorted(FLOOR_SYSTEMS))
+async def test_floor_row_runs_the_do_nothing_server_and_stops_it(front: str) -> None:
     require_node()
-    row = await floor_send_row(SendLoad("set by the row", "bench_topic", 8, 500, 120.0), NODE_MODULES)
-    assert (row.system, row.messages, row.failed) == (FLOOR_SYSTEM, 500, 0)
+    row = await floor_send_row(SendLoad("set by the row", "bench_topic", 8, 500, 120.0), NODE_MODULES, front)
+    assert (row.system, row.messages, row.failed) == (FLOOR_SYSTEMS[front], 500, 0)
     assert row.gateway_cpu_us_per_msg > 0  # the floor server's own CPU was read from /proc while it ran
 
 

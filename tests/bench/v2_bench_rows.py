@@ -30,6 +30,7 @@ OK: Final = definition_pb2.Code.OK
 MESSAGE_NOT_FOUND: Final = definition_pb2.Code.MESSAGE_NOT_FOUND
 RPC_TIMEOUT_S: Final = 30.0
 FLOOR_SYSTEM: Final = "floor: do-nothing grpc.aio"
+FLOOR_SYSTEMS: Final = {"grpcio": FLOOR_SYSTEM, "native": "floor: do-nothing pygrpc-native"}
 RECEIVE_BATCH: Final = 32
 RECEIVE_INVISIBLE_S: Final = 60
 # the gateway clamps long polls to [5 s, 20 s] (the proxy's rule); 5 s keeps a drained row's stragglers short
@@ -162,15 +163,18 @@ async def node_send_row(
     return meter.finish(make_row(*where, api, load.callers, counts, result["seconds"], latencies))
 
 
-async def floor_send_row(load: SendLoad, node_modules: Path) -> Row:
-    """The same Node.js row against v2_floor_server.py (a do-nothing grpc.aio SendMessage handler in a process of
-    its own), that process's CPU metered: the floor under the gateway's figure."""
-    proc = await asyncio.create_subprocess_exec(sys.executable, str(_FLOOR_SERVER), stdout=asyncio.subprocess.PIPE)
+async def floor_send_row(load: SendLoad, node_modules: Path, front: str = "grpcio") -> Row:
+    """The same Node.js row against v2_floor_server.py (a do-nothing SendMessage handler on ``front``, grpcio or
+    native, in a process of its own), that process's CPU metered: the floor under the gateway's figure."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(_FLOOR_SERVER), front, stdout=asyncio.subprocess.PIPE
+    )
     assert proc.stdout is not None
     try:
         port, loop = (await asyncio.wait_for(proc.stdout.readline(), RPC_TIMEOUT_S)).decode().split()
         floor = replace(load, addr=f"127.0.0.1:{port}")
-        return await node_send_row(floor, node_modules, CpuMeter(proc.pid, []), (FLOOR_SYSTEM, f"- ({loop})"))
+        where = (FLOOR_SYSTEMS[front], f"- ({loop})")
+        return await node_send_row(floor, node_modules, CpuMeter(proc.pid, []), where)
     finally:
         proc.terminate()
         await proc.wait()
