@@ -13,8 +13,9 @@ from mq_broker.store.commit_log import MESSAGE_ILLEGAL_REMARK, last_property_val
 from mq_broker.store.config import FlushDiskType
 from mq_broker.store.mapped_file import offset_to_file_name
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageStatus
-from mq_common.codec import BLANK_MAGIC_CODE, CrcMismatchError, decode_message, decode_properties, host_to_bytes
+from mq_common.codec import CrcMismatchError, decode_message, decode_properties, host_to_bytes
 from mq_common.hashing import java_string_hash
+from mq_common.record_layout import BLANK_MAGIC_CODE
 
 
 async def test_records_carry_offsets_store_fields_and_msg_id(tmp_path: Path) -> None:

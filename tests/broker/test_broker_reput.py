@@ -19,8 +19,9 @@ from mq_broker.store.config import BrokerRole
 from mq_broker.store.message import MessageExtBrokerInner
 from mq_broker.store.message_store import DefaultMessageStore
 from mq_broker.store.reput import MAX_QUEUES_PER_RUN, ReputRun, scan_records
-from mq_common.codec import BLANK_MAGIC_CODE, encode_message, host_to_bytes
+from mq_common.codec import encode_message, host_to_bytes
 from mq_common.constants import MessageSysFlag
+from mq_common.record_layout import BLANK_MAGIC_CODE
 
 needs_native = pytest.mark.skipif(not native_append.AVAILABLE, reason="the C extension is off or not built")
 FILE_SIZE = 8192

@@ -11,7 +11,6 @@ from mq_common.codec import (
     CrcMismatchError,
     MessageDecodeError,
     bytes_to_host,
-    calc_msg_length,
     decode_message,
     decode_properties,
     encode_message,
@@ -20,6 +19,7 @@ from mq_common.codec import (
     iter_messages,
 )
 from mq_common.constants import MessageSysFlag
+from mq_common.record_layout import calc_msg_length
 
 ports = st.integers(min_value=0, max_value=65535)
 ipv4 = st.ip_addresses(v=4).map(str)

@@ -1,25 +1,8 @@
 """The CommitLog message format v1, on disk and on the pull wire.
 
-Mirrors org.apache.rocketmq.common.message.MessageDecoder and CommitLog#calMsgLength. Big-endian layout:
-
-    offset  size      field
-    0       4         TOTALSIZE (whole record, bytes)
-    4       4         MAGICCODE 0xDAA320A7 (0xCBD43194 marks the END_OF_FILE blank)
-    8       4         BODYCRC (zlib crc32 of the stored body & 0x7FFFFFFF)
-    12      4         QUEUEID
-    16      4         FLAG
-    20      8         QUEUEOFFSET (logical offset in the ConsumeQueue)
-    28      8         PHYSICALOFFSET (offset of this record in the CommitLog)
-    36      4         SYSFLAG (MessageSysFlag bits)
-    40      8         BORNTIMESTAMP (ms since the epoch)
-    48      8 | 20    BORNHOST (IPv4 4 + port 4, or IPv6 16 + port 4 when SYSFLAG has BORNHOST_V6_FLAG)
-    ..      8         STORETIMESTAMP (ms)
-    ..      8 | 20    STOREHOST (likewise with STOREHOSTADDRESS_V6_FLAG)
-    ..      4         RECONSUMETIMES
-    ..      8         PREPAREDTRANSACTIONOFFSET
-    ..      4 + n     BODYLEN + BODY
-    ..      1 + n     TOPICLEN + TOPIC (UTF-8)
-    ..      2 + n     PROPERTIESLEN + PROPERTIES ("key\\x01value\\x02" ..., UTF-8)
+Mirrors org.apache.rocketmq.common.message.MessageDecoder (decode, messageProperties2String) and
+MessageExtEncoder#encode. The byte layout (offsets, sizes, SYSFLAG host bits) is mq_common.record_layout's; this
+module encodes and decodes whole records with it.
 
 Pure functions; safe from any thread. Decoding errors raise :class:`MessageDecodeError`.
 """
@@ -35,28 +18,38 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst, MessageSysFlag
+from mq_common.record_layout import (
+    BODY_LENGTH,
+    BODY_LENGTH_BYTES,
+    BODY_LENGTH_OFFSETS,
+    BORN_HOST_OFFSET,
+    HEAD,
+    HOST_PORT,
+    HOST_PORT_BYTES,
+    HOST_V6_FLAGS,
+    HOST_V6_SHIFT,
+    IPV4_HOST_BYTES,
+    IPV6_HOST_BYTES,
+    MESSAGE_MAGIC_CODE,
+    PHYSICAL_OFFSET,
+    PROPERTIES_LENGTH,
+    PROPERTIES_LENGTH_BYTES,
+    RECONSUME_AND_PREPARED,
+    RECONSUME_TIMES_OFFSETS,
+    STORE_HOST_OFFSETS,
+    STORE_TIMESTAMP,
+    STORE_TIMESTAMP_OFFSETS,
+    TOPIC_LENGTH_BYTES,
+    TOPIC_LENGTH_MAX,
+    calc_msg_length,
+    host_sysflag_bits,
+)
 
-MESSAGE_MAGIC_CODE: Final = 0xDAA320A7
-BLANK_MAGIC_CODE: Final = 0xCBD43194
 NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
-
-QUEUE_OFFSET_POS: Final = 20
-PHYSICAL_OFFSET_POS: Final = 28
-SYSFLAG_POS: Final = 36
-BORN_HOST_POS: Final = 48
-# Bytes before BODYLEN not counting the two host fields.
-_FIXED_BYTES: Final = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8
-BLANK_RECORD_MIN_BYTES: Final = 8
-
-_HEAD: Final = struct.Struct(">iIiiiqqiq")  # TOTALSIZE..BORNTIMESTAMP (48 bytes)
-_I32: Final = struct.Struct(">i")
-_U32: Final = struct.Struct(">I")
+_HOST_FIELD_BYTES: Final = (IPV4_HOST_BYTES, IPV6_HOST_BYTES)
 MAX_CACHED_HOSTS: Final = 1_024
 """Packed addresses whose text :func:`bytes_to_host` keeps (least recently used dropped)."""
-_I64: Final = struct.Struct(">q")
-_U16: Final = struct.Struct(">H")
-_TAIL: Final = struct.Struct(">iq")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET
 
 
 class MessageDecodeError(ValueError):
@@ -90,14 +83,14 @@ def body_crc(body: bytes | memoryview) -> int:
 def host_to_bytes(host: str, port: int) -> bytes:
     """``host`` (IPv4 or IPv6 literal) and ``port`` as 8 or 20 bytes. Raises ValueError on a bad literal."""
     ip = ipaddress.ip_address(host)
-    return ip.packed + _U32.pack(port)
+    return ip.packed + HOST_PORT.pack(port)
 
 
 def bytes_to_host(raw: bytes | bytearray | memoryview) -> tuple[str, int]:
     """Inverse of :func:`host_to_bytes` (8 bytes: IPv4, 20 bytes: IPv6)."""
-    if len(raw) not in (8, 20):
+    if len(raw) not in _HOST_FIELD_BYTES:
         raise MessageDecodeError(f"host field must be 8 or 20 bytes, got {len(raw)}")
-    return _ip_text(bytes(raw[:-4])), _U32.unpack_from(raw, len(raw) - 4)[0]
+    return _ip_text(bytes(raw[:-HOST_PORT_BYTES])), HOST_PORT.unpack_from(raw, len(raw) - HOST_PORT_BYTES)[0]
 
 
 @functools.lru_cache(maxsize=MAX_CACHED_HOSTS)
@@ -113,23 +106,6 @@ def split_host_port(addr: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise ValueError(f"address must be host:port, got {addr!r}")
     return host.strip("[]"), int(port)
-
-
-def host_sysflag_bits(born_host: bytes, store_host: bytes) -> int:
-    """The SYSFLAG bits that say which host fields are IPv6."""
-    bits = 0
-    if len(born_host) == 20:
-        bits |= MessageSysFlag.BORNHOST_V6_FLAG
-    if len(store_host) == 20:
-        bits |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-    return bits
-
-
-def calc_msg_length(sys_flag: int, body_len: int, topic_len: int, properties_len: int) -> int:
-    """CommitLog#calMsgLength: the record size in bytes for the given field lengths."""
-    born = 20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8
-    store = 20 if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 8
-    return _FIXED_BYTES + born + store + 4 + body_len + 1 + topic_len + 2 + properties_len
 
 
 def encode_message(
@@ -155,16 +131,14 @@ def encode_message(
     The host sysflag bits are set from the host lengths. Raises ValueError when topic > 255 bytes or
     properties > 32,767 bytes (the callers map this to MESSAGE_ILLEGAL first).
     """
-    if len(topic) > 255:
+    if len(topic) > TOPIC_LENGTH_MAX:
         raise ValueError("topic longer than 255 bytes")
     if len(properties) > MAX_PROPERTIES_SIZE_BYTES:
         raise ValueError("properties longer than 32767 bytes")
-    sys_flag = (sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)) | (
-        host_sysflag_bits(born_host, store_host)
-    )
+    sys_flag = (sys_flag & ~HOST_V6_FLAGS) | host_sysflag_bits(born_host, store_host)
     total = calc_msg_length(sys_flag, len(body), len(topic), len(properties))
     parts = [
-        _HEAD.pack(
+        HEAD.pack(
             total,
             MESSAGE_MAGIC_CODE,
             body_crc(body) if crc is None else crc,
@@ -176,14 +150,14 @@ def encode_message(
             born_timestamp_ms,
         ),
         born_host,
-        _I64.pack(store_timestamp_ms),
+        STORE_TIMESTAMP.pack(store_timestamp_ms),
         store_host,
-        _TAIL.pack(reconsume_times, prepared_transaction_offset),
-        _I32.pack(len(body)),
+        RECONSUME_AND_PREPARED.pack(reconsume_times, prepared_transaction_offset),
+        BODY_LENGTH.pack(len(body)),
         body,
         bytes((len(topic),)),
         topic,
-        _U16.pack(len(properties)),
+        PROPERTIES_LENGTH.pack(len(properties)),
         properties,
     ]
     return b"".join(parts)
@@ -228,7 +202,7 @@ class MessageExt:
     def offset_msg_id(self) -> str:
         """hex(store host 8|20 bytes + commit log offset 8), upper case (MessageDecoder#createMessageId)."""
         host, port = self.store_host
-        return (host_to_bytes(host, port) + _I64.pack(self.commit_log_offset)).hex().upper()
+        return (host_to_bytes(host, port) + PHYSICAL_OFFSET.pack(self.commit_log_offset)).hex().upper()
 
 
 def decode_message(
@@ -245,37 +219,34 @@ def decode_message(
     stays set, as in MessageDecoder#decode).
     """
     end = len(buf)
-    if pos + _HEAD.size > end:
+    if pos + HEAD.size > end:
         raise MessageDecodeError(f"truncated record header at {pos}")
-    total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts = _HEAD.unpack_from(buf, pos)
+    total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts = HEAD.unpack_from(buf, pos)
     if magic != MESSAGE_MAGIC_CODE:
         raise MessageDecodeError(f"bad magic {magic:#x} at {pos}")
     if total <= 0 or pos + total > end:
         raise MessageDecodeError(f"record at {pos} claims {total} bytes, {end - pos} available")
-    p = pos + _HEAD.size
-    born_len = 20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8
-    store_len = 20 if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 8
+    hosts = (sys_flag & HOST_V6_FLAGS) >> HOST_V6_SHIFT
+    store_ts_at, store_host_at = pos + STORE_TIMESTAMP_OFFSETS[hosts], pos + STORE_HOST_OFFSETS[hosts]
+    reconsume_at = pos + RECONSUME_TIMES_OFFSETS[hosts]
     try:
-        born_host = bytes_to_host(buf[p : p + born_len])
-        p += born_len
-        store_ts = _I64.unpack_from(buf, p)[0]
-        p += 8
-        store_host = bytes_to_host(buf[p : p + store_len])
-        p += store_len
-        reconsume, prepared = _TAIL.unpack_from(buf, p)
-        p += _TAIL.size
-        body_len = _I32.unpack_from(buf, p)[0]
-        p += 4
+        born_host = bytes_to_host(buf[pos + BORN_HOST_OFFSET : store_ts_at])
+        store_ts = STORE_TIMESTAMP.unpack_from(buf, store_ts_at)[0]
+        store_host = bytes_to_host(buf[store_host_at:reconsume_at])
+        reconsume, prepared = RECONSUME_AND_PREPARED.unpack_from(buf, reconsume_at)
+        p = pos + BODY_LENGTH_OFFSETS[hosts]
+        body_len = BODY_LENGTH.unpack_from(buf, p)[0]
+        p += BODY_LENGTH_BYTES
         if body_len < 0 or p + body_len > pos + total:
             raise MessageDecodeError(f"bad body length {body_len} at {pos}")
         body = bytes(buf[p : p + body_len])
         p += body_len
         topic_len = buf[p]
-        p += 1
+        p += TOPIC_LENGTH_BYTES
         topic = bytes(buf[p : p + topic_len]).decode("utf-8")
         p += topic_len
-        props_len = _U16.unpack_from(buf, p)[0]
-        p += 2
+        props_len = PROPERTIES_LENGTH.unpack_from(buf, p)[0]
+        p += PROPERTIES_LENGTH_BYTES
         props = bytes(buf[p : p + props_len]).decode("utf-8")
         p += props_len
     except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:

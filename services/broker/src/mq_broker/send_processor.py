@@ -30,7 +30,6 @@ from mq_common.codec import (
 from mq_common.constants import (
     MAX_PROPERTIES_SIZE_BYTES,
     MessageConst,
-    MessageSysFlag,
     MixAll,
     PermName,
     is_client_forbidden_send_topic,
@@ -52,6 +51,7 @@ from mq_common.protocol import (
     SendMessageResponseHeader,
     TopicConfig,
 )
+from mq_common.record_layout import HOST_V6_FLAGS
 from mq_common.response_code import ResponseCode
 
 from mq_broker.store.api import MessageStore
@@ -185,7 +185,7 @@ class SendMessageProcessor:
         except MQError as exc:
             return SendMessageBatchResponseHeader(code=int(exc.code), remark=exc.remark)
         properties = decode_properties(request.properties)
-        sys_flag = request.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        sys_flag = request.sys_flag & ~HOST_V6_FLAGS
         batch = MessageExtBatch(
             topic=request.topic,
             queue_id=queue_id,
@@ -278,7 +278,7 @@ class SendMessageProcessor:
             raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
         _config, queue_id = self.msg_check(request, peer_host)
         properties = decode_properties(request.properties)
-        sys_flag = request.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        sys_flag = request.sys_flag & ~HOST_V6_FLAGS
         inner = MessageExtBrokerInner(
             topic=request.topic,
             queue_id=queue_id,

@@ -23,18 +23,16 @@ Pure functions and a small frozen policy; event loop (one sysconf at constructio
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from mq_common.codec import PHYSICAL_OFFSET_POS
 from mq_common.constants import MixAll
 from mq_common.protocol import SubscriptionGroupConfig
+from mq_common.record_layout import PHYSICAL_OFFSET, PHYSICAL_OFFSET_OFFSET
 
 DEFAULT_ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO_PERCENT: Final = 40
 """MessageStoreConfig.accessMessageInMemoryMaxRatio."""
-_PHYSICAL_OFFSET: Final = struct.Struct(">q")
 
 
 def total_physical_memory_bytes() -> int:
@@ -51,7 +49,7 @@ def end_physical_offset(messages: Sequence[bytes]) -> int | None:
     if not messages:
         return None
     last = messages[-1]
-    return int(_PHYSICAL_OFFSET.unpack_from(last, PHYSICAL_OFFSET_POS)[0]) + len(last)
+    return int(PHYSICAL_OFFSET.unpack_from(last, PHYSICAL_OFFSET_OFFSET)[0]) + len(last)
 
 
 @dataclass(frozen=True, slots=True)

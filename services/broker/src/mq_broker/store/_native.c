@@ -72,7 +72,7 @@ static int fields_read(PyObject *msg, Fields *f) {
     }
     f->born_host = PyBytes_AS_STRING(f->born_host_obj);
     f->born_host_len = PyBytes_GET_SIZE(f->born_host_obj);
-    if (f->born_host_len != 8 && f->born_host_len != 20) {
+    if (f->born_host_len != IPV4_HOST_BYTES && f->born_host_len != IPV6_HOST_BYTES) {
         PyErr_SetString(PyExc_ValueError, "born_host must be 8 or 20 bytes");
         return -1;
     }
@@ -98,38 +98,41 @@ static void write_record(unsigned char *p, const Fields *f, uint32_t total, uint
                          int64_t phys, int32_t sys_flag, int64_t store_ts, const char *store_host,
                          Py_ssize_t store_host_len) {
     unsigned char *head = p;
-    put_u32(p + 8, crc);
-    put_u32(p + 12, (uint32_t)f->queue_id);
-    put_u32(p + 16, (uint32_t)f->flag);
-    put_u64(p + 20, (uint64_t)queue_offset);
-    put_u64(p + 28, (uint64_t)phys);
-    put_u32(p + 36, (uint32_t)sys_flag);
-    put_u64(p + 40, (uint64_t)f->born_ts);
-    p += 48;
+    put_u32(p + BODY_CRC_OFFSET, crc);
+    put_u32(p + QUEUE_ID_OFFSET, (uint32_t)f->queue_id);
+    put_u32(p + FLAG_OFFSET, (uint32_t)f->flag);
+    put_u64(p + QUEUE_OFFSET_OFFSET, (uint64_t)queue_offset);
+    put_u64(p + PHYSICAL_OFFSET_OFFSET, (uint64_t)phys);
+    put_u32(p + SYS_FLAG_OFFSET, (uint32_t)sys_flag);
+    put_u64(p + BORN_TIMESTAMP_OFFSET, (uint64_t)f->born_ts);
+    p += BORN_HOST_OFFSET;
     memcpy(p, f->born_host, (size_t)f->born_host_len);
     p += f->born_host_len;
     put_u64(p, (uint64_t)store_ts);
-    p += 8;
+    p += STORE_TIMESTAMP_BYTES;
     memcpy(p, store_host, (size_t)store_host_len);
     p += store_host_len;
     put_u32(p, (uint32_t)f->reconsume_times);
-    put_u64(p + 4, 0); /* PREPAREDTRANSACTIONOFFSET */
-    put_u32(p + 12, (uint32_t)f->body_len);
-    p += 16;
+    p += RECONSUME_TIMES_BYTES;
+    put_u64(p, 0); /* PREPAREDTRANSACTIONOFFSET */
+    p += PREPARED_TRANSACTION_OFFSET_BYTES;
+    put_u32(p, (uint32_t)f->body_len);
+    p += BODY_LENGTH_BYTES;
     memcpy(p, f->body, (size_t)f->body_len);
     p += f->body_len;
-    *p++ = (unsigned char)f->topic_len;
+    *p = (unsigned char)f->topic_len; /* TOPICLEN: one byte */
+    p += TOPIC_LENGTH_BYTES;
     memcpy(p, f->topic, (size_t)f->topic_len);
     p += f->topic_len;
-    p[0] = (unsigned char)(f->props_len >> 8);
+    p[0] = (unsigned char)(f->props_len >> 8); /* PROPERTIESLEN: u16 */
     p[1] = (unsigned char)f->props_len;
-    memcpy(p + 2, f->props, (size_t)f->props_len);
+    memcpy(p + PROPERTIES_LENGTH_BYTES, f->props, (size_t)f->props_len);
     /* TOTALSIZE and MAGICCODE last: a process killed in the middle of this record leaves zeros (the file's
      * fresh or zeroed tail) where recovery looks for the magic code, so it never accepts a torn record whose
      * body CRC holds but whose properties were cut. The fence keeps the compiler from moving the stores. */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    put_u32(head, total);
-    put_u32(head + 4, MESSAGE_MAGIC_CODE);
+    put_u32(head + TOTAL_SIZE_OFFSET, total);
+    put_u32(head + MAGIC_CODE_OFFSET, MESSAGE_MAGIC_CODE);
 }
 
 /* The next queue offset of topic-queueId from the topic-queue table; stores offset + 1. -1 on error. */
@@ -188,7 +191,8 @@ static PyObject *append_records(PyObject *self, PyObject *args) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     Py_ssize_t i = start;
     if (placed == NULL) goto error;
-    if (file_size > view.len || pos < 0 || pos > file_size || (store_host_len != 8 && store_host_len != 20)) {
+    if (file_size > view.len || pos < 0 || pos > file_size ||
+        (store_host_len != IPV4_HOST_BYTES && store_host_len != IPV6_HOST_BYTES)) {
         PyErr_SetString(PyExc_ValueError, "bad buffer, position or store host");
         goto error;
     }
@@ -200,11 +204,11 @@ static PyObject *append_records(PyObject *self, PyObject *args) {
             PyErr_Clear(); /* keep what is appended; the next call raises for this message */
             break;
         }
-        int32_t sys_flag = (int32_t)(f.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG));
-        if (f.born_host_len == 20) sys_flag |= BORNHOST_V6_FLAG;
-        if (store_host_len == 20) sys_flag |= STOREHOST_V6_FLAG;
-        long long total = FIXED_BYTES + f.born_host_len + store_host_len + 4 + f.body_len + 1 + f.topic_len + 2 +
-                          f.props_len;
+        int32_t sys_flag = (int32_t)(f.sys_flag & ~HOST_V6_FLAGS);
+        if (f.born_host_len == IPV6_HOST_BYTES) sys_flag |= BORN_HOST_V6_FLAG;
+        if (store_host_len == IPV6_HOST_BYTES) sys_flag |= STORE_HOST_V6_FLAG;
+        long long total =
+            RECORD_FIXED_BYTES + f.born_host_len + store_host_len + f.body_len + f.topic_len + f.props_len;
         if (f.body_len > max_body || f.topic_len > MAX_TOPIC_BYTES || f.props_len > MAX_PROPERTIES_BYTES ||
             total > max_record || total + END_FILE_MIN_BLANK_LENGTH > file_size ||
             total + END_FILE_MIN_BLANK_LENGTH > file_size - pos) {
@@ -547,7 +551,8 @@ static PyObject *append_batch(PyObject *self, PyObject *args) {
     Py_ssize_t topic_len;
     const char *topic = PyUnicode_AsUTF8AndSize(topic_obj, &topic_len);
     if (topic == NULL || PyObject_GetBuffer(buf_obj, &view, PyBUF_WRITABLE) < 0) goto done;
-    if ((born_host.len != 8 && born_host.len != 20) || (store_host.len != 8 && store_host.len != 20) ||
+    if ((born_host.len != IPV4_HOST_BYTES && born_host.len != IPV6_HOST_BYTES) ||
+        (store_host.len != IPV4_HOST_BYTES && store_host.len != IPV6_HOST_BYTES) ||
         topic_len > MAX_TOPIC_BYTES || pos < 0) {
         PyErr_SetString(PyExc_ValueError, "bad hosts, topic or position");
         goto done;
@@ -557,9 +562,9 @@ static PyObject *append_batch(PyObject *self, PyObject *args) {
         if (batch_item(body.buf, body.len, at, &it) < 0) goto done;
     if ((units = PyBytes_FromStringAndSize(NULL, count * 20)) == NULL) goto done;
     if ((ids = PyBytes_FromStringAndSize(NULL, count * (prefix_len + 17))) == NULL) goto done;
-    int32_t sys_flag = (int32_t)(sys_flag_in & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG));
-    if (born_host.len == 20) sys_flag |= BORNHOST_V6_FLAG;
-    if (store_host.len == 20) sys_flag |= STOREHOST_V6_FLAG;
+    int32_t sys_flag = (int32_t)(sys_flag_in & ~HOST_V6_FLAGS);
+    if (born_host.len == IPV6_HOST_BYTES) sys_flag |= BORN_HOST_V6_FLAG;
+    if (store_host.len == IPV6_HOST_BYTES) sys_flag |= STORE_HOST_V6_FLAG;
     unsigned char *u = (unsigned char *)PyBytes_AS_STRING(units);
     char *id = PyBytes_AS_STRING(ids);
     Fields f = {0};
@@ -576,7 +581,7 @@ static PyObject *append_batch(PyObject *self, PyObject *args) {
         batch_item(body.buf, body.len, at, &it); /* checked above */
         at += it.total;
         Py_ssize_t props_len = it.props_len + extra.len;
-        long long total = FIXED_BYTES + born_host.len + store_host.len + 4 + it.body_len + 1 + topic_len + 2 + props_len;
+        long long total = RECORD_FIXED_BYTES + born_host.len + store_host.len + it.body_len + topic_len + props_len;
         if (props_len > MAX_PROPERTIES_BYTES || pos + total > view.len) {
             PyErr_SetString(PyExc_ValueError, "a record passes the properties limit or the buffer");
             goto done;
@@ -597,8 +602,8 @@ static PyObject *append_batch(PyObject *self, PyObject *args) {
         write_record(rec, &f, (uint32_t)total, crc, queue_offset + i, phys, sys_flag, store_ts, store_host.buf,
                      store_host.len);
         unsigned char *tail = rec + total - props_len;
-        tail[-2] = (unsigned char)(props_len >> 8);
-        tail[-1] = (unsigned char)props_len;
+        tail[-PROPERTIES_LENGTH_BYTES] = (unsigned char)(props_len >> 8); /* PROPERTIESLEN: u16 */
+        tail[-PROPERTIES_LENGTH_BYTES + 1] = (unsigned char)props_len;
         memcpy(tail + it.props_len, extra.buf, (size_t)extra.len);
         Py_ssize_t tags_len = 0;
         /* the last TAGS of the stored text wins (string2messageProperties fills a map): the batch's first */
@@ -662,8 +667,8 @@ static PyObject *index_records(PyObject *self, PyObject *args) {
     const unsigned char *lp = log.buf;
     while (pos < end) {
         const unsigned char *r = lp + pos;
-        Py_ssize_t total = (Py_ssize_t)get_u32(r);
-        if (get_u32(r + 4) != MESSAGE_MAGIC_CODE || total <= 0 || pos + total > end) {
+        Py_ssize_t total = (Py_ssize_t)get_u32(r + TOTAL_SIZE_OFFSET);
+        if (get_u32(r + MAGIC_CODE_OFFSET) != MESSAGE_MAGIC_CODE || total <= 0 || pos + total > end) {
             PyErr_Format(PyExc_ValueError, "no v1 record at %zd", pos);
             goto done;
         }
@@ -672,19 +677,17 @@ static PyObject *index_records(PyObject *self, PyObject *args) {
             pos += total;
             continue;
         }
-        int32_t sys_flag = (int32_t)get_u32(r + 36);
-        Py_ssize_t born_len = (sys_flag & BORNHOST_V6_FLAG) ? 20 : 8;
-        Py_ssize_t store_len = (sys_flag & STOREHOST_V6_FLAG) ? 20 : 8;
-        const unsigned char *q = r + 48 + born_len;
-        long long ts = (long long)(((uint64_t)get_u32(q) << 32) | get_u32(q + 4));
-        q += 8 + store_len + 4 + 8;
+        int32_t sys_flag = (int32_t)get_u32(r + SYS_FLAG_OFFSET);
+        Py_ssize_t born_len = BORN_HOST_LENGTH(sys_flag), store_len = STORE_HOST_LENGTH(sys_flag);
+        long long ts = (long long)get_u64(r + STORE_TIMESTAMP_AT(born_len));
+        const unsigned char *q = r + BODY_LENGTH_AT(born_len, store_len);
         Py_ssize_t body_len = (Py_ssize_t)get_u32(q);
-        q += 4 + body_len;
+        q += BODY_LENGTH_BYTES + body_len;
         Py_ssize_t topic_len = *q;
-        const unsigned char *topic = q + 1;
-        q += 1 + topic_len;
+        const unsigned char *topic = q + TOPIC_LENGTH_BYTES;
+        q += TOPIC_LENGTH_BYTES + topic_len;
         Py_ssize_t props_len = ((Py_ssize_t)q[0] << 8) | q[1];
-        const unsigned char *props = q + 2;
+        const unsigned char *props = q + PROPERTIES_LENGTH_BYTES;
         if ((sys_flag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK) {
             last_indexed = phys;
             pos += total;

@@ -1,6 +1,7 @@
 /*
- * What the C files of mq_broker.store._native share: message format v1 constants, big-endian byte helpers, the
- * Java String#hashCode of UTF-8 text, and the functions _native.c registers from the other files.
+ * What the C files of mq_broker.store._native share: the message format v1 layout (_record_layout.h, generated
+ * from mq_common/record_layout.py) and the broker's limits, big-endian byte helpers, the Java String#hashCode of
+ * UTF-8 text, and the functions _native.c registers from the other files.
  */
 #ifndef MQ_BROKER_STORE_NATIVE_H
 #define MQ_BROKER_STORE_NATIVE_H
@@ -8,16 +9,22 @@
 #include <Python.h>
 #include <stdint.h>
 
-#define MESSAGE_MAGIC_CODE 0xDAA320A7u
-#define END_FILE_MIN_BLANK_LENGTH 8
+#include "_record_layout.h"
+
 #define MAX_TOPIC_BYTES 127
 #define MAX_PROPERTIES_BYTES 32767
-#define BORNHOST_V6_FLAG (1 << 4)
-#define STOREHOST_V6_FLAG (1 << 5)
 #define TRANSACTION_MASK (3 << 2)
 #define TRANSACTION_PREPARED (1 << 2)
 #define TRANSACTION_ROLLBACK (3 << 2)
-#define FIXED_BYTES (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8)
+
+/* The length of a record's BORNHOST / STOREHOST field for its SYSFLAG. */
+#define BORN_HOST_LENGTH(sys_flag) (((sys_flag) & BORN_HOST_V6_FLAG) ? IPV6_HOST_BYTES : IPV4_HOST_BYTES)
+#define STORE_HOST_LENGTH(sys_flag) (((sys_flag) & STORE_HOST_V6_FLAG) ? IPV6_HOST_BYTES : IPV4_HOST_BYTES)
+/* Offsets of the fields that follow BORNHOST, given the host lengths: STORETIMESTAMP, then BODYLEN. */
+#define STORE_TIMESTAMP_AT(born_len) (BORN_HOST_OFFSET + (born_len))
+#define BODY_LENGTH_AT(born_len, store_len)                                                                 \
+    (STORE_TIMESTAMP_AT(born_len) + STORE_TIMESTAMP_BYTES + (store_len) + RECONSUME_TIMES_BYTES + \
+     PREPARED_TRANSACTION_OFFSET_BYTES)
 
 static inline void put_u32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24);

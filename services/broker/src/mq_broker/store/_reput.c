@@ -17,9 +17,6 @@
 
 #include "_native.h"
 
-#define BLANK_MAGIC_CODE 0xCBD43194u
-#define HEAD_BYTES 48 /* TOTALSIZE .. BORNTIMESTAMP */
-#define MIN_RECORD_BYTES (FIXED_BYTES + 8 + 8 + 4 + 1 + 2) /* IPv4 hosts, empty body, topic and properties */
 #define CQ_UNIT_BYTES 20
 #define MAX_QUEUES 256 /* topic-queues gathered per call; a call stops before the next new one */
 #define QUEUE_SLOTS 512
@@ -107,26 +104,28 @@ typedef struct {
 
 /* 0 when r[0:total] is a whole v1 record stored at ``phys`` (total >= MIN_RECORD_BYTES), else -1. */
 static int parse_record(const unsigned char *r, Py_ssize_t total, int64_t phys, Record *out) {
-    if ((int64_t)get_u64(r + 28) != phys) return -1;
-    out->queue_id = (int32_t)get_u32(r + 12);
-    out->queue_offset = (int64_t)get_u64(r + 20);
-    out->sys_flag = (int32_t)get_u32(r + 36);
-    Py_ssize_t p = HEAD_BYTES + ((out->sys_flag & BORNHOST_V6_FLAG) ? 20 : 8);
-    if (p + 8 > total) return -1;
+    if ((int64_t)get_u64(r + PHYSICAL_OFFSET_OFFSET) != phys) return -1;
+    out->queue_id = (int32_t)get_u32(r + QUEUE_ID_OFFSET);
+    out->queue_offset = (int64_t)get_u64(r + QUEUE_OFFSET_OFFSET);
+    out->sys_flag = (int32_t)get_u32(r + SYS_FLAG_OFFSET);
+    Py_ssize_t born_len = BORN_HOST_LENGTH(out->sys_flag), store_len = STORE_HOST_LENGTH(out->sys_flag);
+    Py_ssize_t p = STORE_TIMESTAMP_AT(born_len);
+    if (p + STORE_TIMESTAMP_BYTES > total) return -1;
     out->store_ts = (int64_t)get_u64(r + p);
-    p += 8 + ((out->sys_flag & STOREHOST_V6_FLAG) ? 20 : 8) + 4 + 8; /* STOREHOST, RECONSUMETIMES, PREPARED.. */
-    if (p + 4 > total) return -1;
+    p = BODY_LENGTH_AT(born_len, store_len);
+    if (p + BODY_LENGTH_BYTES > total) return -1;
     int64_t body_len = (int32_t)get_u32(r + p);
-    p += 4;
+    p += BODY_LENGTH_BYTES;
     if (body_len < 0 || p + body_len >= total) return -1; /* the TOPICLEN byte must follow */
     p += (Py_ssize_t)body_len;
     out->topic_len = r[p];
-    out->topic = r + p + 1;
-    p += 1 + out->topic_len;
-    if (p + 2 > total) return -1;
+    out->topic = r + p + TOPIC_LENGTH_BYTES;
+    p += TOPIC_LENGTH_BYTES + out->topic_len;
+    if (p + PROPERTIES_LENGTH_BYTES > total) return -1;
     Py_ssize_t props_len = ((Py_ssize_t)r[p] << 8) | r[p + 1];
-    const unsigned char *props = r + p + 2;
-    if (p + 2 + props_len != total || !utf8_valid(out->topic, out->topic_len) || !utf8_valid(props, props_len))
+    const unsigned char *props = r + p + PROPERTIES_LENGTH_BYTES;
+    if (p + PROPERTIES_LENGTH_BYTES + props_len != total || !utf8_valid(out->topic, out->topic_len) ||
+        !utf8_valid(props, props_len))
         return -1;
     out->tags_code = tags_code(props, props_len);
     return 0;
@@ -190,8 +189,8 @@ static PyObject *queue_list(const QueueTable *t, const Units *u) {
  * written yet, fewer than 8 bytes written), -1 for bytes that are no record. */
 static int record_at(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t written, Py_ssize_t file_size) {
     if (written - pos < END_FILE_MIN_BLANK_LENGTH) return 0;
-    int64_t total = (int32_t)get_u32(buf + pos);
-    uint32_t magic = get_u32(buf + pos + 4);
+    int64_t total = (int32_t)get_u32(buf + pos + TOTAL_SIZE_OFFSET);
+    uint32_t magic = get_u32(buf + pos + MAGIC_CODE_OFFSET);
     if (magic == BLANK_MAGIC_CODE && total == file_size - pos) return 0;
     if (magic != MESSAGE_MAGIC_CODE || total < MIN_RECORD_BYTES) return -1;
     if (pos + total > written) return total > file_size - pos ? -1 : 0;
@@ -236,7 +235,7 @@ PyObject *reput_records(PyObject *self, PyObject *args) {
         int at = record_at(buf, pos, written, file_size);
         if (at == 0) break;
         Record r;
-        Py_ssize_t total = (Py_ssize_t)get_u32(buf + pos);
+        Py_ssize_t total = (Py_ssize_t)get_u32(buf + pos + TOTAL_SIZE_OFFSET);
         if (at < 0 || parse_record(buf + pos, total, file_from + pos, &r) < 0) {
             corrupt = 1;
             break;

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mq_common.batch_codec import decode_batch
-from mq_common.codec import MessageDecodeError, calc_msg_length, decode_properties
-from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst, MessageSysFlag
+from mq_common.codec import MessageDecodeError, decode_properties
+from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst
+from mq_common.record_layout import BORN_HOST_V6_FLAG, IPV6_HOST_BYTES, STORE_HOST_V6_FLAG, calc_msg_length
 
 from mq_broker.store import native_append
 from mq_broker.store.message import (
@@ -54,8 +55,8 @@ def scan_batch(
     topic = batch.topic.encode("utf-8")
     if len(topic) > MAX_TOPIC_BYTES:
         return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=illegal_remark)
-    flags = batch.sys_flag | (MessageSysFlag.BORNHOST_V6_FLAG if len(batch.born_host) == 20 else 0)
-    flags |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG if store_host_len == 20 else 0
+    flags = batch.sys_flag | (BORN_HOST_V6_FLAG if len(batch.born_host) == IPV6_HOST_BYTES else 0)
+    flags |= STORE_HOST_V6_FLAG if store_host_len == IPV6_HOST_BYTES else 0
     fixed = calc_msg_length(flags, 0, len(topic), 0)
     try:
         count, keys, max_body, max_props, max_record, total = native_append.scan_batch(

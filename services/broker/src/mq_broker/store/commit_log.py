@@ -1,8 +1,8 @@
 """CommitLog: every message of the broker, appended in RocketMQ's message format v1 to a MappedFileQueue.
 
 Mirrors org.apache.rocketmq.store.CommitLog (putMessage/putMessages, DefaultAppendMessageCallback#doAppend,
-getMessage, recoverNormally/recoverAbnormally) with the layout of mq_common.codec. When a record does not fit
-in the rest of the current file, an END_OF_FILE blank ``[remaining size i32][BLANK magic 0xCBD43194]`` fills
+getMessage, recoverNormally/recoverAbnormally) with the layout of mq_common.record_layout. When a record does not
+fit in the rest of the current file, an END_OF_FILE blank ``[remaining size i32][BLANK magic 0xCBD43194]`` fills
 the rest and the record goes to a new file.
 
 Threads: :meth:`put_messages` runs on the event loop and never awaits, so one call is one critical section
@@ -21,18 +21,37 @@ from pathlib import Path
 from typing import Final
 
 from mq_common.codec import (
-    BLANK_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     MessageDecodeError,
     MessageExt,
-    calc_msg_length,
     decode_message,
     encode_message,
+)
+from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst
+from mq_common.record_layout import (
+    BLANK_MAGIC_CODE,
+    BODY_LENGTH,
+    BODY_LENGTH_BYTES,
+    BODY_LENGTH_OFFSETS,
+    END_FILE_MIN_BLANK_LENGTH,
+    HEAD,
+    HOST_V6_FLAGS,
+    HOST_V6_SHIFT,
+    MESSAGE_MAGIC_CODE,
+    MIN_RECORD_BYTES,
+    PHYSICAL_OFFSET,
+    PROPERTIES_LENGTH,
+    PROPERTIES_LENGTH_BYTES,
+    STORE_TIMESTAMP,
+    STORE_TIMESTAMP_OFFSETS,
+    SYS_FLAG,
+    SYS_FLAG_OFFSET,
+    TOPIC_LENGTH_BYTES,
+    TOTAL_AND_MAGIC,
+    calc_msg_length,
     host_sysflag_bits,
 )
-from mq_common.constants import MAX_PROPERTIES_SIZE_BYTES, MessageConst, MessageSysFlag
 
 from mq_broker.store import native_append
 from mq_broker.store.config import MessageStoreConfig
@@ -47,7 +66,6 @@ from mq_broker.store.message import (
     tags_string_to_tags_code,
 )
 
-END_FILE_MIN_BLANK_LENGTH: Final = 4 + 4
 # TopicValidator / DefaultMessageStore#checkMessage: the TOPICLEN field is one signed byte.
 MAX_TOPIC_BYTES: Final = 127
 MESSAGE_ILLEGAL_REMARK: Final = (
@@ -57,12 +75,6 @@ MESSAGE_ILLEGAL_REMARK: Final = (
 # SendMessageProcessor's CREATE_MAPPED_FILE_FAILED remark; with a full disk the put is SERVICE_NOT_AVAILABLE.
 CREATE_MAPPED_FILE_FAILED_REMARK: Final = "create mapped file failed, server is busy or broken."
 _DISK_FULL_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
-TOTAL_AND_MAGIC: Final = struct.Struct(">iI")
-_HEAD: Final = struct.Struct(">iIiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
-_I32: Final = struct.Struct(">i")
-_I64: Final = struct.Struct(">q")
-_U16: Final = struct.Struct(">H")
-MIN_RECORD_BYTES: Final = calc_msg_length(0, 0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,9 +312,7 @@ class CommitLog:
         refused = self._check_limits(msg, topic, properties)
         if refused is not None:
             return self._illegal(refused)
-        sys_flag = (msg.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)) | (
-            host_sysflag_bits(msg.born_host, self.store_host)
-        )
+        sys_flag = (msg.sys_flag & ~HOST_V6_FLAGS) | host_sysflag_bits(msg.born_host, self.store_host)
         msg_len = calc_msg_length(sys_flag, len(msg.body), len(topic), len(properties))
         file_size = self.config.mapped_file_size_commit_log_bytes
         if msg_len > self.config.max_record_size_bytes or msg_len + END_FILE_MIN_BLANK_LENGTH > file_size:
@@ -348,7 +358,7 @@ class CommitLog:
             PutMessageStatus.PUT_OK,
             wrote_offset=phys,
             wrote_bytes=msg_len,
-            msg_id=self._msg_id_prefix + _I64.pack(phys).hex().upper(),
+            msg_id=self._msg_id_prefix + PHYSICAL_OFFSET.pack(phys).hex().upper(),
             queue_offset=queue_offset,
             store_timestamp_ms=now_ms,
         )
@@ -477,7 +487,7 @@ class CommitLog:
         Raises mq_common.codec.MessageDecodeError (CrcMismatchError on a CRC mismatch) for a damaged record.
         Mirrors DefaultMessageStore#lookMessageByOffset.
         """
-        header = self.get_message(commit_log_offset, 8)
+        header = self.get_message(commit_log_offset, TOTAL_AND_MAGIC.size)
         if header is None:
             return None
         total, magic = TOTAL_AND_MAGIC.unpack(header)
@@ -491,11 +501,12 @@ class CommitLog:
     def store_timestamp_at(self, commit_log_offset: int, size: int) -> int:
         """STORETIMESTAMP of the record at ``commit_log_offset`` (0 when unreadable)."""
         raw = self.get_message(commit_log_offset, size)
-        if raw is None or len(raw) < _HEAD.size:
+        if raw is None or len(raw) < HEAD.size:
             return 0
-        sys_flag = _I32.unpack_from(raw, 36)[0]
-        born_len = 20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8
-        return int(_I64.unpack_from(raw, 48 + born_len)[0])
+        sys_flag = SYS_FLAG.unpack_from(raw, SYS_FLAG_OFFSET)[0]
+        return int(
+            STORE_TIMESTAMP.unpack_from(raw, STORE_TIMESTAMP_OFFSETS[(sys_flag & HOST_V6_FLAGS) >> HOST_V6_SHIFT])[0]
+        )
 
     # --- recovery (start-up, before the flusher runs) -------------------------------------------------------------
 
@@ -576,26 +587,25 @@ def parse_dispatch(raw: bytes, expected_phys: int, check_crc: bool) -> DispatchR
     """The dispatch request of the whole v1 record ``raw`` stored at ``expected_phys``, or None when a field does not
     add up (PHYSICALOFFSET, lengths, UTF-8 of topic and properties, the body CRC when ``check_crc``)."""
     try:
-        total, _magic, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born = _HEAD.unpack_from(raw, 0)
+        total, _magic, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born = HEAD.unpack_from(raw, 0)
         if phys != expected_phys:
             return None
-        born_len = 20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8
-        store_len = 20 if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 8
-        p = _HEAD.size + born_len
-        store_ts = _I64.unpack_from(raw, p)[0]
-        p += 8 + store_len + 12
-        body_len = _I32.unpack_from(raw, p)[0]
-        p += 4
+        hosts = (sys_flag & HOST_V6_FLAGS) >> HOST_V6_SHIFT
+        store_ts = STORE_TIMESTAMP.unpack_from(raw, STORE_TIMESTAMP_OFFSETS[hosts])[0]
+        p = BODY_LENGTH_OFFSETS[hosts]
+        body_len = BODY_LENGTH.unpack_from(raw, p)[0]
+        p += BODY_LENGTH_BYTES
         if body_len < 0 or p + body_len > total:
             return None
         if check_crc and zlib.crc32(raw[p : p + body_len]) & 0x7FFFFFFF != crc:
             return None
         p += body_len
         topic_len = raw[p]
-        topic = raw[p + 1 : p + 1 + topic_len].decode("utf-8")
-        p += 1 + topic_len
-        props_len = _U16.unpack_from(raw, p)[0]
-        p += 2
+        p += TOPIC_LENGTH_BYTES
+        topic = raw[p : p + topic_len].decode("utf-8")
+        p += topic_len
+        props_len = PROPERTIES_LENGTH.unpack_from(raw, p)[0]
+        p += PROPERTIES_LENGTH_BYTES
         if p + props_len != total:
             return None
         properties = raw[p : p + props_len].decode("utf-8")

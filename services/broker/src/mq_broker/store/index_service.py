@@ -22,9 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mq_common.codec import BORN_HOST_POS, MESSAGE_MAGIC_CODE, SYSFLAG_POS, MessageDecodeError, decode_message
+from mq_common.codec import MessageDecodeError, decode_message
 from mq_common.constants import MessageConst, MessageSysFlag
 from mq_common.logging import get_logger
+from mq_common.record_layout import (
+    BODY_LENGTH,
+    BODY_LENGTH_OFFSETS,
+    BODY_OFFSETS,
+    HOST_V6_FLAGS,
+    HOST_V6_SHIFT,
+    MESSAGE_MAGIC_CODE,
+    PROPERTIES_LENGTH,
+    PROPERTIES_LENGTH_BYTES,
+    SYS_FLAG,
+    SYS_FLAG_OFFSET,
+    TOPIC_LENGTH_BYTES,
+    TOTAL_AND_MAGIC,
+)
 
 from mq_broker.store import native_append
 from mq_broker.store.commit_log import CommitLog
@@ -39,9 +53,6 @@ MAX_QUERY_CANDIDATES: Final = 4096
 _NAME_SEP: Final = "\x01"
 _PROP_SEP: Final = "\x02"
 _UNIQ_KEY: Final = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-_TOTAL_AND_MAGIC: Final = struct.Struct(">iI")
-_I32: Final = struct.Struct(">i")
-_U16: Final = struct.Struct(">H")
 
 
 def property_value(properties: str, name: str) -> str | None:
@@ -60,15 +71,12 @@ def property_value(properties: str, name: str) -> str | None:
 def record_properties(raw: bytes) -> str:
     """The properties string of a whole v1 record (recovery re-indexing). Raises MessageDecodeError."""
     try:
-        sys_flag = _I32.unpack_from(raw, SYSFLAG_POS)[0]
-        born = 20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8
-        store = 20 if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 8
-        p = BORN_HOST_POS + born + 8 + store + 4 + 8
-        body_len = _I32.unpack_from(raw, p)[0]
-        p += 4 + body_len
-        p += 1 + raw[p]
-        props_len = _U16.unpack_from(raw, p)[0]
-        return raw[p + 2 : p + 2 + props_len].decode("utf-8")
+        hosts = (SYS_FLAG.unpack_from(raw, SYS_FLAG_OFFSET)[0] & HOST_V6_FLAGS) >> HOST_V6_SHIFT
+        p = BODY_OFFSETS[hosts] + BODY_LENGTH.unpack_from(raw, BODY_LENGTH_OFFSETS[hosts])[0]
+        p += TOPIC_LENGTH_BYTES + raw[p]
+        props_len = PROPERTIES_LENGTH.unpack_from(raw, p)[0]
+        p += PROPERTIES_LENGTH_BYTES
+        return raw[p : p + props_len].decode("utf-8")
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise MessageDecodeError(f"record properties do not decode: {exc}") from exc
 
@@ -77,11 +85,11 @@ def read_record(commit_log: CommitLog, commit_log_offset: int) -> bytes | None:
     """The whole record starting at ``commit_log_offset`` (raw bytes), None when no record starts there."""
     if commit_log_offset < 0:
         return None
-    header = commit_log.get_message(commit_log_offset, 8)
+    header = commit_log.get_message(commit_log_offset, TOTAL_AND_MAGIC.size)
     if header is None:
         return None
-    total, magic = _TOTAL_AND_MAGIC.unpack(header)
-    if magic != MESSAGE_MAGIC_CODE or total <= 8:
+    total, magic = TOTAL_AND_MAGIC.unpack(header)
+    if magic != MESSAGE_MAGIC_CODE or total <= TOTAL_AND_MAGIC.size:
         return None
     return commit_log.get_message(commit_log_offset, total)
 

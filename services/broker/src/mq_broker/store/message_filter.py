@@ -11,12 +11,22 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from mq_common.codec import decode_properties
-from mq_common.constants import MessageConst, MessageSysFlag
+from mq_common.constants import MessageConst
 from mq_common.hashing import java_string_hash
+from mq_common.record_layout import (
+    BODY_LENGTH,
+    BODY_LENGTH_OFFSETS,
+    BODY_OFFSETS,
+    HOST_V6_FLAGS,
+    HOST_V6_SHIFT,
+    PROPERTIES_LENGTH,
+    PROPERTIES_LENGTH_BYTES,
+    SYS_FLAG,
+    SYS_FLAG_OFFSET,
+    TOPIC_LENGTH_BYTES,
+)
 
 SUB_ALL: Final = "*"
-_I32: Final = struct.Struct(">i")
-_U16: Final = struct.Struct(">H")
 
 
 class MessageFilter(Protocol):
@@ -67,15 +77,12 @@ class SubscriptionData:
 def record_tags(record: bytes) -> str | None:
     """TAGS of a whole v1 record (None without tags or when the record does not parse)."""
     try:
-        sys_flag = _I32.unpack_from(record, 36)[0]
-        born_len = 20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8
-        store_len = 20 if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 8
-        p = 48 + born_len + 8 + store_len + 12
-        body_len = _I32.unpack_from(record, p)[0]
-        p += 4 + body_len
-        p += 1 + record[p]
-        props_len = _U16.unpack_from(record, p)[0]
-        text = record[p + 2 : p + 2 + props_len].decode("utf-8")
+        hosts = (SYS_FLAG.unpack_from(record, SYS_FLAG_OFFSET)[0] & HOST_V6_FLAGS) >> HOST_V6_SHIFT
+        p = BODY_OFFSETS[hosts] + BODY_LENGTH.unpack_from(record, BODY_LENGTH_OFFSETS[hosts])[0]
+        p += TOPIC_LENGTH_BYTES + record[p]
+        props_len = PROPERTIES_LENGTH.unpack_from(record, p)[0]
+        p += PROPERTIES_LENGTH_BYTES
+        text = record[p : p + props_len].decode("utf-8")
     except (struct.error, IndexError, UnicodeDecodeError):
         return None
     return decode_properties(text).get(MessageConst.TAGS)

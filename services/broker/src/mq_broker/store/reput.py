@@ -18,17 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from mq_common.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
-
-from mq_broker.store import native_append
-from mq_broker.store.commit_log import (
+from mq_common.record_layout import (
+    BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
+    MESSAGE_MAGIC_CODE,
     MIN_RECORD_BYTES,
     TOTAL_AND_MAGIC,
-    CommitLog,
-    DispatchRequest,
-    parse_dispatch,
 )
+
+from mq_broker.store import native_append
+from mq_broker.store.commit_log import CommitLog, DispatchRequest, parse_dispatch
 from mq_broker.store.config import MessageStoreConfig
 from mq_broker.store.consume_queue import CQ_UNIT, ConsumeQueue
 from mq_broker.store.index_service import IndexService

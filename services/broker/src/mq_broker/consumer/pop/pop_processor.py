@@ -25,11 +25,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import struct
 from dataclasses import dataclass, field
 from typing import Final
 
-from mq_common.codec import PHYSICAL_OFFSET_POS, decode_message, encode_message, encode_properties, host_to_bytes
+from mq_common.codec import decode_message, encode_message, encode_properties, host_to_bytes
 from mq_common.constants import MessageConst, retry_topic
 from mq_common.errors import InvalidParameterError, MQBrokerError
 from mq_common.logging import get_logger
@@ -43,6 +42,7 @@ from mq_common.protocol import (
     encode_receipt_handles,
 )
 from mq_common.protocol.pop import topic_type_of
+from mq_common.record_layout import PHYSICAL_OFFSET, PHYSICAL_OFFSET_OFFSET
 from mq_common.response_code import ResponseCode
 
 from mq_broker.consumer.long_polling import ANY_QUEUE, LongPollingService, PollingFullError
@@ -55,7 +55,6 @@ from mq_broker.store.message_filter import SubscriptionData, SubscriptionParseEr
 
 log = get_logger("mq_broker.consumer.pop")
 
-_I64: Final = struct.Struct(">q")
 _OFFSET_NOT_USABLE: Final = frozenset(
     {GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL}
 )
@@ -302,7 +301,7 @@ class PopMessageProcessor:
             self.context.config.broker_name, row.queue_id, row.start_offset,
         )  # fmt: skip
         records = result.messages
-        physical_offsets = [_I64.unpack_from(record, PHYSICAL_OFFSET_POS)[0] for record in records]
+        physical_offsets = [PHYSICAL_OFFSET.unpack_from(record, PHYSICAL_OFFSET_OFFSET)[0] for record in records]
         handles = encode_receipt_handles(first, result.queue_offsets, physical_offsets)
         if is_retry:
             records = tuple(_with_origin_topic(record, batch.request.topic) for record in records)
