@@ -1,5 +1,5 @@
 """Broker-b SIGKILLed under merged MessageBatches: concurrent one-topic SendBatch calls through the gateway with
-MessageBatch merging (always on, mq_gateway.batch_merger), fault isolation on.
+MessageBatch merging (always on, mq_gateway.coalescer), fault isolation on.
 
 Timeline: 24 clients each send SendBatch calls of 50 plain messages of one topic without a sharding key (so the
 gateway's merger may join concurrent calls bound for one broker into one SEND_BATCH_MESSAGE), each body naming its
@@ -21,7 +21,7 @@ Checks:
 - the only failed messages are those whose send budget ran out or that carry a transport code (-1004, -1006); a
   failed message may still be stored (printed, not asserted);
 - SendBatch calls started after the kill are acknowledged on broker-a only, and broker-b stores nothing of them;
-- the merger merged, seen from outside through the gateway's Prometheus ``/metrics`` (MergerStats has no
+- the coalescer merged, seen from outside through the gateway's Prometheus ``/metrics`` (its stats have no
   external accessor): ``mq_gateway_coalesced_batch_messages`` observes every broker call with its message count,
   so its ``_count`` must be below the number of SendBatch calls (``mq_gateway_send_latency_ms{mode="batch"}``)
   and some broker calls must carry more than 64 messages (two or more SendBatch calls of 50); and

@@ -17,6 +17,7 @@ from apache.rocketmq.v2 import definition_pb2, service_pb2
 from google.protobuf import duration_pb2
 from mq_client.consumer_admin_calls import ConsumerAdminCalls
 from mq_client.producer import DefaultMQProducer, Message
+from mq_client.producer.route_manager import TopicRouteManager
 from mq_common.channels import ChannelPool
 from mq_common.codec import MessageExt
 from mq_common.errors import TopicNotExistError
@@ -24,7 +25,6 @@ from mq_common.namesrv_client import NameServerClient
 from mq_common.protocol import SubscriptionGroupConfig
 from mq_gateway.v2.consumer import ConsumerActivity, ConsumerActivityConfig
 from mq_gateway.v2.context import ClientContext
-from mq_gateway.v2.routes import TopicRouteCache
 from mq_local.cluster import LocalCluster
 from mq_local.testing import read_all, spec_for_tests
 
@@ -51,8 +51,8 @@ def started_cluster(data_dir: Path, **broker_env: str) -> Iterator[LocalCluster]
 def new_activity(
     cluster: LocalCluster, pool: ChannelPool, config: ConsumerActivityConfig | None = None
 ) -> ConsumerActivity:
-    """One gateway replica's ConsumerActivity (its own route cache over the cluster's name server)."""
-    routes = TopicRouteCache(NameServerClient([cluster.namesrv_addr], pool))
+    """One gateway replica's ConsumerActivity (its own route view over the cluster's name server)."""
+    routes = TopicRouteManager(NameServerClient([cluster.namesrv_addr], pool))
     return ConsumerActivity(routes, pool, config)
 
 

@@ -11,8 +11,8 @@ A :class:`BatchGate` keeps one open batch per key (e.g. a broker and what one br
   would overflow the open batch sends it first (an item is never split; a larger one goes alone).
 
 The gate only decides when; ``send(key, items)`` makes the call and answers each item's caller. Items whose caller
-gave up (``gave_up(item)``) before their batch went out are left out. Used by mq_gateway.coalescer,
-mq_gateway.batch_merger and mq_gateway.v2.consumer.ack_batcher. Runs on one asyncio loop (no locking).
+gave up (``gave_up(item)``) before their batch went out are left out. Used by mq_gateway.coalescer (the
+send path's one batching stage) and mq_gateway.v2.consumer.ack_batcher. Runs on one asyncio loop (no locking).
 """
 
 from __future__ import annotations
@@ -65,12 +65,23 @@ class BatchGate(Generic[K, T]):
         """Whether a call for ``key`` is in flight."""
         return key in self._busy
 
-    def add(self, key: K, item: T, count: int = 1, size_bytes: int = 0) -> None:
-        """Put ``item`` (``count`` entries, ``size_bytes``) in ``key``'s open batch; it goes out by the rule."""
+    def add(
+        self,
+        key: K,
+        item: T,
+        count: int = 1,
+        size_bytes: int = 0,
+        *,
+        max_count: int | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
+        """Put ``item`` (``count`` entries, ``size_bytes``) in ``key``'s open batch; it goes out by the rule.
+        ``max_count`` / ``max_bytes`` replace the gate's bounds for this key's kind (give the same ones for every
+        item of a key)."""
+        most = self.max_count if max_count is None else max_count
+        most_bytes = self.max_bytes if max_bytes is None else max_bytes
         batch = self._open.get(key)
-        if batch is not None and (
-            batch.count + count > self.max_count or batch.size_bytes + size_bytes > self.max_bytes
-        ):
+        if batch is not None and (batch.count + count > most or batch.size_bytes + size_bytes > most_bytes):
             self.release(key)
             batch = None
         if batch is None:
@@ -78,7 +89,7 @@ class BatchGate(Generic[K, T]):
         batch.items.append(item)
         batch.count += count
         batch.size_bytes += size_bytes
-        if batch.count >= self.max_count or batch.size_bytes >= self.max_bytes:
+        if batch.count >= most or batch.size_bytes >= most_bytes:
             self.release(key)
         elif batch.scheduled is None:
             loop = asyncio.get_running_loop()

@@ -23,7 +23,6 @@ from mq_common.namesrv_client import NameServerClient
 from mq_common.request_context import RequestContextInterceptor
 from mq_common.settings import config_from_settings
 
-from mq_gateway.accumulator import SendAccumulator
 from mq_gateway.auth import BrokerAuthMetadataProvider, GatewayAuth
 from mq_gateway.auth_metrics import AuthMetrics
 from mq_gateway.coalescer import CoalescingBrokerTransport
@@ -35,7 +34,6 @@ from mq_gateway.v2.consumer import ConsumerActivity, ConsumerActivityConfig
 from mq_gateway.v2.limits import V2Limits
 from mq_gateway.v2.metrics import V2RpcMetrics
 from mq_gateway.v2.route import RouteActivity
-from mq_gateway.v2.routes import TopicRouteCache
 from mq_gateway.v2.send import SendMessageActivity
 from mq_gateway.v2.telemetry import TelemetryService
 
@@ -81,15 +79,15 @@ class GatewayController:
     """The gateway's parts. Create, ``await start()``, later ``await stop()``; one loop.
 
     Serves mq.gateway.v1 and apache.rocketmq.v2.MessagingService (``self.v2``; its consumer RPCs go to
-    ``consumer``, default a ConsumerActivity over the v2 route cache and a channel pool of its own, configured by
-    :func:`consumer_config`; ``self.v2_routes`` is the v2 topic route cache) on one server with
+    ``consumer``, default a ConsumerActivity over the producer's route view ``producer.routes``, shared by v1, v2
+    and the producer, and a channel pool of its own, configured by :func:`consumer_config`) on one server with
     130 MiB message limits.
     ``producer`` given: used as it is (no coalescing, no hooks from the settings). Otherwise one is built from
     the settings over ``namesrv`` / ``transport`` (default: gRPC to ``settings.namesrv_addrs()`` and a
     BrokerClient sending over one Broker.SendStream per broker), the transport wrapped in a
-    CoalescingBrokerTransport (``self.coalescer``), with :func:`producer_hooks`; then, with ``accumulate_sends``
-    and no ``hook_plugins``, v2 SendMessage and v1 Send go through a SendAccumulator over it (``self.accumulator``,
-    drained in :meth:`stop`).
+    CoalescingBrokerTransport (``self.coalescer``: the gateway's one batching stage, below queue selection), with
+    :func:`producer_hooks`. v1 Send / SendBatch and v2 SendMessage hand each request's messages to the producer as
+    one call.
     With authentication_enabled or authorization_enabled, both APIs check every call (``self.auth``, a
     GatewayAuth over ``auth_provider``, default users and ACLs from the cluster's master brokers, cached for
     auth_cache_refresh_ms); the gateway's own calls are signed with inner_client_authentication_credentials.
@@ -108,7 +106,6 @@ class GatewayController:
         self.settings = settings
         self._pool: ChannelPool | None = None
         self._auth_pool: ChannelPool | None = None
-        self.lookup: NameServerLookup | None = namesrv
         self.coalescer: CoalescingBrokerTransport | None = None
         self.metrics: GatewayMetrics | None = None
         if settings.metrics_port:
@@ -117,16 +114,6 @@ class GatewayController:
                 NodeIdentity(settings.cluster_name, "proxy", node_id), max_topics=settings.metrics_max_topics
             )
         self.producer = producer or self._build_producer(namesrv, transport)
-        self.accumulator: SendAccumulator | None = None
-        # Hook plugins see every message of a v1 Send / v2 SendMessage one by one: a batch would show them only its
-        # first message (a CheckForbiddenHook could then not refuse the others), so plugins turn the accumulator off.
-        if producer is None and settings.accumulate_sends and not settings.hook_plugins:
-            self.accumulator = SendAccumulator(
-                self.producer,
-                max_batch_messages=settings.coalesce_max_batch_messages,
-                max_batch_bytes=settings.coalesce_max_batch_bytes,
-                linger_ms=settings.accumulate_linger_ms,
-            )
         observe = self.metrics.observe_rpc if self.metrics is not None else None
         interceptor = RequestContextInterceptor(
             observe=observe, generate=True, self_observed_prefixes=(v2_servicer.METHOD_PREFIX,)
@@ -150,7 +137,6 @@ class GatewayController:
             max_send_timeout_ms=settings.max_send_msg_timeout_ms,
             max_batch_messages=settings.max_batch_messages,
             metrics=self.metrics,
-            single_sender=self.accumulator,
             auth=self.auth,
         )
         add_to_server(servicer, self.server.server)
@@ -174,16 +160,14 @@ class GatewayController:
     def _build_v2(self, consumer: v2_servicer.ConsumerActivities | None) -> v2_servicer.MessagingServiceServicer:
         settings = self.settings
         self._pool = channel_pool(settings)
-        if self.lookup is None:
-            self.lookup = NameServerClient(settings.namesrv_addrs(), self._pool)
-        routes = self.v2_routes = TopicRouteCache(self.lookup, route_ttl_ms=settings.poll_name_server_interval_ms)
+        routes = self.producer.routes  # the one route view of v1, v2 and the producer
         if consumer is None:
             consumer = ConsumerActivity(routes, self._pool, consumer_config(settings))
         limits = v2_limits(settings)
         route = RouteActivity(routes, settings.listen_host, lambda: self.server.port)
         return v2_servicer.MessagingServiceServicer(
             route,
-            SendMessageActivity(self.accumulator or self.producer, routes, route.message_types, limits),
+            SendMessageActivity(self.producer, routes, route.message_types, limits),
             TelemetryService(limits, consumer.subscription_group_config),
             consumer,
             metrics=V2RpcMetrics(self.metrics) if self.metrics is not None else None,
@@ -202,7 +186,6 @@ class GatewayController:
         if self.metrics is not None:
             inner = ObservedTransport(inner, self.metrics, producer_config(settings).retry_response_codes)
             lookup = ObservedNameServer(lookup, self.metrics)
-        self.lookup = lookup
         coalescer = self.coalescer = CoalescingBrokerTransport(
             inner,
             linger_ms=settings.coalesce_linger_ms,
@@ -268,8 +251,6 @@ class GatewayController:
         producer down (route refresh task, channels)."""
         grace = self.settings.shutdown_grace_ms / 1000.0 if grace_s is None else grace_s
         await self.server.stop(grace)
-        if self.accumulator is not None:
-            await self.accumulator.close()
         await self.v2.consumer.close()
         await self.producer.shutdown()
         for pool in (self._pool, self._auth_pool):

@@ -63,12 +63,6 @@ _STATUS_TO_PROTO: Final = {
 }
 
 
-class SingleSender(Protocol):
-    """What ``Send`` calls: the producer, or a mq_gateway.accumulator.SendAccumulator over it."""
-
-    async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult: ...
-
-
 class Producer(Protocol):
     """The part of mq_client.producer.DefaultMQProducer the servicer uses."""
 
@@ -217,8 +211,7 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
 
     ``producer_group`` of a request is accepted and ignored: the gateway sends as its own group.
     SendBatch requests of the plain shape take the C path (:mod:`mq_gateway.wire`) when it is built and loaded
-    (not with ``MQ_NO_EXTENSIONS=1``); the answers are the same. ``Send`` goes through ``single_sender`` when given
-    (the gateway's SendAccumulator: concurrent sends batched), else ``producer.send``.
+    (not with ``MQ_NO_EXTENSIONS=1``); the answers are the same.
     """
 
     def __init__(
@@ -228,12 +221,10 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         max_send_timeout_ms: int,
         max_batch_messages: int,
         metrics: GatewayMetrics | None = None,
-        single_sender: SingleSender | None = None,
         auth: GatewayAuth | None = None,
     ) -> None:
         self._producer = producer
         self._auth = auth if auth is not None and auth.enabled else None
-        self._single: SingleSender = single_sender or producer
         self._native = wire.AVAILABLE
         self._max_send_timeout_ms = max_send_timeout_ms
         self._max_batch_messages = max_batch_messages
@@ -287,7 +278,7 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         try:
             if not request.HasField("message"):
                 raise MessageIllegalError("the message is null")
-            result = await self._single.send(message_from_proto(request.message), timeout_ms)
+            result = await self._producer.send(message_from_proto(request.message), timeout_ms)
         except FlowControlError as exc:
             self._rejected("send", begin, 1)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)

@@ -86,24 +86,6 @@ class GatewaySettings(ServiceSettings, AuthSettings):
             " (none when the broker has nothing in flight)."
         ),
     )
-    accumulate_sends: bool = Field(
-        default=True,
-        description=(
-            "Concurrent one-message sends (v2 SendMessage, v1 Send) of one topic go to the producer as one batch"
-            " (mq_gateway.accumulator; batches bounded by coalesce_max_batch_*). Off whenever hook_plugins are"
-            " set: hooks see every message."
-        ),
-    )
-    accumulate_linger_ms: float = Field(
-        default=1.0,
-        ge=0,
-        le=2,
-        description=(
-            "The send accumulator's linger, ms: how long an open batch of a busy lane (its last batch had several"
-            " messages) waits for more sends after its first one, and the most it waits while a batch of its topic"
-            " (no sharding key) is in flight; a send to a quiet topic goes at once."
-        ),
-    )
     coalesce_max_batch_bytes: int = Field(
         default=4 * 1024 * 1024,
         gt=0,

@@ -187,8 +187,10 @@ class DefaultMQProducer:
 
     # ---- send ----------------------------------------------------------------------------------------
 
-    async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
+    async def send(self, msg: Message, timeout_ms: int | None = None, *, checked: bool = False) -> SendResult:
         """SYNC send of one message within ``timeout_ms`` (default send_msg_timeout_ms) for everything.
+        ``checked``: the caller ran validators.check_message's checks or stricter ones (the v2 proxy's request
+        checks), so they are not run again.
 
         Returns the SendResult (send_status may be FLUSH_DISK_TIMEOUT etc.: stored, not durable yet). Raises:
         ProducerStateError (14) when not RUNNING; MessageIllegalError (13) from validation; TopicNotExistError
@@ -198,7 +200,8 @@ class DefaultMQProducer:
         Mirrors DefaultMQProducerImpl#sendDefaultImpl (CommunicationMode.SYNC).
         """
         self._make_sure_state_ok()
-        check_message(msg, self.config.max_message_size_bytes)
+        if not checked:
+            check_message(msg, self.config.max_message_size_bytes)
         budget = self._budget(timeout_ms)
         async with self.limiter.admit(1, _body_bytes(msg), budget.remaining_ms()):
             tp_info = await self._find_publish_info(msg.topic, budget)

@@ -12,6 +12,10 @@ Lookup order for a topic: the local cache; then the name server; when the name s
 TOPIC_NOT_EXIST, the route of the default topic (TBW102) with ``min(default_topic_queue_nums, its read
 queues)`` queues per broker, so the broker auto-creates the topic on the first send. Concurrent lookups of one
 topic share one name server query. Everything runs on the producer's one asyncio loop.
+
+It is also the gateway's one route view (RocketMQ 5 proxy's TopicRouteService / MessageQueueView): :meth:`route`
+answers a topic's own TopicRouteData (never TBW102's: the v2 API does not auto-create) to v1, v2 and the producer
+alike, from the entry the refresh keeps, looked up again when older than ``poll_name_server_interval_ms``.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from collections.abc import Callable
 from typing import Final, Protocol
 
 from mq_common.constants import MixAll
-from mq_common.errors import MQError, RemotingError, RemotingTimeoutError, TopicNotExistError
+from mq_common.errors import MQClientError, MQError, RemotingError, RemotingTimeoutError, TopicNotExistError
 from mq_common.logging import get_logger
 from mq_common.protocol import TopicRouteData
+from mq_common.response_code import ResponseCode
 
 from mq_client.producer.topic_publish_info import (
     SendWhichQueue,
@@ -72,6 +77,9 @@ class TopicRouteManager:
         self._rng = rng or random.Random()
         self._publish_info: dict[str, TopicPublishInfo] = {}
         self._routes: dict[str, TopicRouteData] = {}
+        # Topic -> when its OWN route (not TBW102's) was last fetched, loop time in s: what route() may answer.
+        self._own_route_at_s: dict[str, float] = {}
+        self._route_lookups: dict[str, asyncio.Task[None]] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
         self._lookups: dict[str, asyncio.Task[TopicPublishInfo]] = {}
         self._refresh_task: asyncio.Task[None] | None = None
@@ -95,6 +103,51 @@ class TopicRouteManager:
         """The master address (id 0) of ``broker_name``. Mirrors MQClientInstance#findBrokerAddressInPublish."""
         addrs = self._broker_addrs.get(broker_name)
         return None if addrs is None else addrs.get(MixAll.MASTER_ID)
+
+    async def route(self, topic: str) -> TopicRouteData:
+        """``topic``'s own TopicRouteData: the cached one when fetched less than poll_name_server_interval_ms ago,
+        else fetched (concurrent callers share one name server query, bounded by mq_client_api_timeout_ms) and
+        kept for the producer too. Raises TopicNotExistError (17) when the name server has no route of the topic
+        itself (no TBW102 fallback), RemotingError / RemotingTimeoutError when no name server answered."""
+        fetched_at_s = self._own_route_at_s.get(topic)
+        if (
+            fetched_at_s is not None
+            and asyncio.get_running_loop().time() - fetched_at_s < self._poll_interval_ms / 1000
+        ):
+            return self._routes[topic]
+        task = self._route_lookups.get(topic)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._fetch_own(topic), name=f"route-{topic}")
+            self._route_lookups[topic] = task
+            task.add_done_callback(lambda t: self._route_lookup_done(topic, t))
+        await asyncio.shield(task)
+        return self._routes[topic]
+
+    async def _fetch_own(self, topic: str) -> None:
+        await self.update_topic_route(topic)
+
+    def _route_lookup_done(self, topic: str, task: asyncio.Task[None]) -> None:
+        if self._route_lookups.get(topic) is task:
+            del self._route_lookups[topic]
+        if not task.cancelled():
+            task.exception()  # retrieved: every waiter re-raises it
+
+    def invalidate(self, topic: str) -> None:
+        """Make the next :meth:`route` of ``topic`` ask the name server (e.g. a broker refused a call for it)."""
+        self._own_route_at_s.pop(topic, None)
+
+    async def master_addr(self, topic: str, broker_name: str) -> str:
+        """The master address (broker id 0) of ``broker_name`` in ``topic``'s route (:meth:`route`). Raises
+        TopicNotExistError (17) without a route, MQClientError(BROKER_NOT_EXIST 211) when the route has no such
+        broker or no master (the topic's route is then looked up again on the next call)."""
+        data = (await self.route(topic)).broker_data(broker_name)
+        addr = data.master_addr() if data is not None else None
+        if addr is None:
+            self.invalidate(topic)
+            raise MQClientError(
+                f"broker {broker_name!r} has no master in the route of topic {topic!r}", ResponseCode.BROKER_NOT_EXIST
+            )
+        return addr
 
     async def find_publish_info(self, topic: str, timeout_ms: int) -> TopicPublishInfo:
         """The publish info of ``topic``: cached if it has writable queues, else looked up (within
@@ -150,8 +203,10 @@ class TopicRouteManager:
         if is_default:
             raw = await self._namesrv.get_route_info_by_topic(self._create_topic_key, self._api_timeout_ms)
             route = default_topic_route(raw, self._default_topic_queue_nums)
+            self._own_route_at_s.pop(topic, None)
         else:
             route = await self._namesrv.get_route_info_by_topic(topic, self._api_timeout_ms)
+            self._own_route_at_s[topic] = asyncio.get_running_loop().time()
         old_info = self._publish_info.get(topic)
         changed = topic_route_data_changed(self._routes.get(topic), route)
         if not changed and old_info is not None and old_info.ok() and old_info.from_default_topic == is_default:
@@ -236,7 +291,8 @@ class TopicRouteManager:
 
     async def stop(self) -> None:
         """Stop the refresh task and cancel in-flight lookups."""
-        tasks = [t for t in [self._refresh_task, *self._lookups.values(), *self._failure_refreshes.values()] if t]
+        running = [*self._lookups.values(), *self._route_lookups.values(), *self._failure_refreshes.values()]
+        tasks = [t for t in [self._refresh_task, *running] if t]
         self._refresh_task = None
         for task in tasks:
             task.cancel()

@@ -82,7 +82,7 @@ class SendMessageBatchRequestHeader:
 
     Sender-side only, never on the wire: ``message_count``, how many messages ``body`` holds (0: not said), and
     ``queue_free``, no sharding key pins ``queue_id`` (any queue of this broker will do). With both, a coalescing
-    transport may merge this batch with others for the same broker and topic (mq_gateway.batch_merger).
+    transport may merge this batch with others for the same broker and topic (mq_gateway.coalescer).
     """
 
     topic: str

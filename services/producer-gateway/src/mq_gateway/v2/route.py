@@ -18,12 +18,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2
+from mq_client.producer.route_manager import TopicRouteManager
 from mq_common.constants import PermName, validate_topic
 from mq_common.errors import TopicNotExistError
 from mq_common.protocol import QueueData, TopicRouteData
 
 from mq_gateway.v2.codes import Code, V2Error, ok_status
-from mq_gateway.v2.routes import TopicRouteCache
 
 MessageType = definition_pb2.MessageType
 Permission = definition_pb2.Permission
@@ -113,11 +113,11 @@ def message_queues(
 
 
 class RouteActivity:
-    """QueryRoute over a TopicRouteCache; ``listen_host``/``port()`` name the gateway."""
+    """QueryRoute over a TopicRouteManager; ``listen_host``/``port()`` name the gateway."""
 
     def __init__(
         self,
-        routes: TopicRouteCache,
+        routes: TopicRouteManager,
         listen_host: str,
         port: Callable[[], int],
         message_types: TopicMessageTypes = default_message_types,

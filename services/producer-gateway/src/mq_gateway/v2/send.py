@@ -19,13 +19,13 @@ Mirrors org.apache.rocketmq.proxy.grpc.v2.producer.SendMessageActivity.
 
 from __future__ import annotations
 
-import asyncio
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.producer import Message, SendResult, SendStatus
+from mq_client.producer.route_manager import TopicRouteManager
 from mq_common.constants import MessageConst, is_client_forbidden_send_topic
 from mq_common.errors import MQError, TopicNotExistError
 from mq_common.logging import get_logger
@@ -34,7 +34,6 @@ from mq_common.response_code import ResponseCode
 from mq_gateway.v2.codes import Code, V2Code, V2Error, status_of, v2_code_for
 from mq_gateway.v2.limits import V2Limits
 from mq_gateway.v2.route import TopicMessageTypes, check_topic_name
-from mq_gateway.v2.routes import TopicRouteCache
 
 log = get_logger("mq_gateway.v2.send")
 MessageType = definition_pb2.MessageType
@@ -77,7 +76,11 @@ _NOT_IMPLEMENTED_TYPES: Final = {
 class Sender(Protocol):
     """The part of mq_client.producer.DefaultMQProducer SendMessage uses."""
 
-    async def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult: ...
+    async def send(self, msg: Message, timeout_ms: int | None = None, *, checked: bool = False) -> SendResult: ...
+
+    async def send_batch(
+        self, msgs: Sequence[Message], timeout_ms: int | None = None
+    ) -> list[SendResult | MQError]: ...
 
 
 def _has_control_character(text: str) -> bool:
@@ -107,7 +110,7 @@ class SendMessageActivity:
     """Checks, converts and sends the messages of one SendMessage request."""
 
     def __init__(
-        self, producer: Sender, routes: TopicRouteCache, message_types: TopicMessageTypes, limits: V2Limits
+        self, producer: Sender, routes: TopicRouteManager, message_types: TopicMessageTypes, limits: V2Limits
     ) -> None:
         self.producer = producer
         self.routes = routes
@@ -128,29 +131,24 @@ class SendMessageActivity:
             entries = [service_pb2.SendResultEntry(status=status) for _ in messages]
             return service_pb2.SendMessageResponse(status=status, entries=entries)
         if len(converted) == 1:
-            entry = await self._send_one(converted[0], timeout_ms)
+            msg = converted[0]
+            try:  # checked: _convert_all ran the proxy's checks, a superset of the producer's check_message
+                outcome: SendResult | Exception = await self.producer.send(msg, timeout_ms, checked=True)
+            except Exception as exc:  # the message answers its own failure; unexpected ones are logged
+                outcome = exc
+            entry = _entry(msg, outcome)
             return service_pb2.SendMessageResponse(status=entry.status, entries=[entry])
-        entries = list(await asyncio.gather(*(self._send_one(m, timeout_ms) for m in converted)))
+        try:
+            outcomes: Sequence[SendResult | Exception] = await self.producer.send_batch(converted, timeout_ms)
+        except Exception as exc:  # the whole request failed before any message went (state, flow control)
+            outcomes = [exc] * len(converted)
+        entries = [_entry(m, o) for m, o in zip(converted, outcomes, strict=True)]
         codes = {e.status.code for e in entries}
         if len(codes) == 1:
             top = entries[0].status
         else:
             top = definition_pb2.Status(code=Code.MULTIPLE_RESULTS, message="messages have different results")
         return service_pb2.SendMessageResponse(status=top, entries=entries)
-
-    async def _send_one(self, msg: Message, timeout_ms: int | None) -> service_pb2.SendResultEntry:
-        msg_id = msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
-        try:
-            result = await self.producer.send(msg, timeout_ms)
-        except Exception as exc:  # each message answers its own failure; unexpected ones are logged
-            if not isinstance(exc, MQError):
-                log.exception("v2_send_failed", topic=msg.topic)
-            return service_pb2.SendResultEntry(status=status_of(exc), message_id=msg_id)
-        code = _SEND_STATUS_CODE[result.send_status]
-        status = _OK_STATUS if code == _OK else definition_pb2.Status(code=code, message=result.send_status.value)
-        return service_pb2.SendResultEntry(
-            status=status, message_id=msg_id, transaction_id=msg_id, offset=result.queue_offset
-        )
 
     async def _convert_all(self, messages: Sequence[definition_pb2.Message], peer: str) -> list[Message]:
         if not messages:
@@ -260,3 +258,17 @@ class SendMessageActivity:
                 Code.MESSAGE_PROPERTIES_TOO_LARGE,
                 f"user properties, tag and keys exceed {limits.max_user_property_size_bytes} bytes",
             )
+
+
+def _entry(msg: Message, outcome: SendResult | Exception) -> service_pb2.SendResultEntry:
+    """One message's SendResultEntry: its SendResult (status from the send status), or its error's v2 code."""
+    msg_id = msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
+    if isinstance(outcome, Exception):
+        if not isinstance(outcome, MQError):
+            log.error("v2_send_failed", topic=msg.topic, exc_info=outcome)
+        return service_pb2.SendResultEntry(status=status_of(outcome), message_id=msg_id)
+    code = _SEND_STATUS_CODE[outcome.send_status]
+    status = _OK_STATUS if code == _OK else definition_pb2.Status(code=code, message=outcome.send_status.value)
+    return service_pb2.SendResultEntry(
+        status=status, message_id=msg_id, transaction_id=msg_id, offset=outcome.queue_offset
+    )

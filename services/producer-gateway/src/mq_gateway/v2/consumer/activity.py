@@ -16,6 +16,7 @@ from apache.rocketmq.v2 import service_pb2
 from mq_client.broker_client import BrokerClient
 from mq_client.consumer_admin_calls import ConsumerAdminCalls
 from mq_client.pop_calls import PopBrokerCalls
+from mq_client.producer.route_manager import TopicRouteManager
 from mq_common.channels import ChannelPool
 from mq_common.constants import MixAll, retry_topic
 from mq_common.errors import MQError, TopicNotExistError
@@ -28,7 +29,6 @@ from mq_gateway.v2.consumer.handles import ReceiptHandleActivity
 from mq_gateway.v2.consumer.pull import PullSideActivity
 from mq_gateway.v2.consumer.receive import ReceiveActivity
 from mq_gateway.v2.context import ClientContext
-from mq_gateway.v2.routes import TopicRouteCache
 
 
 class ConsumerActivity:
@@ -36,7 +36,7 @@ class ConsumerActivity:
     shared route cache and channel pool; ``config`` the proxy limits (defaults: ConsumerActivityConfig())."""
 
     def __init__(
-        self, routes: TopicRouteCache, pool: ChannelPool, config: ConsumerActivityConfig | None = None
+        self, routes: TopicRouteManager, pool: ChannelPool, config: ConsumerActivityConfig | None = None
     ) -> None:
         self.config = config if config is not None else ConsumerActivityConfig()
         self._routes = routes

@@ -20,6 +20,7 @@ from typing import Final
 from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.broker_client import BrokerClient
 from mq_client.pop_calls import PopBrokerCalls
+from mq_client.producer.route_manager import TopicRouteManager
 from mq_common.errors import RemotingError
 from mq_common.protocol import (
     ChangeInvisibleTimeRequestHeader,
@@ -31,7 +32,6 @@ from mq_gateway.v2.codes import RECEIPT_HANDLE_OVERRIDES, Code, V2Error, ok_stat
 from mq_gateway.v2.consumer.ack_batcher import AckBatcher, AckTarget
 from mq_gateway.v2.consumer.config import ConsumerActivityConfig
 from mq_gateway.v2.consumer.validation import check_group, check_invisible_time, check_topic, duration_ms
-from mq_gateway.v2.routes import TopicRouteCache
 
 MAX_ACK_ENTRIES: Final = 1_024
 """Entries one AckMessage may carry; more is BAD_REQUEST."""
@@ -67,7 +67,7 @@ class ReceiptHandleActivity:
     """Ack, change of invisible time and forward to the DLQ by receipt handle, on the broker the handle names."""
 
     def __init__(
-        self, routes: TopicRouteCache, pop: PopBrokerCalls, broker: BrokerClient, config: ConsumerActivityConfig
+        self, routes: TopicRouteManager, pop: PopBrokerCalls, broker: BrokerClient, config: ConsumerActivityConfig
     ) -> None:
         self._routes = routes
         self._pop = pop

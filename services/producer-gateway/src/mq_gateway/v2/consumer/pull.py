@@ -24,6 +24,7 @@ from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.broker_client import BrokerClient
 from mq_client.consumer.pull_node import FindBrokerResult, PullNodeTable
 from mq_client.consumer_calls import ConsumerBrokerCalls
+from mq_client.producer.route_manager import TopicRouteManager
 from mq_common.constants import MixAll, PermName
 from mq_common.errors import MQClientError, MQError
 from mq_common.protocol import ConsumerQueueOffset, MessageQueue, PullStatus, TopicRouteData
@@ -34,7 +35,6 @@ from mq_gateway.v2.consumer.config import ConsumerActivityConfig
 from mq_gateway.v2.consumer.converter import fill_message
 from mq_gateway.v2.consumer.groups import SubscriptionGroupCache
 from mq_gateway.v2.consumer.validation import check_group, check_topic, duration_ms, tag_expression, timestamp_ms
-from mq_gateway.v2.routes import TopicRouteCache
 
 # GetOffset: a group with no committed offset of the queue is OFFSET_NOT_FOUND, not MESSAGE_NOT_FOUND.
 OFFSET_OVERRIDES: Final[Mapping[int, V2Code]] = MappingProxyType({ResponseCode.QUERY_NOT_FOUND: Code.OFFSET_NOT_FOUND})
@@ -78,7 +78,7 @@ class PullSideActivity:
 
     def __init__(
         self,
-        routes: TopicRouteCache,
+        routes: TopicRouteManager,
         offsets: ConsumerBrokerCalls,
         broker: BrokerClient,
         groups: SubscriptionGroupCache,

@@ -22,6 +22,7 @@ from typing import Final
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.pop_calls import PopBrokerCalls
+from mq_client.producer.route_manager import TopicRouteManager
 from mq_common.constants import PermName
 from mq_common.errors import MQError, RemotingError
 from mq_common.logging import get_logger
@@ -47,7 +48,6 @@ from mq_gateway.v2.consumer.validation import (
     tag_expression,
 )
 from mq_gateway.v2.context import ClientContext
-from mq_gateway.v2.routes import TopicRouteCache
 
 log = get_logger("mq_gateway.v2.consumer.receive")
 
@@ -79,7 +79,7 @@ class ReceiveActivity:
 
     def __init__(
         self,
-        routes: TopicRouteCache,
+        routes: TopicRouteManager,
         pop: PopBrokerCalls,
         groups: SubscriptionGroupCache,
         handles: ReceiptHandleActivity,
