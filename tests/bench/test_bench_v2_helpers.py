@@ -113,17 +113,27 @@ async def test_floor_row_runs_the_do_nothing_server_and_stops_it(front: str) -> 
 
 def test_targets_pass_and_miss() -> None:
     send = replace(make_row("gateway v2", "SYNC_FLUSH", "v2 SendMessage x1 (node generator 9 us CPU/msg)", 64, (900, 0),
-                            1.0, []), gateway_cpu_us_per_msg=90.0)  # fmt: skip
+                            1.0, []), gateway_cpu_us_per_msg=50.0)  # fmt: skip
+    floor = replace(make_row(FLOOR_SYSTEMS["native"], "-", "v2 SendMessage x1 (node generator 9 us CPU/msg)", 64,
+                             (1_000, 0), 1.0, []), gateway_cpu_us_per_msg=40.0)  # fmt: skip
     publish = make_row("nats-jetstream", "file store", "nats-py await js.publish x1", 64, (2_000, 0), 1.0, [])
     drain = make_row("gateway v2", "SYNC_FLUSH", "v2 ReceiveMessage(32) + AckMessage per message", 16, (500, 0),
                      1.0, [])  # fmt: skip
     fetch = make_row("nats-jetstream", "file store", "nats-py fetch(32) + ack", 16, (400, 0), 1.0, [])
-    latency = make_row("gateway v2", "SYNC_FLUSH", "v2 SendMessage 500/s -> long-polling ReceiveMessage", 1,
-                       (100, 0), 1.0, [0.001] * 98 + [0.05] * 2)  # fmt: skip
-    cpu, versus_publish, versus_fetch, p99 = bench_v2.targets([send, publish, drain, fetch, latency])
-    assert cpu["pass"] is True
+    latency = replace(make_row("gateway v2", "SYNC_FLUSH", "v2 SendMessage 500/s -> long-polling ReceiveMessage", 1,
+                               (100, 0), 1.0, [0.001] * 98 + [0.05] * 2), gateway_cpu_us_per_msg=300.0)  # fmt: skip
+    checks = bench_v2.targets([send, floor, publish, drain, fetch, latency], "native")
+    cpu_x, cpu_us, versus_floor, versus_publish, drained, versus_fetch, p99 = checks
+    assert cpu_x["pass"] is True  # 50 / 40 = 1.25 x
+    assert "1.25 x" in str(cpu_x["measured"])
+    assert cpu_us["pass"] is True  # 50 <= 60 us
+    assert versus_floor["pass"] is True  # 900 >= 0.7 x 1,000
     assert versus_publish["pass"] is False  # 900 < 0.5 x 2,000
     assert "0.45 x" in str(versus_publish["measured"])
+    assert drained["pass"] is False  # 500 < 10,038 msgs/s
     assert versus_fetch["pass"] is True  # 500 >= 1 x 400
     assert p99["pass"] is False  # p99 = 50 ms
-    assert [c["pass"] for c in bench_v2.targets([])] == [None, None, None, None]
+    slow = replace(send, gateway_cpu_us_per_msg=70.0)
+    assert [c["pass"] for c in bench_v2.targets([slow, floor], "native")[:2]] == [False, False]  # 1.75 x; 70 us
+    assert len(bench_v2.targets([], "grpcio")) == 5  # the native-only checks are left out
+    assert {c["pass"] for c in bench_v2.targets([], "native")} == {None}
