@@ -126,6 +126,9 @@ class RequestGuard(grpc.aio.ServerInterceptor):
         # Per registered method (bounded by the services' protos): its bounds plan and request type name, so a
         # call costs no descriptor lookup.
         self._plans: dict[str, tuple[Any, str]] = {}
+        # Per method: the last handler the continuation gave and its guarded wrapper. Registered handlers are the
+        # same object call after call (unless an inner interceptor makes one per call), so the wrapper is reused.
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]] = {}
         self._log = _LogLimiter()
 
     async def intercept_service(
@@ -136,16 +139,21 @@ class RequestGuard(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
+        method = str(handler_call_details.method)
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
         # A handler that parses the raw bytes itself (the gateway's SendBatch) still gets its bounds checked.
         deserialize = handler.request_deserializer or _raw
-        method = str(handler_call_details.method)
         planned = self._plans.get(method)
         if planned is None:
             descriptor = _request_descriptor(method)
             type_name = descriptor.name if descriptor is not None else "its request type"
             planned = self._plans[method] = (build_plan(self._limits.bounds.get(method, ()), descriptor), type_name)
         guarded = _guarded_deserializer(deserialize, *planned)
-        return self._wrap(handler, guarded, method)
+        wrapped = self._wrap(handler, guarded, method)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
 
     def _wrap(
         self, handler: grpc.RpcMethodHandler[Any, Any], guarded: Callable[[bytes], Any], method: str
