@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import grpc
 import pytest
 from hypothesis import given
@@ -147,6 +149,11 @@ blobs = st.binary(max_size=64)
 def test_send_headers_round_trip(request: SendMessageRequestHeader, response: SendMessageResponseHeader) -> None:
     assert convert.send_request_from_proto(convert.send_request_to_proto(request)) == request
     assert convert.send_response_from_proto(convert.send_response_to_proto(response)) == response
+    batch = convert.send_batch_to_proto([request, replace(request, queue_id=request.queue_id ^ 1)])
+    assert [convert.send_request_from_proto(r) for r in batch.requests] == [
+        request,
+        replace(request, queue_id=request.queue_id ^ 1),
+    ]
 
 
 @given(

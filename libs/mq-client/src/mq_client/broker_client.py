@@ -51,8 +51,8 @@ from mq_common.protocol.convert import (
     pull_response_from_proto,
     query_request_to_proto,
     query_response_from_proto,
+    send_batch_to_proto,
     send_msg_back_request_to_proto,
-    send_request_to_proto,
     send_response_from_proto,
     topic_config_to_proto,
     topic_queue_offset_from_proto,
@@ -107,8 +107,9 @@ class BrokerClient:
         """Independent sends in one frame; one response per request, in request order; business codes returned.
 
         Raises RemotingError when the broker answers with a different number of responses."""
-        batch = broker_pb2.SendBatchRequest(requests=[send_request_to_proto(r) for r in requests])
-        answer = await self._send_stream(addr).send(broker_pb2.SendStreamRequest(batch=batch), timeout_ms)
+        frame = broker_pb2.SendStreamRequest()
+        send_batch_to_proto(requests, frame.batch)  # built inside the frame: the requests are not copied again
+        answer = await self._send_stream(addr).send(frame, timeout_ms)
         if answer.code != ResponseCode.SUCCESS:
             return [SendMessageResponseHeader(answer.code, answer.remark)] * len(requests)
         resp = answer.batch

@@ -237,7 +237,8 @@ class SendKernel:
         self, out: OutgoingMessage, mq: MessageQueue, timeout_ms: int, mode: CommunicationMode
     ) -> SendResult:
         """One attempt of one message to ``mq``. Raises the attempt's MQError (see response_outcome)."""
-        addr = await self.broker_addr(mq, timeout_ms)
+        # the known address without a coroutine (the common case); broker_addr refreshes the route when unknown
+        addr = self.routes.find_broker_address_in_publish(mq.broker_name) or await self.broker_addr(mq, timeout_ms)
         ctx = self._before(out, mq, addr, mode) if self.hooks else None
         try:
             async with asyncio.timeout(max(timeout_ms, 1) / 1000.0):

@@ -203,10 +203,14 @@ class DefaultMQProducer:
         if not checked:
             check_message(msg, self.config.max_message_size_bytes)
         budget = self._budget(timeout_ms)
-        async with self.limiter.admit(1, _body_bytes(msg), budget.remaining_ms()):
+        # acquire/release, not `async with limiter.admit(...)`: the context manager costs ~2 µs per message here
+        permit = await self.limiter.acquire(1, _body_bytes(msg), budget.remaining_ms())
+        try:
             tp_info = await self._find_publish_info(msg.topic, budget)
             out = prepare_message(msg, self.config)
             return await self._send_default_impl(out, tp_info, budget, CommunicationMode.SYNC)
+        finally:
+            self.limiter.release(permit)
 
     async def send_oneway(self, msg: Message, timeout_ms: int | None = None) -> str:
         """ONEWAY send: validate, take in-flight permits, look the route up, then hand the message to ONE

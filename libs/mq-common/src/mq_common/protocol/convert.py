@@ -16,7 +16,7 @@ functions; any thread.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 
 from google.protobuf.message import Message
@@ -253,19 +253,75 @@ def pull_status_from_proto(value: broker_pb2.PullStatus.ValueType) -> PullStatus
 
 
 def send_request_to_proto(header: SendMessageRequestHeader) -> broker_pb2.SendMessageRequest:
-    return _to_proto(header, broker_pb2.SendMessageRequest)
+    """Field by field, not through _to_proto: it runs once per message sent (1.4 vs 2.4 µs)."""
+    return broker_pb2.SendMessageRequest(**_send_request_fields(header))
+
+
+def send_batch_to_proto(
+    headers: Iterable[SendMessageRequestHeader], target: broker_pb2.SendBatchRequest | None = None
+) -> broker_pb2.SendBatchRequest:
+    """Fill ``target`` (e.g. a SendStreamRequest's ``batch``: then nothing is copied into the frame afterwards;
+    copying a 64 x 1 KiB batch into a frame cost 110 µs) or a new SendBatchRequest with ``headers`` and return it.
+    Each request is added in place (1.0 µs per message; building each and copying it into the list cost 4.5)."""
+    batch = broker_pb2.SendBatchRequest() if target is None else target
+    add = batch.requests.add
+    for header in headers:
+        add(**_send_request_fields(header))
+    return batch
+
+
+def _send_request_fields(h: SendMessageRequestHeader) -> dict[str, Any]:
+    return {
+        "producer_group": h.producer_group,
+        "topic": h.topic,
+        "default_topic": h.default_topic,
+        "default_topic_queue_nums": h.default_topic_queue_nums,
+        "queue_id": h.queue_id,
+        "sys_flag": h.sys_flag,
+        "born_timestamp_ms": h.born_timestamp_ms,
+        "flag": h.flag,
+        "properties": h.properties,
+        "reconsume_times": h.reconsume_times,
+        "body": h.body,
+        "born_host": h.born_host,
+    }
 
 
 def send_request_from_proto(msg: broker_pb2.SendMessageRequest) -> SendMessageRequestHeader:
-    return _from_proto(msg, SendMessageRequestHeader)
+    """Field by field, not through _from_proto: the broker runs it once per message stored."""
+    return SendMessageRequestHeader(
+        topic=msg.topic,
+        body=msg.body,
+        producer_group=msg.producer_group,
+        queue_id=msg.queue_id,
+        sys_flag=msg.sys_flag,
+        born_timestamp_ms=msg.born_timestamp_ms,
+        flag=msg.flag,
+        properties=msg.properties,
+        default_topic=msg.default_topic,
+        default_topic_queue_nums=msg.default_topic_queue_nums,
+        reconsume_times=msg.reconsume_times,
+        born_host=msg.born_host,
+    )
 
 
 def send_response_to_proto(header: SendMessageResponseHeader) -> broker_pb2.SendMessageResponse:
-    return _to_proto(header, broker_pb2.SendMessageResponse)
+    """Field by field, not through _to_proto: the broker runs it once per message stored."""
+    return broker_pb2.SendMessageResponse(
+        code=header.code,
+        remark=header.remark,
+        msg_id=header.msg_id,
+        queue_id=header.queue_id,
+        queue_offset=header.queue_offset,
+        transaction_id=header.transaction_id,
+    )
 
 
 def send_response_from_proto(msg: broker_pb2.SendMessageResponse) -> SendMessageResponseHeader:
-    return _from_proto(msg, SendMessageResponseHeader)
+    """Field by field, not through _from_proto: it runs once per message sent (1.1 vs 2.3 µs)."""
+    return SendMessageResponseHeader(
+        msg.code, msg.remark, msg.msg_id, msg.queue_id, msg.queue_offset, msg.transaction_id
+    )
 
 
 def batch_request_to_proto(
