@@ -185,6 +185,25 @@ async def test_stop_lets_an_in_flight_call_finish(served: Served) -> None:
     assert not served.servicer.cancelled.is_set()
 
 
+async def test_stop_answers_every_call_in_flight_and_refuses_later_ones(served: Served) -> None:
+    """64 calls inside their handler when stop() begins: every one is answered (on the native front a stop that
+    closed the front right after the handlers returned lost answers not written yet); a call made after stop()
+    began is refused with UNAVAILABLE, not answered."""
+    calls = [asyncio.ensure_future(served.stub.SendMessage(_request(1, SLOW_TOPIC, b"0.2"))) for _ in range(64)]
+    async with asyncio.timeout(5):
+        await served.servicer.slow_started.wait()
+    await asyncio.sleep(0.05)  # the other calls reached their handlers too
+    stopping = asyncio.ensure_future(served.server.stop(5.0))
+    await asyncio.sleep(0.01)
+    with pytest.raises(grpc.aio.AioRpcError) as late:
+        await served.stub.SendMessage(_request(1), timeout=5)
+    assert late.value.code() == grpc.StatusCode.UNAVAILABLE
+    answers = await asyncio.gather(*calls)
+    await stopping
+    assert [len(a.entries) for a in answers] == [1] * 64
+    assert not served.servicer.cancelled.is_set()
+
+
 async def test_native_front_refuses_tls_at_bind() -> None:
     server = ServiceServer([SERVICE], grpc_server="native")
     tls = TlsServerConfig(cert_file=Path(__file__), key_file=Path(__file__))

@@ -14,6 +14,7 @@ Runs on the service's asyncio loop (gRPC aio calls deserializers and interceptor
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -130,6 +131,33 @@ class RequestGuard(grpc.aio.ServerInterceptor):
         # same object call after call (unless an inner interceptor makes one per call), so the wrapper is reused.
         self._wrapped: dict[str, tuple[grpc.RpcMethodHandler[Any, Any], grpc.RpcMethodHandler[Any, Any]]] = {}
         self._log = _LogLimiter()
+        # Unary and server-streaming calls inside their handler now; after drain() began, new ones are refused.
+        self.in_flight = 0
+        self._closing = False
+        self._drained = asyncio.Event()
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Refuse new unary and server-streaming calls (UNAVAILABLE, as a stopping server) and wait up to
+        ``timeout_s`` for the ones inside their handlers; True when none is left. Runs on the server's loop."""
+        self._closing = True
+        if self.in_flight == 0:
+            return True
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._drained.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def _enter(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        if self._closing:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        self.in_flight += 1
+
+    def _leave(self) -> None:
+        self.in_flight -= 1
+        if self._closing and self.in_flight == 0:
+            self._drained.set()
 
     async def intercept_service(
         self,
@@ -190,7 +218,11 @@ class RequestGuard(grpc.aio.ServerInterceptor):
         async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             if isinstance(request, _Refused):
                 await self._refuse(request, context, method)
-            return await behavior(request, self._adapt(context))
+            await self._enter(context)
+            try:
+                return await behavior(request, self._adapt(context))
+            finally:
+                self._leave()
 
         return wrapped
 
@@ -206,15 +238,23 @@ class RequestGuard(grpc.aio.ServerInterceptor):
             async def written(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
                 if isinstance(request, _Refused):
                     await self._refuse(request, context, method)
-                await behavior(request, self._adapt(context))
+                await self._enter(context)
+                try:
+                    await behavior(request, self._adapt(context))
+                finally:
+                    self._leave()
 
             return written
 
         async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             if isinstance(request, _Refused):
                 await self._refuse(request, context, method)
-            async for response in behavior(request, self._adapt(context)):
-                yield response
+            await self._enter(context)
+            try:
+                async for response in behavior(request, self._adapt(context)):
+                    yield response
+            finally:
+                self._leave()
 
         return wrapped
 

@@ -25,6 +25,8 @@ log = get_logger("mq_common.grpc_server")
 
 # 4 MiB bodies x a batch plus headers; a batch larger than this is refused by gRPC itself.
 MAX_GRPC_MESSAGE_BYTES: Final = 64 * 1024 * 1024
+# The native front: how long its IO threads get to write the last answers before the server stops (see stop()).
+NATIVE_FLUSH_S: Final = 0.25
 CHANNEL_OPTIONS: Final[list[tuple[str, int]]] = [
     ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
@@ -74,10 +76,9 @@ class ServiceServer:
         tls_enabled: bool = False,
     ) -> None:
         self.front = resolve_front(grpc_server, tls_enabled=tls_enabled)
+        self._guard = RequestGuard(limits, grpc_aio_deadline=self.front == "native")
         self.server = aio_server(
-            self.front,
-            [*server_options(max_message_bytes), *limits.server_options()],
-            [RequestGuard(limits, grpc_aio_deadline=self.front == "native"), *interceptors],
+            self.front, [*server_options(max_message_bytes), *limits.server_options()], [self._guard, *interceptors]
         )
         self.health = health.aio.HealthServicer()
         self.service_names = list(service_names)
@@ -115,8 +116,19 @@ class ServiceServer:
         log.info("grpc_server_started", front=self.front, port=self.port, services=self.service_names)
 
     async def stop(self, grace_s: float = 5.0) -> None:
-        """Mark NOT_SERVING, stop taking calls, let in-flight calls finish within ``grace_s`` seconds."""
+        """Mark NOT_SERVING, stop taking calls, let in-flight calls finish within ``grace_s`` seconds.
+
+        On the native front the request guard first refuses new calls and waits for the unary and server-streaming
+        ones in their handlers, then NATIVE_FLUSH_S passes before the server stops: pygrpc-native 0.5's stop closes
+        its front as soon as the handlers returned, and an answer its IO threads had not written yet was lost (the
+        client saw UNAVAILABLE "Stream removed" after GOAWAY; seen on a loaded machine)."""
         await self.health.enter_graceful_shutdown()
+        if self.front == "native":
+            loop = asyncio.get_running_loop()
+            end = loop.time() + grace_s
+            await self._guard.drain(grace_s)
+            await asyncio.sleep(NATIVE_FLUSH_S)
+            grace_s = max(0.0, end - loop.time())
         await self.server.stop(grace_s)
 
 
