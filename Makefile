@@ -106,10 +106,10 @@ test-pure: sync etcd ## The tests the C twins change, with both C extensions off
 # gateway on pygrpc-native (auto, plaintext) and the broker on grpcio; this runs what crosses a front, the v2 suite
 # with the official SDKs and the gateway's cluster tests, with each on the other one. The services started by
 # mq_local inherit these two variables. tests/common/test_grpc_front_*.py check both fronts in every run.
-OTHER_FRONT_TESTS := tests/v2 tests/gateway/test_gateway_cluster.py
+OTHER_FRONT_TESTS := tests/v2 tests/gateway/test_gateway_cluster.py tests/gateway/test_gateway_cluster_modes.py tests/gateway_faults
 
 .PHONY: test-other-front
-test-other-front: sync sdks ## The v2 suite (official SDKs included) and gateway cluster tests with the gateway on grpcio and the broker on pygrpc-native
+test-other-front: sync sdks ## The v2 suite (official SDKs included), the gateway cluster, ordered-send and fault tests with the gateway on grpcio and the broker on pygrpc-native
 	MQ_GATEWAY_GRPC_SERVER=grpcio MQ_BROKER_GRPC_SERVER=native $(UV) run --frozen pytest -p no:cacheprovider $(OTHER_FRONT_TESTS)
 
 .PHONY: run
