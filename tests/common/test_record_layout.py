@@ -8,8 +8,8 @@ from mq_common import record_layout as rl
 from mq_common.codec import body_crc, encode_message, host_to_bytes
 from mq_common.constants import MessageSysFlag
 
-BORN_HOSTS = {"ipv4": host_to_bytes("10.1.2.3", 40001), "ipv6": host_to_bytes("2001:db8::7", 40002)}
-STORE_HOSTS = {"ipv4": host_to_bytes("10.9.8.7", 10911), "ipv6": host_to_bytes("fe80::1", 10912)}
+BORN_HOSTS = {"ipv4": host_to_bytes("127.0.0.3", 40001), "ipv6": host_to_bytes("2001:db8::7", 40002)}
+STORE_HOSTS = {"ipv4": host_to_bytes("127.0.0.7", 10911), "ipv6": host_to_bytes("::1", 10912)}
 TOPIC = b"LayoutTopic"
 BODY = b"body bytes \x00\xff of the record"
 PROPERTIES = b"TAGS\x01TagA\x02KEYS\x01k1 k2\x02"
