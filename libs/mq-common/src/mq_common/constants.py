@@ -29,6 +29,20 @@ class MessageConst:
     RETRY_TOPIC: Final = "RETRY_TOPIC"
     ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
     RECONSUME_TIME: Final = "RECONSUME_TIME"
+    REAL_TOPIC: Final = "REAL_TOPIC"
+    REAL_QUEUE_ID: Final = "REAL_QID"
+    # Timer messages (RocketMQ 5): a delivery time as an absolute time or a delay; TIMER_OUT_MS is the due time the
+    # broker computed (ms since the epoch) on the rmq_sys_wheel_timer record; TIMER_DEL_UNIQKEY marks a recall.
+    TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
+    TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+    TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
+    TIMER_OUT_MS: Final = "TIMER_OUT_MS"
+    TIMER_ENQUEUE_MS: Final = "TIMER_ENQUEUE_MS"
+    TIMER_DEQUEUE_MS: Final = "TIMER_DEQUEUE_MS"
+    TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
+    DELIVERED_FROM_OFFSET: Final = "DELIVERED_FROM_OFFSET"
+    """Beyond RocketMQ: on a message the broker re-put from SCHEDULE_TOPIC_XXXX or rmq_sys_wheel_timer, the CommitLog
+    offset of the record it came from (how a restarted or promoted broker knows what already fired)."""
     KEY_SEPARATOR: Final = " "
 
     RESERVED: Final = frozenset(
@@ -57,6 +71,14 @@ class MessageConst:
             "CONSUME_START_TIME",
             "__SHARDINGKEY",
             "CLUSTER",
+            "TIMER_DELAY_SEC",
+            "TIMER_DELIVER_MS",
+            "TIMER_DELAY_MS",
+            "TIMER_OUT_MS",
+            "TIMER_ENQUEUE_MS",
+            "TIMER_DEQUEUE_MS",
+            "TIMER_DEL_UNIQKEY",
+            "DELIVERED_FROM_OFFSET",
         }
     )
 
@@ -144,6 +166,11 @@ GROUP_MAX_LENGTH: Final = 120
 MAX_PROPERTIES_SIZE_BYTES: Final = 32_767
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS: Final = 120_000
+
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+"""TopicValidator.RMQ_SYS_SCHEDULE_TOPIC: delay-level messages wait here, queue = level - 1."""
+TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
+"""TimerMessageStore.TIMER_TOPIC: timer messages wait here (queue 0) until TIMER_OUT_MS."""
 
 _VALID_TOPIC: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 

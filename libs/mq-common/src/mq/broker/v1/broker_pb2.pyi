@@ -994,6 +994,138 @@ class ViewMessageByIdResponse(_message.Message):
 Global___ViewMessageByIdResponse: _TypeAlias = ViewMessageByIdResponse  # noqa: Y015
 
 @_typing.final
+class RecallMessageRequest(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.header.RecallMessageRequestHeader."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_GROUP_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    RECALL_HANDLE_FIELD_NUMBER: _builtins.int
+    producer_group: _builtins.str
+    topic: _builtins.str
+    recall_handle: _builtins.str
+    """URL-safe Base64 of "v1 <topic> <brokerName> <delivery time ms> <UNIQ_KEY>" (RecallMessageHandle.HandleV1), as
+    the send answer gave it.
+    """
+    def __init__(
+        self,
+        *,
+        producer_group: _builtins.str = ...,
+        topic: _builtins.str = ...,
+        recall_handle: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["producer_group", b"producer_group", "recall_handle", b"recall_handle", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecallMessageRequest: _TypeAlias = RecallMessageRequest  # noqa: Y015
+
+@_typing.final
+class RecallMessageResponse(_message.Message):
+    """Mirrors RecallMessageResponseHeader. code: SUCCESS 0; ILLEGAL_OPERATION 604 for a garbage handle, a handle of
+    another topic or broker, a delivery time already passed ("too late") or past timerMaxDelaySec, an unknown or an
+    already recalled message; TOPIC_NOT_EXIST 17; SLAVE_NOT_AVAILABLE 11 on a slave.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    msg_id: _builtins.str
+    """The recalled message's UNIQ_KEY."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        msg_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "msg_id", b"msg_id", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecallMessageResponse: _TypeAlias = RecallMessageResponse  # noqa: Y015
+
+@_typing.final
+class QueryTimersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    UNIQ_KEY_FIELD_NUMBER: _builtins.int
+    DELIVER_MS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    """The real topic (as the producer sent it)."""
+    uniq_key: _builtins.str
+    """Optional: a message's UNIQ_KEY, with its delivery time when known (0: looked up in the index)."""
+    deliver_ms: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        uniq_key: _builtins.str = ...,
+        deliver_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deliver_ms", b"deliver_ms", "topic", b"topic", "uniq_key", b"uniq_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryTimersRequest: _TypeAlias = QueryTimersRequest  # noqa: Y015
+
+@_typing.final
+class QueryTimersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    PENDING_TIMERS_FIELD_NUMBER: _builtins.int
+    EARLIEST_DELIVER_MS_FIELD_NUMBER: _builtins.int
+    LATEST_DELIVER_MS_FIELD_NUMBER: _builtins.int
+    PENDING_DELAY_LEVEL_MESSAGES_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    MESSAGE_DELIVER_MS_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    pending_timers: _builtins.int
+    """Timer messages (rmq_sys_wheel_timer) of the topic not delivered yet, with their earliest and latest due
+    times (0 when none); delay-level messages (SCHEDULE_TOPIC_XXXX) are counted apart.
+    """
+    earliest_deliver_ms: _builtins.int
+    latest_deliver_ms: _builtins.int
+    pending_delay_level_messages: _builtins.int
+    state: _builtins.str
+    """For uniq_key: PENDING, DELIVERED, RECALLED or UNKNOWN, and its due time (ms since the epoch)."""
+    message_deliver_ms: _builtins.int
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        pending_timers: _builtins.int = ...,
+        earliest_deliver_ms: _builtins.int = ...,
+        latest_deliver_ms: _builtins.int = ...,
+        pending_delay_level_messages: _builtins.int = ...,
+        state: _builtins.str = ...,
+        message_deliver_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "earliest_deliver_ms", b"earliest_deliver_ms", "latest_deliver_ms", b"latest_deliver_ms", "message_deliver_ms", b"message_deliver_ms", "pending_delay_level_messages", b"pending_delay_level_messages", "pending_timers", b"pending_timers", "remark", b"remark", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryTimersResponse: _TypeAlias = QueryTimersResponse  # noqa: Y015
+
+@_typing.final
 class SubscriptionGroupConfig(_message.Message):
     """--- consumer side ------------------------------------------------------------------------------------------------
 

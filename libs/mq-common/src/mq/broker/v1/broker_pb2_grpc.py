@@ -74,6 +74,16 @@ class BrokerStub:
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdRequest.SerializeToString,
                 response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdResponse.FromString,
                 _registered_method=True)
+        self.RecallMessage = channel.unary_unary(
+                '/mq.broker.v1.Broker/RecallMessage',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.RecallMessageRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.RecallMessageResponse.FromString,
+                _registered_method=True)
+        self.QueryTimers = channel.unary_unary(
+                '/mq.broker.v1.Broker/QueryTimers',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersResponse.FromString,
+                _registered_method=True)
         self.UpdateSubscriptionGroup = channel.unary_unary(
                 '/mq.broker.v1.Broker/UpdateSubscriptionGroup',
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateSubscriptionGroupRequest.SerializeToString,
@@ -291,6 +301,22 @@ class BrokerServicer:
 
     def ViewMessageById(self, request, context):
         """VIEW_MESSAGE_BY_ID (33): one message by its offset msg id (store host + commit log offset).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecallMessage(self, request, context):
+        """RECALL_MESSAGE (370): cancel a timer message that is not delivered yet (RecallMessageProcessor): a delete
+        marker is stored on rmq_sys_wheel_timer for the handle's delivery time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryTimers(self, request, context):
+        """The pending timer and delay-level messages of a topic (count, earliest and latest due time) and, given a
+        UNIQ_KEY, that message's timer state: what mqadmin timerStatus and queryMsgById print.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -561,6 +587,16 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ViewMessageById,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdRequest.FromString,
                     response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdResponse.SerializeToString,
+            ),
+            'RecallMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecallMessage,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.RecallMessageRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.RecallMessageResponse.SerializeToString,
+            ),
+            'QueryTimers': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryTimers,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersResponse.SerializeToString,
             ),
             'UpdateSubscriptionGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateSubscriptionGroup,
@@ -934,6 +970,60 @@ class Broker:
             '/mq.broker.v1.Broker/ViewMessageById',
             mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdRequest.SerializeToString,
             mq_dot_broker_dot_v1_dot_broker__pb2.ViewMessageByIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecallMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/RecallMessage',
+            mq_dot_broker_dot_v1_dot_broker__pb2.RecallMessageRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.RecallMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryTimers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/QueryTimers',
+            mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -56,6 +56,14 @@ class BrokerStub:
     """QUERY_MESSAGE with UNIQUE_MSG_QUERY_FLAG: messages of a topic by UNIQ_KEY (the producer's msgId)."""
     ViewMessageById: _grpc.UnaryUnaryMultiCallable[_broker_pb2.ViewMessageByIdRequest, _broker_pb2.ViewMessageByIdResponse]
     """VIEW_MESSAGE_BY_ID (33): one message by its offset msg id (store host + commit log offset)."""
+    RecallMessage: _grpc.UnaryUnaryMultiCallable[_broker_pb2.RecallMessageRequest, _broker_pb2.RecallMessageResponse]
+    """RECALL_MESSAGE (370): cancel a timer message that is not delivered yet (RecallMessageProcessor): a delete
+    marker is stored on rmq_sys_wheel_timer for the handle's delivery time.
+    """
+    QueryTimers: _grpc.UnaryUnaryMultiCallable[_broker_pb2.QueryTimersRequest, _broker_pb2.QueryTimersResponse]
+    """The pending timer and delay-level messages of a topic (count, earliest and latest due time) and, given a
+    UNIQ_KEY, that message's timer state: what mqadmin timerStatus and queryMsgById print.
+    """
     UpdateSubscriptionGroup: _grpc.UnaryUnaryMultiCallable[_broker_pb2.UpdateSubscriptionGroupRequest, _broker_pb2.UpdateSubscriptionGroupResponse]
     """--- consumer side -------------------------------------------------------------------------------------------
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): create or replace a subscription group.
@@ -156,6 +164,14 @@ class BrokerAsyncStub(BrokerStub):
     """QUERY_MESSAGE with UNIQUE_MSG_QUERY_FLAG: messages of a topic by UNIQ_KEY (the producer's msgId)."""
     ViewMessageById: _aio.UnaryUnaryMultiCallable[_broker_pb2.ViewMessageByIdRequest, _broker_pb2.ViewMessageByIdResponse]  # type: ignore[assignment]
     """VIEW_MESSAGE_BY_ID (33): one message by its offset msg id (store host + commit log offset)."""
+    RecallMessage: _aio.UnaryUnaryMultiCallable[_broker_pb2.RecallMessageRequest, _broker_pb2.RecallMessageResponse]  # type: ignore[assignment]
+    """RECALL_MESSAGE (370): cancel a timer message that is not delivered yet (RecallMessageProcessor): a delete
+    marker is stored on rmq_sys_wheel_timer for the handle's delivery time.
+    """
+    QueryTimers: _aio.UnaryUnaryMultiCallable[_broker_pb2.QueryTimersRequest, _broker_pb2.QueryTimersResponse]  # type: ignore[assignment]
+    """The pending timer and delay-level messages of a topic (count, earliest and latest due time) and, given a
+    UNIQ_KEY, that message's timer state: what mqadmin timerStatus and queryMsgById print.
+    """
     UpdateSubscriptionGroup: _aio.UnaryUnaryMultiCallable[_broker_pb2.UpdateSubscriptionGroupRequest, _broker_pb2.UpdateSubscriptionGroupResponse]  # type: ignore[assignment]
     """--- consumer side -------------------------------------------------------------------------------------------
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): create or replace a subscription group.
@@ -301,6 +317,26 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_broker_pb2.ViewMessageByIdResponse, _abc.Awaitable[_broker_pb2.ViewMessageByIdResponse]]:
         """VIEW_MESSAGE_BY_ID (33): one message by its offset msg id (store host + commit log offset)."""
+
+    @_abc_1.abstractmethod
+    def RecallMessage(
+        self,
+        request: _broker_pb2.RecallMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.RecallMessageResponse, _abc.Awaitable[_broker_pb2.RecallMessageResponse]]:
+        """RECALL_MESSAGE (370): cancel a timer message that is not delivered yet (RecallMessageProcessor): a delete
+        marker is stored on rmq_sys_wheel_timer for the handle's delivery time.
+        """
+
+    @_abc_1.abstractmethod
+    def QueryTimers(
+        self,
+        request: _broker_pb2.QueryTimersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.QueryTimersResponse, _abc.Awaitable[_broker_pb2.QueryTimersResponse]]:
+        """The pending timer and delay-level messages of a topic (count, earliest and latest due time) and, given a
+        UNIQ_KEY, that message's timer state: what mqadmin timerStatus and queryMsgById print.
+        """
 
     @_abc_1.abstractmethod
     def UpdateSubscriptionGroup(
