@@ -271,6 +271,40 @@ class BrokerSettings(ServiceSettings, AuthSettings):
         description="How often a SLAVE copies its master's topics, subscription groups, consumer offsets and delay "
         "offsets (SlaveSynchronize#syncAll; RocketMQ: every 10 s), ms.",
     )
+    # --- message types: delay levels, timers, recall (mq_broker.schedule, mq_broker.timer) ---
+    message_delay_level: str = Field(
+        default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+        min_length=2,
+        description="MessageStoreConfig.messageDelayLevel: the delay of each level (1-based), space-separated, "
+        "units s, m, h, d.",
+    )
+    timer_wheel_enable: bool = Field(
+        default=True,
+        description="MessageStoreConfig.timerWheelEnable: timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC/_MS) are "
+        "held until their time; off: they are refused (MESSAGE_ILLEGAL).",
+    )
+    timer_precision_ms: int = Field(
+        default=1000,
+        ge=100,
+        le=60_000,
+        description="MessageStoreConfig.timerPrecisionMs: a delivery time may lie this far in the past (it is then "
+        "delivered at once); further back it is refused, ms. Timers never fire early.",
+    )
+    timer_max_delay_sec: int = Field(
+        default=3 * 24 * 3600,
+        ge=1,
+        le=30 * 24 * 3600,
+        description="MessageStoreConfig.timerMaxDelaySec: the furthest delivery time a timer message may ask for, s.",
+    )
+    recall_message_enable: bool = Field(
+        default=True,
+        description="BrokerConfig.recallMessageEnable (RocketMQ: false): RecallMessage cancels a pending timer.",
+    )
+    enable_topic_message_type_check: bool = Field(
+        default=True,
+        description="BrokerConfig.enableTopicMessageTypeCheck: a send whose message type (NORMAL, FIFO, DELAY, "
+        "TRANSACTION) the topic's message.type attribute does not accept is refused.",
+    )
     # --- hostile input (docs/security.md, "Hostile input and limits") ---
     max_send_batch_requests: int = Field(
         default=10_000,
