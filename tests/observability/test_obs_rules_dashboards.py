@@ -44,6 +44,7 @@ EXPECTED_ALERTS = {
     "PyRocketMQNoInSyncSlave",
     "PyRocketMQReplicationLag",
     "PyRocketMQFrequentElections",
+    "PyRocketMQTimerLate",
 }
 _METRIC_REF = re.compile(r"\b((?:rocketmq|mq)_[a-z_]+)")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (make prometheus)")
@@ -150,3 +151,25 @@ def test_broker_dashboard_has_a_replication_row() -> None:
         ("mq_controller_elections_total", "broker_name"),
     ]:
         assert re.search(rf"by \([^)]*\b{by}\b[^)]*\) \((?:increase\()?{series}\{{", exprs), series
+
+
+def test_broker_dashboard_has_a_timers_row() -> None:
+    """Issue 32's row: timer enqueue/dequeue and delay-level re-put rates, the timing-messages backlog, lateness
+    p50/p99 from the histogram and the schedule offsets behind per delay level, below the "Timers and delay levels"
+    row."""
+    board = json.loads((DASHBOARD_DIR / "broker-store.json").read_text(encoding="utf-8"))
+    panels = sorted(board["panels"], key=lambda p: (p["gridPos"]["y"], p["gridPos"]["x"]))
+    start = next(i for i, p in enumerate(panels) if p["type"] == "row" and p["title"] == "Timers and delay levels")
+    end = next((i for i, p in enumerate(panels[start + 1 :], start + 1) if p["type"] == "row"), len(panels))
+    exprs = " ".join(t["expr"] for p in panels[start + 1 : end] for t in p["targets"])
+    for series in (
+        "rocketmq_timer_enqueue_total",
+        "rocketmq_timer_dequeue_total",
+        "mq_broker_schedule_dequeue_total",
+        "rocketmq_timing_messages",
+        "mq_broker_schedule_offset_behind",
+    ):
+        assert f"{series}{{" in exprs, series
+    lateness = "sum by (le, node_id, timer_type) (rate(mq_broker_timer_lateness_ms_bucket{"
+    for quantile in ("0.5", "0.99"):
+        assert f"histogram_quantile({quantile}, {lateness}" in exprs, quantile
