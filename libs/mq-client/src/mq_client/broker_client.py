@@ -255,6 +255,29 @@ class BrokerClient:
         call = self._stub(addr).QueryMessageByUniqueKey(request, timeout=_seconds(timeout_ms))
         return list(query_result_of(uniq_key_response_from_proto(await _invoke(call, addr))).messages)
 
+    async def recall_message(
+        self,
+        addr: str,
+        producer_group: str,
+        topic: str,
+        recall_handle: str,
+        broker_name: str = "",
+        timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS,
+    ) -> str:
+        """RECALL_MESSAGE at ``addr`` (the master of the handle's broker): cancel a timer message not delivered yet.
+        Returns the recalled message's UNIQ_KEY. Mirrors MQClientAPIImpl#recallMessage.
+
+        Raises error_for_code(code, remark, broker_name): MQBrokerError ILLEGAL_OPERATION (604) for a garbage
+        handle, a handle of another topic or broker, a delivery time already passed or an unknown or already
+        recalled message; TOPIC_NOT_EXIST (17); SLAVE_NOT_AVAILABLE (11) from a slave; transport errors."""
+        request = broker_pb2.RecallMessageRequest(
+            producer_group=producer_group, topic=topic, recall_handle=recall_handle
+        )
+        call = self._stub(addr).RecallMessage(request, timeout=_seconds(timeout_ms))
+        resp = await _invoke(call, addr)
+        _check(resp.code, resp.remark, broker_name)
+        return resp.msg_id
+
     async def view_message_by_id(
         self, addr: str, offset_msg_id: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
     ) -> MessageExt:

@@ -26,8 +26,10 @@ from mq_common.protocol import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
+from mq_common.recall_handle import build_recall_handle
 
 from mq_client.producer.config import ProducerConfig
+from mq_client.producer.delay import delay_properties
 from mq_client.producer.errors import BrokerNotFoundError
 from mq_client.producer.fault_strategy import ClockMs
 from mq_client.producer.hooks import ProducerHooks, SendMessageContext
@@ -62,7 +64,8 @@ class OutgoingMessage:
 
     ``body`` is zlib-compressed when ``sys_flag`` has MessageSysFlag.COMPRESSED_FLAG; ``properties`` is the
     encoded property string (TAGS, KEYS, WAIT, UNIQ_KEY, __SHARDINGKEY and the user's); ``msg_id`` the
-    UNIQ_KEY; ``wire_size_bytes`` = body + properties + topic bytes (for batch sizing).
+    UNIQ_KEY; ``wire_size_bytes`` = body + properties + topic bytes (for batch sizing); ``deliver_ms`` the
+    delivery time of a timer message (TIMER_DELIVER_MS, ms since the epoch), else 0.
     """
 
     message: Message
@@ -71,6 +74,7 @@ class OutgoingMessage:
     properties: str
     msg_id: str
     wire_size_bytes: int
+    deliver_ms: int = 0
 
     @property
     def topic(self) -> str:
@@ -82,7 +86,8 @@ def prepare_message(msg: Message, config: ProducerConfig) -> OutgoingMessage:
 
     Compression: bodies of at least ``compress_msg_body_over_howmuch_bytes`` bytes are zlib-compressed at
     ``compress_level`` (DefaultMQProducerImpl#tryToCompressMessage). Raises MessageIllegalError (13) when the
-    encoded properties exceed 32767 bytes (the broker's PROPERTIES_SIZE_EXCEEDED limit).
+    encoded properties exceed 32767 bytes (the broker's PROPERTIES_SIZE_EXCEEDED limit), or for a bad delay
+    (:func:`mq_client.producer.delay.delay_properties`: a negative value, several kinds of delay).
     """
     assert msg.body is not None, "check_message refuses a null body"
     props: dict[str, str] = dict(msg.properties) if msg.properties else {}
@@ -93,6 +98,7 @@ def prepare_message(msg: Message, config: ProducerConfig) -> OutgoingMessage:
     if msg.sharding_key:
         props[MessageConst.SHARDING_KEY] = msg.sharding_key
     props.setdefault(MessageConst.WAIT_STORE_MSG_OK, "true")
+    deliver_ms = delay_properties(msg, props) if msg.is_delayed() else 0
     msg_id = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
     if msg_id is None:
         msg_id = props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
@@ -109,7 +115,7 @@ def prepare_message(msg: Message, config: ProducerConfig) -> OutgoingMessage:
         sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
     topic = msg.topic
     size = len(body) + properties_len + (len(topic) if topic.isascii() else len(topic.encode("utf-8")))
-    return OutgoingMessage(msg, body, sys_flag, properties, msg_id, size)
+    return OutgoingMessage(msg, body, sys_flag, properties, msg_id, size, deliver_ms)
 
 
 def build_request(out: OutgoingMessage, queue_id: int, config: ProducerConfig) -> SendMessageRequestHeader:
@@ -130,7 +136,8 @@ def build_request(out: OutgoingMessage, queue_id: int, config: ProducerConfig) -
 
 def response_outcome(resp: SendMessageResponseHeader, out: OutgoingMessage, broker_name: str) -> SendResult | MQError:
     """SendResult for SUCCESS / FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE, else the typed
-    error (error_for_code). Mirrors MQClientAPIImpl#processSendResponse."""
+    error (error_for_code). A timer message's result carries its recall handle (RecallMessageHandle.HandleV1 of the
+    topic, ``broker_name``, TIMER_DELIVER_MS and UNIQ_KEY). Mirrors MQClientAPIImpl#processSendResponse."""
     status = SEND_STATUS_BY_CODE.get(resp.code)
     if status is None:
         return _error_for_code(resp.code, resp.remark, broker_name)
@@ -140,6 +147,7 @@ def response_outcome(resp: SendMessageResponseHeader, out: OutgoingMessage, brok
         offset_msg_id=resp.msg_id,
         message_queue=MessageQueue(out.topic, broker_name, resp.queue_id),
         queue_offset=resp.queue_offset,
+        recall_handle=build_recall_handle(out.topic, broker_name, out.deliver_ms, out.msg_id) if out.deliver_ms else "",
     )
 
 

@@ -20,6 +20,13 @@ class Message:
     - ``flag``: int32 stored with the message, untouched by RocketMQ.
     - ``sharding_key``: non-empty -> property __SHARDINGKEY, and the queue is chosen by the key's hash
       (same key, same queue), see :mod:`mq_client.producer.selectors`.
+    - When it is delivered (at most one of these, 0 = not set; checked by :func:`mq_client.producer.delay.
+      delay_properties` when the message is prepared): ``delay_time_level`` 1.. (Message#setDelayTimeLevel ->
+      property DELAY: the broker's messageDelayLevel, "1s 5s 10s 30s 1m ..."); ``deliver_time_ms`` ms since the
+      epoch (Message#setDeliverTimeMs -> TIMER_DELIVER_MS); ``delay_time_sec`` / ``delay_time_ms`` from now
+      (Message#setDelayTimeSec / #setDelayTimeMs; the producer turns them into TIMER_DELIVER_MS when it prepares
+      the message, so the send result's recall handle names the time the broker holds the message to). A timer
+      message's SendResult carries its ``recall_handle`` (DefaultMQProducer.recall_message cancels it).
     """
 
     topic: str
@@ -29,6 +36,14 @@ class Message:
     properties: Mapping[str, str] = field(default_factory=dict)
     flag: int = 0
     sharding_key: str = ""
+    delay_time_level: int = 0
+    deliver_time_ms: int = 0
+    delay_time_sec: int = 0
+    delay_time_ms: int = 0
+
+    def is_delayed(self) -> bool:
+        """True when a delay level or a delivery time is set (such a message never goes in a MessageBatch)."""
+        return bool(self.delay_time_level or self.deliver_time_ms or self.delay_time_sec or self.delay_time_ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,13 @@ from mq_client.producer.validators import check_message, check_topic
 
 Outcome = SendResult | MQError
 FindPublishInfo = Callable[[str, SendBudget], Awaitable[TopicPublishInfo]]
-_NOT_IN_BATCH: Final = (MessageConst.DELAY_TIME_LEVEL, MessageConst.TRANSACTION_PREPARED)
+_NOT_IN_BATCH: Final = (
+    MessageConst.DELAY_TIME_LEVEL,
+    MessageConst.TRANSACTION_PREPARED,
+    MessageConst.TIMER_DELIVER_MS,
+    MessageConst.TIMER_DELAY_SEC,
+    MessageConst.TIMER_DELAY_MS,
+)
 _SEPARATORS: Final = ("\x01", "\x02")
 _HEAD: Final = struct.Struct(">iiiii")  # batch_codec's item head: TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
 _PROPS_LEN: Final = struct.Struct(">H")
@@ -141,9 +147,10 @@ def _shape_refusal(
 
 
 def qualifies(msgs: Sequence[Message], config: ProducerConfig) -> bool:
-    """True when ``msgs`` share one topic, carry no delay level or transaction property, no body large enough to
-    compress, and ``config.message_batch_enable``: then :meth:`MessageBatchSender.send` takes them (messages with
-    different sharding keys go as one MessageBatch per queue)."""
+    """True when ``msgs`` share one topic, carry no delay (level or timer, as a field or a property) or transaction
+    property, no body large enough to compress, and ``config.message_batch_enable``: then
+    :meth:`MessageBatchSender.send` takes them (messages with different sharding keys go as one MessageBatch per
+    queue)."""
     if not msgs or not config.message_batch_enable:
         return False
     first = msgs[0]
@@ -152,6 +159,8 @@ def qualifies(msgs: Sequence[Message], config: ProducerConfig) -> bool:
         if msg is None or msg.topic != first.topic:
             return False
         if msg.body is not None and len(msg.body) >= threshold:
+            return False
+        if msg.is_delayed():
             return False
         if msg.properties and any(name in msg.properties for name in _NOT_IN_BATCH):
             return False
@@ -162,7 +171,7 @@ def refusal(batch: MessageBatch, config: ProducerConfig) -> str | None:
     """Why ``batch`` cannot be sent as MessageBatches (then send its messages with send_batch, which gives each
     its own error), or None. Checks, on whole columns: message batches enabled, at least one message, the topic
     (Validators#checkTopic), every body 1 .. max_message_size_bytes and below the compression threshold, no
-    \\x01 / \\x02 in tags, keys, sharding key or properties, no DELAY or TRAN_MSG property."""
+    \\x01 / \\x02 in tags, keys, sharding key or properties, no DELAY, TIMER_* or TRAN_MSG property."""
     sizes = list(map(len, batch.bodies))
     shape = _shape_refusal(config, batch.topic, len(sizes), min(sizes, default=0), max(sizes, default=0))
     if shape is not None:

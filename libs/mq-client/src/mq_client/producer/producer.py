@@ -22,11 +22,13 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from mq_common.errors import MQError, TopicNotExistError
+from mq_common.errors import MQClientError, MQError, TopicNotExistError
 from mq_common.logging import get_logger
 from mq_common.protocol import MessageQueue
+from mq_common.recall_handle import decode_recall_handle
+from mq_common.response_code import ResponseCode
 
 from mq_client.producer.backpressure import InFlightLimiter, Permit
 from mq_client.producer.batch import BatchSender
@@ -54,7 +56,7 @@ from mq_client.producer.selectors import select_by_sharding_key
 from mq_client.producer.send_loop import retry_policy, send_with_retries
 from mq_client.producer.send_result import CommunicationMode, SendResult
 from mq_client.producer.topic_publish_info import SendWhichQueue, TopicPublishInfo
-from mq_client.producer.validators import check_group, check_message
+from mq_client.producer.validators import check_group, check_message, check_topic
 
 if TYPE_CHECKING:
     from mq_common.tls.settings import TlsClientConfig
@@ -71,12 +73,28 @@ class ServiceState(Enum):
     START_FAILED = "START_FAILED"
 
 
+@runtime_checkable
+class MessageRecaller(Protocol):
+    """The broker call :meth:`DefaultMQProducer.recall_message` makes (mq_client.broker_client.BrokerClient)."""
+
+    async def recall_message(
+        self,
+        addr: str,
+        producer_group: str,
+        topic: str,
+        recall_handle: str,
+        broker_name: str,
+        timeout_ms: int,
+    ) -> str: ...
+
+
 class DefaultMQProducer:
     """An asyncio RocketMQ producer. Mirrors DefaultMQProducer + DefaultMQProducerImpl.
 
     ``namesrv`` answers route queries (mq_common.namesrv_client.NameServerClient); ``transport`` carries sends to
-    brokers (mq_client.broker_client.BrokerClient, or a coalescing wrapper). ``rng`` seeds the round-robin starts,
-    ``clock_ms`` is the monotonic clock of budgets and fault items (both injectable for tests);
+    brokers (mq_client.broker_client.BrokerClient, or a coalescing wrapper); ``recaller`` makes the broker's
+    RecallMessage call (default: ``transport`` when it has one, e.g. a BrokerClient). ``rng`` seeds the
+    round-robin starts, ``clock_ms`` is the monotonic clock of budgets and fault items (both injectable for tests);
     ``on_shutdown`` runs last in :meth:`shutdown` (e.g. closing the channel pool). Use :meth:`connect` to
     build one over real gRPC channels.
     """
@@ -91,8 +109,10 @@ class DefaultMQProducer:
         rng: random.Random | None = None,
         clock_ms: ClockMs = monotonic_ms,
         on_shutdown: Callable[[], Awaitable[None]] | None = None,
+        recaller: MessageRecaller | None = None,
     ) -> None:
         self.config = config
+        self._recaller = recaller if recaller is not None else _recaller_of(transport)
         self._retry_policies = {mode: retry_policy(config, mode) for mode in CommunicationMode}
         self._rng = rng or random.Random()
         self._clock_ms = clock_ms
@@ -333,6 +353,34 @@ class DefaultMQProducer:
             raise TopicNotExistError(f"No route info of this topic: {topic}")
         return tp_info
 
+    # ---- recall --------------------------------------------------------------------------------------
+
+    async def recall_message(self, topic: str, recall_handle: str, timeout_ms: int | None = None) -> str:
+        """Cancel a timer message that is not delivered yet, by the ``recall_handle`` of its SendResult; returns
+        its UNIQ_KEY. The call goes to the master of the handle's broker in ``topic``'s route, within
+        ``timeout_ms`` (default send_msg_timeout_ms). Mirrors DefaultMQProducerImpl#recallMessage.
+
+        Raises ProducerStateError (14) when not RUNNING; MessageIllegalError (13) for an illegal topic or one no
+        producer may send to (%RETRY%, %DLQ%, TBW102); MQClientError ILLEGAL_OPERATION (604) "recall handle is
+        invalid" for a garbage handle; TopicNotExistError (17) without a route; MQClientError
+        BROKER_NOT_EXIST (211) when the route has no master of the handle's broker; the broker's answer as
+        MQBrokerError (ILLEGAL_OPERATION 604: too late, unknown, already recalled, another topic or broker);
+        transport errors. MQClientError(SYSTEM_ERROR) when the producer has no broker client to recall with.
+        """
+        self._make_sure_state_ok()
+        check_topic(topic)
+        try:
+            handle = decode_recall_handle(recall_handle)
+        except ValueError as exc:
+            raise MQClientError(str(exc), ResponseCode.ILLEGAL_OPERATION) from None
+        if self._recaller is None:
+            raise MQClientError("this producer has no broker client to recall messages with")
+        addr = await self.routes.master_addr(topic, handle.broker_name)
+        timeout = self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        return await self._recaller.recall_message(
+            addr, self.config.producer_group, topic, recall_handle, handle.broker_name, timeout
+        )
+
     def select_one_message_queue(self, tp_info: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue:
         """Mirrors DefaultMQProducerImpl#selectOneMessageQueue (delegates to MQFaultStrategy)."""
         return self.fault_strategy.select_one_message_queue(tp_info, last_broker_name)
@@ -363,6 +411,11 @@ class DefaultMQProducer:
             update_fault_item=self.update_fault_item,
             attempt=attempt,
         )
+
+
+def _recaller_of(transport: BrokerTransport) -> MessageRecaller | None:
+    """``transport`` when it can recall (a BrokerClient), else None."""
+    return transport if isinstance(transport, MessageRecaller) else None
 
 
 def _body_bytes(msg: Message) -> int:

@@ -49,7 +49,8 @@ class SendResult:
 
     ``msg_id`` is the client id (UNIQ_KEY, 32 hex chars); ``offset_msg_id`` the broker's offset id
     (hex of store host, port, commit log offset); ``message_queue`` the queue it landed in (topic, broker
-    name, queue id from the broker's answer); ``queue_offset`` its logical offset in that queue.
+    name, queue id from the broker's answer); ``queue_offset`` its logical offset in that queue;
+    ``recall_handle`` the handle that recalls a timer message (DefaultMQProducer.recall_message), "" for others.
     """
 
     send_status: SendStatus
@@ -57,6 +58,7 @@ class SendResult:
     offset_msg_id: str
     message_queue: MessageQueue
     queue_offset: int
+    recall_handle: str = ""
 
 
 @dataclass(frozen=True, slots=True)
