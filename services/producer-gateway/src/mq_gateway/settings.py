@@ -122,7 +122,11 @@ class GatewaySettings(ServiceSettings, AuthSettings):
         default=64, gt=0, description="A v2 message_group must be shorter than this many bytes (maxMessageGroupSize)."
     )
     max_delay_time_ms: int = Field(
-        default=86_400_000, gt=0, description="Latest delivery_timestamp a v2 message may ask for, ms from now."
+        default=259_200_000,
+        gt=0,
+        description="Latest delivery_timestamp a v2 message may ask for, ms from now (maxDelayTimeMills; later: "
+        "ILLEGAL_DELIVERY_TIME 40012). 3 days, not the proxy's 1 day, so the broker's timer_max_delay_sec (3 days) "
+        "is the limit users meet.",
     )
     default_invisible_time_ms: int = Field(
         default=60_000, gt=0, description="Invisible time of auto-renewed v2 receives, ms (defaultInvisibleTimeMills)."

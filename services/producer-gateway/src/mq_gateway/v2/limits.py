@@ -25,7 +25,7 @@ class V2Limits:
     max_user_property_size_bytes: int = 16_384
     user_property_max_num: int = 128
     max_message_group_size_bytes: int = 64
-    max_delay_time_ms: int = 86_400_000
+    max_delay_time_ms: int = 259_200_000
     v2_producer_max_attempts: int = 3
     receive_batch_size_max: int = 32
     long_polling_timeout_max_ms: int = 20_000

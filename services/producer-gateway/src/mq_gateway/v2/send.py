@@ -10,7 +10,9 @@ type the topic does not accept MESSAGE_PROPERTY_CONFLICT_WITH_TYPE 40014; DELAY 
 NOT_IMPLEMENTED 50100 (the message-types issue); a GZIP body that does not inflate MESSAGE_CORRUPTED 40016.
 
 Mapping (RMQ5-PROTOCOL.md section 5): message_id -> UNIQ_KEY, tag -> TAGS, keys -> KEYS, message_group ->
-__SHARDINGKEY (and the sharding-key queue selector), born_timestamp -> BORN_TIMESTAMP (ms), born_host ->
+__SHARDINGKEY (and the sharding-key queue selector), delivery_timestamp -> TIMER_DELIVER_MS (ms; checked and read
+as mq_gateway.v2.delivery_time says, ILLEGAL_DELIVERY_TIME 40012; the entry gets the timer's recall_handle),
+born_timestamp -> BORN_TIMESTAMP (ms), born_host ->
 __BORNHOST (else the peer's address), trace_context -> TRACE_CONTEXT, delivery_attempt -> RECONSUME_TIME, PGROUP =
 the topic. A GZIP body is inflated (at most the body limit) and stored as the plain body; the producer core
 compresses large bodies itself. Runs on the gateway's asyncio loop.
@@ -19,6 +21,7 @@ Mirrors org.apache.rocketmq.proxy.grpc.v2.producer.SendMessageActivity.
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
@@ -32,6 +35,7 @@ from mq_common.logging import get_logger
 from mq_common.response_code import ResponseCode
 
 from mq_gateway.v2.codes import Code, V2Code, V2Error, status_of, v2_code_for
+from mq_gateway.v2.delivery_time import delivery_ms_of, is_delivery_time_refusal
 from mq_gateway.v2.limits import V2Limits
 from mq_gateway.v2.route import TopicMessageTypes, check_topic_name
 
@@ -66,7 +70,6 @@ _SEND_STATUS_CODE: Final[Mapping[SendStatus, V2Code]] = {
 }
 _OK_STATUS: Final = definition_pb2.Status(code=Code.OK, message="OK")
 _NOT_IMPLEMENTED_TYPES: Final = {
-    MessageType.DELAY: "DELAY",
     MessageType.TRANSACTION: "TRANSACTION",
     MessageType.LITE: "LITE",
     MessageType.PRIORITY: "PRIORITY",
@@ -197,14 +200,17 @@ class SendMessageActivity:
         if sp.delivery_attempt > 0:
             properties[MessageConst.RECONSUME_TIME] = str(sp.delivery_attempt)
         tag = sp.tag if sp.HasField("tag") else ""
+        if sp.HasField("delivery_timestamp"):  # a timer message: TIMER_DELIVER_MS, and a recall handle when stored
+            deliver_ms = delivery_ms_of(sp.delivery_timestamp, self.limits.max_delay_time_ms, time.time_ns() // 10**6)
+            return Message(topic, body, tag, tuple(sp.keys), properties, 0, group, deliver_time_ms=deliver_ms)
         return Message(topic, body, tag, tuple(sp.keys), properties, 0, group)
 
     def _check_type(
         self, sp: definition_pb2.SystemProperties, accepted: Sequence[definition_pb2.MessageType.ValueType]
     ) -> None:
         kind = message_type_of(sp)
-        if kind in _NOT_IMPLEMENTED_TYPES or sp.HasField("delivery_timestamp"):
-            name = _NOT_IMPLEMENTED_TYPES.get(kind, "DELAY")
+        if kind in _NOT_IMPLEMENTED_TYPES:
+            name = _NOT_IMPLEMENTED_TYPES[kind]
             raise V2Error(Code.NOT_IMPLEMENTED, f"{name} messages are not supported yet: {NOT_YET}")
         if kind not in accepted:
             raise V2Error(
@@ -266,9 +272,16 @@ def _entry(msg: Message, outcome: SendResult | Exception) -> service_pb2.SendRes
     if isinstance(outcome, Exception):
         if not isinstance(outcome, MQError):
             log.error("v2_send_failed", topic=msg.topic, exc_info=outcome)
+        elif msg.deliver_time_ms and is_delivery_time_refusal(outcome):
+            refused = definition_pb2.Status(code=Code.ILLEGAL_DELIVERY_TIME, message=outcome.remark)
+            return service_pb2.SendResultEntry(status=refused, message_id=msg_id)
         return service_pb2.SendResultEntry(status=status_of(outcome), message_id=msg_id)
     code = _SEND_STATUS_CODE[outcome.send_status]
     status = _OK_STATUS if code == _OK else definition_pb2.Status(code=code, message=outcome.send_status.value)
     return service_pb2.SendResultEntry(
-        status=status, message_id=msg_id, transaction_id=msg_id, offset=outcome.queue_offset
+        status=status,
+        message_id=msg_id,
+        transaction_id=msg_id,
+        offset=outcome.queue_offset,
+        recall_handle=outcome.recall_handle,
     )
