@@ -22,6 +22,7 @@ from mq_common.response_code import ResponseCode
 
 from mq_client.admin.admin_base import DEFAULT_GATEWAY_ADDR, gather_answers
 from mq_client.admin.consumer_admin import ConsumerAdmin
+from mq_client.admin.timer_admin import TimerAdmin
 from mq_client.consumer import DEFAULT_CONSUMER_GROUP
 from mq_client.gateway_client import GatewayMessage, GatewaySendResult, gateway_send
 
@@ -45,11 +46,12 @@ class QueueMessages:
     messages: tuple[MessageExt, ...]
 
 
-class MQAdminClient(ConsumerAdmin):
+class MQAdminClient(ConsumerAdmin, TimerAdmin):
     """Admin operations. Mirrors org.apache.rocketmq.tools.admin.DefaultMQAdminExt.
 
     Construction, channels and name server queries: :class:`mq_client.admin.admin_base.AdminBase`; consumer-side
-    operations: :class:`mq_client.admin.consumer_admin.ConsumerAdmin`. Use as ``async with MQAdminClient([...]) as
+    operations: :class:`mq_client.admin.consumer_admin.ConsumerAdmin`; timers (recall, pending timers, a message's
+    timer state): :class:`mq_client.admin.timer_admin.TimerAdmin`. Use as ``async with MQAdminClient([...]) as
     admin:`` or call :meth:`close`.
     """
 

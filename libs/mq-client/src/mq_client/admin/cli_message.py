@@ -9,6 +9,7 @@ mq_client.admin.cli_common.app; every verb takes ``--output table|json``. Main t
 from __future__ import annotations
 
 import codecs
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
@@ -16,7 +17,7 @@ from mq_common.codec import MessageExt
 from rich.console import Console
 from rich.table import Table
 
-from mq_client.admin.admin_client import DEFAULT_PRINT_MAX_NUM, DEFAULT_QUERY_MAX_NUM
+from mq_client.admin.admin_client import DEFAULT_PRINT_MAX_NUM, DEFAULT_QUERY_MAX_NUM, MQAdminClient
 from mq_client.admin.cli_common import (
     TIMESTAMP_HELP,
     OutputFormat,
@@ -29,13 +30,15 @@ from mq_client.admin.cli_common import (
     run_admin,
     stamp_ms,
 )
+from mq_client.admin.cli_timer import timer_json, timer_rows
+from mq_client.admin.timer_admin import MessageTimer
 
 __all__ = ["message_detail"]
 
 
-def message_detail(m: MessageExt, charset: str = "utf-8") -> Table:
+def message_detail(m: MessageExt, charset: str = "utf-8", extra_rows: Sequence[tuple[str, str]] = ()) -> Table:
     """One message as QueryMsgByIdSubCommand#printMsg prints it (a two-column table); the body decoded with
-    ``charset`` (undecodable bytes replaced)."""
+    ``charset`` (undecodable bytes replaced); ``extra_rows`` (name, value) after the properties (a timer's rows)."""
     table = Table("#Field", "#Value", title=f"Message {m.uniq_key or m.offset_msg_id}", show_lines=False)
     rows = [
         ("OffsetID:", m.offset_msg_id),
@@ -52,6 +55,7 @@ def message_detail(m: MessageExt, charset: str = "utf-8") -> Table:
         ("Store Host:", f"{m.store_host[0]}:{m.store_host[1]}"),
         ("System Flag:", str(m.sys_flag)),
         ("Properties:", ", ".join(f"{k}={v}" for k, v in sorted(m.properties.items()))),
+        *extra_rows,
         ("Body:", m.body.decode(charset, errors="replace")),
     ]
     for name, value in rows:
@@ -129,9 +133,22 @@ def query_msg_by_id(
     offset_msg_id: Annotated[str, typer.Option("-i", "--msgId", help="Message Id (offset msg id)")],
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
-    """Query a message by its offset msg id (store host + commit log offset), from the broker that stored it."""
+    """Query a message by its offset msg id (store host + commit log offset), from the broker that stored it. A
+    timer or delay-level message also shows its real topic, due time (UTC) and timer state (PENDING, DELIVERED,
+    RECALLED or UNKNOWN), asked of the same broker."""
     i = offset_msg_id.strip()
-    _emit_details(output, [run_admin(lambda admin: admin.query_msg_by_id(i))])
+
+    async def query(admin: MQAdminClient) -> tuple[MessageExt, MessageTimer | None]:
+        message = await admin.query_msg_by_id(i)
+        return message, await admin.message_timer(message)
+
+    message, timer = run_admin(query)
+    rows = timer_rows(timer)
+    emit(
+        output,
+        {"messages": [message_json(message) | timer_json(timer)]},
+        lambda out: out.print(message_detail(message, extra_rows=rows)),
+    )
 
 
 @app.command("queryMsgByOffset")
