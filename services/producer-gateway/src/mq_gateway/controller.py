@@ -33,6 +33,7 @@ from mq_gateway.v2 import servicer as v2_servicer
 from mq_gateway.v2.consumer import ConsumerActivity, ConsumerActivityConfig
 from mq_gateway.v2.limits import V2Limits
 from mq_gateway.v2.metrics import V2RpcMetrics
+from mq_gateway.v2.recall import RecallMessageActivity
 from mq_gateway.v2.route import RouteActivity
 from mq_gateway.v2.send import SendMessageActivity
 from mq_gateway.v2.telemetry import TelemetryService
@@ -173,6 +174,7 @@ class GatewayController:
             metrics=V2RpcMetrics(self.metrics) if self.metrics is not None else None,
             send_timeout_ms=settings.send_msg_timeout_ms,
             auth=self.auth,
+            recall=RecallMessageActivity(self.producer),
         )
 
     def _build_producer(self, namesrv: NameServerLookup | None, transport: BrokerTransport | None) -> DefaultMQProducer:
@@ -206,6 +208,7 @@ class GatewayController:
             coalescer,
             hooks=producer_hooks(settings),
             on_shutdown=close,
+            recaller=broker_client if broker_client is not None else BrokerClient(pool),  # RecallMessage (v1, v2)
         )
 
     @property

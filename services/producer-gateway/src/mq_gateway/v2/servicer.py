@@ -7,8 +7,9 @@ activity called, the answer observed (rocketmq_rpc_latency). Errors
 are in-band (gRPC OK, the code in the response's ``status``): V2Error and MQError map through
 :mod:`mq_gateway.v2.codes`, anything unexpected is logged and answers INTERNAL_SERVER_ERROR. Only Telemetry uses
 gRPC statuses (INVALID_ARGUMENT). Producer side, route and Telemetry are here; the consumer RPCs go to a
-:class:`ConsumerActivities`; EndTransaction and RecallMessage to a TransactionActivities (the message-types
-issue). Handlers run on the gateway's asyncio loop. Mirrors org.apache.rocketmq.proxy.grpc.v2.GrpcMessagingApplication.
+:class:`ConsumerActivities`; RecallMessage to a RecallMessageActivity (mq_gateway.v2.recall; without one, to the
+TransactionActivities), EndTransaction to a TransactionActivities (the message-types issue). Handlers run on the
+gateway's asyncio loop. Mirrors org.apache.rocketmq.proxy.grpc.v2.GrpcMessagingApplication.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mq_gateway.v2.codes import Code, V2Error, ok_status, status_of
 from mq_gateway.v2.context import ClientContext, client_context
 from mq_gateway.v2.metrics import V2RpcMetrics
 from mq_gateway.v2.permissions import permissions_of
+from mq_gateway.v2.recall import RecallMessageActivity
 from mq_gateway.v2.route import RouteActivity
 from mq_gateway.v2.send import SendMessageActivity
 from mq_gateway.v2.telemetry import TelemetryService
@@ -119,6 +121,7 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         metrics: V2RpcMetrics | None = None,
         send_timeout_ms: int = 3_000,
         auth: GatewayAuth | None = None,
+        recall: RecallMessageActivity | None = None,
     ) -> None:
         self.route = route
         self.send = send
@@ -131,7 +134,9 @@ class MessagingServiceServicer(service_pb2_grpc.MessagingServiceServicer):
         self.auth = auth if auth is not None and auth.enabled else None
         # (request, ctx) activities as (request, ctx, grpc context) handlers, wrapped once
         self._end_transaction = _drop_context(self.transactions.end_transaction)
-        self._recall_message = _drop_context(self.transactions.recall_message)
+        self._recall_message = _drop_context(
+            recall.recall_message if recall is not None else self.transactions.recall_message
+        )
         self._ack_message = _drop_context(consumer.ack_message)
         self._change_invisible_duration = _drop_context(consumer.change_invisible_duration)
         self._forward_to_dlq = _drop_context(consumer.forward_message_to_dead_letter_queue)

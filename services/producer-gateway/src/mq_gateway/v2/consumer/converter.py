@@ -5,8 +5,9 @@ properties without RocketMQ's reserved ones; tag; keys split on space; message_i
 id); body_digest MD5 upper-case hex; body_encoding IDENTITY (records are inflated when decoded, so a COMPRESSED
 body arrives plain); message_type recomputed (TRAN_MSG -> TRANSACTION, DELAY / TIMER_* -> DELAY, __SHARDINGKEY ->
 FIFO, else NORMAL); born / store timestamps and hosts; receipt_handle, queue_id, queue_offset, invisible_duration;
-delivery_attempt = reconsume times + 1; message_group; delivery_timestamp from TIMER_DELIVER_MS (or now +
-TIMER_DELAY_SEC). A retry-topic record shows its original topic (RETRY_TOPIC). Pure; any thread.
+delivery_attempt = reconsume times + 1; message_group; delivery_timestamp from TIMER_DELIVER_MS, else TIMER_OUT_MS
+(the due time the broker's timer kept on the re-stored message), else now + TIMER_DELAY_SEC / TIMER_DELAY_MS (as
+the proxy). A retry-topic record shows its original topic (RETRY_TOPIC). Pure; any thread.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ RESERVED_PROPERTIES: Final = MessageConst.RESERVED | frozenset(
     }
 )
 _DELAY_LEVEL: Final = MessageConst.DELAY_TIME_LEVEL
+TIMER_OUT_MS: Final = MessageConst.TIMER_OUT_MS
+# The properties that make a stored message a DELAY one (GrpcConverter's three, and the timer's due time).
+_DELAY_MARKS: Final = (_DELAY_LEVEL, TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_OUT_MS, TIMER_DELAY_MS)
 _MD5: Final = definition_pb2.DigestType.MD5
 _IDENTITY: Final = definition_pb2.Encoding.IDENTITY
 
@@ -101,7 +105,7 @@ def message_type_of(properties: dict[str, str]) -> definition_pb2.MessageType.Va
     """GrpcConverter's recomputed type: TRANSACTION, DELAY, FIFO or NORMAL."""
     if properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
         return definition_pb2.MessageType.TRANSACTION
-    if _DELAY_LEVEL in properties or TIMER_DELIVER_MS in properties or TIMER_DELAY_SEC in properties:
+    if any(name in properties for name in _DELAY_MARKS):
         return definition_pb2.MessageType.DELAY
     if MessageConst.SHARDING_KEY in properties:
         return definition_pb2.MessageType.FIFO
@@ -113,11 +117,16 @@ def _host(address: tuple[str, int]) -> str:
 
 
 def _delivery_ms(properties: dict[str, str]) -> int | None:
+    """The delivery time of a stored message (module docstring), None without one or when it does not parse."""
     try:
-        if TIMER_DELAY_SEC in properties:
-            return int(time.time() * 1000) + int(properties[TIMER_DELAY_SEC]) * 1000
         if TIMER_DELIVER_MS in properties:
             return int(properties[TIMER_DELIVER_MS])
+        if TIMER_OUT_MS in properties:
+            return int(properties[TIMER_OUT_MS])
+        if TIMER_DELAY_SEC in properties:
+            return int(time.time() * 1000) + int(properties[TIMER_DELAY_SEC]) * 1000
+        if TIMER_DELAY_MS in properties:
+            return int(time.time() * 1000) + int(properties[TIMER_DELAY_MS])
     except ValueError:
         return None
     return None
