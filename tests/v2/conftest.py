@@ -13,11 +13,13 @@ import grpc
 import pytest
 from apache.rocketmq.v2 import definition_pb2, service_pb2_grpc
 from mq_common.auth.metadata import AuthMetadataProvider
+from mq_common.protocol import TopicConfig
 from mq_gateway.controller import GatewayController
 from mq_gateway.settings import GatewaySettings
 from mq_gateway.v2.servicer import ConsumerActivities
 from mq_local.cluster import LocalCluster
-from mq_local.testing import spec_for_tests
+from mq_local.testing import spec_for_tests, unique_topic
+from mq_local.topics import create_topic_on_cluster
 
 # The folder's helper modules (unwired_consumer.py, v2_consumer_testkit.py) import by name (--import-mode=importlib).
 _HERE = str(Path(__file__).resolve().parent)
@@ -32,6 +34,18 @@ def metadata(client_id: str = "v2-test-client", language: str = "PYTHON") -> tup
 
 def resource(name: str) -> definition_pb2.Resource:
     return definition_pb2.Resource(name=name)
+
+
+async def make_typed_topic(cluster: LocalCluster, hint: str, message_type: str, queues: int = 4) -> str:
+    """A new topic declared ``message.type=<message_type>`` (as ``mqadmin updateTopic -a +message.type=...``) with
+    ``queues`` queues on every broker; its name once routed."""
+    name = unique_topic(hint)
+    config = TopicConfig(name, queues, queues, attributes={"+message.type": message_type})
+    spec = cluster.spec
+    await create_topic_on_cluster(
+        cluster.namesrv_addr, config, spec.cluster_name, tls=spec.tls_client, credentials=spec.admin_credentials
+    )
+    return name
 
 
 @dataclass

@@ -12,7 +12,7 @@ from apache.rocketmq.v2 import definition_pb2
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic, read_all
 
-from tests.v2.conftest import Gateway, start_gateway
+from tests.v2.conftest import Gateway, make_typed_topic, start_gateway
 from tests.v2.test_v2_send_message import send, v2_message
 
 pytestmark = pytest.mark.integration
@@ -49,7 +49,7 @@ async def test_concurrent_calls_share_broker_calls_and_each_gets_its_own_entry(
 
 
 async def test_message_groups_keep_their_order_under_concurrency(gateway: Gateway, cluster: LocalCluster) -> None:
-    topic = await make_topic(cluster, "v2_conc_fifo")
+    topic = await make_typed_topic(cluster, "v2_conc_fifo", "FIFO")
     groups = [f"g{g}" for g in range(8)]
 
     async def sender(g: int) -> None:  # one caller per group, one call at a time (as a FIFO producer sends)

@@ -12,7 +12,7 @@ from google.protobuf import timestamp_pb2
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic, read_all
 
-from tests.v2.conftest import Gateway, metadata, resource
+from tests.v2.conftest import Gateway, make_typed_topic, metadata, resource
 
 pytestmark = pytest.mark.integration
 Code = definition_pb2.Code
@@ -68,7 +68,7 @@ async def test_a_message_is_stored_with_every_mapped_property(gateway: Gateway, 
 
 
 async def test_fifo_gzip_and_several_messages(gateway: Gateway, cluster: LocalCluster) -> None:
-    topic = await make_topic(cluster, "v2_send_fifo")
+    topic = await make_typed_topic(cluster, "v2_send_fifo", "FIFO")
     first = v2_message(topic, gzip.compress(b"inflated"), "ID1", message_group="g1", body_encoding=definition_pb2.GZIP)
     second = v2_message(topic, b"two", "ID2", message_group="g1")
     answer = await send(gateway, first, second)
@@ -154,7 +154,8 @@ async def test_a_bad_request_is_refused_and_stores_nothing(
     case: str, gateway: Gateway, cluster: LocalCluster, bad_request_topic: list[str]
 ) -> None:
     if not bad_request_topic:
-        bad_request_topic.append(await make_topic(cluster, "v2_send_refused", queues=1))
+        # MIXED: every type passes the type check (tests/v2/test_v2_message_types.py has its refusals)
+        bad_request_topic.append(await make_typed_topic(cluster, "v2_send_refused", "MIXED", queues=1))
     topic = bad_request_topic[0]
     build, code = BAD_REQUESTS[case]
     messages = build(topic)

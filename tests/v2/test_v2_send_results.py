@@ -13,7 +13,7 @@ from mq_common.errors import MQBrokerError, MQError
 from mq_common.protocol import MessageQueue
 from mq_common.response_code import ResponseCode
 from mq_gateway.v2.limits import V2Limits
-from mq_gateway.v2.route import default_message_types
+from mq_gateway.v2.route import route_message_types
 from mq_gateway.v2.send import SendMessageActivity, peer_host
 
 Code = definition_pb2.Code
@@ -68,7 +68,7 @@ def request(*bodies: bytes) -> service_pb2.SendMessageRequest:
 
 def activity(sender: ScriptedSender) -> SendMessageActivity:
     routes = TopicRouteManager(InMemoryNameServer({"T": make_route({"broker-a": 1}, addrs={"broker-a": "a:1"})}))
-    return SendMessageActivity(sender, routes, default_message_types, V2Limits())
+    return SendMessageActivity(sender, routes, route_message_types(routes), V2Limits())
 
 
 async def test_each_message_gets_its_own_status_and_mixed_results_say_multiple() -> None:

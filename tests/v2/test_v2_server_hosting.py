@@ -56,7 +56,7 @@ async def test_query_route_answers_the_gateway_as_broker_endpoint(gateway: Gatew
         assert queue.broker.id == 0
         assert queue.broker.endpoints.scheme == definition_pb2.DOMAIN_NAME
         assert [(a.host, a.port) for a in queue.broker.endpoints.addresses] == [("localhost", gateway.controller.port)]
-        assert list(queue.accept_message_types) == [definition_pb2.NORMAL, definition_pb2.FIFO]
+        assert list(queue.accept_message_types) == [definition_pb2.NORMAL]  # no message.type: NORMAL
     # no endpoints in the request: the gateway's listen address, IPv4
     bare = await gateway.stub.QueryRoute(service_pb2.QueryRouteRequest(topic=resource(topic)), metadata=metadata())
     queue_endpoints = bare.message_queues[0].broker.endpoints
@@ -95,7 +95,7 @@ def test_queue_order_is_read_only_then_write_only_then_read_write() -> None:
         ),
     )
     endpoints = gateway_endpoints(definition_pb2.Endpoints(), "gw.example", 8081)
-    queues = message_queues(resource("T"), route, endpoints, [definition_pb2.NORMAL])
+    queues = message_queues(resource("T"), route, endpoints)
     got = [(q.broker.name, q.id, q.permission) for q in queues]
     R, W, RW = Permission.READ, Permission.WRITE, Permission.READ_WRITE
     assert got == [

@@ -155,6 +155,12 @@ class GatewaySettings(ServiceSettings, AuthSettings):
     v2_producer_max_attempts: int = Field(
         default=3, gt=0, description="max_attempts the v2 settings give producers (grpcClientProducerMaxAttempts)."
     )
+    enable_topic_message_type_check: bool = Field(
+        default=True,
+        description="v2 SendMessage refuses a message whose type (NORMAL, FIFO, DELAY, TRANSACTION) the topic's "
+        "message.type attribute does not accept (40014), and producers are told to check it too "
+        "(ProxyConfig.enableTopicMessageTypeCheck).",
+    )
 
     def namesrv_addrs(self) -> list[str]:
         """``namesrv_addr`` split on ';' and ','; blanks dropped."""

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mq_common.constants import MixAll, PermName
+from mq_common.message_type import MESSAGE_TYPE_ATTRIBUTE, TopicMessageType, parse_topic_message_type
 from mq_common.protocol.topic import TopicConfig
 
 
@@ -29,6 +30,8 @@ class MessageQueue:
 class QueueData:
     """Queue counts and permission (PermName bits) of a topic on one broker group.
 
+    ``message_type``: beyond RocketMQ, the topic's ``message.type`` attribute on that broker group as registered
+    ('' when it has none, which means NORMAL), so that a topic's type travels with its route.
     Mirrors org.apache.rocketmq.remoting.protocol.route.QueueData.
     """
 
@@ -37,11 +40,25 @@ class QueueData:
     write_queue_nums: int
     perm: int
     topic_sys_flag: int = 0
+    message_type: str = ""
 
     @classmethod
     def of(cls, broker_name: str, config: TopicConfig) -> QueueData:
-        """RouteInfoManager#createAndUpdateQueueData's QueueData for ``config`` on ``broker_name``."""
-        return cls(broker_name, config.read_queue_nums, config.write_queue_nums, config.perm, config.topic_sys_flag)
+        """RouteInfoManager#createAndUpdateQueueData's QueueData for ``config`` on ``broker_name`` (with the
+        config's ``message.type`` attribute)."""
+        return cls(
+            broker_name,
+            config.read_queue_nums,
+            config.write_queue_nums,
+            config.perm,
+            config.topic_sys_flag,
+            config.attributes.get(MESSAGE_TYPE_ATTRIBUTE, ""),
+        )
+
+    @property
+    def topic_message_type(self) -> TopicMessageType:
+        """The type :attr:`message_type` names (NORMAL when empty, UNSPECIFIED when unknown)."""
+        return parse_topic_message_type(self.message_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +97,14 @@ class TopicRouteData:
     queue_datas: tuple[QueueData, ...]
     broker_datas: tuple[BrokerData, ...]
     order_topic_conf: str = ""
+
+    def topic_message_type(self) -> TopicMessageType:
+        """The topic's message type by this route: that of the first QueueData by broker name (NORMAL without
+        any). Broker groups normally agree (``updateTopic -c`` sets every master); when they do not, each queue's
+        own type is in its QueueData (v2 QueryRoute answers per queue) and the broker checks its own."""
+        if not self.queue_datas:
+            return TopicMessageType.NORMAL
+        return min(self.queue_datas, key=lambda q: q.broker_name).topic_message_type
 
     def broker_data(self, broker_name: str) -> BrokerData | None:
         """The BrokerData named ``broker_name``, or None."""

@@ -1,9 +1,9 @@
 """The Settings a v2 client gets back on its Telemetry stream: its own, merged with the server's policy.
 
 Producer: backoff EXPONENTIAL {max_attempts, 10 ms -> 1 s, x2}, publishing.max_body_size = the body limit,
-validate_message_type true. Consumer: subscription {receive_batch_size, long_polling_timeout, fifo = the group's
-consume_message_orderly}, backoff CUSTOMIZED (RocketMQ's 18 delay levels from 1 s) with max_attempts =
-retry_max_times + 1. Both: metric{on: false}. Pure functions; any thread.
+validate_message_type = enable_topic_message_type_check. Consumer: subscription {receive_batch_size,
+long_polling_timeout, fifo = the group's consume_message_orderly}, backoff CUSTOMIZED (RocketMQ's 18 delay levels
+from 1 s) with max_attempts = retry_max_times + 1. Both: metric{on: false}. Pure functions; any thread.
 Mirrors org.apache.rocketmq.proxy.grpc.v2.common.GrpcClientSettingsManager#mergeProducerData/#mergeSubscriptionData.
 """
 
@@ -48,7 +48,7 @@ def producer_settings(client: definition_pb2.Settings, limits: V2Limits) -> defi
     backoff.max.CopyFrom(duration_ms(PRODUCER_BACKOFF_MAX_MS))
     backoff.multiplier = PRODUCER_BACKOFF_MULTIPLIER
     merged.publishing.max_body_size = limits.max_message_size_bytes
-    merged.publishing.validate_message_type = True
+    merged.publishing.validate_message_type = limits.enable_topic_message_type_check
     merged.metric.Clear()
     merged.metric.on = False
     return merged

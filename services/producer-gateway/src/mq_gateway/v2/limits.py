@@ -19,7 +19,8 @@ class V2Limits:
     delivery time from now; ``v2_producer_max_attempts``: what producer settings advertise;
     ``receive_batch_size_max`` / ``long_polling_timeout_max_ms``: what consumer settings advertise;
     ``client_idle_timeout_ms``: a silent Telemetry stream is closed after it; ``max_telemetry_sessions``: bound of
-    the session table."""
+    the session table; ``enable_topic_message_type_check``: SendMessage refuses a message whose type the topic does
+    not accept (40014), and producer settings ask the SDKs to check too (validate_message_type)."""
 
     max_message_size_bytes: int = MAX_MESSAGE_SIZE_BYTES
     max_user_property_size_bytes: int = 16_384
@@ -31,3 +32,4 @@ class V2Limits:
     long_polling_timeout_max_ms: int = 20_000
     client_idle_timeout_ms: int = 120_000
     max_telemetry_sessions: int = 100_000
+    enable_topic_message_type_check: bool = True

@@ -1,12 +1,15 @@
 """v2 QueryRoute: a topic's route as the MessageQueue list RocketMQ 5 clients expect.
 
 Per broker (name server order) the queue ids are numbered READ-only first, then WRITE-only, then READ_WRITE (from
-the queue data's perm and read/write counts), ``broker.id`` is 0 (the master; the gateway proxies every call) and
+the queue data's perm and read/write counts), ``accept_message_types`` is what the topic's ``message.type`` on that
+broker accepts (its QueueData's; absent = NORMAL, MIXED = NORMAL, FIFO, DELAY, TRANSACTION; an unknown or
+UNSPECIFIED type = MESSAGE_TYPE_UNSPECIFIED), ``broker.id`` is 0 (the master; the gateway proxies every call) and
 ``broker.endpoints`` is the gateway itself: the hosts the client addressed (the request's ``endpoints``) with the
 gateway's port, else the gateway's listen address (the host name for a wildcard bind); the address scheme is
 always set (IPv4 for dotted quads, IPv6 for literals with ':', DOMAIN_NAME otherwise). Runs on the gateway's
 asyncio loop.
-Mirrors org.apache.rocketmq.proxy.grpc.v2.route.RouteActivity#queryRoute / #genMessageQueueFromQueueData.
+Mirrors org.apache.rocketmq.proxy.grpc.v2.route.RouteActivity#queryRoute / #genMessageQueueFromQueueData /
+#parseTopicMessageType.
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ from __future__ import annotations
 import functools
 import ipaddress
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from apache.rocketmq.v2 import definition_pb2, service_pb2
 from mq_client.producer.route_manager import TopicRouteManager
 from mq_common.constants import PermName, validate_topic
 from mq_common.errors import TopicNotExistError
+from mq_common.message_type import TopicMessageType, accepted_message_types
 from mq_common.protocol import QueueData, TopicRouteData
 
 from mq_gateway.v2.codes import Code, V2Error, ok_status
@@ -30,17 +34,31 @@ Permission = definition_pb2.Permission
 AddressScheme = definition_pb2.AddressScheme
 MASTER_BROKER_ID: Final = 0
 WILDCARD_HOSTS: Final = frozenset({"", "0.0.0.0", "::", "[::]"})
-# What a topic without a message-type attribute accepts through this gateway: NORMAL, and FIFO (message_group
-# maps onto the sharding-key queue selector). DELAY and TRANSACTION arrive with the message-types issue.
-DEFAULT_ACCEPTED_TYPES: Final = (MessageType.NORMAL, MessageType.FIFO)
+_V2_TYPE: Final[dict[TopicMessageType, definition_pb2.MessageType.ValueType]] = {
+    TopicMessageType.UNSPECIFIED: MessageType.MESSAGE_TYPE_UNSPECIFIED,
+    TopicMessageType.NORMAL: MessageType.NORMAL,
+    TopicMessageType.FIFO: MessageType.FIFO,
+    TopicMessageType.DELAY: MessageType.DELAY,
+    TopicMessageType.TRANSACTION: MessageType.TRANSACTION,
+}
 
-# topic -> the message types it accepts (the message-types issue reads the topic's attribute).
-TopicMessageTypes = Callable[[str], Awaitable[Sequence[definition_pb2.MessageType.ValueType]]]
+# topic -> its message type (from its route: mq_common.protocol.TopicRouteData.topic_message_type).
+TopicMessageTypes = Callable[[str], Awaitable[TopicMessageType]]
 
 
-async def default_message_types(topic: str) -> Sequence[definition_pb2.MessageType.ValueType]:
-    """DEFAULT_ACCEPTED_TYPES for every topic."""
-    return DEFAULT_ACCEPTED_TYPES
+def v2_accept_message_types(topic_type: TopicMessageType) -> list[definition_pb2.MessageType.ValueType]:
+    """``accept_message_types`` of a queue of a topic of ``topic_type`` (RouteActivity#parseTopicMessageType)."""
+    return [_V2_TYPE[t] for t in accepted_message_types(topic_type)]
+
+
+def route_message_types(routes: TopicRouteManager) -> TopicMessageTypes:
+    """topic -> its type by the route ``routes`` holds (TopicNotExistError without one; MQError when no name
+    server answers)."""
+
+    async def message_types(topic: str) -> TopicMessageType:
+        return (await routes.route(topic)).topic_message_type()
+
+    return message_types
 
 
 # validate_topic's verdicts, cached: clients send to the same few topics over and over.
@@ -91,18 +109,17 @@ def _queue_permissions(data: QueueData) -> list[definition_pb2.Permission.ValueT
 
 
 def message_queues(
-    topic: definition_pb2.Resource,
-    route: TopicRouteData,
-    endpoints: definition_pb2.Endpoints,
-    accepted: Sequence[definition_pb2.MessageType.ValueType],
+    topic: definition_pb2.Resource, route: TopicRouteData, endpoints: definition_pb2.Endpoints
 ) -> list[definition_pb2.MessageQueue]:
-    """The MessageQueue list of ``route`` (module docstring for the order), brokers without a master left out."""
+    """The MessageQueue list of ``route`` (module docstring for the order and the accepted types), brokers without
+    a master left out."""
     queues: list[definition_pb2.MessageQueue] = []
     for data in route.queue_datas:
         broker = route.broker_data(data.broker_name)
         if broker is None or broker.master_addr() is None:
             continue
         pb_broker = definition_pb2.Broker(name=data.broker_name, id=MASTER_BROKER_ID, endpoints=endpoints)
+        accepted = v2_accept_message_types(data.topic_message_type)
         for queue_id, permission in enumerate(_queue_permissions(data)):
             queues.append(
                 definition_pb2.MessageQueue(
@@ -113,17 +130,12 @@ def message_queues(
 
 
 class RouteActivity:
-    """QueryRoute over a TopicRouteManager; ``listen_host``/``port()`` name the gateway."""
+    """QueryRoute over a TopicRouteManager; ``listen_host``/``port()`` name the gateway. :attr:`message_types`
+    gives SendMessage a topic's type from the same route view."""
 
-    def __init__(
-        self,
-        routes: TopicRouteManager,
-        listen_host: str,
-        port: Callable[[], int],
-        message_types: TopicMessageTypes = default_message_types,
-    ) -> None:
+    def __init__(self, routes: TopicRouteManager, listen_host: str, port: Callable[[], int]) -> None:
         self.routes = routes
-        self.message_types = message_types
+        self.message_types = route_message_types(routes)
         self._listen_host = advertised_host(listen_host)
         self._port = port
 
@@ -137,8 +149,7 @@ class RouteActivity:
         except TopicNotExistError as exc:
             raise V2Error(Code.TOPIC_NOT_FOUND, f"topic {name} not found: {exc.remark}") from None
         endpoints = gateway_endpoints(request.endpoints, self._listen_host, self._port())
-        accepted = await self.message_types(name)
-        queues = message_queues(request.topic, route, endpoints, accepted)
+        queues = message_queues(request.topic, route, endpoints)
         if not queues:
             raise V2Error(Code.TOPIC_NOT_FOUND, f"topic {name} has no queues on a broker with a master")
         return service_pb2.QueryRouteResponse(status=ok_status(), message_queues=queues)

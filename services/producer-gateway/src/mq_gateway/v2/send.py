@@ -6,7 +6,9 @@ TOPIC_NOT_FOUND 40402 (no auto-create through v2); blank message_id ILLEGAL_MESS
 MESSAGE_BODY_EMPTY 41302, body over the limit MESSAGE_BODY_TOO_LARGE 41301; too many or too large user properties
 MESSAGE_PROPERTIES_TOO_LARGE 43101; reserved user-property key ILLEGAL_MESSAGE_PROPERTY_KEY 40007; bad tag
 ILLEGAL_MESSAGE_TAG 40004; bad key ILLEGAL_MESSAGE_KEY 40005; message_group too long ILLEGAL_MESSAGE_GROUP 40006;
-type the topic does not accept MESSAGE_PROPERTY_CONFLICT_WITH_TYPE 40014; DELAY / TRANSACTION / LITE / PRIORITY
+type the topic does not accept MESSAGE_PROPERTY_CONFLICT_WITH_TYPE 40014 (the proxy's remark; the type as RocketMQ
+derives it from the properties the message gets, mq_common.message_type; off with enable_topic_message_type_check
+false); DELAY / TRANSACTION / LITE / PRIORITY
 NOT_IMPLEMENTED 50100 (the message-types issue); a GZIP body that does not inflate MESSAGE_CORRUPTED 40016.
 
 Mapping (RMQ5-PROTOCOL.md section 5): message_id -> UNIQ_KEY, tag -> TAGS, keys -> KEYS, message_group ->
@@ -32,6 +34,7 @@ from mq_client.producer.route_manager import TopicRouteManager
 from mq_common.constants import MessageConst, is_client_forbidden_send_topic
 from mq_common.errors import MQError, TopicNotExistError
 from mq_common.logging import get_logger
+from mq_common.message_type import TopicMessageType, check_message_type
 from mq_common.response_code import ResponseCode
 
 from mq_gateway.v2.codes import Code, V2Code, V2Error, status_of, v2_code_for
@@ -109,6 +112,19 @@ def message_type_of(sp: definition_pb2.SystemProperties) -> definition_pb2.Messa
     return _NORMAL  # type: ignore[return-value]
 
 
+def property_marks(sp: definition_pb2.SystemProperties) -> dict[str, str]:
+    """The type-deciding properties a v2 message gets (TRAN_MSG for TRANSACTION, TIMER_DELIVER_MS for a
+    delivery_timestamp, __SHARDINGKEY for a message_group), for mq_common.message_type's checks."""
+    marks: dict[str, str] = {}
+    if sp.message_type == MessageType.TRANSACTION:
+        marks[MessageConst.TRANSACTION_PREPARED] = "true"
+    if sp.HasField("delivery_timestamp"):
+        marks[MessageConst.TIMER_DELIVER_MS] = ""
+    if sp.HasField("message_group"):
+        marks[MessageConst.SHARDING_KEY] = sp.message_group
+    return marks
+
+
 class SendMessageActivity:
     """Checks, converts and sends the messages of one SendMessage request."""
 
@@ -166,20 +182,14 @@ class SendMessageActivity:
             await self.routes.route(topic)
         except TopicNotExistError:
             raise V2Error(Code.TOPIC_NOT_FOUND, f"topic {topic} not found") from None
-        accepted = await self.message_types(topic)
-        return [self._convert(m, topic, accepted, peer) for m in messages]
+        topic_type = await self.message_types(topic)
+        return [self._convert(m, topic, topic_type, peer) for m in messages]
 
-    def _convert(
-        self,
-        msg: definition_pb2.Message,
-        topic: str,
-        accepted: Sequence[definition_pb2.MessageType.ValueType],
-        peer: str,
-    ) -> Message:
+    def _convert(self, msg: definition_pb2.Message, topic: str, topic_type: TopicMessageType, peer: str) -> Message:
         sp = msg.system_properties
         if not sp.message_id.strip():
             raise V2Error(Code.ILLEGAL_MESSAGE_ID, "message_id is blank")
-        self._check_type(sp, accepted)
+        self._check_type(sp, topic, topic_type)
         body = self._body(msg.body, sp.body_encoding)
         self._check_properties(msg.user_properties, sp)
         group = sp.message_group if sp.HasField("message_group") else ""
@@ -205,18 +215,15 @@ class SendMessageActivity:
             return Message(topic, body, tag, tuple(sp.keys), properties, 0, group, deliver_time_ms=deliver_ms)
         return Message(topic, body, tag, tuple(sp.keys), properties, 0, group)
 
-    def _check_type(
-        self, sp: definition_pb2.SystemProperties, accepted: Sequence[definition_pb2.MessageType.ValueType]
-    ) -> None:
+    def _check_type(self, sp: definition_pb2.SystemProperties, topic: str, topic_type: TopicMessageType) -> None:
+        if self.limits.enable_topic_message_type_check:  # ProducerProcessor#sendMessage's validator
+            remark = check_message_type(topic, topic_type, property_marks(sp))
+            if remark is not None:
+                raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, remark)
         kind = message_type_of(sp)
         if kind in _NOT_IMPLEMENTED_TYPES:
             name = _NOT_IMPLEMENTED_TYPES[kind]
             raise V2Error(Code.NOT_IMPLEMENTED, f"{name} messages are not supported yet: {NOT_YET}")
-        if kind not in accepted:
-            raise V2Error(
-                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                f"the topic does not accept {MessageType.Name(kind)} messages",
-            )
         if (kind == _FIFO) != sp.HasField("message_group"):
             raise V2Error(
                 Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,

@@ -197,11 +197,17 @@ class QueueData(_message.Message):
     WRITE_QUEUE_NUMS_FIELD_NUMBER: _builtins.int
     PERM_FIELD_NUMBER: _builtins.int
     TOPIC_SYS_FLAG_FIELD_NUMBER: _builtins.int
+    MESSAGE_TYPE_FIELD_NUMBER: _builtins.int
     broker_name: _builtins.str
     read_queue_nums: _builtins.int
     write_queue_nums: _builtins.int
     perm: _builtins.int
     topic_sys_flag: _builtins.int
+    message_type: _builtins.str
+    """Beyond RocketMQ: the topic's "message.type" attribute on this broker group (NORMAL, FIFO, DELAY, TRANSACTION,
+    MIXED, UNSPECIFIED), "" when the topic has none (= NORMAL). Clients and the gateway read a topic's type from
+    the route (RocketMQ's proxy asks a broker for the topic config instead).
+    """
     def __init__(
         self,
         *,
@@ -210,10 +216,11 @@ class QueueData(_message.Message):
         write_queue_nums: _builtins.int = ...,
         perm: _builtins.int = ...,
         topic_sys_flag: _builtins.int = ...,
+        message_type: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_name", b"broker_name", "perm", b"perm", "read_queue_nums", b"read_queue_nums", "topic_sys_flag", b"topic_sys_flag", "write_queue_nums", b"write_queue_nums"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_name", b"broker_name", "message_type", b"message_type", "perm", b"perm", "read_queue_nums", b"read_queue_nums", "topic_sys_flag", b"topic_sys_flag", "write_queue_nums", b"write_queue_nums"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
