@@ -1,11 +1,14 @@
 """ConsumerSendMsgBack through the in-process gRPC broker (AbstractSendMessageProcessor#consumerSendMsgBack): the
 message comes back on %RETRY%<group> with its fields kept and the retry properties set, again and again, until its
 reconsume times reach the limit (the group's retryMaxTimes or the request's) or the delay level is negative: then
-%DLQ%<group>. Refusals: unknown group, consumeEnable off, broker not writeable, bad CommitLog offset."""
+%DLQ%<group>. Refusals: unknown group, consumeEnable off, broker not writeable, bad CommitLog offset. A retry waits its
+delay level on SCHEDULE_TOPIC_XXXX first (the levels here are milliseconds, so the tests wait little)."""
 
 from __future__ import annotations
 
+import asyncio
 import zlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,15 +38,33 @@ def set_group(controller: BrokerController, **fields: object) -> None:
     controller.subscription_groups.update_subscription_group_config(config)
 
 
-async def pull_all(stub: Stub, topic: str, queue_id: int = 0) -> list[MessageExt]:
-    resp = await stub.PullMessage(
-        broker_pb2.PullMessageRequest(
-            consumer_group=GROUP, topic=topic, queue_id=queue_id, queue_offset=0, max_msg_nums=32
+FAST_DELAY_LEVELS = " ".join(f"{10 * n}ms" for n in range(1, 19))
+"""18 levels of 10 ms .. 180 ms: retries arrive quickly."""
+ARRIVAL_WAIT_S = 10.0
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[tuple[BrokerController, Stub]]:
+    running = RunningBrokers()
+    try:
+        yield await running.start(tmp_path / "store", message_delay_level=FAST_DELAY_LEVELS)
+    finally:
+        await running.stop_all()
+
+
+async def pull_all(stub: Stub, topic: str, queue_id: int = 0, want: int = 1) -> list[MessageExt]:
+    """Every message of the queue, once at least ``want`` are there (or after ARRIVAL_WAIT_S: what there is)."""
+    deadline = asyncio.get_running_loop().time() + ARRIVAL_WAIT_S
+    while True:
+        resp = await stub.PullMessage(
+            broker_pb2.PullMessageRequest(
+                consumer_group=GROUP, topic=topic, queue_id=queue_id, queue_offset=0, max_msg_nums=32
+            )
         )
-    )
-    if resp.status != broker_pb2.PULL_STATUS_FOUND:
-        return []
-    return list(iter_messages(resp.message_bytes))
+        found = list(iter_messages(resp.message_bytes)) if resp.status == broker_pb2.PULL_STATUS_FOUND else []
+        if len(found) >= want or asyncio.get_running_loop().time() > deadline:
+            return found
+        await asyncio.sleep(0.02)
 
 
 async def send_original(stub: Stub, **props: str) -> MessageExt:
@@ -73,7 +94,8 @@ async def test_send_back_goes_to_the_retry_topic(broker: tuple[BrokerController,
     props = retry.properties
     assert (props["TAGS"], props["KEYS"], props["UNIQ_KEY"]) == ("TagA", "k1 k2", "UNIQ1")
     assert (props["RETRY_TOPIC"], props["ORIGIN_MESSAGE_ID"], props["RECONSUME_TIME"]) == ("Orders", "UNIQ1", "1")
-    assert (props["DELAY"], props["WAIT"]) == ("3", "true")  # 3 + reconsume times; not applied yet
+    assert "DELAY" not in props and props["WAIT"] == "true"  # level 3 + reconsume times, served on the schedule topic
+    assert int(props["DELIVERED_FROM_OFFSET"]) > original.commit_log_offset
     assert controller.topics is not None
     config = controller.topics.select_topic_config(RETRY)
     assert config is not None
@@ -85,11 +107,11 @@ async def test_send_back_goes_to_the_retry_topic(broker: tuple[BrokerController,
 
     again = await send_back(stub, retry.commit_log_offset, delay_level=5)
     assert again.code == ResponseCode.SUCCESS, again.remark
-    second = (await pull_all(stub, RETRY))[1]
+    second = (await pull_all(stub, RETRY, want=2))[1]
     assert second.reconsume_times == 2
     assert second.properties["RETRY_TOPIC"] == "Orders", "the first topic stays"
     assert second.properties["ORIGIN_MESSAGE_ID"] == "UNIQ1"
-    assert (second.properties["DELAY"], second.properties["RECONSUME_TIME"]) == ("5", "2")
+    assert second.properties["RECONSUME_TIME"] == "2"
 
 
 async def test_past_retry_max_times_goes_to_the_dlq(broker: tuple[BrokerController, Stub]) -> None:
@@ -101,7 +123,7 @@ async def test_past_retry_max_times_goes_to_the_dlq(broker: tuple[BrokerControll
     offset = (await send_original(stub)).commit_log_offset
     for times in (1, 2):
         assert (await send_back(stub, offset)).code == ResponseCode.SUCCESS
-        retried = (await pull_all(stub, RETRY))[-1]
+        retried = (await pull_all(stub, RETRY, want=times))[-1]
         assert retried.reconsume_times == times
         offset = retried.commit_log_offset
     assert not dead
@@ -152,7 +174,12 @@ async def test_retry_queue_is_one_of_the_groups_retry_queues(broker: tuple[Broke
     config = controller.topics.select_topic_config(RETRY)
     assert config is not None
     assert config.write_queue_nums == 4
-    per_queue = [len(await pull_all(stub, RETRY, q)) for q in range(4)]
+    assert controller.scheduled is not None
+    schedule = controller.scheduled.schedule
+    async with asyncio.timeout(ARRIVAL_WAIT_S):  # every retry delivered from the schedule topic
+        while sum(schedule.behind().values()) > 0:
+            await asyncio.sleep(0.02)
+    per_queue = [len(await pull_all(stub, RETRY, q, want=0)) for q in range(4)]
     assert sum(per_queue) == 8
 
 

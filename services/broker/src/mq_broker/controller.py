@@ -55,9 +55,11 @@ from mq_broker.ha.slave_synchronize import MetadataTables, SlaveSynchronize
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.pull_processor import PullMessageProcessor
 from mq_broker.registration import BrokerRegistrar, MasterAddresses, NamesrvClient
+from mq_broker.schedule.services import ScheduledDelivery
 from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.settings import BrokerSettings, pop_config
+from mq_broker.store.config import BrokerRole
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
 from mq_broker.topic_config import TopicConfigManager
 
@@ -95,6 +97,7 @@ class BrokerController:
         self.retry_dlq: RetryDlqService | None = None
         self.pull_processor: PullMessageProcessor | None = None
         self.pop: PopService | None = None
+        self.scheduled: ScheduledDelivery | None = None
         self.metrics: BrokerMetrics | None = None
         self.auth_metadata: AuthMetadataManager | None = None
         # HAService, SlaveSynchronize, ReplicasManager (mq_broker.ha.broker_wiring).
@@ -219,8 +222,11 @@ class BrokerController:
         self._build_processors(server, store, topics)
         self._start_metrics(store, topics)
         assert self.pop is not None
+        assert self.scheduled is not None
         if not self.controller_mode:  # in controller mode POP starts when the broker becomes master
             self.pop.start()  # the in-flight table from the revive log, before any request is served
+            if store.broker_role is not BrokerRole.SLAVE:
+                await self.scheduled.start()
         wiring = self.ha_wiring
         await wiring.start_ha(store, self.port, self.metrics)
         await server.start()
@@ -272,7 +278,12 @@ class BrokerController:
             cluster_name=s.cluster_name,
             max_message_size_bytes=s.max_message_size_bytes,
         )
+        self.scheduled = scheduled = ScheduledDelivery(s, store, topics, s.store_path_root_dir / "config", self.metrics)
+        self.send_processor.schedule_hook = scheduled.hook
+        self.send_processor.enable_topic_message_type_check = s.enable_topic_message_type_check
         pull, send_back = self._build_pull_side(store, topics)
+        assert self.retry_dlq is not None
+        self.retry_dlq.schedule_hook = scheduled.hook
         pop = self.pop = self._build_pop(store, topics)
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
         assert self.subscription_groups is not None
@@ -295,6 +306,7 @@ class BrokerController:
             component_identity=ComponentGuard.from_settings(self.settings).component_name,
             metadata_tables=self._metadata_tables(),
             runtime_info=self.runtime_info,
+            timer=scheduled.processor,
         )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
 
@@ -431,6 +443,8 @@ class BrokerController:
             await self.server.stop(self.settings.shutdown_grace_ms / 1000)
         if self.pop is not None:
             await self.pop.stop()
+        if self.scheduled is not None:
+            await self.scheduled.stop()
         await self.ha_wiring.stop_slave_synchronize()
         await self._stop_consumer_state()
         if self.topics is not None:

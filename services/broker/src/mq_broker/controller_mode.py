@@ -46,12 +46,16 @@ class BrokerRoleHooks:
         if b.pop is not None:
             stats = await b.pop.restart()
             log.info("pop_recovered_as_master", epoch=epoch, checkpoints=stats.checkpoints, messages=stats.messages)
+        if b.scheduled is not None:
+            await b.scheduled.start()  # timers and delay levels from the checkpoints the master's copies left
         self._register_now()
 
     async def on_slave(self, master_addr: str, epoch: int) -> None:
         b = self.broker
         if b.pop is not None:
             await b.pop.stop()
+        if b.scheduled is not None:
+            await b.scheduled.stop()
         self._pull_side(b.settings.broker_id, is_master=False)
         if b.slave_synchronize is not None:
             b.slave_synchronize.start()

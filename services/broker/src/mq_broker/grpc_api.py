@@ -81,6 +81,7 @@ from mq_broker.query_processor import QueryMessageProcessor
 from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.stream_sessions import SendStreamSessions
+from mq_broker.timer.timer_processor import TimerProcessor
 
 log = get_logger("mq_broker.grpc_api")
 
@@ -180,7 +181,9 @@ class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.B
         component_identity: Callable[[_Context], str | None] | None = None,
         metadata_tables: MetadataTables | None = None,
         runtime_info: Callable[[], dict[str, str]] | None = None,
+        timer: TimerProcessor | None = None,
     ) -> None:
+        self._timer = timer
         self._metadata_tables = metadata_tables
         self._runtime_info = runtime_info
         self._auth_metadata = auth_metadata
@@ -404,6 +407,41 @@ class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.B
         return await _guard("ViewMessageById", broker_pb2.ViewMessageByIdResponse, handle)
 
     # --- consumer side (ConsumerManageProcessor; REQUEST_CODE_NOT_SUPPORTED without one) ---------------------------
+
+    def _timer_processor(self) -> TimerProcessor:
+        if self._timer is None:
+            raise MQError("timers are not served by this broker", ResponseCode.SERVICE_NOT_AVAILABLE)
+        return self._timer
+
+    async def RecallMessage(
+        self, request: broker_pb2.RecallMessageRequest, context: _Context
+    ) -> broker_pb2.RecallMessageResponse:
+        async def handle() -> broker_pb2.RecallMessageResponse:
+            self._require(self._caller(context), (Resource.of_topic(request.topic), Action.PUB))
+            uniq_key = await self._timer_processor().recall(
+                request.topic, request.recall_handle, request.producer_group
+            )
+            return broker_pb2.RecallMessageResponse(code=ResponseCode.SUCCESS, msg_id=uniq_key)
+
+        return await _guard("RecallMessage", broker_pb2.RecallMessageResponse, handle)
+
+    async def QueryTimers(
+        self, request: broker_pb2.QueryTimersRequest, context: _Context
+    ) -> broker_pb2.QueryTimersResponse:
+        async def handle() -> broker_pb2.QueryTimersResponse:
+            self._admin_caller(context, "QueryTimers")
+            r = self._timer_processor().query(request.topic, request.uniq_key)
+            return broker_pb2.QueryTimersResponse(
+                code=ResponseCode.SUCCESS,
+                pending_timers=r.pending_timers,
+                earliest_deliver_ms=r.earliest_deliver_ms,
+                latest_deliver_ms=r.latest_deliver_ms,
+                pending_delay_level_messages=r.pending_delay_level_messages,
+                state=r.state,
+                message_deliver_ms=r.message_deliver_ms,
+            )
+
+        return await _guard("QueryTimers", broker_pb2.QueryTimersResponse, handle)
 
     def _consumer_processor(self) -> ConsumerManageProcessor:
         if self._consumer is None:

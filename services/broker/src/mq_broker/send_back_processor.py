@@ -69,6 +69,7 @@ class ConsumerSendMsgBackProcessor:
             delay_level=request.delay_level,
             max_reconsume_times=request.max_reconsume_times,
             client_host=peer_host,
+            hold_delay=True,
         )
         if result.status is not PutMessageStatus.PUT_OK:
             raise MQBrokerError(result.status.value, ResponseCode.SYSTEM_ERROR)

@@ -54,6 +54,7 @@ from mq_common.protocol import (
 from mq_common.record_layout import HOST_V6_FLAGS
 from mq_common.response_code import ResponseCode
 
+from mq_broker.schedule.schedule_hook import ScheduleHook
 from mq_broker.store.api import MessageStore
 from mq_broker.store.commit_log import MESSAGE_ILLEGAL_REMARK
 from mq_broker.store.config import BrokerRole
@@ -66,6 +67,7 @@ from mq_broker.store.message import (
 )
 from mq_broker.store.message_store import SLAVE_PUT_REMARK
 from mq_broker.topic_config import TopicConfigManager
+from mq_broker.topic_message_type import check_message_type
 
 if TYPE_CHECKING:
     from mq_broker.metrics import BrokerMetrics
@@ -107,6 +109,9 @@ class SendMessageProcessor:
         self.cluster_name = cluster_name
         self.max_message_size_bytes = max_message_size_bytes
         self.accepting = True
+        # BrokerConfig.enableTopicMessageTypeCheck, and the delay/timer hook (None: nothing is held).
+        self.enable_topic_message_type_check = True
+        self.schedule_hook: ScheduleHook | None = None
         self._random = random.Random()
         self.metrics: BrokerMetrics | None = None
         # Set by the controller to BrokerRegistrar.next_round: a send that auto-created a topic is answered once
@@ -138,23 +143,25 @@ class SendMessageProcessor:
         inners: list[MessageExtBrokerInner] = []
         uniq_keys: list[str] = []
         positions: list[int] = []
+        queue_ids: list[int] = []
         version_before = self.topics.data_version
         for i, request in enumerate(requests):
             try:
-                inner, uniq_key = self._prepare(request, peer_host)
+                inner, uniq_key, queue_id = self._prepare(request, peer_host)
             except MQError as exc:
                 replies[i] = SendMessageResponseHeader.of_error(exc)
             else:
                 inners.append(inner)
                 uniq_keys.append(uniq_key)
                 positions.append(i)
+                queue_ids.append(queue_id)
         if inners:
             begin = time.perf_counter()
             results = await self.store.put_messages(inners)
             if self.metrics is not None:
                 self.metrics.on_put(inners, results, (time.perf_counter() - begin) * 1000.0, peer_host)
-            for i, inner, uniq_key, result in zip(positions, inners, uniq_keys, results, strict=True):
-                replies[i] = self._reply_for(result, inner, uniq_key)
+            for i, queue_id, uniq_key, result in zip(positions, queue_ids, uniq_keys, results, strict=True):
+                replies[i] = self._reply_for(result, queue_id, uniq_key)
             await self._publish_created_topics(version_before)
         out = [r for r in replies if r is not None]
         assert len(out) == len(requests)
@@ -182,6 +189,10 @@ class SendMessageProcessor:
             _config, queue_id = self.msg_check(header, peer_host)
             if request.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
                 raise MessageIllegalError(f"batch request does not support retry group {request.topic}")
+            if ScheduleHook.may_hold(request.properties) and ScheduleHook.asks_delay(
+                decode_properties(request.properties)
+            ):
+                raise MessageIllegalError("TimeDelayLevel or a delivery time is not supported for batching")
         except MQError as exc:
             return SendMessageBatchResponseHeader(code=int(exc.code), remark=exc.remark)
         properties = decode_properties(request.properties)
@@ -202,9 +213,9 @@ class SendMessageProcessor:
             self.metrics.on_put_batch(batch, result, (time.perf_counter() - begin) * 1000.0, peer_host)
         await self._publish_created_topics(version_before)
         if not result.status.is_stored:
-            failed = self._reply_for(result, MessageExtBrokerInner(request.topic, queue_id, b""), "")
+            failed = self._reply_for(result, queue_id, "")
             return SendMessageBatchResponseHeader(code=failed.code, remark=result.remark or failed.remark)
-        ok = self._reply_for(result, MessageExtBrokerInner(request.topic, queue_id, b""), "")
+        ok = self._reply_for(result, queue_id, "")
         return SendMessageBatchResponseHeader(
             code=ok.code,
             msg_id=result.msg_id,
@@ -272,18 +283,29 @@ class SendMessageProcessor:
         if len(request.properties) > MAX_PROPERTIES_SIZE_BYTES:  # characters: a lower bound of the bytes
             raise MessageIllegalError(f"the message properties are longer than {MAX_PROPERTIES_SIZE_BYTES} bytes")
 
-    def _prepare(self, request: SendMessageRequestHeader, peer_host: str) -> tuple[MessageExtBrokerInner, str]:
-        """The stored message and its UNIQ_KEY (the reply's transaction id). Raises MQError as msg_check."""
+    def _prepare(self, request: SendMessageRequestHeader, peer_host: str) -> tuple[MessageExtBrokerInner, str, int]:
+        """The stored message, its UNIQ_KEY (the reply's transaction id) and the queue id the reply names. Raises
+        MQError as msg_check; MESSAGE_ILLEGAL (13) for a message type the topic does not accept
+        (mq_broker.topic_message_type) or a bad delay (mq_broker.schedule.schedule_hook). A delay-level or timer
+        message is stored on SCHEDULE_TOPIC_XXXX / rmq_sys_wheel_timer (HookUtils#handleScheduleMessage)."""
         if not self.accepting:
             raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
-        _config, queue_id = self.msg_check(request, peer_host)
+        config, queue_id = self.msg_check(request, peer_host)
         properties = decode_properties(request.properties)
+        if self.enable_topic_message_type_check:
+            check_message_type(config, properties)
+        topic, stored_queue_id, text = request.topic, queue_id, request.properties
+        if self.schedule_hook is not None and ScheduleHook.may_hold(text):
+            placement = self.schedule_hook.place(topic, queue_id, properties, request.sys_flag)
+            if placement is not None:
+                topic, stored_queue_id, properties = placement.topic, placement.queue_id, placement.properties
+                text = encode_properties(properties)
         sys_flag = request.sys_flag & ~HOST_V6_FLAGS
         inner = MessageExtBrokerInner(
-            topic=request.topic,
-            queue_id=queue_id,
+            topic=topic,
+            queue_id=stored_queue_id,
             body=request.body,
-            properties_string=self._with_cluster(request.properties, properties),
+            properties_string=self._with_cluster(text, properties),
             flag=request.flag,
             sys_flag=sys_flag,
             born_timestamp_ms=request.born_timestamp_ms,
@@ -292,7 +314,7 @@ class SendMessageProcessor:
             tags_code=tags_string_to_tags_code(properties.get(MessageConst.TAGS)),
             wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
         )
-        return inner, properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        return inner, properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""), queue_id
 
     def _with_cluster(self, text: str, properties: dict[str, str]) -> str:
         """The property string with CLUSTER = this cluster (appended when absent; re-encoded otherwise)."""
@@ -306,16 +328,15 @@ class SendMessageProcessor:
 
     # --- handlePutMessageResult --------------------------------------------------------------------------------
 
-    def _reply_for(
-        self, result: PutMessageResult, inner: MessageExtBrokerInner, uniq_key: str
-    ) -> SendMessageResponseHeader:
-        """SendMessageProcessor#handlePutMessageResult."""
+    def _reply_for(self, result: PutMessageResult, queue_id: int, uniq_key: str) -> SendMessageResponseHeader:
+        """SendMessageProcessor#handlePutMessageResult (``queue_id``: the queue the request asked for or was given;
+        a held delay/timer message's answer names it, not the SCHEDULE_TOPIC_XXXX / rmq_sys_wheel_timer queue)."""
         status = result.status
         if status.is_stored:
             return SendMessageResponseHeader(
                 code=int(_STORED_CODES[status]),
                 msg_id=result.msg_id,
-                queue_id=inner.queue_id,
+                queue_id=queue_id,
                 queue_offset=result.queue_offset,
                 transaction_id=uniq_key,
             )

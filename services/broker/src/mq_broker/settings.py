@@ -276,7 +276,7 @@ class BrokerSettings(ServiceSettings, AuthSettings):
         default="1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
         min_length=2,
         description="MessageStoreConfig.messageDelayLevel: the delay of each level (1-based), space-separated, "
-        "units s, m, h, d.",
+        "units s, m, h, d (and ms, beyond RocketMQ).",
     )
     timer_wheel_enable: bool = Field(
         default=True,

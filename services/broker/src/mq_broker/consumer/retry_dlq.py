@@ -4,17 +4,19 @@ Mirrors org.apache.rocketmq.broker.processor.AbstractSendMessageProcessor#consum
 rebuilt from the stored original) and SendMessageProcessor#handleRetryAndDLQ (reconsume times past the group's
 retryMaxTimes, or a negative delay level, send it to the dead letter queue). Event loop.
 
-Delay levels are recorded (the DELAY property) but not applied yet: there is no ScheduleMessageService, so a
-message given back is visible on the retry topic at once.
+A message a consumer gives back (``hold_delay``) waits its delay level on SCHEDULE_TOPIC_XXXX first
+(mq_broker.schedule: 10 s, 30 s, 1 m, ... for the default levels and reconsume times 0, 1, 2, ...); POP's revive
+stores on the retry topic at once (its invisible time was the wait).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Final
 
-from mq_common.codec import MessageExt, host_to_bytes
+from mq_common.codec import MessageExt, decode_properties, encode_properties, host_to_bytes
 from mq_common.constants import MessageConst, MessageSysFlag, PermName, dlq_topic, retry_topic
 from mq_common.errors import MQBrokerError
 from mq_common.logging import get_logger
@@ -22,6 +24,7 @@ from mq_common.protocol import TopicConfig
 from mq_common.response_code import ResponseCode
 
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
+from mq_broker.schedule.schedule_hook import ScheduleHook
 from mq_broker.store.api import MessageStore
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 from mq_broker.topic_config import TopicConfigManager
@@ -45,6 +48,7 @@ class RetryDlqService:
         self.topics = topics
         self.groups = groups
         self.on_send_to_dlq: Callable[[str, str], None] | None = None
+        self.schedule_hook: ScheduleHook | None = None
 
     async def send_back(
         self,
@@ -54,6 +58,7 @@ class RetryDlqService:
         delay_level: int,
         max_reconsume_times: int | None,
         client_host: str,
+        hold_delay: bool = False,
     ) -> PutMessageResult:
         """Store ``msg`` (a stored message, as DefaultMessageStore#lookup_message_by_offset returns it) again for
         ``group``: on ``%RETRY%<group>`` (a random queue of the group's retry_queue_nums), or on ``%DLQ%<group>``
@@ -63,8 +68,9 @@ class RetryDlqService:
         The new record keeps body, flag, properties, tags and born host/timestamp of ``msg``; RECONSUMETIMES and
         the RECONSUME_TIME property are ``msg``'s + 1; RETRY_TOPIC is the original topic (kept when ``msg`` is
         itself a retry); ORIGIN_MESSAGE_ID is the first message's id (UNIQ_KEY, else the offset msg id) when not
-        set yet; DELAY is ``delay_level`` (0: 3 + reconsume times; 0 on the DLQ) but not applied (no
-        ScheduleMessageService yet); WAIT is true. A compressed original is stored inflated (flag cleared).
+        set yet; DELAY is ``delay_level`` (0: 3 + reconsume times, at most the last level; 0 on the DLQ); WAIT is
+        true. A compressed original is stored inflated (flag cleared). With ``hold_delay`` (and a schedule hook)
+        the record waits its delay on SCHEDULE_TOPIC_XXXX, then goes to the retry topic.
 
         Returns the store's PutMessageResult (its status says whether it was stored); a group with
         retry_queue_nums <= 0 stores nothing and gets PUT_OK (RocketMQ answers SUCCESS). Raises MQBrokerError:
@@ -94,11 +100,29 @@ class RetryDlqService:
             target = retry
             queue_id = _random_queue_id(config.retry_queue_nums, retry)
             delay = delay_level if delay_level > 0 else FIRST_RETRY_DELAY_LEVEL + msg.reconsume_times
+            if self.schedule_hook is not None:
+                delay = min(delay, self.schedule_hook.levels.max_level)  # RocketMQ clamps a retry's level
         inner = retry_message(msg, target.topic_name, queue_id, delay)
+        if hold_delay and not to_dlq and self.schedule_hook is not None:
+            inner = self._held(inner, self.schedule_hook)
         result = (await self.store.put_messages([inner]))[0]
         if to_dlq:
             self._sent_to_dlq(msg, group, inner, result, client_host)
         return result
+
+    @staticmethod
+    def _held(inner: MessageExtBrokerInner, hook: ScheduleHook) -> MessageExtBrokerInner:
+        """``inner`` moved to SCHEDULE_TOPIC_XXXX for its DELAY level (unchanged for level 0)."""
+        properties = decode_properties(inner.properties_string)
+        placement = hook.place(inner.topic, inner.queue_id, properties, inner.sys_flag, internal=True)
+        if placement is None:
+            return inner
+        return replace(
+            inner,
+            topic=placement.topic,
+            queue_id=placement.queue_id,
+            properties_string=encode_properties(placement.properties),
+        )
 
     def _sent_to_dlq(
         self, msg: MessageExt, group: str, inner: MessageExtBrokerInner, result: PutMessageResult, client_host: str

@@ -1,0 +1,1 @@
+"""Timer messages (RocketMQ 5.x): TimerMessageStore over rmq_sys_wheel_timer, with recall."""
