@@ -26,6 +26,7 @@ from mq_common.response_code import ResponseCode
 from mq_broker.auth.grpc_api import AuthServicerMixin
 from mq_broker.ha.delay_offset_file import read_delay_offset_json
 from mq_broker.ha.slave_synchronize import MetadataTables
+from mq_broker.timer.timer_message_store import TIMER_CHECKPOINT_FILE_NAME
 
 _Context = grpc.aio.ServicerContext[object, object]
 
@@ -74,8 +75,12 @@ class MetadataServicerMixin(AuthServicerMixin):
     ) -> broker_pb2.GetAllDelayOffsetResponse:
         async def handle() -> broker_pb2.GetAllDelayOffsetResponse:
             self._admin_caller(context, "GetAllDelayOffset")
-            text = await asyncio.to_thread(read_delay_offset_json, self._tables().config_dir)
-            return broker_pb2.GetAllDelayOffsetResponse(code=ResponseCode.SUCCESS, delay_offset_json=text)
+            config_dir = self._tables().config_dir
+            text = await asyncio.to_thread(read_delay_offset_json, config_dir)
+            timer = await asyncio.to_thread(read_delay_offset_json, config_dir, TIMER_CHECKPOINT_FILE_NAME)
+            return broker_pb2.GetAllDelayOffsetResponse(
+                code=ResponseCode.SUCCESS, delay_offset_json=text, timer_checkpoint_json=timer
+            )
 
         return await self._run("GetAllDelayOffset", broker_pb2.GetAllDelayOffsetResponse, handle)
 

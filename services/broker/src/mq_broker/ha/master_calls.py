@@ -95,12 +95,12 @@ class MasterCalls:
         offsets = tuple(consumer_queue_offset_from_proto(o) for o in resp.offsets)
         return ConsumerOffsetWrapper(offsets, data_version_from_proto(resp.data_version))
 
-    async def get_all_delay_offset(self, addr: str) -> str:
-        """The master's config/delayOffset.json text ('' when it has none)."""
+    async def get_all_delay_offset(self, addr: str) -> tuple[str, str]:
+        """The master's config/delayOffset.json and config/timerCheckpoint.json texts ('' for a missing one)."""
         call = self._stub(addr).GetAllDelayOffset(broker_pb2.GetAllDelayOffsetRequest(), timeout=self._timeout_s)
         resp = await invoke(call, addr)
         _check(resp.code, resp.remark, addr)
-        return resp.delay_offset_json
+        return resp.delay_offset_json, resp.timer_checkpoint_json
 
     async def get_all_users(self, addr: str) -> tuple[User, ...]:
         """Every user of the master with its password (ListUser without a filter: a master serves passwords to

@@ -47,6 +47,7 @@ from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.ha.delay_offset_file import write_delay_offset_json
 from mq_broker.ha.master_calls import MASTER_CALL_TIMEOUT_MS, MasterCalls
 from mq_broker.settings import BrokerSettings
+from mq_broker.timer.timer_message_store import TIMER_CHECKPOINT_FILE_NAME
 from mq_broker.topic_config import TopicConfigManager
 
 log = get_logger("mq_broker.ha.slave_synchronize")
@@ -153,8 +154,9 @@ class SlaveSynchronize:
             await offsets.persist_async()
 
     async def _sync_delay_offset(self, addr: str) -> None:
-        text = await self._calls.get_all_delay_offset(addr)
+        text, timer = await self._calls.get_all_delay_offset(addr)
         await asyncio.to_thread(write_delay_offset_json, self._tables.config_dir, text)
+        await asyncio.to_thread(write_delay_offset_json, self._tables.config_dir, timer, TIMER_CHECKPOINT_FILE_NAME)
 
     async def _sync_groups(self, addr: str) -> None:
         wrapper = await self._calls.get_all_subscription_groups(addr)

@@ -21,8 +21,9 @@ class DelayLevels:
 
     @classmethod
     def parse(cls, text: str) -> DelayLevels:
-        """``"1s 5s 10s 30s 1m ... 2h"`` -> DelayLevels (``ms`` is ours, for tests; RocketMQ knows s, m, h, d). Raises ValueError for an empty list, more than
-        MAX_DELAY_LEVELS levels, an unknown unit or a non-positive number."""
+        """``"1s 5s 10s 30s 1m ... 2h"`` -> DelayLevels (``ms`` is ours, for tests; RocketMQ knows s, m, h, d).
+        Raises ValueError for an empty list, more than MAX_DELAY_LEVELS levels, an unknown unit or a non-positive
+        number."""
         delays: list[int] = []
         for word in text.split():
             suffix = "ms" if word.endswith("ms") else word[-1:]

@@ -1456,20 +1456,26 @@ class GetAllDelayOffsetResponse(_message.Message):
     CODE_FIELD_NUMBER: _builtins.int
     REMARK_FIELD_NUMBER: _builtins.int
     DELAY_OFFSET_JSON_FIELD_NUMBER: _builtins.int
+    TIMER_CHECKPOINT_JSON_FIELD_NUMBER: _builtins.int
     code: _builtins.int
     remark: _builtins.str
     delay_offset_json: _builtins.str
     """The JSON text of config/delayOffset.json (ScheduleMessageService#encode's shape); empty when there is none."""
+    timer_checkpoint_json: _builtins.str
+    """The JSON text of config/timerCheckpoint.json (the timer store's checkpoint; RocketMQ's GET_TIMER_CHECK_POINT,
+    which SlaveSynchronize#syncTimerCheckPoint reads); empty when there is none.
+    """
     def __init__(
         self,
         *,
         code: _builtins.int = ...,
         remark: _builtins.str = ...,
         delay_offset_json: _builtins.str = ...,
+        timer_checkpoint_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "delay_offset_json", b"delay_offset_json", "remark", b"remark"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "delay_offset_json", b"delay_offset_json", "remark", b"remark", "timer_checkpoint_json", b"timer_checkpoint_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
