@@ -1,4 +1,4 @@
-"""The producer gateway client adapter: ProducerGateway.Send (used by mqadmin sendMessage).
+"""The producer gateway client adapter: ProducerGateway.Send (used by mqadmin sendMessage) and RecallMessage.
 
 Mirrors DefaultMQProducer#send as seen through RocketMQ 5's proxy. Runs on the caller's asyncio loop.
 """
@@ -15,12 +15,14 @@ from mq_common.channels import seconds as _seconds
 from mq_common.grpc_errors import invoke as _invoke
 from mq_common.namesrv_client import check_code as _check
 
-__all__ = ["GatewayMessage", "GatewaySendResult", "gateway_send"]
+__all__ = ["GatewayMessage", "GatewaySendResult", "gateway_recall", "gateway_send"]
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayMessage:
-    """A message for ProducerGateway.Send. Mirrors org.apache.rocketmq.common.message.Message."""
+    """A message for ProducerGateway.Send. Mirrors org.apache.rocketmq.common.message.Message; at most one of
+    ``delay_time_level`` / ``deliver_time_ms`` (ms since the epoch) / ``delay_time_sec`` / ``delay_time_ms``
+    (0 = not set) says when it is delivered (mq_client.producer.Message has the rules)."""
 
     topic: str
     body: bytes
@@ -29,11 +31,16 @@ class GatewayMessage:
     sharding_key: str = ""
     properties: Mapping[str, str] = field(default_factory=dict)
     flag: int = 0
+    delay_time_level: int = 0
+    deliver_time_ms: int = 0
+    delay_time_sec: int = 0
+    delay_time_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class GatewaySendResult:
-    """Mirrors org.apache.rocketmq.client.producer.SendResult; ``send_status`` is SendStatus' name."""
+    """Mirrors org.apache.rocketmq.client.producer.SendResult; ``send_status`` is SendStatus' name;
+    ``recall_handle`` is a timer message's (:func:`gateway_recall` takes it), else ""."""
 
     send_status: str
     msg_id: str
@@ -41,6 +48,7 @@ class GatewaySendResult:
     broker_name: str
     queue_id: int
     queue_offset: int
+    recall_handle: str = ""
 
 
 async def gateway_send(
@@ -64,6 +72,10 @@ async def gateway_send(
             sharding_key=message.sharding_key,
             properties=dict(message.properties),
             flag=message.flag,
+            delay_time_level=message.delay_time_level,
+            deliver_time_ms=message.deliver_time_ms,
+            delay_time_sec=message.delay_time_sec,
+            delay_time_ms=message.delay_time_ms,
         ),
         producer_group=producer_group,
         send_timeout_ms=send_timeout_ms,
@@ -80,4 +92,29 @@ async def gateway_send(
         broker_name=result.broker_name,
         queue_id=result.queue_id,
         queue_offset=result.queue_offset,
+        recall_handle=result.recall_handle,
     )
+
+
+async def gateway_recall(
+    pool: ChannelPool,
+    addr: str,
+    topic: str,
+    recall_handle: str,
+    producer_group: str = "",
+    recall_timeout_ms: int = 0,
+    timeout_ms: int = 10_000,
+) -> str:
+    """ProducerGateway.RecallMessage at ``addr``: cancel a timer message not delivered yet; returns its UNIQ_KEY.
+    ``recall_timeout_ms`` 0 means the gateway's default (3000 ms). Mirrors DefaultMQProducer#recallMessage.
+
+    Raises error_for_code(code, remark) when the gateway refuses (ILLEGAL_OPERATION 604 for a garbage handle, a
+    delivery time already passed, an unknown or already recalled message; see gateway.proto), and RemotingError /
+    RemotingTimeoutError / InvalidParameterError on transport failure."""
+    request = gateway_pb2.RecallMessageRequest(
+        topic=topic, recall_handle=recall_handle, producer_group=producer_group, timeout_ms=recall_timeout_ms
+    )
+    stub: gateway_pb2_grpc.ProducerGatewayAsyncStub = gateway_pb2_grpc.ProducerGatewayStub(pool.get(addr))
+    resp = await _invoke(stub.RecallMessage(request, timeout=_seconds(timeout_ms)), addr)
+    _check(resp.code, resp.remark)
+    return resp.msg_id

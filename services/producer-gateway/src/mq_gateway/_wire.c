@@ -5,12 +5,12 @@
  * What it replaces (and must equal, tests/gateway/test_gateway_wire.py): SendBatchRequest.FromString +
  * grpc_api.batch_from_protos + mq_client message_batch.prepare/_Prepared.encode, and grpc_api.chunks_to_proto +
  * SerializeToString for one stored chunk. It takes only the plain shape of a batch: every message of one topic,
- * with a body, maybe a tag, keys and a flag, and no sharding key and no user properties. Anything else (another
- * wire type for a known field, a group, a second topic, a sharding key, a property, a \x01 or \x02 in a tag or a
- * key, text that is not UTF-8, a field number not in MESSAGE_FIELDS / REQUEST_FIELDS) makes scan_send_batch answer
- * None and the caller parses the request with protobuf. The module exports MESSAGE_FIELDS and REQUEST_FIELDS, the
- * field numbers of mq.gateway.v1.Message and SendBatchRequest this file reads; a test compares them with
- * gateway.proto, so a field added there fails until this file handles it.
+ * with a body, maybe a tag, keys and a flag, and no sharding key, no user properties and no delay. Anything else
+ * (another wire type for a known field, a group, a second topic, a sharding key, a property, a delay, a \x01 or \x02
+ * in a tag or a key, text that is not UTF-8, a field number not in MESSAGE_FIELDS / REQUEST_FIELDS) makes
+ * scan_send_batch answer None and the caller parses the request with protobuf. The module exports MESSAGE_FIELDS
+ * and REQUEST_FIELDS, the field numbers of mq.gateway.v1.Message and SendBatchRequest this file reads; a test
+ * compares them with gateway.proto, so a field added there fails until this file handles it.
  *
  * Runs on the gateway's event loop thread, holding the GIL (the work is a few microseconds per batch).
  */
@@ -156,7 +156,7 @@ static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
     while (c.p < c.end) {
         if (read_field(&c, &f) < 0) return -1;
         if (f.number >= 1 && f.number <= 6 && f.wire_type != WT_LEN) return 0;
-        if (f.number == 7 && f.wire_type != WT_VARINT) return 0;
+        if (f.number >= 7 && f.number <= 11 && f.wire_type != WT_VARINT) return 0;
         switch (f.number) {
         case 1:
             m->topic = f.data;
@@ -182,6 +182,12 @@ static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
             return 0;
         case 7:
             m->flag = (int32_t)(uint32_t)f.varint;
+            break;
+        case 8: /* delay_time_level, deliver_time_ms, delay_time_sec, delay_time_ms: a delayed message never goes */
+        case 9: /* in a MessageBatch (the producer sends it alone), so a non-zero one is not the plain shape */
+        case 10:
+        case 11:
+            if (f.varint) return 0;
             break;
         default: /* a field this file does not know (MESSAGE_FIELDS): protobuf's path decides what it means */
             return 0;
@@ -478,7 +484,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", NULL, 0, methods, NULL, NULL, NULL, NULL};
 
 /* The field numbers parse_message and walk_request read (every other number takes the protobuf path). */
-static const int MESSAGE_FIELDS[] = {1, 2, 3, 4, 5, 6, 7};
+static const int MESSAGE_FIELDS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
 static const int REQUEST_FIELDS[] = {1, 2, 3};
 
 static int add_field_set(PyObject *mod, const char *name, const int *numbers, size_t count) {

@@ -6,8 +6,10 @@ request as a whole gets a gRPC status: a malformed one (a negative or too large 
 messages in a batch, a SendBatch whose bytes do not parse) INVALID_ARGUMENT; a Send / SendBatch / SendOneway
 the in-flight limits kept out for its whole budget RESOURCE_EXHAUSTED (nothing of it was sent; back off and
 retry). With auth on (mq_gateway.auth), a call without valid credentials or Pub on its topics gets NO_PERMISSION
-16 + remark for every message, before anything is sent. Handlers run on the gateway's asyncio loop and never
-raise anything else into gRPC.
+16 + remark for every message, before anything is sent. A message's delay level or delivery time is a field of
+the message on the same send path; a timer message's SendResult carries its recall handle, which RecallMessage
+takes (answered as code + remark + msg_id). Handlers run on the gateway's asyncio loop and never raise anything
+else into gRPC.
 """
 
 from __future__ import annotations
@@ -85,26 +87,43 @@ class Producer(Protocol):
 
     async def send_oneway(self, msg: Message, timeout_ms: int | None = None) -> str: ...
 
+    async def recall_message(self, topic: str, recall_handle: str, timeout_ms: int | None = None) -> str: ...
+
 
 def message_from_proto(msg: gateway_pb2.Message) -> Message:
-    """mq.gateway.v1.Message -> Message. Raises MessageIllegalError (13) for a reserved property name."""
+    """mq.gateway.v1.Message -> Message (with its delay level or delivery time). Raises MessageIllegalError (13) for
+    a reserved property name (DELAY and TIMER_* included: a delay is set with the message's own fields)."""
     properties: dict[str, str] = {}
     if msg.properties:
         check_user_properties(msg.properties)
         properties = dict(msg.properties)
-    return Message(msg.topic, msg.body, msg.tag, tuple(msg.keys), properties, msg.flag, msg.sharding_key)
+    return Message(
+        msg.topic,
+        msg.body,
+        msg.tag,
+        tuple(msg.keys),
+        properties,
+        msg.flag,
+        msg.sharding_key,
+        msg.delay_time_level,
+        msg.deliver_time_ms,
+        msg.delay_time_sec,
+        msg.delay_time_ms,
+    )
 
 
 def batch_from_protos(msgs: Sequence[gateway_pb2.Message]) -> MessageBatch | None:
     """The messages of a SendBatch as one MessageBatch (columns, no object per message), or None when they are
-    not one topic or a message uses a reserved property name (those take the message by message path, which gives
-    each message its own outcome). Several sharding keys become the batch's ``sharding_keys`` column (the producer
-    then sends one MessageBatch per queue)."""
+    not one topic, a message has a delay, or a message uses a reserved property name (those take the message by
+    message path, which gives each message its own outcome). Several sharding keys become the batch's
+    ``sharding_keys`` column (the producer then sends one MessageBatch per queue)."""
     if not msgs:
         return None
     rows = [(m.topic, m.sharding_key, m.body, m.tag, m.keys, m.properties, m.flag) for m in msgs]
     topics, sharding_keys, bodies, tags, keys, properties, flags = zip(*rows, strict=True)
     if len(set(topics)) != 1:
+        return None
+    if any(m.delay_time_level or m.deliver_time_ms or m.delay_time_sec or m.delay_time_ms for m in msgs):
         return None
     one_key = len(set(sharding_keys)) == 1
     for props in properties:
@@ -186,6 +205,7 @@ def result_to_proto(result: SendResult) -> gateway_pb2.SendResult:
         broker_name=result.message_queue.broker_name,
         queue_id=result.message_queue.queue_id,
         queue_offset=result.queue_offset,
+        recall_handle=result.recall_handle,
     )
 
 
@@ -446,6 +466,23 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         self._done("oneway", begin, 1, 0)
         return gateway_pb2.SendOnewayResponse(code=ResponseCode.SUCCESS, msg_id=msg_id)
 
+    async def RecallMessage(
+        self, request: gateway_pb2.RecallMessageRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> gateway_pb2.RecallMessageResponse:
+        """DefaultMQProducer#recallMessage through the gateway's producer (codes in gateway.proto); with auth on, the
+        caller needs Pub on the topic."""
+        timeout_ms = await self._timeout_ms(request.timeout_ms, context)
+        if refused := await self._refused(context, (request.topic,)):
+            return gateway_pb2.RecallMessageResponse(code=refused.code, remark=refused.remark)
+        try:
+            msg_id = await self._producer.recall_message(request.topic, request.recall_handle, timeout_ms)
+        except MQError as exc:
+            return gateway_pb2.RecallMessageResponse(code=exc.code, remark=exc.remark)
+        except Exception as exc:
+            failed = _unexpected("RecallMessage", exc)
+            return gateway_pb2.RecallMessageResponse(code=failed.code, remark=failed.remark)
+        return gateway_pb2.RecallMessageResponse(code=ResponseCode.SUCCESS, msg_id=msg_id)
+
 
 def _first_message(raw: bytes) -> Message:
     """Message 0 of a serialized SendBatchRequest (for the send hooks of the C path)."""
@@ -476,6 +513,11 @@ def add_to_server(servicer: ProducerGatewayServicer, server: grpc.aio.Server) ->
             servicer.SendOneway,
             request_deserializer=gateway_pb2.SendOnewayRequest.FromString,
             response_serializer=gateway_pb2.SendOnewayResponse.SerializeToString,
+        ),
+        "RecallMessage": grpc.unary_unary_rpc_method_handler(
+            servicer.RecallMessage,
+            request_deserializer=gateway_pb2.RecallMessageRequest.FromString,
+            response_serializer=gateway_pb2.RecallMessageResponse.SerializeToString,
         ),
     }
     assert set(handlers) == set(gateway_pb2.DESCRIPTOR.services_by_name["ProducerGateway"].methods_by_name)

@@ -52,6 +52,10 @@ class Message(_message.Message):
     SHARDING_KEY_FIELD_NUMBER: _builtins.int
     PROPERTIES_FIELD_NUMBER: _builtins.int
     FLAG_FIELD_NUMBER: _builtins.int
+    DELAY_TIME_LEVEL_FIELD_NUMBER: _builtins.int
+    DELIVER_TIME_MS_FIELD_NUMBER: _builtins.int
+    DELAY_TIME_SEC_FIELD_NUMBER: _builtins.int
+    DELAY_TIME_MS_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     body: _builtins.bytes
     tag: _builtins.str
@@ -59,6 +63,19 @@ class Message(_message.Message):
     sharding_key: _builtins.str
     """Messages with the same sharding key go to the same queue, in send order."""
     flag: _builtins.int
+    delay_time_level: _builtins.int
+    """When the message is delivered; at most one of the four (0 = not set), else MESSAGE_ILLEGAL (13).
+    A delay level 1.. of the broker's messageDelayLevel ("1s 5s 10s 30s 1m ..."; Message#setDelayTimeLevel, property
+    DELAY); out of range: MESSAGE_ILLEGAL from the broker.
+    """
+    deliver_time_ms: _builtins.int
+    """A timer message (RocketMQ 5): the delivery time in ms since the epoch (Message#setDeliverTimeMs), or a delay
+    from now in seconds or ms (#setDelayTimeSec, #setDelayTimeMs; the gateway turns them into the delivery time
+    when it takes the message). Sent as TIMER_DELIVER_MS; its SendResult carries a recall_handle. Later than the
+    broker's timer_max_delay_sec (3 days) or more than 1 s in the past: MESSAGE_ILLEGAL from the broker.
+    """
+    delay_time_sec: _builtins.int
+    delay_time_ms: _builtins.int
     @_builtins.property
     def keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Property KEYS (joined with spaces)."""
@@ -77,10 +94,14 @@ class Message(_message.Message):
         sharding_key: _builtins.str = ...,
         properties: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         flag: _builtins.int = ...,
+        delay_time_level: _builtins.int = ...,
+        deliver_time_ms: _builtins.int = ...,
+        delay_time_sec: _builtins.int = ...,
+        delay_time_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "flag", b"flag", "keys", b"keys", "properties", b"properties", "sharding_key", b"sharding_key", "tag", b"tag", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "delay_time_level", b"delay_time_level", "delay_time_ms", b"delay_time_ms", "delay_time_sec", b"delay_time_sec", "deliver_time_ms", b"deliver_time_ms", "flag", b"flag", "keys", b"keys", "properties", b"properties", "sharding_key", b"sharding_key", "tag", b"tag", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -100,6 +121,7 @@ class SendResult(_message.Message):
     BROKER_NAME_FIELD_NUMBER: _builtins.int
     QUEUE_ID_FIELD_NUMBER: _builtins.int
     QUEUE_OFFSET_FIELD_NUMBER: _builtins.int
+    RECALL_HANDLE_FIELD_NUMBER: _builtins.int
     code: _builtins.int
     """0 (SUCCESS) when send_status is set; otherwise the ResponseCode that failed the send."""
     remark: _builtins.str
@@ -110,6 +132,8 @@ class SendResult(_message.Message):
     broker_name: _builtins.str
     queue_id: _builtins.int
     queue_offset: _builtins.int
+    recall_handle: _builtins.str
+    """A timer message's recall handle (RecallMessage takes it); empty for other messages."""
     def __init__(
         self,
         *,
@@ -121,10 +145,11 @@ class SendResult(_message.Message):
         broker_name: _builtins.str = ...,
         queue_id: _builtins.int = ...,
         queue_offset: _builtins.int = ...,
+        recall_handle: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_name", b"broker_name", "code", b"code", "msg_id", b"msg_id", "offset_msg_id", b"offset_msg_id", "queue_id", b"queue_id", "queue_offset", b"queue_offset", "remark", b"remark", "send_status", b"send_status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_name", b"broker_name", "code", b"code", "msg_id", b"msg_id", "offset_msg_id", b"offset_msg_id", "queue_id", b"queue_id", "queue_offset", b"queue_offset", "recall_handle", b"recall_handle", "remark", b"remark", "send_status", b"send_status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -277,3 +302,67 @@ class SendOnewayResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SendOnewayResponse: _TypeAlias = SendOnewayResponse  # noqa: Y015
+
+@_typing.final
+class RecallMessageRequest(_message.Message):
+    """Mirrors RecallMessageRequestHeader as DefaultMQProducer#recallMessage fills it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    RECALL_HANDLE_FIELD_NUMBER: _builtins.int
+    PRODUCER_GROUP_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    recall_handle: _builtins.str
+    """The recall_handle of the message's SendResult."""
+    producer_group: _builtins.str
+    """Accepted and ignored, as producer_group of the sends: the gateway recalls as its own group."""
+    timeout_ms: _builtins.int
+    """0 means the gateway's send_timeout_ms (3000)."""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        recall_handle: _builtins.str = ...,
+        producer_group: _builtins.str = ...,
+        timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["producer_group", b"producer_group", "recall_handle", b"recall_handle", "timeout_ms", b"timeout_ms", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecallMessageRequest: _TypeAlias = RecallMessageRequest  # noqa: Y015
+
+@_typing.final
+class RecallMessageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    """0 (SUCCESS) when the message was recalled; otherwise the ResponseCode: ILLEGAL_OPERATION (604) for a garbage
+    handle ("recall handle is invalid"), a handle of another topic or broker, a delivery time already passed, an
+    unknown or already recalled message (the remark says which); MESSAGE_ILLEGAL (13) for an illegal topic;
+    TOPIC_NOT_EXIST (17); BROKER_NOT_EXIST (211) when the topic's route has no master of the handle's broker.
+    """
+    remark: _builtins.str
+    msg_id: _builtins.str
+    """UNIQ_KEY (client message id) of the recalled message."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        msg_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "msg_id", b"msg_id", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecallMessageResponse: _TypeAlias = RecallMessageResponse  # noqa: Y015

@@ -49,6 +49,11 @@ class ProducerGatewayStub:
                 request_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayRequest.SerializeToString,
                 response_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayResponse.FromString,
                 _registered_method=True)
+        self.RecallMessage = channel.unary_unary(
+                '/mq.gateway.v1.ProducerGateway/RecallMessage',
+                request_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageRequest.SerializeToString,
+                response_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageResponse.FromString,
+                _registered_method=True)
 
 
 class ProducerGatewayServicer:
@@ -77,6 +82,14 @@ class ProducerGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecallMessage(self, request, context):
+        """Cancel a timer message not delivered yet, by the recall_handle of its SendResult
+        (DefaultMQProducer#recallMessage): the gateway calls RecallMessage on the master of the handle's broker.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProducerGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +107,11 @@ def add_ProducerGatewayServicer_to_server(servicer, server):
                     servicer.SendOneway,
                     request_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayRequest.FromString,
                     response_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayResponse.SerializeToString,
+            ),
+            'RecallMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecallMessage,
+                    request_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageRequest.FromString,
+                    response_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -177,6 +195,33 @@ class ProducerGateway:
             '/mq.gateway.v1.ProducerGateway/SendOneway',
             mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayRequest.SerializeToString,
             mq_dot_gateway_dot_v1_dot_gateway__pb2.SendOnewayResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecallMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.gateway.v1.ProducerGateway/RecallMessage',
+            mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageRequest.SerializeToString,
+            mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,6 +42,10 @@ class ProducerGatewayStub:
     attempt in the background; no SendResult and no retry. A request over the gateway's in-flight limits
     gets gRPC RESOURCE_EXHAUSTED (like Send and SendBatch).
     """
+    RecallMessage: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.RecallMessageRequest, _gateway_pb2.RecallMessageResponse]
+    """Cancel a timer message not delivered yet, by the recall_handle of its SendResult
+    (DefaultMQProducer#recallMessage): the gateway calls RecallMessage on the master of the handle's broker.
+    """
 
 @_typing.type_check_only
 class ProducerGatewayAsyncStub(ProducerGatewayStub):
@@ -54,6 +58,10 @@ class ProducerGatewayAsyncStub(ProducerGatewayStub):
     """One message, ONEWAY (DefaultMQProducer#sendOneway): validated, routed and accepted, then sent with one
     attempt in the background; no SendResult and no retry. A request over the gateway's in-flight limits
     gets gRPC RESOURCE_EXHAUSTED (like Send and SendBatch).
+    """
+    RecallMessage: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RecallMessageRequest, _gateway_pb2.RecallMessageResponse]  # type: ignore[assignment]
+    """Cancel a timer message not delivered yet, by the recall_handle of its SendResult
+    (DefaultMQProducer#recallMessage): the gateway calls RecallMessage on the master of the handle's broker.
     """
 
 class ProducerGatewayServicer(metaclass=_abc_1.ABCMeta):
@@ -82,6 +90,16 @@ class ProducerGatewayServicer(metaclass=_abc_1.ABCMeta):
         """One message, ONEWAY (DefaultMQProducer#sendOneway): validated, routed and accepted, then sent with one
         attempt in the background; no SendResult and no retry. A request over the gateway's in-flight limits
         gets gRPC RESOURCE_EXHAUSTED (like Send and SendBatch).
+        """
+
+    @_abc_1.abstractmethod
+    def RecallMessage(
+        self,
+        request: _gateway_pb2.RecallMessageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.RecallMessageResponse, _abc.Awaitable[_gateway_pb2.RecallMessageResponse]]:
+        """Cancel a timer message not delivered yet, by the recall_handle of its SendResult
+        (DefaultMQProducer#recallMessage): the gateway calls RecallMessage on the master of the handle's broker.
         """
 
 def add_ProducerGatewayServicer_to_server(servicer: ProducerGatewayServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
