@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from mq_common.codec import MessageExt
-from mq_common.constants import validate_topic
-from mq_common.errors import MQClientError
+from mq_common.constants import MixAll, validate_topic
+from mq_common.errors import MQClientError, TopicNotExistError
 from mq_common.message_id import decode_offset_msg_id
 from mq_common.protocol import MessageQueue, PullStatus, TopicConfig, TopicQueueOffset, TopicRouteData
 from mq_common.response_code import ResponseCode
@@ -33,6 +33,16 @@ DEFAULT_QUERY_MAX_NUM: Final = 64
 MAX_CONSUME_MESSAGES: Final = 100_000
 # printMsg's default bound on the messages it prints (RocketMQ's command prints every message in the range).
 DEFAULT_PRINT_MAX_NUM: Final = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TopicClusterRow:
+    """One line of ``topicList -c``: the cluster of the topic's first broker group (by name; '' when the name
+    server lists it in no cluster), the topic and its message type by the route (NORMAL when undeclared)."""
+
+    cluster: str
+    topic: str
+    message_type: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +82,32 @@ class MQAdminClient(ConsumerAdmin, TimerAdmin):
                 offsets.extend(await self._broker.get_topic_stats(addr, topic, self.timeout_ms))
         return sorted(offsets, key=lambda o: (o.broker_name, o.queue_id))
 
+    async def topic_cluster_list(self) -> list[TopicClusterRow]:
+        """Every topic but %RETRY% / %DLQ% ones with its cluster and message type (one route query per topic), in
+        topic order; a topic whose route went away meanwhile is left out. Mirrors TopicListSubCommand ``-c``
+        (which prints consumer groups where this prints the type). Raises RemotingError when no name server
+        answers."""
+        info = await self.cluster_list()
+        cluster_of = {name: cluster for cluster, names in info.cluster_addr_table.items() for name in names}
+        rows: list[TopicClusterRow] = []
+        for topic in await self.topic_list():
+            if topic.startswith((MixAll.RETRY_GROUP_TOPIC_PREFIX, MixAll.DLQ_GROUP_TOPIC_PREFIX)):
+                continue
+            try:
+                route = await self.topic_route(topic)
+            except TopicNotExistError:
+                continue
+            names = sorted(b.broker_name for b in route.broker_datas)
+            cluster = cluster_of.get(names[0], "") if names else ""
+            rows.append(TopicClusterRow(cluster, topic, route.topic_message_type().value))
+        return rows
+
     async def update_topic(
         self, config: TopicConfig, *, broker_addr: str | None = None, cluster_name: str | None = None
     ) -> list[str]:
         """Create or replace ``config`` on one broker (``broker_addr``) or on every master of ``cluster_name``.
+        ``config.attributes`` is a modification (``{"+message.type": "DELAY"}``, ``{"-message.type": ""}``;
+        mq_common.topic_attributes): the broker keeps the topic's other attributes.
 
         Mirrors UpdateTopicSubCommand (``-b`` / ``-c``) and #createAndUpdateTopicConfig. Returns the
         addresses updated, in order. Raises MQClientError (INVALID_PARAMETER) unless exactly one target is

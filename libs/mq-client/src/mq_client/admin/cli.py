@@ -21,6 +21,7 @@ from typing import Annotated
 import typer
 from mq_common.constants import PermName
 from mq_common.protocol import TopicConfig
+from mq_common.topic_attributes import parse_attributes
 from rich.console import Console
 from rich.table import Table
 
@@ -81,8 +82,25 @@ def cluster_list(output: OutputOption = OutputFormat.TABLE) -> None:
 
 
 @app.command("topicList")
-def topic_list(output: OutputOption = OutputFormat.TABLE) -> None:
-    """List every topic the name server has a route for."""
+def topic_list(
+    cluster_model: Annotated[
+        bool, typer.Option("-c", "--clusterModel", help="with each topic's cluster and message type")
+    ] = False,
+    output: OutputOption = OutputFormat.TABLE,
+) -> None:
+    """List every topic the name server has a route for; with -c, each (but %RETRY%/%DLQ%) with its cluster and
+    message type (message.type; NORMAL when undeclared)."""
+    if cluster_model:
+        rows = run_admin(lambda admin: admin.topic_cluster_list())
+
+        def render_rows(out: Console) -> None:
+            table = Table("#Cluster Name", "#Topic", "#Message Type", title="Topics")
+            for r in rows:
+                table.add_row(r.cluster, r.topic, r.message_type)
+            out.print(table)
+
+        emit(output, {"topics": rows}, render_rows)
+        return
     topics = run_admin(lambda admin: admin.topic_list())
 
     def render(out: Console) -> None:
@@ -96,16 +114,21 @@ def topic_list(output: OutputOption = OutputFormat.TABLE) -> None:
 
 @app.command("topicRoute")
 def topic_route(topic: TopicOption, output: OutputOption = OutputFormat.TABLE) -> None:
-    """Show a topic's queue datas and broker datas."""
+    """Show a topic's queue datas (with the topic's message type on each broker group: message.type, NORMAL when
+    undeclared) and broker datas."""
     route = run_admin(lambda admin: admin.topic_route(topic))
 
     def render(out: Console) -> None:
         queues = Table(
-            "#Broker Name", "#Read Queues", "#Write Queues", "#Perm", "#SysFlag", title=f"Queue datas: {topic}"
-        )
+            "#Broker Name", "#Read Queues", "#Write Queues", "#Perm", "#SysFlag", "#Message Type",
+            title=f"Queue datas: {topic}",
+        )  # fmt: skip
         for q in route.queue_datas:
             perm = f"{PermName.to_string(q.perm)} ({q.perm})"
-            queues.add_row(q.broker_name, str(q.read_queue_nums), str(q.write_queue_nums), perm, str(q.topic_sys_flag))
+            queues.add_row(
+                q.broker_name, str(q.read_queue_nums), str(q.write_queue_nums), perm, str(q.topic_sys_flag),
+                q.topic_message_type.value,
+            )  # fmt: skip
         brokers = Table("#Cluster", "#Broker Name", "#BID", "#Addr", title="Broker datas")
         for b in route.broker_datas:
             for bid, addr in sorted(b.broker_addrs.items()):
@@ -145,11 +168,23 @@ def update_topic(
     write_queue_nums: Annotated[int, typer.Option("-w", "--writeQueueNums", help="set write queue nums")] = 8,
     perm: Annotated[int, typer.Option("-p", "--perm", help="set topic's permission(2|4|6), intro[2:W 4:R; 6:RW]")] = 6,
     order: Annotated[str, typer.Option("-o", "--order", help="set topic's order(true|false)")] = "false",
+    attributes: Annotated[
+        str, typer.Option("-a", "--attributes", help="attribute(+a=b,+c=d,-e), e.g. +message.type=DELAY")
+    ] = "",
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
-    """Create or update a topic on one broker (-b) or every master of a cluster (-c)."""
+    """Create or update a topic on one broker (-b) or every master of a cluster (-c). -a changes its attributes:
+    +key=value adds or changes, -key deletes, several joined by ','; message.type is NORMAL (the default), FIFO,
+    DELAY, TRANSACTION or MIXED. Attributes not named are kept."""
     require_one_target("updateTopic", broker_addr, cluster_name)
-    config = TopicConfig(topic.strip(), read_queue_nums, write_queue_nums, perm, order=order.strip().lower() == "true")
+    try:
+        modification = parse_attributes(attributes.strip())
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'-a' / '--attributes'") from None
+    config = TopicConfig(
+        topic.strip(), read_queue_nums, write_queue_nums, perm, order=order.strip().lower() == "true",
+        attributes=modification,
+    )  # fmt: skip
     addrs = run_admin(lambda admin: admin.update_topic(config, broker_addr=broker_addr, cluster_name=cluster_name))
     emit_updated(output, "topic", addrs, config, "topic_config")
 
