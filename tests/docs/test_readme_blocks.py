@@ -131,6 +131,8 @@ def test_readme_mqadmin_verbs(cluster: LocalCluster) -> None:
             }
         if args[1] in ("queryMsgByKey", "queryMsgByUniqueKey", "queryMsgById"):
             assert "order-1" in out, f"{line}:\n{out}"
+        if args[1:3] == ["topicList", "-c"]:  # the topic made with -a +message.type=DELAY
+            assert re.search(r"reminders\s.*DELAY", out), f"{line}:\n{out}"
         if args[1] == "consumeMessage":
             assert re.search(r"^[0-9]+ message\(s\)$", out, re.MULTILINE), f"{line}:\n{out}"
         if args[1] == "consumerProgress":  # offsets reset to the start: the message sent above is the lag
