@@ -376,7 +376,16 @@ class TimerMessageStore:
             (markers if MessageConst.TIMER_DEL_UNIQKEY in msg.properties else held).append(msg)
         return held, markers
 
+    def catch_up(self) -> None:
+        """Enqueue the units stored since the last tick (bounded: MAX_ENQUEUE_STEPS_PER_TICK steps)."""
+        for _ in range(MAX_ENQUEUE_STEPS_PER_TICK):
+            if not self.enqueue_step():
+                break
+
     def is_pending(self, msg: MessageExt) -> bool:
+        """Whether the held record ``msg`` waits in the wheel (new units are enqueued first, so a timer sent a
+        moment ago counts)."""
+        self.catch_up()
         due = msg.properties.get(MessageConst.TIMER_OUT_MS, "")
         return due.isdigit() and self.wheel.contains(int(due), msg.commit_log_offset)
 

@@ -123,6 +123,7 @@ class TimerProcessor:
         topics), and, given ``uniq_key``, that message's state and due time."""
         if self.timers.store.broker_role is BrokerRole.SLAVE or not self.timers.running:
             raise MQBrokerError("the timer store runs on the master only", ResponseCode.SERVICE_NOT_AVAILABLE)
+        self.timers.catch_up()
         count, earliest, latest = self.timers.wheel.topic_range(topic)
         count = min(count, self.timers.pending_by_topic().get(topic, 0))
         behind = sum(self.schedule.behind().values())
