@@ -394,3 +394,28 @@ async def test_clean_file_forcibly_disabled_keeps_unexpired_files_above_the_rati
                 assert got is not None, i
     finally:
         store.shutdown()
+
+
+async def test_files_holding_undelivered_held_messages_stay_until_forced(tmp_path: Path) -> None:
+    """``keep_from`` (the lowest CommitLog offset a pending timer or delay-level message needs): expired files
+    from there on stay; those before it go; forced cleaning still frees the disk."""
+    later = time.time() + 73 * HOUR_S
+    hour = time.localtime(later).tm_hour
+    disk = FakeDisk()
+    store = open_clean_store(tmp_path, clock_s=lambda: later, disk=disk, delete_when=f"{hour:02d}")
+    try:
+        stored = await put_many(store, 0, 80)
+        files = store.commit_log.mapped_file_queue.mapped_files
+        assert len(files) >= 5
+        held_at = stored[min(stored, key=lambda i: abs(stored[i].wrote_offset - files[2].file_from_offset))]
+        keep = held_at.wrote_offset
+        store.clean_service.keep_from = lambda: keep
+        await clean_round(store)
+        assert store.commit_log.min_offset <= keep, "the file holding the held message stays"
+        assert store.commit_log.min_offset > 0, "the files before it go"
+        assert_readable(store, stored, [i for i, r in stored.items() if r.wrote_offset >= keep])
+        disk.ratio = 0.95  # past disk_space_clean_forcibly_ratio: forced cleaning ignores keep_from
+        await clean_round(store)
+        assert store.commit_log.min_offset > keep
+    finally:
+        store.shutdown()

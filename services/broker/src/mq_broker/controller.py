@@ -280,6 +280,7 @@ class BrokerController:
         )
         self.scheduled = scheduled = ScheduledDelivery(s, store, topics, s.store_path_root_dir / "config", self.metrics)
         self.send_processor.schedule_hook = scheduled.hook
+        store.clean_service.keep_from = scheduled.min_held_offset
         self.send_processor.enable_topic_message_type_check = s.enable_topic_message_type_check
         pull, send_back = self._build_pull_side(store, topics)
         assert self.retry_dlq is not None

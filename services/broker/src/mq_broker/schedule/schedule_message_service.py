@@ -100,6 +100,16 @@ class ScheduleMessageService:
                 out[level] = max(0, cq.max_offset_in_queue - self.offsets.get(level, 0))
         return out
 
+    def min_held_offset(self) -> int | None:
+        """The lowest CommitLog offset of a delay-level message not delivered yet (each level's head unit)."""
+        lowest: int | None = None
+        for level in range(1, self.levels.max_level + 1):
+            cq = self.store.find_consume_queue(SCHEDULE_TOPIC, DelayLevels.queue_id(level))
+            unit = cq.get_unit(self.offsets.get(level, 0)) if cq is not None else None
+            if unit is not None and not unit.is_blank:
+                lowest = unit.commit_log_offset if lowest is None else min(lowest, unit.commit_log_offset)
+        return lowest
+
     def encode(self) -> dict[str, Any]:
         """The JSON object of delayOffset.json (ScheduleMessageService#encode plus ``commitLogOffset``)."""
         return {

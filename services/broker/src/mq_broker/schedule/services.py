@@ -62,6 +62,14 @@ class ScheduledDelivery:
             metrics.bind_timer_backlog(self.timers.pending_by_topic)
             metrics.bind_schedule_behind(self.schedule.behind)
 
+    def min_held_offset(self) -> int | None:
+        """The lowest CommitLog offset a held message not delivered yet needs (None: none; a slave: none). The
+        store's clean service keeps the files from there (any thread: reads two ints and the level heads)."""
+        if not self.timers.running:
+            return None
+        offsets = [o for o in (self.timers.min_held_offset, self.schedule.min_held_offset()) if o is not None]
+        return min(offsets, default=None)
+
     async def start(self) -> None:
         """Recover and deliver (a master). Raises ValueError when a checkpoint file and its .bak are unusable."""
         await self.schedule.start()

@@ -12,7 +12,8 @@ DISK_FULL bit of RunningFlags. One round every ``clean_resource_interval_ms``:
    ``disk_max_used_space_ratio_percent``; when usage passes ``disk_space_clean_forcibly_ratio`` (and
    ``clean_file_forcibly_enable``) the oldest files go expired or not. At most ``delete_file_batch_max``
    files per round, oldest first, stopping at the first one kept; never the file being written, never a
-   file not yet flushed;
+   file not yet flushed, never (short of forced cleaning) a file holding a delay-level or timer message not
+   delivered yet (``keep_from``; RocketMQ rolls such timers instead);
 3. when the CommitLog min offset moved: every ConsumeQueue moves its min offset to the first unit still in
    the CommitLog and drops its files wholly below it; then the index (when the store has an IndexService).
 
@@ -75,6 +76,9 @@ class CleanService:
         self.index_cleaner = index_cleaner
         self.clock_s = clock_s
         self.disk_usage_ratio = disk_usage_ratio
+        # The lowest CommitLog offset a held delay-level or timer message still needs (None: none); an expired file
+        # ending past it is kept until forced cleaning (mq_broker.schedule.services). Read on this thread.
+        self.keep_from: Callable[[], int | None] | None = None
         self.delete_when_hours = parse_delete_when(config.delete_when)
         self.disk_full = False
         self.last_usage = DiskSpaceUsage(-1.0, -1.0, -1.0)
@@ -177,6 +181,10 @@ class CleanService:
                 break
             if not (clean_immediately or _modified_before(mapped, expired_before_s)):
                 break  # never delete files in the middle: the log stays contiguous
+            keep = self.keep_from() if self.keep_from is not None else None
+            if not clean_immediately and keep is not None and mapped.file_end_offset > keep:
+                log.info("commit_log_file_kept_for_held_messages", file=mapped.file_path.name, keep_from=keep)
+                break
             mfq.remove_first_files([mapped])
             self._destroy(
                 mapped,

@@ -158,6 +158,8 @@ class TimerMessageStore:
         self._written = TimerCheckpoint()
         self._min_pending = 0
         self._min_pending_at_ms = 0
+        # The lowest CommitLog offset a pending timer needs (refreshed with _min_pending; read by the clean thread).
+        self.min_held_offset: int | None = None
 
     # --- life cycle (event loop) ---------------------------------------------------------------------------------
 
@@ -169,6 +171,7 @@ class TimerMessageStore:
         rebuilt = await asyncio.to_thread(self._rebuild)
         self.wheel, self.recalled, self.queue_offset = rebuilt.wheel, rebuilt.recalled, rebuilt.queue_offset
         self._min_pending, self._min_pending_at_ms = self._min_pending_now(), now_ms()
+        self.min_held_offset = self.wheel.min_commit_log_offset()
         log.info(
             "timer_store_recovered",
             pending=len(self.wheel),
@@ -332,6 +335,7 @@ class TimerMessageStore:
         fired_until = at_ms + 1 if earliest is None else min(at_ms + 1, earliest)
         if at_ms - self._min_pending_at_ms >= MIN_PENDING_REFRESH_MS:
             self._min_pending, self._min_pending_at_ms = self._min_pending_now(), at_ms
+            self.min_held_offset = self.wheel.min_commit_log_offset()
         return TimerCheckpoint(fired_until, self.queue_offset, self._min_pending, self.store.commit_log.max_offset)
 
     def _min_pending_now(self) -> int:

@@ -120,6 +120,10 @@ class TimerWheel:
         """The smallest ConsumeQueue offset of a pending timer (a slot's first entry is its smallest)."""
         return min((slot[3] for slot in self._slots.values()), default=None)
 
+    def min_commit_log_offset(self) -> int | None:
+        """The lowest CommitLog offset of a pending timer's held record. O(pending), in C per slot."""
+        return min((min(slot[1::STRIDE]) for slot in self._slots.values() if slot), default=None)
+
     def pending_by_topic(self) -> dict[str, int]:
         return {topic: n for topic, n in zip(self.topics, self._pending, strict=True) if n > 0}
 
