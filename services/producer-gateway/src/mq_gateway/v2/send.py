@@ -8,16 +8,16 @@ MESSAGE_PROPERTIES_TOO_LARGE 43101; reserved user-property key ILLEGAL_MESSAGE_P
 ILLEGAL_MESSAGE_TAG 40004; bad key ILLEGAL_MESSAGE_KEY 40005; message_group too long ILLEGAL_MESSAGE_GROUP 40006;
 type the topic does not accept MESSAGE_PROPERTY_CONFLICT_WITH_TYPE 40014 (the proxy's remark; the type as RocketMQ
 derives it from the properties the message gets, mq_common.message_type; off with enable_topic_message_type_check
-false); DELAY / TRANSACTION / LITE / PRIORITY
-NOT_IMPLEMENTED 50100 (the message-types issue); a GZIP body that does not inflate MESSAGE_CORRUPTED 40016.
+false); a delivery time too late, too far in the past or malformed ILLEGAL_DELIVERY_TIME 40012; TRANSACTION / LITE /
+PRIORITY NOT_IMPLEMENTED 50100 (the next message-types issue); a GZIP body that does not inflate MESSAGE_CORRUPTED
+40016.
 
 Mapping (RMQ5-PROTOCOL.md section 5): message_id -> UNIQ_KEY, tag -> TAGS, keys -> KEYS, message_group ->
 __SHARDINGKEY (and the sharding-key queue selector), delivery_timestamp -> TIMER_DELIVER_MS (ms; checked and read
-as mq_gateway.v2.delivery_time says, ILLEGAL_DELIVERY_TIME 40012; the entry gets the timer's recall_handle),
-born_timestamp -> BORN_TIMESTAMP (ms), born_host ->
-__BORNHOST (else the peer's address), trace_context -> TRACE_CONTEXT, delivery_attempt -> RECONSUME_TIME, PGROUP =
-the topic. A GZIP body is inflated (at most the body limit) and stored as the plain body; the producer core
-compresses large bodies itself. Runs on the gateway's asyncio loop.
+as mq_gateway.v2.delivery_time says; the entry gets the timer's recall_handle), born_timestamp -> BORN_TIMESTAMP
+(ms), born_host -> __BORNHOST (else the peer's address), trace_context -> TRACE_CONTEXT, delivery_attempt ->
+RECONSUME_TIME, PGROUP = the topic. A GZIP body is inflated (at most the body limit) and stored as the plain body;
+the producer core compresses large bodies itself. Runs on the gateway's asyncio loop.
 Mirrors org.apache.rocketmq.proxy.grpc.v2.producer.SendMessageActivity.
 """
 
