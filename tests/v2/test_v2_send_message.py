@@ -135,9 +135,9 @@ BAD_REQUESTS: dict[str, tuple[Callable[[str], list[definition_pb2.Message]], int
         lambda t: [v2_message(t, message_group="g", message_type=MessageType.NORMAL)],
         Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
     ),
-    "DELAY": (
+    "DELAY beyond the max delay time": (
         lambda t: [v2_message(t, delivery_timestamp=timestamp_pb2.Timestamp(seconds=2_000_000_000))],
-        Code.NOT_IMPLEMENTED,
+        Code.ILLEGAL_DELIVERY_TIME,
     ),
     "TRANSACTION": (lambda t: [v2_message(t, message_type=MessageType.TRANSACTION)], Code.NOT_IMPLEMENTED),
     "a good message beside a bad one": (lambda t: [v2_message(t), v2_message(t, b"")], Code.MESSAGE_BODY_EMPTY),

@@ -121,8 +121,10 @@ async def test_lifecycle_and_not_yet_rpcs(gateway: Gateway) -> None:
     end = await stub.EndTransaction(service_pb2.EndTransactionRequest(message_id="x"), metadata=md)
     assert end.status.code == Code.NOT_IMPLEMENTED
     assert "message-types issue" in end.status.message
-    recall = await stub.RecallMessage(service_pb2.RecallMessageRequest(recall_handle="h"), metadata=md)
-    assert recall.status.code == Code.NOT_IMPLEMENTED
+    recall = await stub.RecallMessage(
+        service_pb2.RecallMessageRequest(topic=definition_pb2.Resource(name="T"), recall_handle="h"), metadata=md
+    )
+    assert (recall.status.code, recall.status.message) == (Code.BAD_REQUEST, "recall handle is invalid")
     lite = await stub.SyncLiteSubscription(service_pb2.SyncLiteSubscriptionRequest(), metadata=md)
     assert lite.status.code == Code.NOT_IMPLEMENTED
     assert lite.status.message
