@@ -45,6 +45,8 @@ DELIVER_TICK_MS: Final = 100
 """How often the levels are looked at (RocketMQ: DELAY_FOR_A_WHILE 100 ms)."""
 DELIVER_BATCH: Final = 512
 """Units read and records stored per put, per level."""
+PERSIST_REFRESH_MS: Final = 10_000
+"""How often unchanged offsets are rewritten to move ``commitLogOffset`` on (a short recovery walk)."""
 RETRY_AFTER_FAILURE_MS: Final = 1000
 """Pause after a put that did not store (RocketMQ: DELAY_FOR_A_PERIOD 10 s; we retry sooner, the put is idempotent
 only through the DELIVERED_FROM_OFFSET walk, which the next round does not need: the offset did not move)."""
@@ -70,6 +72,7 @@ class ScheduleMessageService:
         self.offsets: dict[int, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._dirty = False
+        self._persisted_at_ms = 0
 
     # --- life cycle (event loop) ---------------------------------------------------------------------------------
 
@@ -149,8 +152,10 @@ class ScheduleMessageService:
             try:
                 if await self.deliver_round(_now_ms()) is False:
                     pause_ms = RETRY_AFTER_FAILURE_MS
-                if self._dirty:
+                now = _now_ms()
+                if self._dirty or now - self._persisted_at_ms >= PERSIST_REFRESH_MS:
                     await self._persist()
+                    self._persisted_at_ms = now
             except OSError as exc:
                 log.error("schedule_round_failed", error=str(exc))
                 pause_ms = RETRY_AFTER_FAILURE_MS

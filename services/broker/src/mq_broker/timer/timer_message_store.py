@@ -63,6 +63,8 @@ FIRE_TAKE: Final = 4096
 FIRE_BATCH: Final = 512
 """Deliveries per put_messages call."""
 RETRY_AFTER_FAILURE_MS: Final = 1000
+CHECKPOINT_REFRESH_MS: Final = 10_000
+"""How often an otherwise unchanged checkpoint is rewritten to move its CommitLog offset on."""
 MIN_PENDING_REFRESH_MS: Final = 10_000
 """How often the checkpoint's minPendingQueueOffset is recomputed (O(slots); a stale, lower value is safe)."""
 RECALL_TAG: Final = "_RECALL_TAG_"
@@ -156,6 +158,8 @@ class TimerMessageStore:
         self.running = False
         self._task: asyncio.Task[None] | None = None
         self._written = TimerCheckpoint()
+        self._written_at_ms = 0
+        self._changed = False  # timers fired or markers done since the last checkpoint
         self._min_pending = 0
         self._min_pending_at_ms = 0
         # The lowest CommitLog offset a pending timer needs (refreshed with _min_pending; read by the clean thread).
@@ -305,6 +309,7 @@ class TimerMessageStore:
                     log.warning("timer_put_failed", status=result.status.value, remark=result.remark)
                     break
             done += 1
+        self._changed = self._changed or done > 0
         if done == len(plan):  # a marker is done with its due time; its target (enqueued before it) too
             for key in markers:
                 self.recalled.pop(key, None)
@@ -343,15 +348,21 @@ class TimerMessageStore:
         return self.queue_offset if lowest is None else lowest
 
     async def _checkpoint(self, at_ms: int, *, force: bool = False) -> None:
+        """Write the checkpoint when the wheel changed since the last one (units enqueued, timers fired), or when
+        CHECKPOINT_REFRESH_MS passed and the CommitLog moved (so the recovery walk stays short); not every tick
+        of a busy broker."""
         checkpoint = self.checkpoint_now(at_ms)
         written = self._written
-        if not force and (checkpoint.queue_offset, checkpoint.commit_log_offset) == (
-            written.queue_offset,
-            written.commit_log_offset,
-        ):
+        changed = self._changed or checkpoint.queue_offset != written.queue_offset
+        stale = (
+            at_ms - self._written_at_ms >= CHECKPOINT_REFRESH_MS
+            and checkpoint.commit_log_offset != written.commit_log_offset
+        )
+        if not (force or changed or stale):
             return
+        self._changed = False
         await asyncio.to_thread(persist_json, self.path, checkpoint.to_json())
-        self._written = checkpoint
+        self._written, self._written_at_ms = checkpoint, at_ms
 
     # --- queries and recall (event loop) -------------------------------------------------------------------------
 
