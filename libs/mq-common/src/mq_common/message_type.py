@@ -52,6 +52,7 @@ _DELAY_PROPERTIES: Final = (
     MessageConst.TIMER_DELIVER_MS,
     MessageConst.TIMER_DELAY_SEC,
     MessageConst.TIMER_DELAY_MS,
+    MessageConst.TIMER_OUT_MS,  # the due time a delivered timer keeps (clients may not set it: the broker refuses)
 )
 UNCHECKED_TOPICS: Final = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})
 """Topics whose sends are never type-checked (besides every %RETRY% / %DLQ% topic): the broker's own re-puts."""
@@ -59,8 +60,9 @@ UNCHECKED_TOPICS: Final = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})
 
 def message_type_of(properties: Mapping[str, str]) -> TopicMessageType:
     """The type of a message with these properties: TRAN_MSG "true" -> TRANSACTION; a delay level (DELAY) or a
-    timer (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) -> DELAY; a sharding key (__SHARDINGKEY) -> FIFO;
-    else NORMAL. Mirrors TopicMessageType#parseFromMessageProperty (same precedence)."""
+    timer (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS, or TIMER_OUT_MS on a delivered one) -> DELAY; a
+    sharding key (__SHARDINGKEY) -> FIFO; else NORMAL. Mirrors TopicMessageType#parseFromMessageProperty (same
+    precedence)."""
     if properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
         return TopicMessageType.TRANSACTION
     if any(name in properties for name in _DELAY_PROPERTIES):

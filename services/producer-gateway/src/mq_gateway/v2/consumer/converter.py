@@ -20,6 +20,8 @@ from apache.rocketmq.v2 import definition_pb2
 from google.protobuf import duration_pb2, timestamp_pb2
 from mq_common.codec import MessageExt
 from mq_common.constants import MessageConst, MixAll
+from mq_common.message_type import TopicMessageType
+from mq_common.message_type import message_type_of as common_message_type_of
 
 TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
 TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
@@ -73,8 +75,6 @@ RESERVED_PROPERTIES: Final = MessageConst.RESERVED | frozenset(
 )
 _DELAY_LEVEL: Final = MessageConst.DELAY_TIME_LEVEL
 TIMER_OUT_MS: Final = MessageConst.TIMER_OUT_MS
-# The properties that make a stored message a DELAY one (GrpcConverter's three, and the timer's due time).
-_DELAY_MARKS: Final = (_DELAY_LEVEL, TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_OUT_MS, TIMER_DELAY_MS)
 _MD5: Final = definition_pb2.DigestType.MD5
 _IDENTITY: Final = definition_pb2.Encoding.IDENTITY
 
@@ -101,15 +101,17 @@ def original_topic(message: MessageExt) -> str:
     return message.topic
 
 
+_V2_TYPES: Final = {
+    TopicMessageType.TRANSACTION: definition_pb2.MessageType.TRANSACTION,
+    TopicMessageType.DELAY: definition_pb2.MessageType.DELAY,
+    TopicMessageType.FIFO: definition_pb2.MessageType.FIFO,
+    TopicMessageType.NORMAL: definition_pb2.MessageType.NORMAL,
+}
+
+
 def message_type_of(properties: dict[str, str]) -> definition_pb2.MessageType.ValueType:
-    """GrpcConverter's recomputed type: TRANSACTION, DELAY, FIFO or NORMAL."""
-    if properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
-        return definition_pb2.MessageType.TRANSACTION
-    if any(name in properties for name in _DELAY_MARKS):
-        return definition_pb2.MessageType.DELAY
-    if MessageConst.SHARDING_KEY in properties:
-        return definition_pb2.MessageType.FIFO
-    return definition_pb2.MessageType.NORMAL
+    """GrpcConverter's recomputed type (mq_common.message_type.message_type_of as a v2 MessageType)."""
+    return _V2_TYPES[common_message_type_of(properties)]
 
 
 def _host(address: tuple[str, int]) -> str:
