@@ -40,6 +40,7 @@ from obs_testkit import (
     expected_for,
     exported_families,
 )
+from obs_timers import TimersSent, send_timers
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [
@@ -224,7 +225,24 @@ def consumed(
     return done
 
 
-def test_every_dashboard_query_returns_data(loaded: str, consumed: dict[str, ConsumedBroker]) -> None:
+@pytest.fixture(scope="module")
+def timed(metrics_cluster: tuple[LocalCluster, dict[str, int]], loaded: str) -> TimersSent:
+    """After the load: the timer phase (obs_timers.py; needs issue 32's broker timers wired to BrokerMetrics), then
+    wait until Prometheus has scraped the fired timers and re-put delay-level messages SCRAPES_PER_NEW_SERIES
+    times."""
+    sent = asyncio.run(send_timers(metrics_cluster[0]))
+    topic = f'topic="{sent.topic}"'
+    wait_for(loaded, f"sum(rocketmq_timer_dequeue_total{{{topic}}})", sent.soon)
+    wait_for(loaded, f"sum(mq_broker_schedule_dequeue_total{{{topic}}})", sent.delay_level)
+    wait_for(loaded, f"sum(rocketmq_timing_messages{{{topic}}})", sent.far)
+    for name in ("rocketmq_timer_dequeue_total", "mq_broker_schedule_dequeue_total", "rocketmq_timing_messages"):
+        wait_for(loaded, f"min(count_over_time({name}{{{topic}}}[1m]))", SCRAPES_PER_NEW_SERIES)
+    return sent
+
+
+def test_every_dashboard_query_returns_data(
+    loaded: str, consumed: dict[str, ConsumedBroker], timed: TimersSent
+) -> None:
     queries = dashboard_queries()
     assert len(queries) >= 40
     empty = [(board, title, expr) for board, title, expr in queries if not query(loaded, concrete(expr))]
@@ -248,7 +266,7 @@ def test_every_target_is_up(loaded: str) -> None:
 
 
 def test_scraped_families_match_the_metric_list(
-    metrics_cluster: tuple[LocalCluster, dict[str, int]], consumed: dict[str, ConsumedBroker]
+    metrics_cluster: tuple[LocalCluster, dict[str, int]], consumed: dict[str, ConsumedBroker], timed: TimersSent
 ) -> None:
     """Each process exports only listed families with their labels; each kind's processes together export every
     family listed for it (a slave has no per-slave lag series, a master no replicated bytes of its own)."""
@@ -308,3 +326,37 @@ def test_each_broker_exports_the_consumer_figures_of_what_was_consumed(
         assert one_value(got, "rocketmq_messages_out_total", first) == done.pulled, name
         assert one_value(got, "rocketmq_throughput_out_total", first) == done.pulled_bytes, name
         assert one_value(got, "rocketmq_send_to_dlq_messages_total", base) == done.sent_to_dlq, name
+
+
+def test_brokers_export_the_timer_figures_of_what_was_sent(
+    metrics_cluster: tuple[LocalCluster, dict[str, int]], timed: TimersSent
+) -> None:
+    """Summed over the brokers, for the timer phase's topic: every timer enqueued, the ones due soon fired (one
+    lateness each, none negative), the far ones pending, every delay-level message re-put (one lateness each).
+    Needs issue 32's broker timers wired to BrokerMetrics (obs_timers.py)."""
+    _cluster, ports = metrics_cluster
+    topic = {"topic": timed.topic}
+    totals: dict[str, float] = {}
+    for name, port in ports.items():
+        if service_kind(name) != "broker":
+            continue
+        got = scrape_samples(port)
+        for family, labels in [
+            ("rocketmq_timer_enqueue_total", topic),
+            ("rocketmq_timer_dequeue_total", topic),
+            ("rocketmq_timing_messages", topic),
+            ("mq_broker_schedule_dequeue_total", topic),
+            ("mq_broker_timer_lateness_ms_count", topic | {"timer_type": "timer"}),
+            ("mq_broker_timer_lateness_ms_count", topic | {"timer_type": "delay_level"}),
+        ]:
+            key = f"{family}{labels.get('timer_type', '')}"
+            found = [v for lab, v in got.get(family, []) if lab.items() >= labels.items()]
+            totals[key] = totals.get(key, 0.0) + sum(found)
+    assert totals == {
+        "rocketmq_timer_enqueue_total": timed.soon + timed.far,
+        "rocketmq_timer_dequeue_total": timed.soon,
+        "rocketmq_timing_messages": timed.far,
+        "mq_broker_schedule_dequeue_total": timed.delay_level,
+        "mq_broker_timer_lateness_ms_counttimer": timed.soon,
+        "mq_broker_timer_lateness_ms_countdelay_level": timed.delay_level,
+    }
