@@ -9,7 +9,7 @@ import grpc
 import pytest
 import structlog
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_broker.metrics import BrokerMetrics
+from mq_broker.metrics import BrokerMetrics, message_type
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 from mq_common.errors import RETRIABLE_BROKER_CODES, RemotingError
 from mq_common.grpc_server import CHANNEL_OPTIONS, ServiceServer
@@ -49,6 +49,16 @@ def labels(**kw: str) -> frozenset[tuple[str, str]]:
 
 def stored(topic: str, body: bytes, properties: str = "", sys_flag: int = 0) -> MessageExtBrokerInner:
     return MessageExtBrokerInner(topic=topic, queue_id=0, body=body, properties_string=properties, sys_flag=sys_flag)
+
+
+def test_message_type_label_follows_rocketmq_precedence() -> None:
+    """transaction, then delay (a level or any timer time), then fifo, else normal."""
+    assert message_type(stored("t", b"x", "DELAY\x013\x02__SHARDINGKEY\x01k\x02")) == "delay"
+    assert message_type(stored("t", b"x", "TIMER_DELIVER_MS\x011\x02")) == "delay"
+    assert message_type(stored("t", b"x", "REAL_TOPIC\x01t\x02TIMER_OUT_MS\x011\x02")) == "delay"
+    assert message_type(stored("t", b"x", "__SHARDINGKEY\x01k\x02")) == "fifo"
+    assert message_type(stored("t", b"x", "DELAY\x011\x02", sys_flag=4)) == "transaction"
+    assert message_type(stored("t", b"x", "KEYS\x01TIMER_\x02")) == "normal"
 
 
 def test_topic_labels_keep_the_first_topics_then_fold_into_other() -> None:

@@ -88,18 +88,20 @@ _STORED: Final = frozenset(s for s in PutMessageStatus if s.is_stored)
 _PUT_OK: Final = PutMessageStatus.PUT_OK
 _FIFO_MARK: Final = PROPERTY_SEPARATOR + MessageConst.SHARDING_KEY + NAME_VALUE_SEPARATOR
 _DELAY_MARK: Final = PROPERTY_SEPARATOR + MessageConst.DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR
+_TIMER_MARK: Final = PROPERTY_SEPARATOR + "TIMER_"  # TIMER_DELIVER_MS, TIMER_DELAY_SEC/_MS, TIMER_OUT_MS
 _TX: Final = int(MessageSysFlag.TRANSACTION_PREPARED_TYPE)  # a plain int: IntFlag & costs a Python call
 
 
 def message_type(msg: MessageExtBrokerInner) -> str:
-    """RocketMQ 5's TopicMessageType metrics value: transaction, fifo (sharding key), delay, else normal."""
+    """RocketMQ 5's TopicMessageType metrics value in mq_common.message_type's precedence: transaction, delay (a
+    DELAY level or a TIMER_* time), fifo (sharding key), else normal; substring scans, no property decode."""
     if msg.sys_flag & _TX:
         return "transaction"
     props = PROPERTY_SEPARATOR + msg.properties_string
+    if _DELAY_MARK in props or _TIMER_MARK in props:
+        return "delay"
     if _FIFO_MARK in props:
         return "fifo"
-    if _DELAY_MARK in props:
-        return "delay"
     return "normal"
 
 
@@ -109,7 +111,7 @@ def _all_normal(batch: Sequence[MessageExtBrokerInner]) -> bool:
     if any(m.sys_flag & _TX for m in batch):
         return False
     joined = PROPERTY_SEPARATOR + PROPERTY_SEPARATOR.join([m.properties_string for m in batch])
-    return _FIFO_MARK not in joined and _DELAY_MARK not in joined
+    return _FIFO_MARK not in joined and _DELAY_MARK not in joined and _TIMER_MARK not in joined
 
 
 class BrokerMetrics(ServiceMetrics):
