@@ -1,26 +1,36 @@
-"""Helpers for the timer rounds (test_timer_kill.py) and the timer benchmark (tests/bench/bench_timer.py): timer and
-delay-level sends over a broker's SendStream, recalls, the read-back of a real topic, and the exactly-once verdict.
+"""Helpers for the timer rounds (test_timer_kill.py, test_timer_failover.py) and the timer benchmark
+(tests/bench/bench_timer.py): timer and delay-level sends over a broker's SendStream, recalls, the read-back of a real
+topic, and the exactly-once verdict.
 
-What a round checks (:func:`verdict`): every message that should be delivered is on its real topic exactly once
-(counted by UNIQ_KEY), none was stored before it was due (a timer: TIMER_OUT_MS; a delay level: the held record's
-store time + the level's delay), no recalled one and nothing never sent is there. Lateness = the delivered record's
-store time - its due time. Runs on the caller's loop.
+A round (:func:`send_round`) sends a few hundred timers due over the next 2-10 s, a burst of thousands due at one
+instant (the moment to kill the broker), delay-level messages (levels "1s 2s 3s"), then recalls every fifth timer
+due far enough ahead (RecallMessage, handles built as the producer builds them); the next round, on the restarted or
+promoted broker, first recalls some of the timers still pending from before the kill. What the rounds check
+(:func:`verdict`): every message that should be delivered is on its real topic exactly once (counted by UNIQ_KEY),
+none was stored before it was due (a timer: TIMER_OUT_MS; a delay level: the held record's store time + the level's
+delay), no recalled one and nothing never sent is there. Lateness = the delivered record's store time - its due time.
+Runs on the caller's loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import random
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from mq_client.broker_client import BrokerClient
-from mq_common.codec import MessageExt, encode_properties
-from mq_common.constants import MessageConst
+from mq_common.channels import ChannelPool
+from mq_common.codec import MessageExt, decode_properties, encode_properties
+from mq_common.constants import SCHEDULE_TOPIC, MessageConst
+from mq_common.message_id import create_offset_msg_id, decode_offset_msg_id
 from mq_common.protocol import PullStatus, SendMessageRequestHeader, SendMessageResponseHeader, TopicConfig
+from mq_common.recall_handle import build_recall_handle
 from mq_common.response_code import ResponseCode
 
 PULL_BATCH: Final = 256
@@ -28,6 +38,24 @@ PULL_TIMEOUT_MS: Final = 30_000
 SEND_TIMEOUT_MS: Final = 60_000
 DELAY_TOPIC_ATTRIBUTES: Final = {"+message.type": "DELAY"}
 """A topic that takes DELAY messages (RocketMQ's ``-a +message.type=DELAY``)."""
+# A round (send_round).
+DELAY_LEVEL_SETTING: Final = "1s 2s 3s"
+"""MQ_BROKER_MESSAGE_DELAY_LEVEL of the rounds' brokers."""
+DELAY_LEVELS_MS: Final = (1000, 2000, 3000)
+SPREAD_TIMERS: Final = 300
+SPREAD_MS: Final = (2_000, 10_000)
+"""When a round's spread timers are due, after its sends begin."""
+BURST_TIMERS: Final = 4_000
+BURST_AT_MS: Final = (3_000, 6_000)
+"""When the round's burst is due, after its sends begin (firing it takes a few hundred ms: a kill lands inside)."""
+KILL_AROUND_BURST_MS: Final = (-50, 300)
+DELAY_MESSAGES: Final = 60
+RECALL_EVERY: Final = 5
+RECALL_AHEAD_MS: Final = 1_500
+"""Only timers due at least this long after the recall are recalled (a recall of a due one is refused, rightly)."""
+ROUND_FRAME: Final = 200
+BODY_BYTES: Final = (16, 2_048)
+DRAIN_DEADLINE_S: Final = 60.0
 
 
 def now_ms() -> int:
@@ -175,3 +203,125 @@ def percentile(values: Sequence[float], pct: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return float(ordered[min(len(ordered) - 1, max(0, math.ceil(len(ordered) * pct / 100) - 1))])
+
+
+# --- rounds ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TimerLedger:
+    """What was sent over every round: timers (UNIQ_KEY -> due ms), delay-level messages (UNIQ_KEY -> level, and the
+    CommitLog offset of the held record its send answer named), and the recalled timers."""
+
+    timers: dict[str, int] = field(default_factory=dict)
+    delays: dict[str, int] = field(default_factory=dict)
+    held_offsets: dict[str, int] = field(default_factory=dict)
+    recalled: set[str] = field(default_factory=set)
+
+    def last_due_ms(self) -> int:
+        return max(self.timers.values(), default=0)
+
+    def to_deliver(self) -> int:
+        return len(self.timers) - len(self.recalled) + len(self.delays)
+
+
+@contextlib.asynccontextmanager
+async def broker_client() -> AsyncIterator[BrokerClient]:
+    """A BrokerClient on a channel pool of its own, closed at the end."""
+    pool = ChannelPool()
+    client = BrokerClient(pool)
+    try:
+        yield client
+    finally:
+        with contextlib.suppress(Exception):
+            await client.close()
+        await pool.close()
+
+
+async def send_round(
+    client: BrokerClient, addr: str, topic: str, queues: int, broker_name: str, ledger: TimerLedger,
+    rng: random.Random, round_no: int,
+) -> int:  # fmt: skip
+    """One round on the master ``addr`` (see the module docstring), recorded in ``ledger``; returns when the burst is
+    due (ms). It begins by recalling some timers of the earlier rounds still pending (sent before the last kill: the
+    restarted or promoted broker must know them). Raises AssertionError when a send or a recall is refused."""
+    earlier = set(ledger.timers)
+    await recall_some(client, addr, topic, broker_name, ledger, sorted(earlier))  # sent before the last kill
+    began = now_ms()
+    burst_ms = began + rng.randint(*BURST_AT_MS)
+    spread = {f"T{round_no:02d}S{i:05d}": began + rng.randint(*SPREAD_MS) for i in range(SPREAD_TIMERS)}
+    timers = dict(spread) | {f"T{round_no:02d}B{i:05d}": burst_ms for i in range(BURST_TIMERS)}
+    requests = [
+        timer_request(topic, rng.randbytes(rng.randint(*BODY_BYTES)), key, due, n % queues)
+        for n, (key, due) in enumerate(timers.items())
+    ]
+    delays = {f"D{round_no:02d}N{i:05d}": rng.randint(1, len(DELAY_LEVELS_MS)) for i in range(DELAY_MESSAGES)}
+    requests += [
+        delay_request(topic, rng.randbytes(rng.randint(*BODY_BYTES)), key, level, n % queues)
+        for n, (key, level) in enumerate(delays.items())
+    ]
+    rng.shuffle(requests)
+    answers = await send_frames(client, addr, frames(requests, ROUND_FRAME), 4)
+    for request, answer in zip(requests, answers, strict=True):
+        key = decode_properties(request.properties)[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
+        if key in delays:
+            ledger.held_offsets[key] = decode_offset_msg_id(answer.msg_id)[2]
+    ledger.timers.update(timers)
+    ledger.delays.update(delays)
+    await recall_some(client, addr, topic, broker_name, ledger, list(spread))
+    return burst_ms
+
+
+async def recall_some(
+    client: BrokerClient, addr: str, topic: str, broker_name: str, ledger: TimerLedger, keys: Sequence[str]
+) -> None:
+    """Recall every RECALL_EVERY-th timer of ``keys`` not recalled yet and due RECALL_AHEAD_MS or more from now."""
+    soon = now_ms() + RECALL_AHEAD_MS
+    for key in [k for k in keys if k not in ledger.recalled and ledger.timers[k] > soon][::RECALL_EVERY]:
+        handle = build_recall_handle(topic, broker_name, ledger.timers[key], key)
+        assert await client.recall_message(addr, "timer_pg", topic, handle) == key, key
+        ledger.recalled.add(key)
+
+
+def kill_at_ms(burst_ms: int, rng: random.Random) -> int:
+    """When to SIGKILL the broker of a round whose burst is due at ``burst_ms``: while it fires."""
+    return burst_ms + rng.randint(*KILL_AROUND_BURST_MS)
+
+
+async def sleep_until_ms(at_ms: int) -> None:
+    await asyncio.sleep(max(0.0, (at_ms - now_ms()) / 1000))
+
+
+async def held_store_ms(client: BrokerClient, addr: str, ledger: TimerLedger) -> dict[str, int]:
+    """UNIQ_KEY -> store time of every held delay-level record (on SCHEDULE_TOPIC_XXXX, viewed on ``addr`` by its
+    CommitLog offset; a replica holds it at the same offset)."""
+    host, port = addr.rsplit(":", 1)
+    out: dict[str, int] = {}
+    for key, offset in ledger.held_offsets.items():
+        held = await client.view_message_by_id(addr, create_offset_msg_id(host, int(port), offset))
+        assert (held.topic, held.uniq_key) == (SCHEDULE_TOPIC, key), held
+        out[key] = held.store_timestamp_ms
+    return out
+
+
+def due_of(ledger: TimerLedger, held_ms: Mapping[str, int]) -> dict[str, int]:
+    """UNIQ_KEY -> earliest allowed store time of every message that must be delivered."""
+    due = {k: d for k, d in ledger.timers.items() if k not in ledger.recalled}
+    for key, level in ledger.delays.items():
+        assert key in held_ms, f"delay-level message {key} not held"
+        due[key] = held_ms[key] + DELAY_LEVELS_MS[level - 1]
+    return due
+
+
+async def drain_and_judge(client: BrokerClient, addr: str, topic: str, queues: int, ledger: TimerLedger) -> Verdict:
+    """Once everything of ``ledger`` is due: read ``topic`` back from ``addr`` until every message is there (or
+    DRAIN_DEADLINE_S passed), once more a second later (a second delivery would show), and judge it."""
+    await sleep_until_ms(ledger.last_due_ms() + max(DELAY_LEVELS_MS))
+    deadline = time.monotonic() + DRAIN_DEADLINE_S
+    while len(await pull_delivered(client, addr, topic, queues)) < ledger.to_deliver():
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(1.0)
+    records = await pull_delivered(client, addr, topic, queues)
+    return verdict(due_of(ledger, await held_store_ms(client, addr, ledger)), records, ledger.recalled)
