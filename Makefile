@@ -132,10 +132,13 @@ status: ## Show the background local cluster's processes and ports
 CHAOS_ROUNDS ?= 20
 CHAOS_CONSUME_ROUNDS ?= 10
 CHAOS_HA_ROUNDS ?= 10
+CHAOS_TIMER_ROUNDS ?= 10
+CHAOS_TIMER_HA_ROUNDS ?= 4
 
 .PHONY: chaos
-chaos: sync etcd ## kill -9 a broker under 32 senders (20 rounds per configuration), while two consumer groups read (10 rounds), and the HA rounds: kill -9 the master of a SYNC_MASTER group 10 times, SIGSTOP it, slave faults, an etcd member down
+chaos: sync etcd ## kill -9 a broker under 32 senders (20 rounds per configuration), while two consumer groups read (10 rounds), and the HA rounds: kill -9 the master of a SYNC_MASTER group 10 times, SIGSTOP it, slave faults, an etcd member down, and kill -9 while timers and delay levels fire (10 restarts, 4 failovers)
 	MQ_CHAOS_ROUNDS=$(CHAOS_ROUNDS) MQ_CHAOS_CONSUME_ROUNDS=$(CHAOS_CONSUME_ROUNDS) MQ_CHAOS_HA_ROUNDS=$(CHAOS_HA_ROUNDS) \
+	  MQ_CHAOS_TIMER_ROUNDS=$(CHAOS_TIMER_ROUNDS) MQ_CHAOS_TIMER_HA_ROUNDS=$(CHAOS_TIMER_HA_ROUNDS) \
 	  $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
 .PHONY: fuzz
@@ -143,7 +146,7 @@ fuzz: sync ## Fuzz every RPC of every service on a local cluster (10,000 request
 	$(UV) run --frozen python tests/fuzz/run_fuzz.py --requests 5000
 
 .PHONY: bench
-bench: sync java etcd sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender, metrics-overhead, TLS+auth on/off and replication (HA) benchmarks; JSON in bench-results/
+bench: sync java etcd sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender, metrics-overhead, TLS+auth on/off, replication (HA) and timer benchmarks; JSON in bench-results/
 	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json
 	$(UV) run --frozen python tests/bench/bench_gateway.py --out bench-results/gateway.json
 	$(UV) run --frozen python tests/bench/bench_consume.py --out bench-results/consume.json
@@ -152,6 +155,7 @@ bench: sync java etcd sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs 
 	$(UV) run --frozen python tests/bench/bench_observability.py --out bench-results/observability.json
 	$(UV) run --frozen python tests/bench/bench_security.py --out bench-results/security.json
 	$(UV) run --frozen python tests/bench/bench_ha.py --out bench-results/ha.json
+	$(UV) run --frozen python tests/bench/bench_timer.py --out bench-results/timer.json
 
 .PHONY: images
 images: uv ## Build pyrocketmq + pyrocketmq-spark offline (debootstrap base, host wheels, docker build --network none)
