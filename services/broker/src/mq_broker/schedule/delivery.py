@@ -28,12 +28,13 @@ class HeldRecordError(ValueError):
     """A held record without a usable REAL_TOPIC / REAL_QID (it is skipped and logged, never delivered)."""
 
 
-def delivered_message(held: MessageExt, now_ms: int) -> MessageExtBrokerInner:
+def delivered_message(held: MessageExt, now_ms: int | None) -> MessageExtBrokerInner:
     """The record that delivers ``held`` (a held record as DefaultMessageStore#lookup_message_by_offset decodes it):
     topic REAL_TOPIC, queue REAL_QID, body, flag, born host/time and reconsume times of ``held``; its properties
-    minus REAL_TOPIC, REAL_QID and DELAY, plus DELIVERED_FROM_OFFSET (``held``'s CommitLog offset) and
-    TIMER_DEQUEUE_MS (``now_ms``); TIMER_OUT_MS and TIMER_DELIVER_MS stay (the delivery time a v2 consumer sees). A
-    compressed original is stored inflated. Raises HeldRecordError when REAL_TOPIC or REAL_QID is missing or bad."""
+    minus REAL_TOPIC, REAL_QID and DELAY, plus DELIVERED_FROM_OFFSET (``held``'s CommitLog offset) and, for a timer
+    and a ``now_ms``, TIMER_DEQUEUE_MS (a delivery prepared ahead gets it when it is stored); TIMER_OUT_MS and
+    TIMER_DELIVER_MS stay (the delivery time a v2 consumer sees). A compressed original is stored inflated. Raises
+    HeldRecordError when REAL_TOPIC or REAL_QID is missing or bad."""
     properties = dict(held.properties)
     topic = properties.get(MessageConst.REAL_TOPIC, "")
     queue_text = properties.get(MessageConst.REAL_QUEUE_ID, "")
@@ -42,7 +43,7 @@ def delivered_message(held: MessageExt, now_ms: int) -> MessageExtBrokerInner:
     for name in _DROPPED_ON_DELIVERY:
         properties.pop(name, None)
     properties[MessageConst.DELIVERED_FROM_OFFSET] = str(held.commit_log_offset)
-    if MessageConst.TIMER_OUT_MS in properties:
+    if now_ms is not None and MessageConst.TIMER_OUT_MS in properties:
         properties[MessageConst.TIMER_DEQUEUE_MS] = str(now_ms)
     return MessageExtBrokerInner.build(
         topic=topic,

@@ -110,6 +110,13 @@ class TimerWheel:
         slot = self._slots.get(deliver_ms // SLOT_MS)
         return slot is not None and commit_log_offset in slot[1::STRIDE]
 
+    def slot_offsets(self, second: int, start: int, count: int) -> list[int]:
+        """The held-record offsets of up to ``count`` timers of due second ``second`` from its ``start``-th."""
+        slot = self._slots.get(second)
+        if slot is None:
+            return []
+        return list(slot[start * STRIDE + 1 : (start + count) * STRIDE : STRIDE])
+
     def earliest_ms(self) -> int | None:
         """The earliest pending due time, None when nothing is pending."""
         if not self._seconds:
