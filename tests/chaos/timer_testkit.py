@@ -3,7 +3,8 @@
 topic, and the exactly-once verdict.
 
 A round (:func:`send_round`) sends a few hundred timers due over the next 2-10 s, a burst of thousands due at one
-instant (the moment to kill the broker), delay-level messages (levels "1s 2s 3s"), then recalls every fifth timer
+instant (the moment to kill the broker), delay-level messages (levels "1s 2s 3s"; a thousand of them at level 3, due
+with the burst), then recalls every fifth timer
 due far enough ahead (RecallMessage, handles built as the producer builds them); the next round, on the restarted or
 promoted broker, first recalls some of the timers still pending from before the kill. What the rounds check
 (:func:`verdict`): every message that should be delivered is on its real topic exactly once (counted by UNIQ_KEY),
@@ -46,10 +47,14 @@ SPREAD_TIMERS: Final = 300
 SPREAD_MS: Final = (2_000, 10_000)
 """When a round's spread timers are due, after its sends begin."""
 BURST_TIMERS: Final = 4_000
-BURST_AT_MS: Final = (3_000, 6_000)
-"""When the round's burst is due, after its sends begin (firing it takes a few hundred ms: a kill lands inside)."""
+BURST_AT_MS: Final = (3_000, 3_600)
+"""When the round's burst is due, after its sends begin (firing it takes a few hundred ms: a kill lands inside); the
+delay-level burst (level 3, 3 s) comes due then too."""
 KILL_AROUND_BURST_MS: Final = (-50, 300)
 DELAY_MESSAGES: Final = 60
+"""Delay-level messages of random levels per round."""
+DELAY_BURST: Final = 1_000
+"""Delay-level messages of the last level (3 s) per round, sent with the rest."""
 RECALL_EVERY: Final = 5
 RECALL_AHEAD_MS: Final = 1_500
 """Only timers due at least this long after the recall are recalled (a recall of a due one is refused, rightly)."""
@@ -256,6 +261,7 @@ async def send_round(
         for n, (key, due) in enumerate(timers.items())
     ]
     delays = {f"D{round_no:02d}N{i:05d}": rng.randint(1, len(DELAY_LEVELS_MS)) for i in range(DELAY_MESSAGES)}
+    delays |= {f"D{round_no:02d}B{i:05d}": len(DELAY_LEVELS_MS) for i in range(DELAY_BURST)}
     requests += [
         delay_request(topic, rng.randbytes(rng.randint(*BODY_BYTES)), key, level, n % queues)
         for n, (key, level) in enumerate(delays.items())
