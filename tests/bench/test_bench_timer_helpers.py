@@ -86,7 +86,8 @@ def test_lateness_row_and_targets() -> None:
     assert row["p99_s"] == 0.98
     assert row["max_s"] == 0.99
     pending = {
-        "pending": 1_000_000, "extra_anon_mib": 70.0, "extra_rss_mib": 300.0,
+        "pending": 1_000_000, "extra_anon_mib": 70.0, "extra_rss_mib": 300.0, "extra_rss_file_mib": 230.0,
+        "twin_rss_file_growth_mib": 200.0,
         "throughput_pairs": [(100, 79)], "throughput_ratio": 0.79,
     }  # fmt: skip
     checks = bench_timer.targets(pending, row, None)
