@@ -51,7 +51,14 @@ def test_contains_and_topic_range() -> None:
     assert wheel.topic_range("A") == (2, 2_000, 90_000)
     assert wheel.topic_range("B") == (1, 50_000, 50_000)
     assert wheel.topic_range("C") == (0, 0, 0)
-    assert sorted(e.commit_log_offset for e in wheel.entries()) == [11, 12, 13]
+    wheel.add(50_700, 14, 1, 3, "A")  # a second shared by two topics
+    wheel.add(50_200, 15, 1, 4, "A")
+    assert wheel.topic_range("A") == (4, 2_000, 90_000)
+    assert wheel.topic_range("B") == (1, 50_000, 50_000)
+    steps = list(wheel.topic_range_steps("A", slots_per_step=1))
+    assert steps[-1] == (4, 2_000, 90_000)
+    assert steps[:-1] == [None] * 3, "one yield per slot"
+    assert sorted(e.commit_log_offset for e in wheel.entries()) == [11, 12, 13, 14, 15]
 
 
 def test_delay_levels_parse_rocketmq_default_and_refuse_garbage() -> None:

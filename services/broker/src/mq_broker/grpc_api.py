@@ -430,7 +430,7 @@ class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.B
     ) -> broker_pb2.QueryTimersResponse:
         async def handle() -> broker_pb2.QueryTimersResponse:
             self._admin_caller(context, "QueryTimers")
-            r = self._timer_processor().query(request.topic, request.uniq_key)
+            r = await self._timer_processor().query(request.topic, request.uniq_key)
             return broker_pb2.QueryTimersResponse(
                 code=ResponseCode.SUCCESS,
                 pending_timers=r.pending_timers,

@@ -136,7 +136,7 @@ class ScheduleMessageService:
                     break
                 offset += 1
             offsets[level] = offset
-        log.info("schedule_offsets_recovered", offsets=offsets, delivered_since_checkpoint=len(delivered))
+        log.info("schedule_offsets_recovered", offsets=offsets, deliveries_after_checkpoint=len(delivered))
         return offsets
 
     async def _persist(self) -> None:

@@ -201,7 +201,7 @@ class TimerMessageStore:
             pending=len(self.wheel),
             recalled=len(self.recalled),
             queue_offset=self.queue_offset,
-            delivered_since_checkpoint=rebuilt.delivered_since_checkpoint,
+            deliveries_after_checkpoint=rebuilt.delivered_since_checkpoint,
         )
         if self.metrics is not None:
             for topic, count in self.wheel.pending_by_topic().items():

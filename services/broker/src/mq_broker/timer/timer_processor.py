@@ -9,6 +9,7 @@ or already recalled message. Event loop.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -118,13 +119,19 @@ class TimerProcessor:
             raise MQBrokerError("recall failed, execute error", ResponseCode.SYSTEM_ERROR)
         return handle.uniq_key
 
-    def query(self, topic: str, uniq_key: str = "") -> TimerQueryResult:
+    async def query(self, topic: str, uniq_key: str = "") -> TimerQueryResult:
         """Pending timers of ``topic`` (count, earliest, latest), delay-level messages waiting on this broker (all
-        topics), and, given ``uniq_key``, that message's state and due time."""
+        topics), and, given ``uniq_key``, that message's state and due time. The pending timers are scanned in
+        slices, yielding to the event loop between them."""
         if self.timers.store.broker_role is BrokerRole.SLAVE or not self.timers.running:
             raise MQBrokerError("the timer store runs on the master only", ResponseCode.SERVICE_NOT_AVAILABLE)
         self.timers.catch_up()
-        count, earliest, latest = self.timers.wheel.topic_range(topic)
+        found: tuple[int, int, int] | None = None
+        for found in self.timers.wheel.topic_range_steps(topic):  # a million pending: ~0.3 s, in slices
+            if found is None:
+                await asyncio.sleep(0)
+        assert found is not None
+        count, earliest, latest = found
         count = min(count, self.timers.pending_by_topic().get(topic, 0))
         behind = sum(self.schedule.behind().values())
         state, due = (self._timer_state(topic, uniq_key) or self._delay_state(topic, uniq_key)) if uniq_key else ("", 0)

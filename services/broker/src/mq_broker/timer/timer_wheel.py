@@ -2,8 +2,7 @@
 
 Plays the part of RocketMQ's TimerWheel + TimerLog (org.apache.rocketmq.store.timer), rebuilt from the
 rmq_sys_wheel_timer ConsumeQueue on start instead of kept in files of its own (mq_broker.timer.timer_message_store
-says why). A slot is one flat ``array('q')`` of :data:`STRIDE` integers per timer, so a million pending timers take
-about 40 MiB::
+says why). A slot is one flat ``array('q')`` of :data:`STRIDE` integers per timer::
 
     0  deliver_ms         due time, ms since the epoch (TIMER_OUT_MS)
     1  commit_log_offset  of the held record
@@ -11,7 +10,8 @@ about 40 MiB::
     3  queue_offset       of its rmq_sys_wheel_timer ConsumeQueue unit
     4  topic_id           index into :attr:`TimerWheel.topics` (the real topic)
 
-Event loop only.
+40 bytes of array a timer; with the slot and dict overhead of a day of seconds, about 68 bytes were measured per
+pending timer (a million: +65 MiB of broker memory, docs/performance.md "Timers"). Event loop only.
 """
 
 from __future__ import annotations
@@ -134,20 +134,37 @@ class TimerWheel:
     def pending_by_topic(self) -> dict[str, int]:
         return {topic: n for topic, n in zip(self.topics, self._pending, strict=True) if n > 0}
 
-    def topic_range(self, topic: str) -> tuple[int, int, int]:
-        """(pending timers, earliest due ms, latest due ms) of ``topic`` (zeros when none). O(pending)."""
+    def topic_range_steps(self, topic: str, slots_per_step: int = 512) -> Iterator[tuple[int, int, int] | None]:
+        """(pending timers, earliest due ms, latest due ms) of ``topic`` (zeros when none), computed in steps: the
+        generator yields None after every ``slots_per_step`` slots (the caller may let the loop run; each slot is
+        read whole between yields) and the result last. A slot of one topic costs two C-speed min/max."""
         topic_id = self._topic_ids.get(topic)
         count = 0 if topic_id is None else self._pending[topic_id]
         if topic_id is None or count == 0:
-            return 0, 0, 0
+            yield 0, 0, 0
+            return
         earliest, latest = 0, 0
-        for slot in self._slots.values():
-            for i in range(0, len(slot), STRIDE):
-                if slot[i + 4] == topic_id:
-                    due = slot[i]
-                    earliest = due if earliest == 0 else min(earliest, due)
-                    latest = max(latest, due)
-        return count, earliest, latest
+        for n, slot in enumerate(list(self._slots.values()), 1):
+            ids = slot[4::STRIDE]
+            matches = ids.count(topic_id)
+            if matches:
+                dues = slot[0::STRIDE]
+                if matches == len(ids):
+                    low, high = min(dues), max(dues)
+                else:
+                    mine = [d for d, t in zip(dues, ids, strict=True) if t == topic_id]
+                    low, high = min(mine), max(mine)
+                earliest = low if earliest == 0 else min(earliest, low)
+                latest = max(latest, high)
+            if n % slots_per_step == 0:
+                yield None
+        yield count, earliest, latest
+
+    def topic_range(self, topic: str) -> tuple[int, int, int]:
+        """:meth:`topic_range_steps` in one go."""
+        *_, result = self.topic_range_steps(topic)
+        assert result is not None
+        return result
 
     def entries(self) -> Iterator[TimerEntry]:
         """Every pending timer (no order). For tests and admin queries."""
