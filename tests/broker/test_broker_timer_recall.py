@@ -8,10 +8,10 @@ import asyncio
 from pathlib import Path
 
 from broker_grpc_testkit import RunningBrokers
+from broker_timer_testkit import TOPIC, now_ms, pulled, send, start, wait_for
 from mq.broker.v1 import broker_pb2
 from mq_common.recall_handle import build_recall_handle
 from mq_common.response_code import ResponseCode
-from timer_testkit import TOPIC, now_ms, pulled, send, start, wait_for
 
 
 async def recall(stub: object, handle: str, topic: str = TOPIC) -> broker_pb2.RecallMessageResponse:

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 from broker_grpc_testkit import RunningBrokers, send_request, stream_send_message_batch
+from broker_timer_testkit import TOPIC, now_ms, pulled, send, start, wait_for
 from mq.broker.v1 import broker_pb2
 from mq_common.constants import SCHEDULE_TOPIC, TIMER_TOPIC
 from mq_common.response_code import ResponseCode
-from timer_testkit import TOPIC, now_ms, pulled, send, start, wait_for
 
 
 async def test_delay_level_message_arrives_after_its_level(brokers: RunningBrokers, tmp_path: Path) -> None:
