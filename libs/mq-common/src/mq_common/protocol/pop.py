@@ -150,8 +150,10 @@ class PopMessageRequestHeader:
     ``"*"``, empty, or ``"TagA || TagB"``. ``init_mode``: :class:`ConsumeInitMode`. ``ack_receipt_handles``
     (ours, not RocketMQ's): handles of earlier pops of this group and topic, acked before the pop as one
     :class:`AckMessageRequestHeader` would (answered in PopMessageResponseHeader.ack_codes / ack_remarks).
-    Mirrors PopMessageRequestHeader (consumerGroup, topic, queueId, maxMsgNums, invisibleTime, pollTime, exp,
-    initMode)."""
+    ``order``: an orderly pop (also implied by the group's consume_message_orderly): nothing later in a queue is
+    handed out while an earlier message of it is invisible and un-acked; ``attempt_id``: a retried orderly pop
+    with the same id gets the same messages. Mirrors PopMessageRequestHeader (consumerGroup, topic, queueId,
+    maxMsgNums, invisibleTime, pollTime, exp, initMode, order, attemptId)."""
 
     consumer_group: str
     topic: str
@@ -162,6 +164,8 @@ class PopMessageRequestHeader:
     expression: str = ""
     init_mode: int = ConsumeInitMode.LAST
     ack_receipt_handles: tuple[str, ...] = ()
+    order: bool = False
+    attempt_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

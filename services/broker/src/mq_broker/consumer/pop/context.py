@@ -19,6 +19,7 @@ from mq_common.protocol import ReceiptHandle, SubscriptionGroupConfig, TopicConf
 from mq_common.response_code import ResponseCode
 
 from mq_broker.consumer.pop.inflight import InflightCheckPoint, InflightTable
+from mq_broker.consumer.pop.order_info import ConsumerOrderInfoManager
 from mq_broker.consumer.pop.revive_log import MAX_CHECKPOINT_MESSAGES, AckMsg, CheckPoint, build_record, revive_topic
 from mq_broker.store.api import MessageStore
 from mq_broker.store.message import PutMessageResult
@@ -30,6 +31,9 @@ DEFAULT_INVISIBLE_TIME_MAX_MS: Final = 12 * 3600 * 1000
 DEFAULT_INVISIBLE_TIME_MIN_MS: Final = 1_000
 """Ours: the broker's shortest invisible time for a pop (RocketMQ's broker has none; its proxy asks 10 s of
 SDK clients, which the v2 gateway checks itself). A change of invisible time may ask 0 (visible again at once)."""
+POP_ORDER_REVIVE_QUEUE: Final = 999
+"""KeyBuilder.POP_ORDER_REVIVE_QUEUE: the revive queue id in the receipt handle of an orderly pop (no checkpoint;
+the ack goes to mq_broker.consumer.pop.order_info)."""
 LOCAL_HOST: Final = "127.0.0.1"
 """PopAckConstants.LOCAL_HOST: the client host of the broker's own offset commits."""
 
@@ -134,6 +138,7 @@ class PopContext:
     offsets: OffsetStore
     table: InflightTable
     writer: ReviveLogWriter
+    order_info: ConsumerOrderInfoManager
 
     def readable_topic(self, topic: str) -> TopicConfig:
         """The topic's config. Raises NoPermissionError (16) when the broker or the topic is not readable,

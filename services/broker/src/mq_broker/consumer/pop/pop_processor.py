@@ -12,6 +12,14 @@ pop_max_inflight_messages un-acked messages. Nothing found: the call waits for a
 or the one asked) up to the poll time, then answers POLLING_TIMEOUT (210); POLLING_FULL (209) when too many polls
 are parked.
 
+Orderly (the request's ``order``, or the group's consume_message_orderly; PopMessageProcessor's isOrder branch and
+ConsumerOrderInfoManager, mq_broker.consumer.pop.order_info): no retry topic and no checkpoint; a queue whose last
+orderly pop left a message invisible and un-acked is skipped (unless the pop retries that pop's ``attempt_id``:
+then the same messages come again); otherwise the queue is read from the group's consume offset, which stays at
+the first un-acked message until acks move it, so a message whose invisible time ended comes again first with its
+reconsume times one higher. One handed out more than the group's retryMaxTimes times goes to ``%DLQ%<group>``
+instead and counts as acked. Receipt handles carry revive queue POP_ORDER_REVIVE_QUEUE (999).
+
 Refusals (code, remark): INVALID_PARAMETER (29) for max_msg_nums outside 1..pop_max_batch_num, an invisible time
 outside [pop_invisible_time_min_ms, pop_invisible_time_max_ms], a negative poll time, an unknown init mode or a
 queue id past the topic's read queues; NO_PERMISSION (16) for an unreadable broker or topic or a group whose
@@ -28,7 +36,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Final
 
-from mq_common.codec import decode_message, encode_message, encode_properties, host_to_bytes
+from mq_common.codec import MessageExt, decode_message, encode_message, encode_properties, host_to_bytes
 from mq_common.constants import MessageConst, retry_topic
 from mq_common.errors import InvalidParameterError, MQBrokerError
 from mq_common.logging import get_logger
@@ -38,6 +46,7 @@ from mq_common.protocol import (
     PopMessageResponseHeader,
     PoppedMessage,
     ReceiptHandle,
+    SubscriptionGroupConfig,
     TopicConfig,
     encode_receipt_handles,
 )
@@ -47,9 +56,10 @@ from mq_common.response_code import ResponseCode
 
 from mq_broker.consumer.long_polling import ANY_QUEUE, LongPollingService, PollingFullError
 from mq_broker.consumer.messages_out import MessagesOutObserver
-from mq_broker.consumer.pop.context import PopContext, now_ms
+from mq_broker.consumer.pop.context import LOCAL_HOST, POP_ORDER_REVIVE_QUEUE, PopContext, now_ms
 from mq_broker.consumer.pop.inflight import InflightCheckPoint
 from mq_broker.consumer.pop.revive_log import CheckPoint
+from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.store.message import GetMessageResult, GetMessageStatus
 from mq_broker.store.message_filter import SubscriptionData, SubscriptionParseError
 
@@ -80,6 +90,8 @@ class _PopBatch:
     messages: list[PoppedMessage] = field(default_factory=list)
     more_left: set[tuple[str, int]] = field(default_factory=set)
     """(topic, queue id) read with progress but not to the end (a full batch, or a filter's scan limit)."""
+    order: bool = False
+    retry_max_times: int = 16
 
     @property
     def wanted(self) -> int:
@@ -88,11 +100,15 @@ class _PopBatch:
 
 class PopMessageProcessor:
     """Serves PopMessage over a :class:`PopContext` and the broker's LongPollingService. ``metrics`` (event loop)
-    is told about the messages each queue read hands out (the topic asked for, ``is_retry`` for the retry topic's)."""
+    is told about the messages each queue read hands out (the topic asked for, ``is_retry`` for the retry topic's).
+    ``retry_dlq`` takes orderly messages past the group's retryMaxTimes (None: they are handed out again)."""
 
-    def __init__(self, context: PopContext, long_polling: LongPollingService) -> None:
+    def __init__(
+        self, context: PopContext, long_polling: LongPollingService, retry_dlq: RetryDlqService | None = None
+    ) -> None:
         self.context = context
         self.long_polling = long_polling
+        self.retry_dlq = retry_dlq
         self._ck_numbers = itertools.count()
         self._random = random.Random()
         self._reading: dict[tuple[str, str, int], bool] = {}
@@ -102,7 +118,9 @@ class PopMessageProcessor:
     async def pop(self, request: PopMessageRequestHeader, peer: str = "") -> PopMessageResponseHeader:
         """Check, pop, and long-poll when nothing is there. Raises MQError (see the module docstring) for a
         refused request; nothing found is an answer (POLLING_TIMEOUT / POLLING_FULL), not an error."""
-        topic_config = self._check(request)
+        topic_config, group_config = self._check(request)
+        order = request.order or group_config.consume_message_orderly
+        max_times = group_config.retry_max_times
         try:
             subscription = SubscriptionData.build(request.expression)
         except SubscriptionParseError as exc:
@@ -113,7 +131,7 @@ class PopMessageProcessor:
         deadline = asyncio.get_running_loop().time() + poll_ms / 1000
         queue_ids = None if request.queue_id < 0 else (request.queue_id,)
         while True:
-            batch = await self._pop_once(request, topic_config, subscription, peer)
+            batch = await self._pop_once(request, topic_config, subscription, peer, order, max_times)
             left_ms = int((deadline - asyncio.get_running_loop().time()) * 1000)
             if batch.messages:
                 self._wake_other_polls(batch)
@@ -129,7 +147,10 @@ class PopMessageProcessor:
             except PollingFullError as exc:
                 return PopMessageResponseHeader(int(ResponseCode.POLLING_FULL), str(exc))
             if not arrived:  # timed out, or the broker is stopping: one last look
-                return _answer(await self._pop_once(request, topic_config, subscription, peer))
+                last = await self._pop_once(
+                    request, topic_config, subscription, peer, order, group_config.retry_max_times
+                )
+                return _answer(last)
 
     def _wake_other_polls(self, batch: _PopBatch) -> None:
         """PopMessageProcessor's restNum > 0 notify: messages are left where this pop stopped, so one more poll of
@@ -138,7 +159,7 @@ class PopMessageProcessor:
         for read_topic, queue_id in batch.more_left:
             self.long_polling.notify_group(topic, queue_id if read_topic == topic else ANY_QUEUE, group)
 
-    def _check(self, request: PopMessageRequestHeader) -> TopicConfig:
+    def _check(self, request: PopMessageRequestHeader) -> tuple[TopicConfig, SubscriptionGroupConfig]:
         cfg = self.context.config
         if not 0 < request.max_msg_nums <= cfg.pop_max_batch_num:
             raise InvalidParameterError(
@@ -160,18 +181,24 @@ class PopMessageProcessor:
                 f"queueId[{request.queue_id}] is illegal, topic:[{request.topic}] "
                 f"topicConfig.readQueueNums:[{config.read_queue_nums}]"
             )
-        self.context.consumable_group(request.consumer_group)
-        return config
+        return config, self.context.consumable_group(request.consumer_group)
 
     async def _pop_once(
-        self, request: PopMessageRequestHeader, config: TopicConfig, subscription: SubscriptionData, peer: str
+        self,
+        request: PopMessageRequestHeader,
+        config: TopicConfig,
+        subscription: SubscriptionData,
+        peer: str,
+        order: bool = False,
+        retry_max_times: int = 16,
     ) -> _PopBatch:
         """One pass: maybe the retry topic first (pop_from_retry_probability), the topic's queues from a random
-        one (or the queue asked), then the retry topic when the batch is not full."""
+        one (or the queue asked), then the retry topic when the batch is not full (never for an orderly pop)."""
         cfg = self.context.config
         chance = self._random.randrange(100)
         batch = _PopBatch(request, peer, now_ms(), next(self._ck_numbers) % cfg.revive_queue_num, subscription)
-        retry = self.context.topics.select_topic_config(retry_topic(request.consumer_group))
+        batch.order, batch.retry_max_times = order, retry_max_times
+        retry = None if order else self.context.topics.select_topic_config(retry_topic(request.consumer_group))
         retry_first = chance < cfg.pop_from_retry_probability
         if retry is not None and retry_first:
             await self._pop_topic(batch, retry, chance)
@@ -204,7 +231,10 @@ class PopMessageProcessor:
             return
         self._reading[lock] = False
         try:
-            await self._read_queue(batch, topic, queue_id)
+            if batch.order:
+                await self._read_queue_orderly(batch, topic, queue_id)
+            else:
+                await self._read_queue(batch, topic, queue_id)
         finally:
             if self._reading.pop(lock):
                 self._notify_when_left(batch, topic, queue_id)
@@ -248,6 +278,81 @@ class PopMessageProcessor:
         if self.metrics is not None:
             size = sum(len(record) for record in result.messages)
             self.metrics.on_messages_out(batch.request.topic, group, len(result.messages), size, is_retry=is_retry)
+
+    async def _read_queue_orderly(self, batch: _PopBatch, topic: str, queue_id: int) -> None:
+        """PopMessageProcessor#popMsgFromQueue with isOrder (see the module docstring)."""
+        ctx = self.context
+        request = batch.request
+        group = request.consumer_group
+        now = now_ms()
+        if ctx.order_info.check_block(request.attempt_id, topic, group, queue_id, request.invisible_time_ms, now):
+            return
+        offset = self._pop_offset(batch, topic, queue_id)
+        message_filter = None if batch.subscription.is_sub_all else batch.subscription
+        result = ctx.store.get_messages(topic, queue_id, offset, batch.wanted, message_filter)
+        if result.status in _OFFSET_NOT_USABLE:
+            log.warning("pop_offset_corrected", topic=topic, group=group, queue_id=queue_id, old=offset,
+                        new=result.next_begin_offset)  # fmt: skip
+            offset = result.next_begin_offset
+            ctx.offsets.commit_offset(batch.peer, group, topic, queue_id, offset)
+            result = ctx.store.get_messages(topic, queue_id, offset, batch.wanted, message_filter)
+        if offset < result.next_begin_offset < result.max_offset:
+            batch.more_left.add((topic, queue_id))
+        if not result.messages:
+            if result.status in _SKIPPED_PAST and result.next_begin_offset > offset:
+                ctx.offsets.commit_offset(batch.peer, group, topic, queue_id, result.next_begin_offset)
+            return
+        previous = ctx.order_info.get(topic, group, queue_id)
+        pop_time = batch.pop_time_ms  # distinct from the last pop's: its handles must be told apart
+        if previous is not None and previous.pop_time_ms >= pop_time:
+            pop_time = previous.pop_time_ms + 1
+        counts = ctx.order_info.update(
+            request.attempt_id, topic, group, queue_id, pop_time, request.invisible_time_ms, result.queue_offsets, now
+        )
+        ctx.offsets.commit_offset(batch.peer, group, topic, queue_id, offset)
+        wake_when_visible(self.long_polling, topic, queue_id, group, pop_time + request.invisible_time_ms)
+        first = ReceiptHandle(offset, pop_time, request.invisible_time_ms, POP_ORDER_REVIVE_QUEUE, topic_type_of(topic),
+                              ctx.config.broker_name, queue_id, offset)  # fmt: skip
+        handed = 0
+        size = 0
+        for record, queue_offset in zip(result.messages, result.queue_offsets, strict=True):
+            count = counts.get(queue_offset, 0)
+            if count > batch.retry_max_times and await self._order_to_dlq(batch, topic, queue_id, record, pop_time):
+                continue
+            if count:
+                record = _with_reconsume_times(record, count)
+            physical = PHYSICAL_OFFSET.unpack_from(record, PHYSICAL_OFFSET_OFFSET)[0]
+            handle = encode_receipt_handles(first, (queue_offset,), (physical,))[0]
+            batch.messages.append(PoppedMessage(record, handle))
+            handed += 1
+            size += len(record)
+        if self.metrics is not None and handed:
+            self.metrics.on_messages_out(request.topic, group, handed, size, is_retry=False)
+
+    async def _order_to_dlq(self, batch: _PopBatch, topic: str, queue_id: int, record: bytes, pop_time: int) -> bool:
+        """An orderly message handed out more than retryMaxTimes times goes to ``%DLQ%<group>`` and counts as
+        acked (the consume offset moves past it when nothing earlier is un-acked); False when it could not be
+        stored (it is handed out again)."""
+        if self.retry_dlq is None:
+            return False
+        ctx = self.context
+        group = batch.request.consumer_group
+        message = decode_message(record, check_crc=False, decompress=False)
+        try:
+            put = await self.retry_dlq.send_back(
+                message, group=group, delay_level=-1, max_reconsume_times=None, client_host=LOCAL_HOST
+            )
+        except MQBrokerError as exc:
+            log.warning("pop_order_dlq_refused", topic=topic, group=group, code=exc.code, remark=exc.remark)
+            return False
+        if not put.is_ok:
+            log.error("pop_order_dlq_not_stored", topic=topic, group=group, status=put.status.value)
+            return False
+        next_offset = ctx.order_info.commit_and_next(topic, group, queue_id, message.queue_offset, pop_time)
+        if next_offset > ctx.offsets.query_offset(group, topic, queue_id):
+            ctx.offsets.commit_offset(LOCAL_HOST, group, topic, queue_id, next_offset)
+        log.info("pop_order_to_dlq", topic=topic, group=group, queue_id=queue_id, queue_offset=message.queue_offset)
+        return True
 
     def _pop_offset(self, batch: _PopBatch, topic: str, queue_id: int) -> int:
         """PopMessageProcessor#getPopOffset / #getInitOffset (the initial offset is committed at once)."""
@@ -308,6 +413,14 @@ class PopMessageProcessor:
         batch.messages.extend(map(PoppedMessage, records, handles))
 
 
+def wake_when_visible(long_polling: LongPollingService, topic: str, queue_id: int, group: str, at_ms: int) -> None:
+    """ConsumerOrderInfoLockManager#updateLockFreeTimestamp: at ``at_ms`` (ms since the epoch), when the orderly
+    queue's messages may be visible again, one parked pop of ``group`` looks (a retry-topic read notifies the
+    origin topic's pollers, so ``topic`` is the topic popped). Event loop."""
+    delay_s = max(0.0, (at_ms - now_ms()) / 1000) + 0.005
+    asyncio.get_running_loop().call_later(delay_s, long_polling.notify_group, topic, queue_id, group)
+
+
 def _answer(batch: _PopBatch) -> PopMessageResponseHeader:
     if not batch.messages:
         return PopMessageResponseHeader(
@@ -325,11 +438,23 @@ def _answer(batch: _PopBatch) -> PopMessageResponseHeader:
     )
 
 
+def _with_reconsume_times(record: bytes, reconsume_times: int) -> bytes:
+    """An orderly record handed out again, re-encoded with its hand-outs so far as RECONSUMETIMES (RocketMQ's
+    broker reports them in the order count info, which the proxy turns into the reconsume times)."""
+    msg = decode_message(record, check_crc=False, decompress=False)
+    return _reencode(msg, msg.topic, reconsume_times)
+
+
 def _with_origin_topic(record: bytes, fallback_topic: str) -> bytes:
     """A retry record re-encoded under its original topic (the RETRY_TOPIC property, else ``fallback_topic``), as
     PopMessageProcessor does unless popResponseReturnActualRetryTopic; body, CRC and offsets unchanged."""
     msg = decode_message(record, check_crc=False, decompress=False)
-    topic = msg.properties.get(MessageConst.RETRY_TOPIC) or fallback_topic
+    return _reencode(msg, msg.properties.get(MessageConst.RETRY_TOPIC) or fallback_topic, msg.reconsume_times)
+
+
+def _reencode(msg: MessageExt, topic: str, reconsume_times: int) -> bytes:
+    """``msg`` (decoded without CRC check or inflation) encoded again under ``topic`` with ``reconsume_times``;
+    body, CRC and offsets unchanged."""
     return encode_message(
         topic=topic.encode(),
         body=msg.body,
@@ -343,7 +468,7 @@ def _with_origin_topic(record: bytes, fallback_topic: str) -> bytes:
         born_host=host_to_bytes(*msg.born_host),
         store_timestamp_ms=msg.store_timestamp_ms,
         store_host=host_to_bytes(*msg.store_host),
-        reconsume_times=msg.reconsume_times,
+        reconsume_times=reconsume_times,
         prepared_transaction_offset=msg.prepared_transaction_offset,
         crc=msg.body_crc,
     )

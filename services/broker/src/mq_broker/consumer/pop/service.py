@@ -10,8 +10,10 @@ table and the consumer offsets are loaded and before serving. revive_queue_num m
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 
 from mq_common.constants import PermName
 from mq_common.logging import get_logger
@@ -29,6 +31,7 @@ from mq_broker.consumer.long_polling import LongPollingService
 from mq_broker.consumer.pop.ack_processor import AckMessageProcessor, ChangeInvisibleTimeProcessor
 from mq_broker.consumer.pop.context import GroupLookup, OffsetStore, PopConfig, PopContext, ReviveLogWriter
 from mq_broker.consumer.pop.inflight import InflightTable
+from mq_broker.consumer.pop.order_info import CONSUMER_ORDER_INFO_FILE, ConsumerOrderInfoManager
 from mq_broker.consumer.pop.pop_processor import PopMessageProcessor
 from mq_broker.consumer.pop.recovery import RecoveryStats, recover_inflight
 from mq_broker.consumer.pop.revive_service import PopReviveService
@@ -52,6 +55,7 @@ class PopService:
         offsets: OffsetStore,
         long_polling: LongPollingService,
         retry_dlq: RetryDlqService,
+        order_info_path: Path | None = None,
     ) -> None:
         self.config = config
         self.context = PopContext(
@@ -62,10 +66,13 @@ class PopService:
             offsets,
             InflightTable(config.revive_queue_num),
             ReviveLogWriter(store, config),
+            ConsumerOrderInfoManager(
+                order_info_path or store.config.store_path_root_dir / "config" / CONSUMER_ORDER_INFO_FILE
+            ),
         )
-        self.pop_processor = PopMessageProcessor(self.context, long_polling)
-        self.ack_processor = AckMessageProcessor(self.context)
-        self.change_processor = ChangeInvisibleTimeProcessor(self.context)
+        self.pop_processor = PopMessageProcessor(self.context, long_polling, retry_dlq)
+        self.ack_processor = AckMessageProcessor(self.context, long_polling)
+        self.change_processor = ChangeInvisibleTimeProcessor(self.context, long_polling)
         self.revive_service = PopReviveService(self.context, retry_dlq, long_polling)
 
     def start(self) -> RecoveryStats:
@@ -83,13 +90,21 @@ class PopService:
             rw = PermName.PERM_READ | PermName.PERM_WRITE
             revive = TopicConfig(cfg.revive_topic, cfg.revive_queue_num, cfg.revive_queue_num, rw)
             self.context.topics.update_topic_config(revive)
+        self.context.order_info.load()  # blocking: one small file (ValueError when it is unusable)
         stats = recover_inflight(self.context)
         self.revive_service.start()
         return stats
 
     async def stop(self) -> None:
-        """Stop reviving and commit the revive offsets (call before the consumer offsets are persisted)."""
+        """Stop reviving and commit the revive offsets (call before the consumer offsets are persisted); write
+        the orderly POP table (config/consumerOrderInfo.json) once more (an OSError is logged)."""
         await self.revive_service.stop()
+        order_info = self.context.order_info
+        try:
+            await order_info.wait_persisted()
+            await asyncio.to_thread(order_info.persist)
+        except OSError as exc:
+            log.error("consumer_order_info_persist_failed", error=str(exc))
 
     async def restart(self) -> RecoveryStats:
         """Controller mode, on becoming master: stop reviving, rebuild the in-flight table from the revive log
