@@ -31,6 +31,10 @@ class MessageConst:
     RECONSUME_TIME: Final = "RECONSUME_TIME"
     REAL_TOPIC: Final = "REAL_TOPIC"
     REAL_QUEUE_ID: Final = "REAL_QID"
+    # Transactions: the half message's first check time (s), its check count, the producer's transaction id.
+    CHECK_IMMUNITY_TIME_IN_SECONDS: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    TRANSACTION_CHECK_TIMES: Final = "TRANSACTION_CHECK_TIMES"
+    TRANSACTION_ID: Final = "__transactionId__"
     # Timer messages (RocketMQ 5): a delivery time as an absolute time or a delay; TIMER_OUT_MS is the due time the
     # broker computed (ms since the epoch) on the rmq_sys_wheel_timer record; TIMER_DEL_UNIQKEY marks a recall.
     TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
@@ -170,6 +174,12 @@ DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS: Final = 120_000
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 """TopicValidator.RMQ_SYS_SCHEDULE_TOPIC: delay-level messages wait here, queue = level - 1."""
 TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
+TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
+"""TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC: transaction half messages wait here (queue 0) until ended."""
+TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+"""TopicValidator.RMQ_SYS_TRANS_OP_HALF_TOPIC: one op record (tag "d", body = half queue offset) per ended one."""
+TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
+"""TopicValidator.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC: half messages checked transactionCheckMax times end here."""
 """TimerMessageStore.TIMER_TOPIC: timer messages wait here (queue 0) until TIMER_OUT_MS."""
 
 _VALID_TOPIC: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")

@@ -62,6 +62,7 @@ from mq_broker.settings import BrokerSettings, pop_config
 from mq_broker.store.config import BrokerRole
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
 from mq_broker.topic_config import TopicConfigManager
+from mq_broker.transaction.transactional_message_service import TransactionalMessageService
 
 STORE_IP_RETRY_INTERVAL_S: Final = 1.0
 
@@ -98,6 +99,7 @@ class BrokerController:
         self.pull_processor: PullMessageProcessor | None = None
         self.pop: PopService | None = None
         self.scheduled: ScheduledDelivery | None = None
+        self.transaction: TransactionalMessageService | None = None
         self.metrics: BrokerMetrics | None = None
         self.auth_metadata: AuthMetadataManager | None = None
         # HAService, SlaveSynchronize, ReplicasManager (mq_broker.ha.broker_wiring).
@@ -286,6 +288,7 @@ class BrokerController:
         assert self.retry_dlq is not None
         self.retry_dlq.schedule_hook = scheduled.hook
         pop = self.pop = self._build_pop(store, topics)
+        self.transaction = TransactionalMessageService(store, transaction_timeout_ms=s.transaction_timeout_ms)
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
         assert self.subscription_groups is not None
         assert self.consumer_offsets is not None
@@ -308,6 +311,7 @@ class BrokerController:
             metadata_tables=self._metadata_tables(),
             runtime_info=self.runtime_info,
             timer=scheduled.processor,
+            transaction=self.transaction,
         )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
 

@@ -64,6 +64,7 @@ from mq_common.protocol.convert import (
     view_request_from_proto,
     view_response_to_proto,
 )
+from mq_common.protocol.transaction_convert import end_transaction_request_from_proto
 from mq_common.request_context import RpcObserver, bind_request_id
 from mq_common.response_code import ResponseCode
 from mq_common.wire_bounds import method_bounds
@@ -82,6 +83,7 @@ from mq_broker.send_back_processor import ConsumerSendMsgBackProcessor
 from mq_broker.send_processor import SendMessageProcessor
 from mq_broker.stream_sessions import SendStreamSessions
 from mq_broker.timer.timer_processor import TimerProcessor
+from mq_broker.transaction.transactional_message_service import TransactionalMessageService
 
 log = get_logger("mq_broker.grpc_api")
 
@@ -182,8 +184,10 @@ class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.B
         metadata_tables: MetadataTables | None = None,
         runtime_info: Callable[[], dict[str, str]] | None = None,
         timer: TimerProcessor | None = None,
+        transaction: TransactionalMessageService | None = None,
     ) -> None:
         self._timer = timer
+        self._transaction = transaction
         self._metadata_tables = metadata_tables
         self._runtime_info = runtime_info
         self._auth_metadata = auth_metadata
@@ -424,6 +428,18 @@ class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.B
             return broker_pb2.RecallMessageResponse(code=ResponseCode.SUCCESS, msg_id=uniq_key)
 
         return await _guard("RecallMessage", broker_pb2.RecallMessageResponse, handle)
+
+    async def EndTransaction(
+        self, request: broker_pb2.EndTransactionRequest, context: _Context
+    ) -> broker_pb2.EndTransactionResponse:
+        async def handle() -> broker_pb2.EndTransactionResponse:
+            self._require(self._caller(context), (Resource.of_topic(request.topic), Action.PUB))
+            if self._transaction is None:
+                raise MQError("transactions are not served by this broker", ResponseCode.SERVICE_NOT_AVAILABLE)
+            remark = await self._transaction.end_transaction(end_transaction_request_from_proto(request))
+            return broker_pb2.EndTransactionResponse(code=ResponseCode.SUCCESS, remark=remark)
+
+        return await _guard("EndTransaction", broker_pb2.EndTransactionResponse, handle)
 
     async def QueryTimers(
         self, request: broker_pb2.QueryTimersRequest, context: _Context

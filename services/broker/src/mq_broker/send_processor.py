@@ -68,6 +68,7 @@ from mq_broker.store.message import (
 from mq_broker.store.message_store import SLAVE_PUT_REMARK
 from mq_broker.topic_config import TopicConfigManager
 from mq_broker.topic_message_type import check_message_type
+from mq_broker.transaction.half_message import half_placement, is_half_send
 
 if TYPE_CHECKING:
     from mq_broker.metrics import BrokerMetrics
@@ -193,6 +194,8 @@ class SendMessageProcessor:
                 decode_properties(request.properties)
             ):
                 raise MessageIllegalError("TimeDelayLevel or a delivery time is not supported for batching")
+            if is_half_send(request.sys_flag):
+                raise MessageIllegalError("a transaction (half) message cannot be sent in a batch")
         except MQError as exc:
             return SendMessageBatchResponseHeader(code=int(exc.code), remark=exc.remark)
         properties = decode_properties(request.properties)
@@ -287,7 +290,9 @@ class SendMessageProcessor:
         """The stored message, its UNIQ_KEY (the reply's transaction id) and the queue id the reply names. Raises
         MQError as msg_check; MESSAGE_ILLEGAL (13) for a message type the topic does not accept
         (mq_broker.topic_message_type) or a bad delay (mq_broker.schedule.schedule_hook). A delay-level or timer
-        message is stored on SCHEDULE_TOPIC_XXXX / rmq_sys_wheel_timer (HookUtils#handleScheduleMessage)."""
+        message is stored on SCHEDULE_TOPIC_XXXX / rmq_sys_wheel_timer (HookUtils#handleScheduleMessage), a
+        transaction half message (TRANSACTION_PREPARED_TYPE) on RMQ_SYS_TRANS_HALF_TOPIC queue 0
+        (mq_broker.transaction.half_message; it is never delayed)."""
         if not self.accepting:
             raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
         config, queue_id = self.msg_check(request, peer_host)
@@ -295,12 +300,16 @@ class SendMessageProcessor:
         if self.enable_topic_message_type_check:
             check_message_type(config, properties)
         topic, stored_queue_id, text = request.topic, queue_id, request.properties
-        if self.schedule_hook is not None and ScheduleHook.may_hold(text):
+        sys_flag = request.sys_flag & ~HOST_V6_FLAGS
+        if self.schedule_hook is not None and ScheduleHook.may_hold(text):  # refuses broker-only properties too
             placement = self.schedule_hook.place(topic, queue_id, properties, request.sys_flag)
             if placement is not None:
                 topic, stored_queue_id, properties = placement.topic, placement.queue_id, placement.properties
                 text = encode_properties(properties)
-        sys_flag = request.sys_flag & ~HOST_V6_FLAGS
+        if is_half_send(sys_flag):  # place() leaves half messages alone
+            half = half_placement(topic, queue_id, properties, sys_flag, request.producer_group)
+            topic, stored_queue_id, properties, sys_flag = half.topic, half.queue_id, half.properties, half.sys_flag
+            text = encode_properties(properties)
         inner = MessageExtBrokerInner(
             topic=topic,
             queue_id=stored_queue_id,

@@ -296,6 +296,28 @@ class BrokerSettings(ServiceSettings, AuthSettings):
         le=30 * 24 * 3600,
         description="MessageStoreConfig.timerMaxDelaySec: the furthest delivery time a timer message may ask for, s.",
     )
+    transaction_timeout_ms: int = Field(
+        default=6_000,
+        ge=1,
+        le=24 * 3600 * 1000,
+        description="BrokerConfig.transactionTimeOut: a half message younger than this (or than its "
+        "CHECK_IMMUNITY_TIME_IN_SECONDS) is not checked back yet; an EndTransaction that is not a check answer and "
+        "comes after the immunity time is refused (ILLEGAL_OPERATION), ms.",
+    )
+    transaction_check_interval_ms: int = Field(
+        default=30_000,
+        ge=10,
+        le=24 * 3600 * 1000,
+        description="BrokerConfig.transactionCheckInterval: how often the TransactionalMessageCheckService looks "
+        "for open transactions to check back, ms.",
+    )
+    transaction_check_max: int = Field(
+        default=15,
+        ge=1,
+        le=1000,
+        description="BrokerConfig.transactionCheckMax: checks of one half message (TRANSACTION_CHECK_TIMES) before "
+        "it is moved to TRANS_CHECK_MAX_TIME_TOPIC.",
+    )
     recall_message_enable: bool = Field(
         default=True,
         description="BrokerConfig.recallMessageEnable (RocketMQ: false): RecallMessage cancels a pending timer.",

@@ -994,6 +994,86 @@ class ViewMessageByIdResponse(_message.Message):
 Global___ViewMessageByIdResponse: _TypeAlias = ViewMessageByIdResponse  # noqa: Y015
 
 @_typing.final
+class EndTransactionRequest(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.header.EndTransactionRequestHeader."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_GROUP_FIELD_NUMBER: _builtins.int
+    TRAN_STATE_TABLE_OFFSET_FIELD_NUMBER: _builtins.int
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _builtins.int
+    COMMIT_OR_ROLLBACK_FIELD_NUMBER: _builtins.int
+    FROM_TRANSACTION_CHECK_FIELD_NUMBER: _builtins.int
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    TRANSACTION_ID_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    producer_group: _builtins.str
+    tran_state_table_offset: _builtins.int
+    """The half message's queue offset on RMQ_SYS_TRANS_HALF_TOPIC (the send answer's queue_offset)."""
+    commit_log_offset: _builtins.int
+    """The half message's CommitLog offset (from the send answer's offset msg id)."""
+    commit_or_rollback: _builtins.int
+    """MessageSysFlag: TRANSACTION_NOT_TYPE 0 (unknown: nothing changes), TRANSACTION_COMMIT_TYPE 8,
+    TRANSACTION_ROLLBACK_TYPE 12.
+    """
+    from_transaction_check: _builtins.bool
+    """True when this answers a check-back (CHECK_TRANSACTION_STATE); such answers are never refused as too late."""
+    msg_id: _builtins.str
+    """The producer's message id (UNIQ_KEY)."""
+    transaction_id: _builtins.str
+    """The send answer's transaction id (the UNIQ_KEY); when set it must match the half message's."""
+    topic: _builtins.str
+    """The transaction's (real) topic: the ACL resource (Pub); when set it must be the half message's REAL_TOPIC."""
+    def __init__(
+        self,
+        *,
+        producer_group: _builtins.str = ...,
+        tran_state_table_offset: _builtins.int = ...,
+        commit_log_offset: _builtins.int = ...,
+        commit_or_rollback: _builtins.int = ...,
+        from_transaction_check: _builtins.bool = ...,
+        msg_id: _builtins.str = ...,
+        transaction_id: _builtins.str = ...,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit_log_offset", b"commit_log_offset", "commit_or_rollback", b"commit_or_rollback", "from_transaction_check", b"from_transaction_check", "msg_id", b"msg_id", "producer_group", b"producer_group", "topic", b"topic", "tran_state_table_offset", b"tran_state_table_offset", "transaction_id", b"transaction_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndTransactionRequest: _TypeAlias = EndTransactionRequest  # noqa: Y015
+
+@_typing.final
+class EndTransactionResponse(_message.Message):
+    """code: SUCCESS 0 (also for an unknown state: nothing changed); SLAVE_NOT_AVAILABLE 11 on a slave; SYSTEM_ERROR 1
+    when no half message is at commit_log_offset ("Find prepared transaction message failed") or it belongs to
+    another producer group, queue offset, transaction id or topic; ILLEGAL_OPERATION 604 for a transaction already
+    committed or rolled back (the remark says which) or one ended by the producer after its
+    CHECK_IMMUNITY_TIME_IN_SECONDS; INVALID_PARAMETER 29 for a commit_or_rollback that is none of the three.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndTransactionResponse: _TypeAlias = EndTransactionResponse  # noqa: Y015
+
+@_typing.final
 class RecallMessageRequest(_message.Message):
     """Mirrors org.apache.rocketmq.remoting.protocol.header.RecallMessageRequestHeader."""
 

@@ -84,6 +84,11 @@ class BrokerStub:
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersRequest.SerializeToString,
                 response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersResponse.FromString,
                 _registered_method=True)
+        self.EndTransaction = channel.unary_unary(
+                '/mq.broker.v1.Broker/EndTransaction',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.EndTransactionRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.EndTransactionResponse.FromString,
+                _registered_method=True)
         self.UpdateSubscriptionGroup = channel.unary_unary(
                 '/mq.broker.v1.Broker/UpdateSubscriptionGroup',
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UpdateSubscriptionGroupRequest.SerializeToString,
@@ -317,6 +322,14 @@ class BrokerServicer:
     def QueryTimers(self, request, context):
         """The pending timer and delay-level messages of a topic (count, earliest and latest due time) and, given a
         UNIQ_KEY, that message's timer state: what mqadmin timerStatus and queryMsgById print.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTransaction(self, request, context):
+        """END_TRANSACTION (37): commit or roll back a transaction half message (EndTransactionProcessor): a commit stores
+        the real message on REAL_TOPIC/REAL_QID, both record an op on RMQ_SYS_TRANS_OP_HALF_TOPIC.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -597,6 +610,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.QueryTimers,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersRequest.FromString,
                     response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersResponse.SerializeToString,
+            ),
+            'EndTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTransaction,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.EndTransactionRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.EndTransactionResponse.SerializeToString,
             ),
             'UpdateSubscriptionGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateSubscriptionGroup,
@@ -1024,6 +1042,33 @@ class Broker:
             '/mq.broker.v1.Broker/QueryTimers',
             mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersRequest.SerializeToString,
             mq_dot_broker_dot_v1_dot_broker__pb2.QueryTimersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/EndTransaction',
+            mq_dot_broker_dot_v1_dot_broker__pb2.EndTransactionRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.EndTransactionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,6 +64,10 @@ class BrokerStub:
     """The pending timer and delay-level messages of a topic (count, earliest and latest due time) and, given a
     UNIQ_KEY, that message's timer state: what mqadmin timerStatus and queryMsgById print.
     """
+    EndTransaction: _grpc.UnaryUnaryMultiCallable[_broker_pb2.EndTransactionRequest, _broker_pb2.EndTransactionResponse]
+    """END_TRANSACTION (37): commit or roll back a transaction half message (EndTransactionProcessor): a commit stores
+    the real message on REAL_TOPIC/REAL_QID, both record an op on RMQ_SYS_TRANS_OP_HALF_TOPIC.
+    """
     UpdateSubscriptionGroup: _grpc.UnaryUnaryMultiCallable[_broker_pb2.UpdateSubscriptionGroupRequest, _broker_pb2.UpdateSubscriptionGroupResponse]
     """--- consumer side -------------------------------------------------------------------------------------------
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): create or replace a subscription group.
@@ -171,6 +175,10 @@ class BrokerAsyncStub(BrokerStub):
     QueryTimers: _aio.UnaryUnaryMultiCallable[_broker_pb2.QueryTimersRequest, _broker_pb2.QueryTimersResponse]  # type: ignore[assignment]
     """The pending timer and delay-level messages of a topic (count, earliest and latest due time) and, given a
     UNIQ_KEY, that message's timer state: what mqadmin timerStatus and queryMsgById print.
+    """
+    EndTransaction: _aio.UnaryUnaryMultiCallable[_broker_pb2.EndTransactionRequest, _broker_pb2.EndTransactionResponse]  # type: ignore[assignment]
+    """END_TRANSACTION (37): commit or roll back a transaction half message (EndTransactionProcessor): a commit stores
+    the real message on REAL_TOPIC/REAL_QID, both record an op on RMQ_SYS_TRANS_OP_HALF_TOPIC.
     """
     UpdateSubscriptionGroup: _aio.UnaryUnaryMultiCallable[_broker_pb2.UpdateSubscriptionGroupRequest, _broker_pb2.UpdateSubscriptionGroupResponse]  # type: ignore[assignment]
     """--- consumer side -------------------------------------------------------------------------------------------
@@ -336,6 +344,16 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_broker_pb2.QueryTimersResponse, _abc.Awaitable[_broker_pb2.QueryTimersResponse]]:
         """The pending timer and delay-level messages of a topic (count, earliest and latest due time) and, given a
         UNIQ_KEY, that message's timer state: what mqadmin timerStatus and queryMsgById print.
+        """
+
+    @_abc_1.abstractmethod
+    def EndTransaction(
+        self,
+        request: _broker_pb2.EndTransactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.EndTransactionResponse, _abc.Awaitable[_broker_pb2.EndTransactionResponse]]:
+        """END_TRANSACTION (37): commit or roll back a transaction half message (EndTransactionProcessor): a commit stores
+        the real message on REAL_TOPIC/REAL_QID, both record an op on RMQ_SYS_TRANS_OP_HALF_TOPIC.
         """
 
     @_abc_1.abstractmethod

@@ -1,0 +1,39 @@
+"""The transaction headers: END_TRANSACTION's request (the v1 producer and the gateway send it, the broker serves it).
+
+Mirrors org.apache.rocketmq.remoting.protocol.header.EndTransactionRequestHeader. Proto converters in
+:mod:`mq_common.protocol.transaction_convert`. Pure values; any thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mq_common.constants import MessageSysFlag
+
+
+@dataclass(frozen=True, slots=True)
+class EndTransactionRequestHeader:
+    """Commit or roll back one half message.
+
+    ``tran_state_table_offset``: the half message's queue offset on RMQ_SYS_TRANS_HALF_TOPIC; ``commit_log_offset``:
+    its CommitLog offset; ``commit_or_rollback``: a MessageSysFlag transaction type (NOT 0 = unknown, COMMIT 8,
+    ROLLBACK 12); ``from_transaction_check``: the producer answers a check-back; ``msg_id`` and ``transaction_id``:
+    the producer's UNIQ_KEY (``transaction_id`` may be empty); ``topic``: the real topic (may be empty).
+    """
+
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    from_transaction_check: bool = False
+    msg_id: str = ""
+    transaction_id: str = ""
+    topic: str = ""
+
+    @property
+    def is_commit(self) -> bool:
+        return self.commit_or_rollback == MessageSysFlag.TRANSACTION_COMMIT_TYPE
+
+    @property
+    def is_rollback(self) -> bool:
+        return self.commit_or_rollback == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE

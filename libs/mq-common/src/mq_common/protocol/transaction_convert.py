@@ -1,0 +1,34 @@
+"""Proto <-> domain converters of END_TRANSACTION (mq.broker.v1 EndTransactionRequest): the edge, used by the
+broker's servicer and the clients that end transactions. Pure functions; any thread."""
+
+from __future__ import annotations
+
+from mq.broker.v1 import broker_pb2
+
+from mq_common.protocol.transaction import EndTransactionRequestHeader
+
+
+def end_transaction_request_from_proto(request: broker_pb2.EndTransactionRequest) -> EndTransactionRequestHeader:
+    return EndTransactionRequestHeader(
+        producer_group=request.producer_group,
+        tran_state_table_offset=request.tran_state_table_offset,
+        commit_log_offset=request.commit_log_offset,
+        commit_or_rollback=request.commit_or_rollback,
+        from_transaction_check=request.from_transaction_check,
+        msg_id=request.msg_id,
+        transaction_id=request.transaction_id,
+        topic=request.topic,
+    )
+
+
+def end_transaction_request_to_proto(header: EndTransactionRequestHeader) -> broker_pb2.EndTransactionRequest:
+    return broker_pb2.EndTransactionRequest(
+        producer_group=header.producer_group,
+        tran_state_table_offset=header.tran_state_table_offset,
+        commit_log_offset=header.commit_log_offset,
+        commit_or_rollback=header.commit_or_rollback,
+        from_transaction_check=header.from_transaction_check,
+        msg_id=header.msg_id,
+        transaction_id=header.transaction_id,
+        topic=header.topic,
+    )

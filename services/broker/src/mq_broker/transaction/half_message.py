@@ -1,0 +1,99 @@
+"""Where a transaction half message is stored, and what it becomes when committed.
+
+Mirrors org.apache.rocketmq.broker.transaction.queue.TransactionalMessageBridge#parseHalfMessageInner (a send with
+the TRANSACTION_PREPARED_TYPE sysflag is stored on RMQ_SYS_TRANS_HALF_TOPIC queue 0 with REAL_TOPIC / REAL_QID and
+its transaction type reset to NOT_TYPE, so it is dispatched to the half topic's ConsumeQueue like any message) and
+EndTransactionProcessor#endMessageTransaction (the committed message: REAL_TOPIC / REAL_QID again, the COMMIT type,
+without TRAN_MSG, REAL_TOPIC and REAL_QID). Pure; any thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from mq_common.codec import MessageExt, host_to_bytes
+from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageConst, MessageSysFlag
+
+from mq_broker.store.message import MessageExtBrokerInner
+
+_TYPE_MASK: Final = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+HALF_QUEUE_ID: Final = 0
+"""The half topic's only queue (TransactionalMessageBridge#parseHalfMessageInner)."""
+REMOVE_TAG: Final = "d"
+"""TransactionalMessageUtil.REMOVE_TAG: the tag of an op record."""
+END_TYPE_PROPERTY: Final = "TRAN_END_TYPE"
+"""Beyond RocketMQ: the op record says whether it ended the transaction by COMMIT or ROLLBACK (RocketMQ's op records
+only name the offset), so a refused second end names what the first one was, after a restart or failover too."""
+COMMIT: Final = "COMMIT"
+ROLLBACK: Final = "ROLLBACK"
+
+
+class HalfMessageError(ValueError):
+    """A record on the half topic without a usable REAL_TOPIC / REAL_QID."""
+
+
+def is_half_send(sys_flag: int) -> bool:
+    """Whether a send's sysflag asks for a half message (TRANSACTION_PREPARED_TYPE)."""
+    return sys_flag & _TYPE_MASK == MessageSysFlag.TRANSACTION_PREPARED_TYPE
+
+
+@dataclass(frozen=True, slots=True)
+class HalfPlacement:
+    """The half message's ``topic`` (RMQ_SYS_TRANS_HALF_TOPIC), ``queue_id`` (0), ``properties`` (REAL_TOPIC,
+    REAL_QID, PGROUP and TRAN_MSG set) and ``sys_flag`` (transaction type NOT_TYPE)."""
+
+    topic: str
+    queue_id: int
+    properties: dict[str, str]
+    sys_flag: int
+
+
+def half_placement(
+    topic: str, queue_id: int, properties: dict[str, str], sys_flag: int, producer_group: str
+) -> HalfPlacement:
+    """Where the half message of a send to ``topic`` / ``queue_id`` is stored. ``properties`` is not changed; PGROUP
+    is the request's ``producer_group`` when the client did not set it (the 4.x client sets it)."""
+    held = dict(properties)
+    held[MessageConst.REAL_TOPIC] = topic
+    held[MessageConst.REAL_QUEUE_ID] = str(queue_id)
+    held[MessageConst.TRANSACTION_PREPARED] = "true"
+    if not held.get(MessageConst.PRODUCER_GROUP):
+        held[MessageConst.PRODUCER_GROUP] = producer_group
+    return HalfPlacement(TRANS_HALF_TOPIC, HALF_QUEUE_ID, held, sys_flag & ~_TYPE_MASK)
+
+
+def committed_message(half: MessageExt) -> MessageExtBrokerInner:
+    """The real message a commit stores (EndTransactionProcessor#endMessageTransaction): topic REAL_TOPIC, queue
+    REAL_QID, body, flag, born host/time and reconsume times of ``half``; its properties minus TRAN_MSG, REAL_TOPIC
+    and REAL_QID; transaction type COMMIT. Raises HalfMessageError when REAL_TOPIC or REAL_QID is missing or bad."""
+    properties = dict(half.properties)
+    topic = properties.pop(MessageConst.REAL_TOPIC, "")
+    queue_text = properties.pop(MessageConst.REAL_QUEUE_ID, "")
+    properties.pop(MessageConst.TRANSACTION_PREPARED, None)
+    if not topic or not queue_text.isdigit():
+        raise HalfMessageError(f"half message at {half.commit_log_offset} has no REAL_TOPIC/REAL_QID")
+    return MessageExtBrokerInner.build(
+        topic=topic,
+        queue_id=int(queue_text),
+        body=half.body,
+        properties=properties,
+        flag=half.flag,
+        sys_flag=(half.sys_flag & ~_TYPE_MASK & ~MessageSysFlag.COMPRESSED_FLAG)
+        | MessageSysFlag.TRANSACTION_COMMIT_TYPE,
+        born_timestamp_ms=half.born_timestamp_ms,
+        born_host=host_to_bytes(*half.born_host),
+        reconsume_times=half.reconsume_times,
+    )
+
+
+def op_record(half_queue_offset: int, end_type: str) -> MessageExtBrokerInner:
+    """The op record that ends the half message at ``half_queue_offset`` (TransactionalMessageBridge#writeOp /
+    #addRemoveTagInTransactionOp): RMQ_SYS_TRANS_OP_HALF_TOPIC queue 0, tag "d", body = the offset in decimal;
+    ``end_type`` COMMIT or ROLLBACK in TRAN_END_TYPE."""
+    return MessageExtBrokerInner.build(
+        topic=TRANS_OP_HALF_TOPIC,
+        queue_id=HALF_QUEUE_ID,
+        body=str(half_queue_offset).encode(),
+        properties={MessageConst.TAGS: REMOVE_TAG, END_TYPE_PROPERTY: end_type},
+    )
