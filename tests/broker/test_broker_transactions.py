@@ -6,66 +6,23 @@ nothing; a restarted broker still knows which transactions ended (from the op qu
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
-from typing import Any
 
 from broker_grpc_testkit import RunningBrokers, send_request, stream_send, stream_send_message_batch
-from mq.broker.v1 import broker_pb2, broker_pb2_grpc
-from mq_broker.controller import BrokerController
-from mq_common.codec import MessageExt, decode_message, iter_messages
+from broker_transaction_testkit import (
+    COMMIT,
+    ROLLBACK,
+    TOPIC,
+    end_request,
+    now_ms,
+    pulled,
+    send_half,
+    stored,
+)
+from mq.broker.v1 import broker_pb2
 from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageSysFlag
 from mq_common.message_id import decode_offset_msg_id
 from mq_common.response_code import ResponseCode
-
-TOPIC = "TxTopic"
-COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
-ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-
-
-async def send_half(stub: broker_pb2_grpc.BrokerAsyncStub, uniq: str, **props: str) -> broker_pb2.SendMessageResponse:
-    request = send_request(TOPIC, uniq.encode(), 1, UNIQ_KEY=uniq, TAGS="T", TRAN_MSG="true", **props)
-    request.sys_flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE
-    answer: broker_pb2.SendMessageResponse = await stream_send(stub, request)
-    assert answer.code == ResponseCode.SUCCESS, answer.remark
-    return answer
-
-
-def end_request(sent: broker_pb2.SendMessageResponse, kind: int, **overrides: Any) -> broker_pb2.EndTransactionRequest:
-    values: dict[str, Any] = {
-        "producer_group": "PG",
-        "tran_state_table_offset": sent.queue_offset,
-        "commit_log_offset": decode_offset_msg_id(sent.msg_id)[2],
-        "commit_or_rollback": kind,
-        "msg_id": sent.transaction_id,
-        "transaction_id": sent.transaction_id,
-        "topic": TOPIC,
-    }
-    values.update(overrides)
-    return broker_pb2.EndTransactionRequest(**values)
-
-
-async def pulled(stub: broker_pb2_grpc.BrokerAsyncStub, topic: str = TOPIC, queue_id: int = 1) -> list[MessageExt]:
-    resp = await stub.PullMessage(
-        broker_pb2.PullMessageRequest(
-            consumer_group="G", topic=topic, queue_id=queue_id, queue_offset=0, max_msg_nums=32
-        )
-    )
-    return list(iter_messages(resp.message_bytes)) if resp.status == broker_pb2.PULL_STATUS_FOUND else []
-
-
-async def stored(controller: BrokerController, topic: str, count: int | None = None) -> list[MessageExt]:
-    """The records of ``topic`` queue 0 read from the store (system topics cannot be pulled); with ``count``, once
-    there are that many (the ConsumeQueue is built asynchronously)."""
-    async with asyncio.timeout(10):
-        while True:
-            assert controller.store is not None
-            result = controller.store.get_messages(topic, 0, 0, 64)
-            found = [decode_message(r) for r in result.messages]
-            if count is None or len(found) >= count:
-                return found
-            await asyncio.sleep(0.02)
 
 
 async def test_half_message_waits_then_commit_delivers_it(brokers: RunningBrokers, tmp_path: Path) -> None:
@@ -86,8 +43,8 @@ async def test_half_message_waits_then_commit_delivers_it(brokers: RunningBroker
         assert gone not in msg.properties
     (op,) = await stored(controller, TRANS_OP_HALF_TOPIC, 1)
     assert (op.body, op.tags, op.properties["TRAN_END_TYPE"]) == (b"0", "d", "COMMIT")
-    assert controller.transaction is not None
-    assert controller.transaction.ended == {0: "COMMIT"}
+    assert controller.transaction_state is not None
+    assert controller.transaction_state.ended == {0: "COMMIT"}
 
 
 async def test_rollback_stores_only_the_op_record(brokers: RunningBrokers, tmp_path: Path) -> None:
@@ -163,10 +120,7 @@ async def test_producer_end_after_the_immunity_time_is_refused(brokers: RunningB
     checked = await stub.EndTransaction(end_request(sent, COMMIT, from_transaction_check=True))
     assert checked.code == ResponseCode.SUCCESS, "a check answer is never too late"
     assert len(await pulled(stub)) == 1
-    request = send_request(TOPIC, b"fresh", 1, UNIQ_KEY="TX2", CHECK_IMMUNITY_TIME_IN_SECONDS="60")
-    request.sys_flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE
-    request.born_timestamp_ms = time.time_ns() // 1_000_000
-    fresh = await stream_send(stub, request)
+    fresh = await send_half(stub, "TX2", born_ms=now_ms(), CHECK_IMMUNITY_TIME_IN_SECONDS="60")
     assert (await stub.EndTransaction(end_request(fresh, ROLLBACK))).code == ResponseCode.SUCCESS
 
 

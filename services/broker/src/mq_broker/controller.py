@@ -62,6 +62,8 @@ from mq_broker.settings import BrokerSettings, pop_config
 from mq_broker.store.config import BrokerRole
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
 from mq_broker.topic_config import TopicConfigManager
+from mq_broker.transaction.check_service import TransactionalMessageCheckService
+from mq_broker.transaction.transaction_state import TransactionState
 from mq_broker.transaction.transactional_message_service import TransactionalMessageService
 
 STORE_IP_RETRY_INTERVAL_S: Final = 1.0
@@ -100,6 +102,8 @@ class BrokerController:
         self.pop: PopService | None = None
         self.scheduled: ScheduledDelivery | None = None
         self.transaction: TransactionalMessageService | None = None
+        self.transaction_state: TransactionState | None = None
+        self.transaction_check: TransactionalMessageCheckService | None = None
         self.metrics: BrokerMetrics | None = None
         self.auth_metadata: AuthMetadataManager | None = None
         # HAService, SlaveSynchronize, ReplicasManager (mq_broker.ha.broker_wiring).
@@ -229,6 +233,8 @@ class BrokerController:
             self.pop.start()  # the in-flight table from the revive log, before any request is served
             if store.broker_role is not BrokerRole.SLAVE:
                 await self.scheduled.start()
+                assert self.transaction_check is not None
+                self.transaction_check.start()
         wiring = self.ha_wiring
         await wiring.start_ha(store, self.port, self.metrics)
         await server.start()
@@ -288,7 +294,13 @@ class BrokerController:
         assert self.retry_dlq is not None
         self.retry_dlq.schedule_hook = scheduled.hook
         pop = self.pop = self._build_pop(store, topics)
-        self.transaction = TransactionalMessageService(store, transaction_timeout_ms=s.transaction_timeout_ms)
+        self.transaction_state = state = TransactionState(store, self.consumer_offsets)
+        self.transaction = TransactionalMessageService(store, state, transaction_timeout_ms=s.transaction_timeout_ms)
+        self.transaction_check = TransactionalMessageCheckService(
+            store, state, transaction_timeout_ms=s.transaction_timeout_ms,
+            transaction_check_interval_ms=s.transaction_check_interval_ms,
+            transaction_check_max=s.transaction_check_max,
+        )  # fmt: skip
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
         assert self.subscription_groups is not None
         assert self.consumer_offsets is not None
@@ -450,6 +462,8 @@ class BrokerController:
             await self.pop.stop()
         if self.scheduled is not None:
             await self.scheduled.stop()
+        if self.transaction_check is not None:
+            await self.transaction_check.stop()
         await self.ha_wiring.stop_slave_synchronize()
         await self._stop_consumer_state()
         if self.topics is not None:

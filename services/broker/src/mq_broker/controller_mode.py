@@ -48,6 +48,8 @@ class BrokerRoleHooks:
             log.info("pop_recovered_as_master", epoch=epoch, checkpoints=stats.checkpoints, messages=stats.messages)
         if b.scheduled is not None:
             await b.scheduled.start()  # timers and delay levels from the checkpoints the master's copies left
+        if b.transaction_check is not None:
+            b.transaction_check.start()  # open transactions from the copied CommitLog and check progress
         self._register_now()
 
     async def on_slave(self, master_addr: str, epoch: int) -> None:
@@ -56,6 +58,8 @@ class BrokerRoleHooks:
             await b.pop.stop()
         if b.scheduled is not None:
             await b.scheduled.stop()
+        if b.transaction_check is not None:
+            await b.transaction_check.stop()
         self._pull_side(b.settings.broker_id, is_master=False)
         if b.slave_synchronize is not None:
             b.slave_synchronize.start()

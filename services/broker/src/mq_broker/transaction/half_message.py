@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from mq_common.codec import MessageExt, host_to_bytes
-from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageConst, MessageSysFlag
+from mq_common.constants import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    MessageConst,
+    MessageSysFlag,
+)
 
 from mq_broker.store.message import MessageExtBrokerInner
 
@@ -25,8 +31,12 @@ REMOVE_TAG: Final = "d"
 END_TYPE_PROPERTY: Final = "TRAN_END_TYPE"
 """Beyond RocketMQ: the op record says whether it ended the transaction by COMMIT or ROLLBACK (RocketMQ's op records
 only name the offset), so a refused second end names what the first one was, after a restart or failover too."""
+PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
+"""MessageConst.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET: on a check copy and on an op record, the queue offset of
+the transaction's first half message (its identity, mq_broker.transaction.transaction_state)."""
 COMMIT: Final = "COMMIT"
 ROLLBACK: Final = "ROLLBACK"
+DISCARDED: Final = "DISCARDED"
 
 
 class HalfMessageError(ValueError):
@@ -71,6 +81,7 @@ def committed_message(half: MessageExt) -> MessageExtBrokerInner:
     topic = properties.pop(MessageConst.REAL_TOPIC, "")
     queue_text = properties.pop(MessageConst.REAL_QUEUE_ID, "")
     properties.pop(MessageConst.TRANSACTION_PREPARED, None)
+    properties.pop(PREPARED_QUEUE_OFFSET, None)
     if not topic or not queue_text.isdigit():
         raise HalfMessageError(f"half message at {half.commit_log_offset} has no REAL_TOPIC/REAL_QID")
     return MessageExtBrokerInner.build(
@@ -87,13 +98,44 @@ def committed_message(half: MessageExt) -> MessageExtBrokerInner:
     )
 
 
-def op_record(half_queue_offset: int, end_type: str) -> MessageExtBrokerInner:
-    """The op record that ends the half message at ``half_queue_offset`` (TransactionalMessageBridge#writeOp /
-    #addRemoveTagInTransactionOp): RMQ_SYS_TRANS_OP_HALF_TOPIC queue 0, tag "d", body = the offset in decimal;
-    ``end_type`` COMMIT or ROLLBACK in TRAN_END_TYPE."""
+def op_record(half_queue_offset: int, identity: int, end_type: str) -> MessageExtBrokerInner:
+    """The op record that ends the transaction ``identity`` through its half message at ``half_queue_offset``
+    (TransactionalMessageBridge#writeOp / #addRemoveTagInTransactionOp): RMQ_SYS_TRANS_OP_HALF_TOPIC queue 0, tag
+    "d", body = the offset in decimal; TRAN_END_TYPE = ``end_type`` (COMMIT, ROLLBACK, DISCARDED) and
+    TRAN_PREPARED_QUEUE_OFFSET = ``identity``."""
     return MessageExtBrokerInner.build(
         topic=TRANS_OP_HALF_TOPIC,
         queue_id=HALF_QUEUE_ID,
         body=str(half_queue_offset).encode(),
-        properties={MessageConst.TAGS: REMOVE_TAG, END_TYPE_PROPERTY: end_type},
+        properties={MessageConst.TAGS: REMOVE_TAG, END_TYPE_PROPERTY: end_type, PREPARED_QUEUE_OFFSET: str(identity)},
     )
+
+
+def _copy(half: MessageExt, topic: str, properties: dict[str, str]) -> MessageExtBrokerInner:
+    return MessageExtBrokerInner.build(
+        topic=topic,
+        queue_id=HALF_QUEUE_ID,
+        body=half.body,
+        properties=properties,
+        flag=half.flag,
+        sys_flag=half.sys_flag & ~_TYPE_MASK & ~MessageSysFlag.COMPRESSED_FLAG,
+        born_timestamp_ms=half.born_timestamp_ms,
+        born_host=host_to_bytes(*half.born_host),
+        reconsume_times=half.reconsume_times,
+    )
+
+
+def check_copy(half: MessageExt, identity: int, check_times: int) -> MessageExtBrokerInner:
+    """The copy a check-back stores at the end of the half queue (TransactionalMessageServiceImpl#
+    putBackHalfMsgQueue / #renewHalfMessageInner): same body, born time and properties, TRANSACTION_CHECK_TIMES =
+    ``check_times`` and TRAN_PREPARED_QUEUE_OFFSET = ``identity``."""
+    properties = dict(half.properties)
+    properties[MessageConst.TRANSACTION_CHECK_TIMES] = str(check_times)
+    properties[PREPARED_QUEUE_OFFSET] = str(identity)
+    return _copy(half, TRANS_HALF_TOPIC, properties)
+
+
+def discarded_message(half: MessageExt) -> MessageExtBrokerInner:
+    """Where a half message checked transactionCheckMax times goes (DefaultTransactionalMessageCheckListener#
+    toMessageExtBrokerInner): TRANS_CHECK_MAX_TIME_TOPIC queue 0, same body and properties."""
+    return _copy(half, TRANS_CHECK_MAX_TIME_TOPIC, dict(half.properties))

@@ -7,9 +7,10 @@ RocketMQ's SYSTEM_ERROR remarks), a producer's answer after CHECK_IMMUNITY_TIME_
 (ILLEGAL_OPERATION, rejectCommitOrRollback); a commit stores the real message and the op record in one put (one
 group commit), a rollback the op record only. Beyond RocketMQ (which would store a second real message): a
 transaction already committed or rolled back, or being ended by a concurrent call, is refused with ILLEGAL_OPERATION
-and a remark naming how it ended, and nothing is stored. The ended offsets are learnt from the op queue itself
-(incrementally, before each end), so a restarted broker and a promoted slave (whose op queue is the master's) know
-them too. A transaction id and a topic, when given, must be the half message's UNIQ_KEY and REAL_TOPIC. Event loop.
+and a remark naming how it ended, and nothing is stored; a transaction is named by its first half message, so an
+answer for any of its check copies ends them all (mq_broker.transaction.transaction_state, rebuilt from the CommitLog
+and the check progress: a restarted broker and a promoted slave know it too). A transaction id and a topic, when
+given, must be the half message's UNIQ_KEY and REAL_TOPIC. Event loop.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from mq_common.codec import MessageDecodeError, MessageExt, decode_message
-from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageConst, MessageSysFlag
+from mq_common.codec import MessageDecodeError, MessageExt
+from mq_common.constants import TRANS_HALF_TOPIC, MessageConst, MessageSysFlag
 from mq_common.errors import MQBrokerError
 from mq_common.logging import get_logger
 from mq_common.protocol.transaction import EndTransactionRequestHeader
@@ -27,23 +28,26 @@ from mq_common.response_code import ResponseCode
 
 from mq_broker.store.api import MessageStore
 from mq_broker.store.config import BrokerRole
-from mq_broker.store.message import MessageExtBrokerInner, PutMessageStatus
+from mq_broker.store.message import PutMessageResult, PutMessageStatus
 from mq_broker.transaction.half_message import (
     COMMIT,
-    END_TYPE_PROPERTY,
-    HALF_QUEUE_ID,
+    DISCARDED,
     ROLLBACK,
     HalfMessageError,
     committed_message,
     op_record,
 )
+from mq_broker.transaction.transaction_state import TransactionState, identity_of
 
 log = get_logger("mq_broker.transaction")
 
-_OP_SCAN_BATCH: Final = 256
 _FIND_FAILED: Final = "Find prepared transaction message failed"
-_UNKNOWN_END: Final = "committed or rolled back"
-_ENDED_WORDS: Final = {COMMIT: "committed", ROLLBACK: "rolled back"}
+_UNKNOWN_END: Final = "committed, rolled back or discarded"
+_ENDED_WORDS: Final = {
+    COMMIT: "committed",
+    ROLLBACK: "rolled back",
+    DISCARDED: "discarded after transactionCheckMax checks",
+}
 
 
 def immunity_time_ms(half: MessageExt, transaction_timeout_ms: int) -> int:
@@ -64,45 +68,17 @@ class TransactionalMessageService:
     def __init__(
         self,
         store: MessageStore,
+        state: TransactionState,
         *,
         transaction_timeout_ms: int,
         clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
+        self.state = state
         self.transaction_timeout_ms = transaction_timeout_ms
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
-        self.ended: dict[int, str] = {}
-        """Half queue offset -> COMMIT, ROLLBACK (or "" when an op record does not say), from the op queue."""
-        self._op_scanned_to = 0
-        self._ending: set[int] = set()
-
-    # --- what the op queue says ----------------------------------------------------------------------------------
-
-    def catch_up_ops(self) -> None:
-        """Read op records stored since the last call (RMQ_SYS_TRANS_OP_HALF_TOPIC queue 0) into :attr:`ended`."""
-        while True:
-            result = self.store.get_messages(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, self._op_scanned_to, _OP_SCAN_BATCH)
-            if self._op_scanned_to < result.min_offset:
-                self._op_scanned_to = result.min_offset
-            if not result.messages:
-                if result.next_begin_offset > self._op_scanned_to:
-                    self._op_scanned_to = result.next_begin_offset
-                    continue
-                return
-            for record in result.messages:
-                self._learn_op(record)
-            self._op_scanned_to = result.next_begin_offset
-
-    def _learn_op(self, record: bytes) -> None:
-        try:
-            op = decode_message(record, check_crc=False)
-        except MessageDecodeError:
-            log.warning("transaction_op_unreadable")
-            return
-        end_type = op.properties.get(END_TYPE_PROPERTY, "")
-        for text in op.body.decode("utf-8", "replace").split(","):  # RocketMQ 5 may merge offsets with ','
-            if text.strip().isdigit():
-                self.ended.setdefault(int(text), end_type)
+        self.ending: set[int] = set()
+        """Identities being ended right now (a concurrent end of the same transaction is refused)."""
 
     # --- END_TRANSACTION -----------------------------------------------------------------------------------------
 
@@ -128,33 +104,41 @@ class TransactionalMessageService:
                 ResponseCode.INVALID_PARAMETER,
             )
         half = self._find_half(header)
-        offset = half.queue_offset
-        self.catch_up_ops()
-        if offset in self.ended:
-            how = _ENDED_WORDS.get(self.ended[offset], _UNKNOWN_END)
+        state = self.state
+        state.ensure_loaded()
+        state.catch_up_ops()
+        identity = identity_of(half)
+        uniq_key = half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        if not state.is_open(half):
+            how = _ENDED_WORDS.get(state.ended.get(identity, ""), _UNKNOWN_END)
             raise MQBrokerError(
-                f"the transaction {half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, '')} "
-                f"(half offset {offset}) was already {how}, nothing changed",
+                f"the transaction {uniq_key} (half offset {identity}) was already {how}, nothing changed",
                 ResponseCode.ILLEGAL_OPERATION,
             )
-        if offset in self._ending:
+        if identity in self.ending:
             raise MQBrokerError(
-                f"the transaction at half offset {offset} is being ended by another request, nothing changed",
+                f"the transaction {uniq_key} (half offset {identity}) is being ended by another request, "
+                "nothing changed",
                 ResponseCode.ILLEGAL_OPERATION,
             )
         self._reject_late(header, half)
         end_type = COMMIT if header.is_commit else ROLLBACK
-        self._ending.add(offset)
+        self.ending.add(identity)
         try:
-            batch = [op_record(offset, end_type)]
+            batch = [op_record(half.queue_offset, identity, end_type)]
             if header.is_commit:
                 try:
                     batch.insert(0, committed_message(half))
                 except HalfMessageError as exc:
                     raise MQBrokerError(str(exc), ResponseCode.SYSTEM_ERROR) from None
-            await self._put(batch, lambda: self.ended.__setitem__(offset, end_type))
+            results = await self.store.put_messages(batch)
+            if results[-1].status.is_stored:
+                state.mark_ended(identity, end_type, results[-1].queue_offset)
+            elif results[0].status.is_stored:  # the real message is stored, its op record is not
+                state.mark_ended(identity, end_type, state.op_progress())
+            _raise_unless_stored(results)
         finally:
-            self._ending.discard(offset)
+            self.ending.discard(identity)
         return ""
 
     def _find_half(self, header: EndTransactionRequestHeader) -> MessageExt:
@@ -207,19 +191,15 @@ class TransactionalMessageService:
                 ResponseCode.ILLEGAL_OPERATION,
             )
 
-    async def _put(self, batch: list[MessageExtBrokerInner], on_first_stored: Callable[[], None]) -> None:
-        """Store ``batch`` (one put, one group commit); ``on_first_stored`` runs when its first record (the real
-        message of a commit, else the op) is stored, whatever befalls the rest (a commit is never stored twice).
-        Raises MQBrokerError with sendFinalMessage's codes."""
-        results = await self.store.put_messages(batch)
-        if results and results[0].status.is_stored:
-            on_first_stored()
-        for result in results:
-            status = result.status
-            if status.is_stored:
-                continue
-            if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
-                raise MQBrokerError(result.remark or "Service not available now.", ResponseCode.SERVICE_NOT_AVAILABLE)
-            if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
-                raise MQBrokerError(result.remark or "The message is illegal", ResponseCode.MESSAGE_ILLEGAL)
-            raise MQBrokerError(result.remark or "Create mapped file failed.", ResponseCode.SYSTEM_ERROR)
+
+def _raise_unless_stored(results: list[PutMessageResult]) -> None:
+    """MQBrokerError with sendFinalMessage's codes for the first record not stored."""
+    for result in results:
+        status = result.status
+        if status.is_stored:
+            continue
+        if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            raise MQBrokerError(result.remark or "Service not available now.", ResponseCode.SERVICE_NOT_AVAILABLE)
+        if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
+            raise MQBrokerError(result.remark or "The message is illegal", ResponseCode.MESSAGE_ILLEGAL)
+        raise MQBrokerError(result.remark or "Create mapped file failed.", ResponseCode.SYSTEM_ERROR)

@@ -1,0 +1,244 @@
+"""TransactionalMessageCheckService: every transaction_check_interval_ms, check back the open transactions older
+than their timeout.
+
+Mirrors org.apache.rocketmq.broker.transaction.TransactionalMessageCheckService and
+TransactionalMessageServiceImpl#check. One pass walks the half queue from the check progress (the consumer offset of
+CID_RMQ_SYS_TRANS, mq_broker.transaction.transaction_state) to where it ended when the pass began:
+- an ended transaction's half message (or an older copy of a transaction copied further on) is passed over;
+- one checked ``transaction_check_max`` times (TRANSACTION_CHECK_TIMES) goes to TRANS_CHECK_MAX_TIME_TOPIC with an op
+  record (DISCARDED) — DefaultTransactionalMessageCheckListener#resolveDiscardMsg;
+- one younger than its immunity time (CHECK_IMMUNITY_TIME_IN_SECONDS, at least transaction_timeout_ms) ends the pass
+  (later ones are younger still), unless it asked for an immunity longer than the timeout: it is copied to the end
+  of the half queue unchecked (putImmunityMsgBackToHalfQueue) and the pass goes on;
+- any other is copied to the end of the half queue with TRANSACTION_CHECK_TIMES + 1 (putBackHalfMsgQueue) and the
+  copy is handed to the check listener (AbstractTransactionalMessageCheckListener#resolveHalfMsg), which asks a
+  producer of its group (mq_broker.transaction.producer_manager; nobody online: the check is counted anyway, as
+  RocketMQ). The producer answers with END_TRANSACTION (from_transaction_check) naming the copy.
+Then the progress moves past what was handled. Runs on the event loop of a master only (:meth:`start` /
+:meth:`stop` follow the role); each pass yields to the loop between batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from mq_common.codec import MessageExt
+from mq_common.constants import TRANS_HALF_TOPIC, MessageConst
+from mq_common.logging import get_logger
+from mq_common.message_id import create_offset_msg_id
+
+from mq_broker.store.api import MessageStore
+from mq_broker.transaction.half_message import (
+    DISCARDED,
+    PREPARED_QUEUE_OFFSET,
+    check_copy,
+    discarded_message,
+    op_record,
+)
+from mq_broker.transaction.transaction_state import TransactionState, identity_of
+from mq_broker.transaction.transactional_message_service import immunity_time_ms
+
+log = get_logger("mq_broker.transaction")
+
+MAX_PROCESS_TIME_LIMIT_MS: Final = 60_000
+"""TransactionalMessageServiceImpl.MAX_PROCESS_TIME_LIMIT: one pass stops after this long."""
+
+CheckListener = Callable[[MessageExt], None]
+"""Told of every check copy (its topic RMQ_SYS_TRANS_HALF_TOPIC, its own queue and CommitLog offsets, PGROUP,
+REAL_TOPIC, UNIQ_KEY): asks a producer of PGROUP for the transaction's state. Must not block."""
+
+
+@dataclass(slots=True)
+class CheckPassResult:
+    """What one pass did: ``checked`` copies handed to the listener, ``discarded`` after transactionCheckMax,
+    ``immunity_copies`` young messages with a long immunity copied unchecked, ``passed`` ended ones passed over."""
+
+    checked: int = 0
+    discarded: int = 0
+    immunity_copies: int = 0
+    passed: int = 0
+
+
+class TransactionalMessageCheckService:
+    """Checks back the open transactions of one broker (see the module)."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        state: TransactionState,
+        *,
+        transaction_timeout_ms: int,
+        transaction_check_interval_ms: int,
+        transaction_check_max: int,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.store = store
+        self.state = state
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.transaction_check_interval_ms = transaction_check_interval_ms
+        self.transaction_check_max = transaction_check_max
+        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self.listeners: list[CheckListener] = []
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Recover the state from the CommitLog and the progress, then check every interval (a master)."""
+        if self.running:
+            return
+        self.state.reset()
+        self.state.ensure_loaded()
+        self._task = asyncio.create_task(self._run(), name="transaction-check")
+
+    async def stop(self) -> None:
+        """Stop checking (a slave, or shutdown); the progress is in the consumer offsets already."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.state.reset()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.transaction_check_interval_ms / 1000)
+            try:
+                result = await self.check()
+            except Exception:
+                log.exception("transaction_check_failed")
+                continue
+            if result.checked or result.discarded:
+                log.info(
+                    "transaction_check_pass",
+                    checked=result.checked,
+                    discarded=result.discarded,
+                    immunity_copies=result.immunity_copies,
+                    passed=result.passed,
+                    progress=self.state.half_progress,
+                )
+
+    async def check(self) -> CheckPassResult:
+        """One pass (see the module). Raises nothing for a bad record (skipped and logged); a failed put ends the
+        pass where it was (the next pass retries from there)."""
+        state = self.state
+        state.ensure_loaded()
+        state.catch_up_ops()
+        begin_ms = self._clock_ms()
+        end = self.store.get_max_offset_in_queue(TRANS_HALF_TOPIC, 0)
+        progress = state.half_progress
+        result = CheckPassResult()
+        if progress >= end:
+            return result
+        try:
+            while progress < end and self._clock_ms() - begin_ms < MAX_PROCESS_TIME_LIMIT_MS:
+                batch = state.iter_half(progress, min(end, progress + 64))
+                if not batch:
+                    break
+                for half in batch:
+                    if not await self._handle(half, result):
+                        return result
+                    progress = half.queue_offset + 1
+                state.commit_progress(progress)
+                await asyncio.sleep(0)
+        finally:
+            state.commit_progress(progress)
+        return result
+
+    async def _handle(self, half: MessageExt, result: CheckPassResult) -> bool:
+        """Handle one half message; False ends the pass here (too young, or a put failed)."""
+        state = self.state
+        identity = identity_of(half)
+        newest = state.latest_copy.get(identity, half.queue_offset)
+        if identity in state.ended or newest != half.queue_offset:
+            if newest == half.queue_offset:  # its last copy: nothing of it lies ahead any more
+                state.forget(identity)
+            result.passed += 1
+            return True
+        check_times = _int(half.properties.get(MessageConst.TRANSACTION_CHECK_TIMES, "0"))
+        if check_times >= self.transaction_check_max:
+            return await self._discard(half, identity, result)
+        age_ms = self._clock_ms() - half.born_timestamp_ms
+        immunity_ms = immunity_time_ms(half, self.transaction_timeout_ms)
+        if age_ms < immunity_ms:
+            if immunity_ms <= self.transaction_timeout_ms:
+                return False
+            if not await self._copy(half, identity, check_times):
+                return False
+            result.immunity_copies += 1
+            return True
+        copy = await self._copy(half, identity, check_times + 1)
+        if copy is None:
+            return False
+        result.checked += 1
+        for listener in self.listeners:
+            try:
+                listener(copy)
+            except Exception:
+                log.exception("transaction_check_listener_failed")
+        return True
+
+    async def _copy(self, half: MessageExt, identity: int, check_times: int) -> MessageExt | None:
+        """Store a copy of ``half`` at the end of the half queue; the copy as a MessageExt with its offsets (None
+        when the put failed)."""
+        inner = check_copy(half, identity, check_times)
+        (put,) = await self.store.put_messages([inner])
+        if not put.status.is_stored:
+            log.warning("transaction_check_copy_failed", status=put.status.name, identity=identity)
+            return None
+        self.state.latest_copy[identity] = put.queue_offset
+        properties = dict(half.properties)
+        properties[MessageConst.TRANSACTION_CHECK_TIMES] = str(check_times)
+        properties[PREPARED_QUEUE_OFFSET] = str(identity)
+        return MessageExt(
+            topic=TRANS_HALF_TOPIC,
+            body=half.body,
+            flag=half.flag,
+            properties=properties,
+            queue_id=half.queue_id,
+            queue_offset=put.queue_offset,
+            commit_log_offset=put.wrote_offset,
+            store_size=0,
+            sys_flag=inner.sys_flag,
+            born_timestamp_ms=half.born_timestamp_ms,
+            born_host=half.born_host,
+            store_timestamp_ms=self._clock_ms(),
+            store_host=half.store_host,
+            reconsume_times=half.reconsume_times,
+        )
+
+    async def _discard(self, half: MessageExt, identity: int, result: CheckPassResult) -> bool:
+        puts = await self.store.put_messages(
+            [discarded_message(half), op_record(half.queue_offset, identity, DISCARDED)]
+        )
+        if not all(p.status.is_stored for p in puts):
+            log.warning("transaction_discard_failed", identity=identity)
+            return False
+        log.warning(
+            "transaction_check_max_reached",
+            identity=identity,
+            uniq_key=half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
+            producer_group=half.properties.get(MessageConst.PRODUCER_GROUP, ""),
+            topic=half.properties.get(MessageConst.REAL_TOPIC, ""),
+        )
+        state = self.state
+        state.mark_ended(identity, DISCARDED, puts[1].queue_offset)
+        state.forget(identity)  # passed right now: this was its newest copy
+        result.discarded += 1
+        return True
+
+
+def _int(text: str) -> int:
+    return int(text) if text.isdigit() else 0
+
+
+def offset_msg_id(half: MessageExt) -> str:
+    """The offset msg id of a check copy (store host + CommitLog offset), as a producer's END_TRANSACTION decodes."""
+    return create_offset_msg_id(half.store_host[0], half.store_host[1], half.commit_log_offset)
