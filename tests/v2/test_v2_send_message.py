@@ -4,6 +4,7 @@ read_all: every mapped property), the response entries, and every refusal of a b
 from __future__ import annotations
 
 import gzip
+import time
 from collections.abc import Callable
 
 import pytest
@@ -139,7 +140,16 @@ BAD_REQUESTS: dict[str, tuple[Callable[[str], list[definition_pb2.Message]], int
         lambda t: [v2_message(t, delivery_timestamp=timestamp_pb2.Timestamp(seconds=2_000_000_000))],
         Code.ILLEGAL_DELIVERY_TIME,
     ),
-    "TRANSACTION": (lambda t: [v2_message(t, message_type=MessageType.TRANSACTION)], Code.NOT_IMPLEMENTED),
+    "TRANSACTION with a delivery time": (
+        lambda t: [
+            v2_message(
+                t,
+                message_type=MessageType.TRANSACTION,
+                delivery_timestamp=timestamp_pb2.Timestamp(seconds=int(time.time()) + 60),
+            )
+        ],
+        Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+    ),
     "a good message beside a bad one": (lambda t: [v2_message(t), v2_message(t, b"")], Code.MESSAGE_BODY_EMPTY),
 }
 

@@ -118,9 +118,11 @@ async def test_lifecycle_and_not_yet_rpcs(gateway: Gateway) -> None:
     assert beat.status.code == Code.OK
     bye = await stub.NotifyClientTermination(service_pb2.NotifyClientTerminationRequest(), metadata=md)
     assert bye.status.code == Code.OK
-    end = await stub.EndTransaction(service_pb2.EndTransactionRequest(message_id="x"), metadata=md)
-    assert end.status.code == Code.NOT_IMPLEMENTED
-    assert "message-types issue" in end.status.message
+    end = await stub.EndTransaction(
+        service_pb2.EndTransactionRequest(topic=definition_pb2.Resource(name="T"), message_id="x", transaction_id="?"),
+        metadata=md,
+    )
+    assert (end.status.code, end.status.message) == (Code.INVALID_TRANSACTION_ID, "transaction id is invalid")
     recall = await stub.RecallMessage(
         service_pb2.RecallMessageRequest(topic=definition_pb2.Resource(name="T"), recall_handle="h"), metadata=md
     )

@@ -61,6 +61,8 @@ from mq_common.protocol.convert import (
     view_request_to_proto,
     view_response_from_proto,
 )
+from mq_common.protocol.transaction import EndTransactionRequestHeader
+from mq_common.protocol.transaction_convert import end_transaction_request_to_proto
 from mq_common.response_code import ResponseCode
 
 from mq_client.send_stream import BrokerSendStream
@@ -277,6 +279,24 @@ class BrokerClient:
         resp = await _invoke(call, addr)
         _check(resp.code, resp.remark, broker_name)
         return resp.msg_id
+
+    async def end_transaction(
+        self,
+        addr: str,
+        header: EndTransactionRequestHeader,
+        broker_name: str = "",
+        timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS,
+    ) -> str:
+        """END_TRANSACTION at ``addr`` (the master of the half message's broker): commit or roll back a half
+        message. Returns the broker's remark. Mirrors MQClientAPIImpl#endTransactionOneway (answered here).
+
+        Raises error_for_code(code, remark, broker_name): SYSTEM_ERROR (1) when no half message of that group,
+        offset, transaction id and topic is there; ILLEGAL_OPERATION (604) for one already ended or a producer's
+        answer after its immunity time; SLAVE_NOT_AVAILABLE (11) from a slave; transport errors."""
+        call = self._stub(addr).EndTransaction(end_transaction_request_to_proto(header), timeout=_seconds(timeout_ms))
+        resp = await _invoke(call, addr)
+        _check(resp.code, resp.remark, broker_name)
+        return resp.remark
 
     async def view_message_by_id(
         self, addr: str, offset_msg_id: str, timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS

@@ -37,6 +37,7 @@ from mq_gateway.v2.recall import RecallMessageActivity
 from mq_gateway.v2.route import RouteActivity
 from mq_gateway.v2.send import SendMessageActivity
 from mq_gateway.v2.telemetry import TelemetryService
+from mq_gateway.v2.transactions import TransactionActivities
 
 # The 5.x proxy's grpcMaxInboundMessageSize: a v2 batch of 4 MiB bodies; the handlers enforce the body limit.
 MAX_GRPC_MESSAGE_BYTES: Final = 130 * 1024 * 1024
@@ -175,6 +176,7 @@ class GatewayController:
             send_timeout_ms=settings.send_msg_timeout_ms,
             auth=self.auth,
             recall=RecallMessageActivity(self.producer),
+            transactions=TransactionActivities(self.producer),
         )
 
     def _build_producer(self, namesrv: NameServerLookup | None, transport: BrokerTransport | None) -> DefaultMQProducer:

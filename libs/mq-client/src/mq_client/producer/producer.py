@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from mq_common.errors import MQClientError, MQError, TopicNotExistError
 from mq_common.logging import get_logger
 from mq_common.protocol import MessageQueue
+from mq_common.protocol.transaction import EndTransactionRequestHeader
 from mq_common.recall_handle import decode_recall_handle
 from mq_common.response_code import ResponseCode
 
@@ -85,6 +86,15 @@ class MessageRecaller(Protocol):
         recall_handle: str,
         broker_name: str,
         timeout_ms: int,
+    ) -> str: ...
+
+
+@runtime_checkable
+class TransactionEnder(Protocol):
+    """The broker call :meth:`DefaultMQProducer.end_transaction` makes (mq_client.broker_client.BrokerClient)."""
+
+    async def end_transaction(
+        self, addr: str, header: EndTransactionRequestHeader, broker_name: str, timeout_ms: int
     ) -> str: ...
 
 
@@ -380,6 +390,27 @@ class DefaultMQProducer:
         return await self._recaller.recall_message(
             addr, self.config.producer_group, topic, recall_handle, handle.broker_name, timeout
         )
+
+    async def end_transaction(
+        self, topic: str, broker_name: str, header: EndTransactionRequestHeader, timeout_ms: int | None = None
+    ) -> str:
+        """END_TRANSACTION of a half message stored on ``broker_name`` (its master in ``topic``'s route), within
+        ``timeout_ms`` (default send_msg_timeout_ms); returns the broker's remark. Mirrors
+        DefaultMQProducerImpl#endTransaction.
+
+        Raises ProducerStateError (14) when not RUNNING; MessageIllegalError (13) for an illegal topic;
+        TopicNotExistError (17) without a route; MQClientError BROKER_NOT_EXIST (211) when the route has no master
+        of ``broker_name``; the broker's answer as MQBrokerError (SYSTEM_ERROR 1, ILLEGAL_OPERATION 604: see
+        BrokerClient.end_transaction); transport errors. MQClientError(SYSTEM_ERROR) without a broker client.
+        """
+        self._make_sure_state_ok()
+        check_topic(topic)
+        ender = self._recaller
+        if not isinstance(ender, TransactionEnder):
+            raise MQClientError("this producer has no broker client to end transactions with")
+        addr = await self.routes.master_addr(topic, broker_name)
+        timeout = self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        return await ender.end_transaction(addr, header, broker_name, timeout)
 
     def select_one_message_queue(self, tp_info: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue:
         """Mirrors DefaultMQProducerImpl#selectOneMessageQueue (delegates to MQFaultStrategy)."""

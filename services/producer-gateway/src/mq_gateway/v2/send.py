@@ -8,15 +8,18 @@ MESSAGE_PROPERTIES_TOO_LARGE 43101; reserved user-property key ILLEGAL_MESSAGE_P
 ILLEGAL_MESSAGE_TAG 40004; bad key ILLEGAL_MESSAGE_KEY 40005; message_group too long ILLEGAL_MESSAGE_GROUP 40006;
 type the topic does not accept MESSAGE_PROPERTY_CONFLICT_WITH_TYPE 40014 (the proxy's remark; the type as RocketMQ
 derives it from the properties the message gets, mq_common.message_type; off with enable_topic_message_type_check
-false); a delivery time too late, too far in the past or malformed ILLEGAL_DELIVERY_TIME 40012; TRANSACTION / LITE /
-PRIORITY NOT_IMPLEMENTED 50100 (the next message-types issue); a GZIP body that does not inflate MESSAGE_CORRUPTED
-40016.
+false); a delivery time too late, too far in the past or malformed ILLEGAL_DELIVERY_TIME 40012; a TRANSACTION
+message with a delivery time MESSAGE_PROPERTY_CONFLICT_WITH_TYPE 40014; LITE / PRIORITY NOT_IMPLEMENTED 50100; a
+GZIP body that does not inflate MESSAGE_CORRUPTED 40016.
 
 Mapping (RMQ5-PROTOCOL.md section 5): message_id -> UNIQ_KEY, tag -> TAGS, keys -> KEYS, message_group ->
 __SHARDINGKEY (and the sharding-key queue selector), delivery_timestamp -> TIMER_DELIVER_MS (ms; checked and read
 as mq_gateway.v2.delivery_time says; the entry gets the timer's recall_handle), born_timestamp -> BORN_TIMESTAMP
 (ms), born_host -> __BORNHOST (else the peer's address), trace_context -> TRACE_CONTEXT, delivery_attempt ->
-RECONSUME_TIME, PGROUP = the topic. A GZIP body is inflated (at most the body limit) and stored as the plain body;
+RECONSUME_TIME, PGROUP = the topic; a TRANSACTION message gets TRAN_MSG=true (the producer core sends it with the
+PREPARED sysflag: a half message) and orphaned_transaction_recovery_duration -> CHECK_IMMUNITY_TIME_IN_SECONDS (at most
+MAX_TRANSACTION_RECOVERY_S), and its entry's transaction_id names the half message (mq_gateway.v2.transactions).
+A GZIP body is inflated (at most the body limit) and stored as the plain body;
 the producer core compresses large bodies itself. Runs on the gateway's asyncio loop.
 Mirrors org.apache.rocketmq.proxy.grpc.v2.producer.SendMessageActivity.
 """
@@ -34,6 +37,7 @@ from mq_client.producer.route_manager import TopicRouteManager
 from mq_common.constants import MessageConst, is_client_forbidden_send_topic
 from mq_common.errors import MQError, TopicNotExistError
 from mq_common.logging import get_logger
+from mq_common.message_id import decode_offset_msg_id
 from mq_common.message_type import TopicMessageType, check_message_type
 from mq_common.response_code import ResponseCode
 
@@ -41,6 +45,7 @@ from mq_gateway.v2.codes import Code, V2Code, V2Error, status_of, v2_code_for
 from mq_gateway.v2.delivery_time import delivery_ms_of, is_delivery_time_refusal
 from mq_gateway.v2.limits import V2Limits
 from mq_gateway.v2.route import TopicMessageTypes, check_topic_name
+from mq_gateway.v2.transactions import TransactionId, encode_transaction_id
 
 log = get_logger("mq_gateway.v2.send")
 MessageType = definition_pb2.MessageType
@@ -72,8 +77,10 @@ _SEND_STATUS_CODE: Final[Mapping[SendStatus, V2Code]] = {
     SendStatus.SLAVE_NOT_AVAILABLE: v2_code_for(ResponseCode.SLAVE_NOT_AVAILABLE),
 }
 _OK_STATUS: Final = definition_pb2.Status(code=Code.OK, message="OK")
+_TRANSACTION: Final = int(MessageType.TRANSACTION)
+MAX_TRANSACTION_RECOVERY_S: Final = 3_600
+"""ProxyConfig.maxTransactionRecoverySecond: the longest orphaned_transaction_recovery_duration honoured."""
 _NOT_IMPLEMENTED_TYPES: Final = {
-    MessageType.TRANSACTION: "TRANSACTION",
     MessageType.LITE: "LITE",
     MessageType.PRIORITY: "PRIORITY",
 }
@@ -210,6 +217,11 @@ class SendMessageActivity:
         if sp.delivery_attempt > 0:
             properties[MessageConst.RECONSUME_TIME] = str(sp.delivery_attempt)
         tag = sp.tag if sp.HasField("tag") else ""
+        if sp.message_type == _TRANSACTION:
+            properties[MessageConst.TRANSACTION_PREPARED] = "true"
+            if sp.HasField("orphaned_transaction_recovery_duration"):
+                seconds = min(max(sp.orphaned_transaction_recovery_duration.seconds, 0), MAX_TRANSACTION_RECOVERY_S)
+                properties[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(seconds)
         if sp.HasField("delivery_timestamp"):  # a timer message: TIMER_DELIVER_MS, and a recall handle when stored
             deliver_ms = delivery_ms_of(sp.delivery_timestamp, self.limits.max_delay_time_ms, time.time_ns() // 10**6)
             return Message(topic, body, tag, tuple(sp.keys), properties, 0, group, deliver_time_ms=deliver_ms)
@@ -224,6 +236,8 @@ class SendMessageActivity:
         if kind in _NOT_IMPLEMENTED_TYPES:
             name = _NOT_IMPLEMENTED_TYPES[kind]
             raise V2Error(Code.NOT_IMPLEMENTED, f"{name} messages are not supported yet: {NOT_YET}")
+        if kind == _TRANSACTION and sp.HasField("delivery_timestamp"):
+            raise V2Error(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a TRANSACTION message cannot have a delivery time")
         if (kind == _FIFO) != sp.HasField("message_group"):
             raise V2Error(
                 Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
@@ -285,10 +299,20 @@ def _entry(msg: Message, outcome: SendResult | Exception) -> service_pb2.SendRes
         return service_pb2.SendResultEntry(status=status_of(outcome), message_id=msg_id)
     code = _SEND_STATUS_CODE[outcome.send_status]
     status = _OK_STATUS if code == _OK else definition_pb2.Status(code=code, message=outcome.send_status.value)
+    transaction_id = msg_id
+    if MessageConst.TRANSACTION_PREPARED in msg.properties:
+        transaction_id = encode_transaction_id(
+            TransactionId(
+                outcome.message_queue.broker_name,
+                decode_offset_msg_id(outcome.offset_msg_id)[2],
+                outcome.queue_offset,
+                msg_id,
+            )
+        )
     return service_pb2.SendResultEntry(
         status=status,
         message_id=msg_id,
-        transaction_id=msg_id,
+        transaction_id=transaction_id,
         offset=outcome.queue_offset,
         recall_handle=outcome.recall_handle,
     )

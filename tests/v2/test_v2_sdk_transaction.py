@@ -1,0 +1,59 @@
+"""Transactional messages with the official RocketMQ 5 Python SDK (rocketmq-python-client 5.1.2, unmodified, from
+`make sdks`) on a real local cluster (name server, two broker groups, gateway): on a TRANSACTION topic a committed
+transaction's message is received, a rolled-back one's never is, and the receipts' transaction ids name the half
+message (mq_gateway.v2.transactions), so any gateway replica can end them.
+
+Scripts: tests/v2/sdk/python_sdk_transaction.py, one subprocess per scenario (sdk_testkit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mq_local.cluster import LocalCluster
+from mq_local.testing import unique_topic
+
+from tests.v2.conftest import make_typed_topic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "sdk"))
+
+from sdk_testkit import HERE, SdkRunner, python_runner, sdk_cluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with sdk_cluster(tmp_path_factory.mktemp("sdk-transaction-cluster")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> SdkRunner:
+    base = python_runner(tmp_path_factory.mktemp("python-sdk-transaction-home"))
+    return dataclasses.replace(base, command=(base.command[0], str(HERE / "python_sdk_transaction.py")))
+
+
+def test_sdk_committed_transaction_is_received_and_a_rolled_back_one_never(
+    cluster: LocalCluster, runner: SdkRunner
+) -> None:
+    topic = asyncio.run(make_typed_topic(cluster, f"{runner.name}_tx", "TRANSACTION"))
+    cfg = {
+        "endpoints": cluster.gateway_addr,
+        "topic": topic,
+        "group": unique_topic(f"{runner.name}_tx_group"),
+        "listen_s": 6,
+        "await_s": 5,
+    }
+    out: dict[str, Any] = runner.run("commit_rollback", cfg)
+    assert [r["body"] for r in out["received"]] == ["committed"], out["received"]
+    assert out["received"][0]["topic"] == topic
+    ids = out["transaction_ids"]
+    assert ids["committed"] != ids["rolled-back"]
+    assert out["asked"] == [], "both ended by the producer: nothing to check back"
