@@ -157,3 +157,20 @@ async def test_the_order_info_is_persisted_and_loaded(tmp_path: Path) -> None:
     assert (info["o"], info["cm"], info["i"]) == ([0], 0, 60_000)
     async with pop_broker(root) as (_controller, stub):
         assert (await pop(stub, TOPIC)).code == ResponseCode.POLLING_TIMEOUT  # still blocked after the restart
+
+
+async def test_the_request_order_flag_and_attempt_id_over_grpc(tmp_path: Path) -> None:
+    async with pop_broker(tmp_path / "store") as (_controller, stub):
+        await create_topic(stub, TOPIC, queues=1)  # the group is not orderly: the request asks for it
+        await send(stub, TOPIC, [b"m0", b"m1"])
+
+        async def pop_order(attempt_id: str) -> broker_pb2.PopMessageResponse:
+            request = broker_pb2.PopMessageRequest(
+                consumer_group=GROUP, topic=TOPIC, queue_id=-1, max_msg_nums=1, invisible_time_ms=60_000,
+                init_mode=1, order=True, attempt_id=attempt_id,
+            )  # fmt: skip
+            return await stub.PopMessage(request, timeout=30)
+
+        assert bodies(await pop_order("a1")) == [(b"m0", 0)]
+        assert bodies(await pop_order("a1")) == [(b"m0", 0)]
+        assert (await pop_order("a2")).code == ResponseCode.POLLING_TIMEOUT

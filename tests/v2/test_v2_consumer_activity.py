@@ -2,8 +2,9 @@
 with v2 proto requests (the servicer is tested elsewhere): receive + convert + ack, redelivery with attempt 2
 acked through a second replica, ChangeInvisibleDuration's new handle, the held empty receive, every refusal of bad
 input (after which the messages are still receivable), ForwardMessageToDeadLetterQueue (the message lands in
-%DLQ%<group>, its handle is spent), the max-attempts dead letter of a receive, QueryAssignment (plain and FIFO
-groups, refusals) and the 5.x pull API round trip (QueryOffset, PullMessage, UpdateOffset, GetOffset)."""
+%DLQ%<group>, its handle is spent), the max-attempts dead letter of a receive, a FIFO receive retried with its
+attempt_id, QueryAssignment (plain and FIFO groups, refusals) and the 5.x pull API round trip (QueryOffset,
+PullMessage, UpdateOffset, GetOffset)."""
 
 from __future__ import annotations
 
@@ -347,6 +348,25 @@ async def test_query_assignment_per_broker_or_per_queue_for_fifo_groups(
         Code.TOPIC_NOT_FOUND
     )
     assert (await activity.query_assignment(query("bad group!"), CTX)).status.code == Code.ILLEGAL_CONSUMER_GROUP
+
+
+async def test_fifo_receive_retried_with_its_attempt_id_gets_the_same_messages(
+    activity: ConsumerActivity, pool: ChannelPool, cluster: LocalCluster, producer: DefaultMQProducer, topic: str
+) -> None:
+    await update_group(cluster, pool, topic, SubscriptionGroupConfig("v2c_attempt", consume_message_orderly=True))
+    await send_all(producer, topic, 8)
+
+    async def receive_attempt(attempt_id: str) -> list[tuple[str, int]]:
+        request = receive_request("v2c_attempt", topic, broker_name="broker-a")
+        request.attempt_id = attempt_id
+        got = await receive(activity, request)
+        return sorted((m.system_properties.message_id, m.system_properties.delivery_attempt) for m in got.messages)
+
+    first = await receive_attempt("attempt-1")
+    assert first
+    assert await receive_attempt("attempt-1") == first  # a retry of the same attempt: the same messages, attempt 1
+    later = {message_id for message_id, _ in await receive_attempt("attempt-2")}
+    assert not later & {message_id for message_id, _ in first}  # blocked until acked or visible again
 
 
 async def test_pull_api_round_trip(activity: ConsumerActivity, producer: DefaultMQProducer, topic: str) -> None:

@@ -2287,6 +2287,8 @@ class PopMessageRequest(_message.Message):
     EXPRESSION_FIELD_NUMBER: _builtins.int
     INIT_MODE_FIELD_NUMBER: _builtins.int
     ACK_RECEIPT_HANDLES_FIELD_NUMBER: _builtins.int
+    ORDER_FIELD_NUMBER: _builtins.int
+    ATTEMPT_ID_FIELD_NUMBER: _builtins.int
     consumer_group: _builtins.str
     topic: _builtins.str
     queue_id: _builtins.int
@@ -2301,6 +2303,12 @@ class PopMessageRequest(_message.Message):
     """Tag expression: "*" or "TagA || TagB"; empty means "*"."""
     init_mode: _builtins.int
     """Where a group without an offset starts: 0 CONSUME_FROM_LAST_OFFSET, 1 CONSUME_FROM_FIRST_OFFSET (ConsumeInitMode)."""
+    order: _builtins.bool
+    """Orderly pop (also when the group's consumeMessageOrderly is on): nothing later in a queue is handed out while an
+    earlier message of it is invisible and un-acked; no retry topic, no checkpoint.
+    """
+    attempt_id: _builtins.str
+    """Orderly pop only: a retried pop with the same attempt id gets the same messages (ConsumerOrderInfoManager)."""
     @_builtins.property
     def ack_receipt_handles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Receipt handles of earlier pops of this group and topic to ack before popping (at most 1024, as an
@@ -2319,10 +2327,12 @@ class PopMessageRequest(_message.Message):
         expression: _builtins.str = ...,
         init_mode: _builtins.int = ...,
         ack_receipt_handles: _abc.Iterable[_builtins.str] | None = ...,
+        order: _builtins.bool = ...,
+        attempt_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_receipt_handles", b"ack_receipt_handles", "consumer_group", b"consumer_group", "expression", b"expression", "init_mode", b"init_mode", "invisible_time_ms", b"invisible_time_ms", "max_msg_nums", b"max_msg_nums", "poll_time_ms", b"poll_time_ms", "queue_id", b"queue_id", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_receipt_handles", b"ack_receipt_handles", "attempt_id", b"attempt_id", "consumer_group", b"consumer_group", "expression", b"expression", "init_mode", b"init_mode", "invisible_time_ms", b"invisible_time_ms", "max_msg_nums", b"max_msg_nums", "order", b"order", "poll_time_ms", b"poll_time_ms", "queue_id", b"queue_id", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

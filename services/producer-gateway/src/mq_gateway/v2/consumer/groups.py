@@ -73,6 +73,14 @@ class SubscriptionGroupCache:
         while len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
 
+    def peek(self, addr: str, group: str) -> SubscriptionGroupConfig | None:
+        """The cached config of ``group`` on ``addr`` while fresh, else None; never fetches (a receive asks it
+        before the broker may have auto-created the group, so a fetch would cache a missing group)."""
+        entry = self._entries.get((addr, group))
+        if entry is None or time.monotonic() - entry[0] >= self._ttl_s:
+            return None
+        return entry[1]
+
     def invalidate(self, addr: str, group: str) -> None:
         """Forget ``group``'s entry of ``addr``."""
         self._entries.pop((addr, group), None)

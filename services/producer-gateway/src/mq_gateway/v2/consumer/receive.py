@@ -8,6 +8,12 @@ is acked instead of delivered (the proxy's PopMessageResultFilterImpl; the broke
 past retryMaxTimes to the DLQ itself, so this only catches groups whose limit was lowered meanwhile). Runs on the
 gateway's asyncio loop. Mirrors org.apache.rocketmq.proxy.grpc.v2.consumer.ReceiveMessageActivity.
 
+FIFO: a pop carries the request's ``attempt_id`` and, for a group whose consumeMessageOrderly is on (the v2
+settings' ``fifo``) as the gateway's group cache holds it, ``order`` (the proxy's ReceiveMessageActivity passes
+``fifo`` and the attempt id to PopMessageRequestHeader). The broker pops orderly on its own copy of the group's flag
+too (the authority: a group not cached yet, or auto-created by this very pop, is still popped in order), and uses
+the attempt id only for orderly pops: a receive the client retries after a lost answer gets the same messages.
+
 POP reads the master of a broker group only, never a slave, as RocketMQ's proxy and broker do (POP keeps
 invisibility, checkpoints and acks on the master; a slave answers no pops): while a group's master is away its
 queues are not popped (pull consumers read them from a slave, mq_client.consumer.pull_node).
@@ -165,6 +171,7 @@ class ReceiveActivity:
         expression = tag_expression(request.filter_expression)
         broker_name = request.message_queue.broker.name or await self._any_readable_broker(topic)
         addr = await self._routes.master_addr(topic, broker_name)
+        order = self._is_orderly(addr, group)
         header = PopMessageRequestHeader(
             consumer_group=group,
             topic=topic,
@@ -174,11 +181,19 @@ class ReceiveActivity:
             poll_time_ms=poll_ms,
             expression=expression,
             init_mode=ConsumeInitMode.LAST,
+            order=order,
+            attempt_id=request.attempt_id if request.HasField("attempt_id") else "",
         )
         timeout_ms = self._config.broker_timeout_ms
         if time_remaining_ms is not None:
             timeout_ms = max(1, min(timeout_ms, int(time_remaining_ms) - poll_ms))
         return PopPlan(broker_name, addr, header, timeout_ms)
+
+    def _is_orderly(self, addr: str, group: str) -> bool:
+        """The group's consumeMessageOrderly on the broker at ``addr`` as cached (SubscriptionGroupCache.peek); False
+        when not cached (the broker pops orderly by its own config all the same)."""
+        config = self._groups.peek(addr, group)
+        return config is not None and config.consume_message_orderly
 
     async def _pop_any(self, plan: PopPlan) -> tuple[PopPlan, PopResult]:
         """Pop ``plan``'s broker; when it has nothing right now, the topic's other readable brokers without
