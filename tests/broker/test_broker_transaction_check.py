@@ -11,11 +11,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import grpc
 from broker_grpc_testkit import RunningBrokers
 from broker_transaction_testkit import COMMIT, ROLLBACK, end_request, now_ms, pulled, send_half, stored
-from mq.broker.v1 import broker_pb2
+from mq.broker.v1 import broker_pb2, transaction_pb2, transaction_pb2_grpc
 from mq_broker.controller import BrokerController
-from mq_common.codec import MessageExt
+from mq_common.codec import MessageExt, decode_message
 from mq_common.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, MixAll
 from mq_common.response_code import ResponseCode
 
@@ -147,3 +148,35 @@ async def test_progress_and_ended_transactions_survive_a_restart(brokers: Runnin
     keys = {c.properties["UNIQ_KEY"] for c in later}
     assert keys == {"TX2"}, "only the open one is checked after the restart"
     assert len(await pulled(stub2)) == 1
+
+
+async def test_checks_reach_one_registered_gateway_stream_per_check(brokers: RunningBrokers, tmp_path: Path) -> None:
+    controller, stub = await brokers.start(tmp_path, **FAST)
+    manager = controller.producer_manager
+    assert manager is not None
+    await send_half(stub, "TX0")
+    async with asyncio.timeout(10):
+        while True:
+            if manager.dropped > 0:
+                break  # checked once with no gateway registered: dropped, asked again next interval
+            await asyncio.sleep(0.02)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{controller.port}") as ch:
+        checks_stub = transaction_pb2_grpc.TransactionCheckStub(ch)
+        outbox: asyncio.Queue[transaction_pb2.TransactionChecksRequest] = asyncio.Queue()
+        outbox.put_nowait(transaction_pb2.TransactionChecksRequest(client_id="gw-1", producer_groups=["PG"]))
+
+        async def requests() -> Any:
+            while True:
+                yield await outbox.get()
+
+        call = checks_stub.TransactionChecks(requests())
+        async with asyncio.timeout(10):
+            check = await call.read()
+        assert (check.producer_group, check.topic, check.msg_id) == ("PG", "TxTopic", "TX0")
+        assert check.broker_name == controller.settings.broker_name
+        copy = decode_message(check.message_bytes)
+        assert (copy.queue_offset, copy.commit_log_offset) == (check.tran_state_table_offset, check.commit_log_offset)
+        reply = await stub.EndTransaction(answer(copy, COMMIT))
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        call.cancel()
+    assert [m.uniq_key for m in await pulled(stub)] == ["TX0"]

@@ -8,6 +8,9 @@ tests/v2/test_v2_sdk_transaction.py. Scenarios:
   "committed" in one transaction and commits it, "rolled-back" in another and rolls it back, then a SimpleConsumer
   receives (and acks) for ``listen_s`` seconds: the receipts' transaction ids, the checks asked, each received
   message.
+- ``checked``: the same Producer sends "open-one" in a transaction it never ends and stays up; a SimpleConsumer
+  receives until "open-one" arrives (the broker checked it back, the checker said COMMIT) or ``deadline_s``: the
+  checks asked and what was received.
 """
 
 from __future__ import annotations
@@ -65,7 +68,29 @@ def commit_rollback(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"transaction_ids": receipts, "asked": checker.asked, "received": received}
 
 
-SCENARIOS = {"commit_rollback": commit_rollback}
+def checked(cfg: dict[str, Any]) -> dict[str, Any]:
+    checker = Checker()
+    producer = Producer(config_of(cfg), (cfg["topic"],), checker=checker)
+    producer.startup()
+    received: list[dict[str, Any]] = []
+    try:
+        transaction = producer.begin_transaction()
+        producer.send(_message(cfg["topic"], "open-one"), transaction)
+        consumer = simple_consumer(cfg)
+        try:
+            until = time.monotonic() + cfg["deadline_s"]
+            while time.monotonic() < until and not received:
+                for message in consumer.receive(RECEIVE_BATCH, 20):
+                    received.append(view(message))
+                    consumer.ack(message)
+        finally:
+            consumer.shutdown()
+    finally:
+        producer.shutdown()
+    return {"asked": checker.asked, "received": received}
+
+
+SCENARIOS = {"commit_rollback": commit_rollback, "checked": checked}
 
 if __name__ == "__main__":
     name, raw = sys.argv[1], sys.argv[2]

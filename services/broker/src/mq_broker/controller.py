@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
-from mq.broker.v1 import broker_pb2_grpc
+from mq.broker.v1 import broker_pb2_grpc, transaction_pb2_grpc
 from mq_common.auth.interceptor import signing_pool
 from mq_common.auth.model import User, UserType
 from mq_common.auth.signature import SignatureVerifier
@@ -63,6 +63,9 @@ from mq_broker.store.config import BrokerRole
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
 from mq_broker.topic_config import TopicConfigManager
 from mq_broker.transaction.check_service import TransactionalMessageCheckService
+from mq_broker.transaction.grpc_api import SERVICE_NAME as TRANSACTION_CHECK_SERVICE_NAME
+from mq_broker.transaction.grpc_api import TransactionCheckServicer
+from mq_broker.transaction.producer_manager import ProducerManager
 from mq_broker.transaction.transaction_state import TransactionState
 from mq_broker.transaction.transactional_message_service import TransactionalMessageService
 
@@ -104,6 +107,7 @@ class BrokerController:
         self.transaction: TransactionalMessageService | None = None
         self.transaction_state: TransactionState | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
+        self.producer_manager: ProducerManager | None = None
         self.metrics: BrokerMetrics | None = None
         self.auth_metadata: AuthMetadataManager | None = None
         # HAService, SlaveSynchronize, ReplicasManager (mq_broker.ha.broker_wiring).
@@ -173,7 +177,7 @@ class BrokerController:
             max_concurrent_streams=s.max_concurrent_streams,
         )
         server = ServiceServer(
-            [SERVICE_NAME],
+            [SERVICE_NAME, TRANSACTION_CHECK_SERVICE_NAME],
             [RequestContextInterceptor(observe=observe, self_observed=frozenset({"SendStream"}))],
             limits=limits,
             grpc_server=s.grpc_server,
@@ -301,6 +305,11 @@ class BrokerController:
             transaction_check_interval_ms=s.transaction_check_interval_ms,
             transaction_check_max=s.transaction_check_max,
         )  # fmt: skip
+        self.producer_manager = ProducerManager(s.broker_name, store.select_one_message_by_offset)
+        self.transaction_check.listeners.append(self.producer_manager.check)
+        transaction_pb2_grpc.add_TransactionCheckServicer_to_server(
+            TransactionCheckServicer(self.producer_manager), server.server
+        )
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
         assert self.subscription_groups is not None
         assert self.consumer_offsets is not None

@@ -37,6 +37,7 @@ from mq_gateway.v2.recall import RecallMessageActivity
 from mq_gateway.v2.route import RouteActivity
 from mq_gateway.v2.send import SendMessageActivity
 from mq_gateway.v2.telemetry import TelemetryService
+from mq_gateway.v2.transaction_checks import TransactionCheckRelay
 from mq_gateway.v2.transactions import TransactionActivities
 
 # The 5.x proxy's grpcMaxInboundMessageSize: a v2 batch of 4 MiB bodies; the handlers enforce the body limit.
@@ -134,6 +135,13 @@ class GatewayController:
         self.auth = self._build_auth(auth_provider)
         self.v2 = self._build_v2(consumer)
         v2_servicer.add_to_server(self.v2, self.server.server)
+        assert self._pool is not None
+        self.transaction_checks: TransactionCheckRelay = TransactionCheckRelay(
+            self.v2.telemetry.sessions,
+            self.producer.routes,
+            self._pool,
+            f"{settings.listen_host}:{settings.listen_port}@{id(self):x}",
+        )
         servicer = ProducerGatewayServicer(
             self.producer,
             max_send_timeout_ms=settings.max_send_msg_timeout_ms,
@@ -234,6 +242,7 @@ class GatewayController:
             )
             self._start_metrics()
             await self.server.start()
+            self.transaction_checks.start()
         except BaseException:
             await self.producer.shutdown()
             if self.metrics is not None:
@@ -255,6 +264,7 @@ class GatewayController:
         """Stop taking calls, let in-flight ones finish (``grace_s``, default shutdown_grace_ms), then shut the
         producer down (route refresh task, channels)."""
         grace = self.settings.shutdown_grace_ms / 1000.0 if grace_s is None else grace_s
+        await self.transaction_checks.stop()
         await self.server.stop(grace)
         await self.v2.consumer.close()
         await self.producer.shutdown()

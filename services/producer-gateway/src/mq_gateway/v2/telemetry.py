@@ -100,6 +100,25 @@ class TelemetrySessions:
         if self._sessions.get(session.client_id) is session:
             del self._sessions[session.client_id]
 
+    def producers_of(self, topic: str) -> list[str]:
+        """Client ids of the open producer sessions whose settings publish ``topic`` (the v2 producer group)."""
+        return [
+            cid
+            for cid, session in self._sessions.items()
+            if session.settings is not None
+            and session.settings.WhichOneof("pub_sub") == "publishing"
+            and any(t.name == topic for t in session.settings.publishing.topics)
+        ]
+
+    def published_topics(self) -> set[str]:
+        """Every topic some open producer session publishes."""
+        return {
+            t.name
+            for session in self._sessions.values()
+            if session.settings is not None and session.settings.WhichOneof("pub_sub") == "publishing"
+            for t in session.settings.publishing.topics
+        }
+
     def push(self, client_id: str, command: service_pb2.TelemetryCommand) -> bool:
         """Send a server command (e.g. recover_orphaned_transaction_command) to ``client_id``'s stream. False when
         the client has no open session here or its queue is full."""
