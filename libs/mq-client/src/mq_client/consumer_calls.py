@@ -22,6 +22,7 @@ from mq_common.namesrv_client import check_code as _check
 from mq_common.protocol import (
     ConsumerQueueOffset,
     HeartbeatData,
+    MessageQueue,
     QueryConsumerOffsetRequestHeader,
     SearchOffsetRequestHeader,
     UnregisterClientRequestHeader,
@@ -29,6 +30,8 @@ from mq_common.protocol import (
 from mq_common.protocol.convert import (
     consumer_queue_offset_to_proto,
     heartbeat_to_proto,
+    message_queue_from_proto,
+    message_queue_to_proto,
     query_consumer_offset_request_to_proto,
     search_offset_request_to_proto,
     unregister_client_request_to_proto,
@@ -40,8 +43,8 @@ __all__ = ["ConsumerBrokerCalls"]
 
 class ConsumerBrokerCalls:
     """The consumer RPCs of the Broker service, one method each. Mirrors MQClientAPIImpl's consumer calls
-    (sendHeartbeat, unregisterClient, getConsumerIdListByGroup, updateConsumerOffset, queryConsumerOffset,
-    searchOffset). Runs on the caller's loop; channels come from (and belong to) ``pool``.
+    (sendHeartbeat, unregisterClient, getConsumerIdListByGroup, lockBatchMQ, unlockBatchMQ, updateConsumerOffset,
+    queryConsumerOffset, searchOffset). Runs on the caller's loop; channels come from (and belong to) ``pool``.
     """
 
     def __init__(self, pool: ChannelPool) -> None:
@@ -79,6 +82,40 @@ class ConsumerBrokerCalls:
         resp = await _invoke(self._stub(addr).GetConsumerListByGroup(request, timeout=_seconds(timeout_ms)), addr)
         _check(resp.code, resp.remark)
         return list(resp.client_ids)
+
+    async def lock_batch_mq(
+        self,
+        addr: str,
+        consumer_group: str,
+        client_id: str,
+        queues: Sequence[MessageQueue],
+        timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS,
+    ) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ: take or renew ``client_id``'s broker-side locks of ``queues`` (60 s each unless renewed);
+        the queues it holds afterwards. Mirrors MQClientAPIImpl#lockBatchMQ. Raises error_for_code(...) on a
+        non-zero code (INVALID_PARAMETER 29, NO_PERMISSION 16)."""
+        request = broker_pb2.LockBatchMQRequest(
+            consumer_group=consumer_group, client_id=client_id, mqs=[message_queue_to_proto(q) for q in queues]
+        )
+        resp = await _invoke(self._stub(addr).LockBatchMQ(request, timeout=_seconds(timeout_ms)), addr)
+        _check(resp.code, resp.remark)
+        return {message_queue_from_proto(q) for q in resp.lock_ok_mqs}
+
+    async def unlock_batch_mq(
+        self,
+        addr: str,
+        consumer_group: str,
+        client_id: str,
+        queues: Sequence[MessageQueue],
+        timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS,
+    ) -> None:
+        """UNLOCK_BATCH_MQ: free ``client_id``'s locks of ``queues``. Mirrors MQClientAPIImpl#unlockBatchMQ.
+        Raises error_for_code(...) on a non-zero code."""
+        request = broker_pb2.UnlockBatchMQRequest(
+            consumer_group=consumer_group, client_id=client_id, mqs=[message_queue_to_proto(q) for q in queues]
+        )
+        resp = await _invoke(self._stub(addr).UnlockBatchMQ(request, timeout=_seconds(timeout_ms)), addr)
+        _check(resp.code, resp.remark)
 
     async def update_consumer_offsets(
         self,

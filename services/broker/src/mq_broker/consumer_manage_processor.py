@@ -4,7 +4,8 @@ time, topic deletion, consumer heartbeats and connections.
 Mirrors org.apache.rocketmq.broker.processor.ConsumerManageProcessor (#updateConsumerOffset,
 #queryConsumerOffset, #getConsumerListByGroup), the consumer parts of AdminBrokerProcessor
 (#updateAndCreateSubscriptionGroup, #deleteSubscriptionGroup, #getAllSubscriptionGroup, #getConsumeStats,
-#searchOffsetByTimestamp, #deleteTopic, #getConsumerConnectionList), Broker2Client#resetOffset (the offsets are
+#searchOffsetByTimestamp, #deleteTopic, #getConsumerConnectionList, #lockBatchMQ, #unlockBatchMQ over
+mq_broker.consumer.rebalance_lock_manager), Broker2Client#resetOffset (the offsets are
 committed here: RocketMQ 5's server-side reset) and ClientManageProcessor (#heartBeat, #unregisterClient).
 
 Runs on the event loop. Refusals raise mq_common.errors types carrying RocketMQ's code and remark:
@@ -28,6 +29,7 @@ from mq_common.protocol import (
     DeleteSubscriptionGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     HeartbeatData,
+    MessageQueue,
     QueryConsumerOffsetRequestHeader,
     QueueConsumeStats,
     ResetOffsetRequestHeader,
@@ -40,6 +42,7 @@ from mq_common.response_code import ResponseCode
 
 from mq_broker.consumer.consumer_manager import ConsumerManager
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
+from mq_broker.consumer.rebalance_lock_manager import RebalanceLockManager
 from mq_broker.consumer.subscription_group import SubscriptionGroupManager
 from mq_broker.store.api import MessageStore
 from mq_broker.topic_config import TopicConfigManager
@@ -51,6 +54,8 @@ InflightCounter = Callable[[str, str, int], int]
 ConsumeTpsMeter = Callable[[str, str], float]
 """(group, topic) -> messages the group got from the topic per second over the last minute."""
 
+MAX_LOCK_BATCH_QUEUES: Final = 1_024
+"""Queues one LOCK_BATCH_MQ / UNLOCK_BATCH_MQ may name (ours: RocketMQ has no bound)."""
 RESET_TO_MAX_OFFSET_TIMESTAMP: Final = -1
 """ResetOffsetRequestHeader.timestamp -1: reset to the max offset (Broker2Client#resetOffset)."""
 
@@ -90,6 +95,7 @@ class ConsumerManageProcessor:
         self.broker_name = broker_name
         self.inflight_counter = inflight_counter
         self.consume_tps = consume_tps
+        self.rebalance_locks = RebalanceLockManager()
 
     # --- lookups that refuse ------------------------------------------------------------------------------------
 
@@ -299,6 +305,32 @@ class ConsumerManageProcessor:
         Raises INVALID_PARAMETER (29)."""
         _require_group(group)
         return self.consumers.client_ids(group)
+
+    def lock_batch_mq(self, group: str, client_id: str, queues: Sequence[MessageQueue]) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ: take or renew ``client_id``'s locks of ``queues`` (RebalanceLockManager#tryLockBatch);
+        the queues it holds afterwards. Raises INVALID_PARAMETER (29) for a bad group name, an empty client id, a
+        bad topic name or queue id, or more than MAX_LOCK_BATCH_QUEUES queues. Mirrors
+        AdminBrokerProcessor#lockBatchMQ (this broker only: lockBatchMQ's onlyThisBroker)."""
+        self._check_lock_request(group, client_id, queues)
+        return self.rebalance_locks.try_lock_batch(group, queues, client_id)
+
+    def unlock_batch_mq(self, group: str, client_id: str, queues: Sequence[MessageQueue]) -> None:
+        """UNLOCK_BATCH_MQ: free ``client_id``'s locks of ``queues`` (RebalanceLockManager#unlockBatch). Raises
+        as :meth:`lock_batch_mq`. Mirrors AdminBrokerProcessor#unlockBatchMQ."""
+        self._check_lock_request(group, client_id, queues)
+        self.rebalance_locks.unlock_batch(group, queues, client_id)
+
+    @staticmethod
+    def _check_lock_request(group: str, client_id: str, queues: Sequence[MessageQueue]) -> None:
+        _require_group(group)
+        if not client_id or client_id.isspace():
+            raise InvalidParameterError("the lock request carries no client id")
+        if len(queues) > MAX_LOCK_BATCH_QUEUES:
+            raise InvalidParameterError(f"{len(queues)} queues in one lock request, at most {MAX_LOCK_BATCH_QUEUES}")
+        for queue in queues:
+            _require_topic_name(queue.topic)
+            if queue.queue_id < 0:
+                raise InvalidParameterError(f"queueId[{queue.queue_id}] of topic {queue.topic} is negative")
 
     def consumer_connection_list(self, group: str) -> ConsumerConnectionInfo:
         """GET_CONSUMER_CONNECTION_LIST. Raises INVALID_PARAMETER (29), MQError CONSUMER_NOT_ONLINE (206)."""

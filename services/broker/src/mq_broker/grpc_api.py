@@ -42,6 +42,8 @@ from mq_common.protocol.convert import (
     data_version_to_proto,
     delete_group_request_from_proto,
     heartbeat_from_proto,
+    message_queue_from_proto,
+    message_queue_to_proto,
     pop_request_from_proto,
     pop_response_to_proto,
     pull_request_from_proto,
@@ -159,7 +161,7 @@ class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.B
     frames replaced, so dashboards and alert rules keep working.
 
     ``auth_guard`` (mq_broker.auth.guard) checks callers when auth is on: admin RPCs need a super user or a
-    component, sends Pub on each topic, pulls/pops/acks/offsets Sub on the topic and the group; a refusal is
+    component, sends Pub on each topic, pulls/pops/acks/offsets/queue locks Sub on the topic and the group; a refusal is
     NO_PERMISSION 16 (a SendStream frame: every request of the frame) and changes nothing. ``component_identity``
     names a call's verified component certificate (None: none), which passes every check. ``auth_metadata``
     serves the user/ACL RPCs (mq_broker.auth.grpc_api), ``metadata_tables`` the GET_ALL_* RPCs a slave's
@@ -602,6 +604,32 @@ class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.B
             return consumer_connection_info_to_proto(info)
 
         return await _guard("GetConsumerConnectionList", broker_pb2.GetConsumerConnectionListResponse, handle)
+
+    async def LockBatchMQ(
+        self, request: broker_pb2.LockBatchMQRequest, context: _Context
+    ) -> broker_pb2.LockBatchMQResponse:
+        async def handle() -> broker_pb2.LockBatchMQResponse:
+            queues = [message_queue_from_proto(q) for q in request.mqs]
+            for topic in sorted({q.topic for q in queues}):
+                self._require_sub(context, topic, request.consumer_group)
+            locked = self._consumer_processor().lock_batch_mq(request.consumer_group, request.client_id, queues)
+            return broker_pb2.LockBatchMQResponse(
+                code=ResponseCode.SUCCESS, lock_ok_mqs=[message_queue_to_proto(q) for q in sorted(locked)]
+            )
+
+        return await _guard("LockBatchMQ", broker_pb2.LockBatchMQResponse, handle)
+
+    async def UnlockBatchMQ(
+        self, request: broker_pb2.UnlockBatchMQRequest, context: _Context
+    ) -> broker_pb2.UnlockBatchMQResponse:
+        async def handle() -> broker_pb2.UnlockBatchMQResponse:
+            queues = [message_queue_from_proto(q) for q in request.mqs]
+            for topic in sorted({q.topic for q in queues}):
+                self._require_sub(context, topic, request.consumer_group)
+            self._consumer_processor().unlock_batch_mq(request.consumer_group, request.client_id, queues)
+            return broker_pb2.UnlockBatchMQResponse(code=ResponseCode.SUCCESS)
+
+        return await _guard("UnlockBatchMQ", broker_pb2.UnlockBatchMQResponse, handle)
 
 
 def _fast_failure_remark(late_ms: int) -> str:

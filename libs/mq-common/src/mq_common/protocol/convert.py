@@ -68,7 +68,7 @@ from mq_common.protocol.query import (
     ViewMessageResponseHeader,
 )
 from mq_common.protocol.registration import BrokerRegistration, DataVersion
-from mq_common.protocol.route import BrokerData, QueueData, TopicRouteData
+from mq_common.protocol.route import BrokerData, MessageQueue, QueueData, TopicRouteData
 from mq_common.protocol.send import (
     SendMessageBatchRequestHeader,
     SendMessageBatchResponseHeader,
@@ -609,6 +609,14 @@ def unregister_client_request_from_proto(msg: broker_pb2.UnregisterClientRequest
 
 
 # --- POP (POP_MESSAGE, ACK_MESSAGE / BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME) ---------------------------------
+
+
+def message_queue_to_proto(queue: MessageQueue) -> broker_pb2.MessageQueue:
+    return broker_pb2.MessageQueue(topic=queue.topic, broker_name=queue.broker_name, queue_id=queue.queue_id)
+
+
+def message_queue_from_proto(msg: broker_pb2.MessageQueue) -> MessageQueue:
+    return MessageQueue(msg.topic, msg.broker_name, msg.queue_id)
 
 
 def pop_request_to_proto(header: PopMessageRequestHeader) -> broker_pb2.PopMessageRequest:

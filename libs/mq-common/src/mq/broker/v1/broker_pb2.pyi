@@ -2093,6 +2093,145 @@ class GetConsumerListByGroupRequest(_message.Message):
 Global___GetConsumerListByGroupRequest: _TypeAlias = GetConsumerListByGroupRequest  # noqa: Y015
 
 @_typing.final
+class MessageQueue(_message.Message):
+    """Mirrors org.apache.rocketmq.common.message.MessageQueue."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    BROKER_NAME_FIELD_NUMBER: _builtins.int
+    QUEUE_ID_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    broker_name: _builtins.str
+    queue_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        broker_name: _builtins.str = ...,
+        queue_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_name", b"broker_name", "queue_id", b"queue_id", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MessageQueue: _TypeAlias = MessageQueue  # noqa: Y015
+
+@_typing.final
+class LockBatchMQRequest(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.body.LockBatchRequestBody (at most 1024 queues)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSUMER_GROUP_FIELD_NUMBER: _builtins.int
+    CLIENT_ID_FIELD_NUMBER: _builtins.int
+    MQS_FIELD_NUMBER: _builtins.int
+    consumer_group: _builtins.str
+    client_id: _builtins.str
+    @_builtins.property
+    def mqs(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageQueue]: ...
+    def __init__(
+        self,
+        *,
+        consumer_group: _builtins.str = ...,
+        client_id: _builtins.str = ...,
+        mqs: _abc.Iterable[Global___MessageQueue] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_id", b"client_id", "consumer_group", b"consumer_group", "mqs", b"mqs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LockBatchMQRequest: _TypeAlias = LockBatchMQRequest  # noqa: Y015
+
+@_typing.final
+class LockBatchMQResponse(_message.Message):
+    """code: SUCCESS 0; INVALID_PARAMETER 29 for a bad group name, an empty client id, a bad topic or queue id, or more
+    than 1024 queues; NO_PERMISSION 16 without Sub on the group and topics. Mirrors LockBatchResponseBody.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    LOCK_OK_MQS_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    @_builtins.property
+    def lock_ok_mqs(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageQueue]:
+        """The queues of the request the client holds now."""
+
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        lock_ok_mqs: _abc.Iterable[Global___MessageQueue] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "lock_ok_mqs", b"lock_ok_mqs", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LockBatchMQResponse: _TypeAlias = LockBatchMQResponse  # noqa: Y015
+
+@_typing.final
+class UnlockBatchMQRequest(_message.Message):
+    """Mirrors org.apache.rocketmq.remoting.protocol.body.UnlockBatchRequestBody."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONSUMER_GROUP_FIELD_NUMBER: _builtins.int
+    CLIENT_ID_FIELD_NUMBER: _builtins.int
+    MQS_FIELD_NUMBER: _builtins.int
+    consumer_group: _builtins.str
+    client_id: _builtins.str
+    @_builtins.property
+    def mqs(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageQueue]: ...
+    def __init__(
+        self,
+        *,
+        consumer_group: _builtins.str = ...,
+        client_id: _builtins.str = ...,
+        mqs: _abc.Iterable[Global___MessageQueue] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_id", b"client_id", "consumer_group", b"consumer_group", "mqs", b"mqs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnlockBatchMQRequest: _TypeAlias = UnlockBatchMQRequest  # noqa: Y015
+
+@_typing.final
+class UnlockBatchMQResponse(_message.Message):
+    """code as LockBatchMQResponse's."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnlockBatchMQResponse: _TypeAlias = UnlockBatchMQResponse  # noqa: Y015
+
+@_typing.final
 class GetConsumerListByGroupResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -174,6 +174,16 @@ class BrokerStub:
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListRequest.SerializeToString,
                 response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListResponse.FromString,
                 _registered_method=True)
+        self.LockBatchMQ = channel.unary_unary(
+                '/mq.broker.v1.Broker/LockBatchMQ',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.LockBatchMQRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.LockBatchMQResponse.FromString,
+                _registered_method=True)
+        self.UnlockBatchMQ = channel.unary_unary(
+                '/mq.broker.v1.Broker/UnlockBatchMQ',
+                request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UnlockBatchMQRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UnlockBatchMQResponse.FromString,
+                _registered_method=True)
         self.ConsumerSendMsgBack = channel.unary_unary(
                 '/mq.broker.v1.Broker/ConsumerSendMsgBack',
                 request_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.ConsumerSendMsgBackRequest.SerializeToString,
@@ -458,6 +468,21 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LockBatchMQ(self, request, context):
+        """LOCK_BATCH_MQ (41): an orderly consumer takes or renews its broker-side queue locks (RebalanceLockManager, 60 s
+        each unless renewed); the answer lists the queues the client holds afterwards.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnlockBatchMQ(self, request, context):
+        """UNLOCK_BATCH_MQ (42): an orderly consumer frees the locks it holds of queues.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ConsumerSendMsgBack(self, request, context):
         """CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back: to %RETRY%<group>, or %DLQ%<group> past the limit.
         """
@@ -700,6 +725,16 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.GetConsumerConnectionList,
                     request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListRequest.FromString,
                     response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListResponse.SerializeToString,
+            ),
+            'LockBatchMQ': grpc.unary_unary_rpc_method_handler(
+                    servicer.LockBatchMQ,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.LockBatchMQRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.LockBatchMQResponse.SerializeToString,
+            ),
+            'UnlockBatchMQ': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnlockBatchMQ,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_broker__pb2.UnlockBatchMQRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_broker__pb2.UnlockBatchMQResponse.SerializeToString,
             ),
             'ConsumerSendMsgBack': grpc.unary_unary_rpc_method_handler(
                     servicer.ConsumerSendMsgBack,
@@ -1528,6 +1563,60 @@ class Broker:
             '/mq.broker.v1.Broker/GetConsumerConnectionList',
             mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListRequest.SerializeToString,
             mq_dot_broker_dot_v1_dot_broker__pb2.GetConsumerConnectionListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LockBatchMQ(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/LockBatchMQ',
+            mq_dot_broker_dot_v1_dot_broker__pb2.LockBatchMQRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.LockBatchMQResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnlockBatchMQ(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.Broker/UnlockBatchMQ',
+            mq_dot_broker_dot_v1_dot_broker__pb2.UnlockBatchMQRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_broker__pb2.UnlockBatchMQResponse.FromString,
             options,
             channel_credentials,
             insecure,

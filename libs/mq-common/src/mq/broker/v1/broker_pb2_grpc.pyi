@@ -110,6 +110,12 @@ class BrokerStub:
     """GET_CONSUMER_LIST_BY_GROUP (38): client ids of a group's live instances (for rebalancing)."""
     GetConsumerConnectionList: _grpc.UnaryUnaryMultiCallable[_broker_pb2.GetConsumerConnectionListRequest, _broker_pb2.GetConsumerConnectionListResponse]
     """GET_CONSUMER_CONNECTION_LIST (203): a group's live instances with their addresses and subscriptions."""
+    LockBatchMQ: _grpc.UnaryUnaryMultiCallable[_broker_pb2.LockBatchMQRequest, _broker_pb2.LockBatchMQResponse]
+    """LOCK_BATCH_MQ (41): an orderly consumer takes or renews its broker-side queue locks (RebalanceLockManager, 60 s
+    each unless renewed); the answer lists the queues the client holds afterwards.
+    """
+    UnlockBatchMQ: _grpc.UnaryUnaryMultiCallable[_broker_pb2.UnlockBatchMQRequest, _broker_pb2.UnlockBatchMQResponse]
+    """UNLOCK_BATCH_MQ (42): an orderly consumer frees the locks it holds of queues."""
     ConsumerSendMsgBack: _grpc.UnaryUnaryMultiCallable[_broker_pb2.ConsumerSendMsgBackRequest, _broker_pb2.ConsumerSendMsgBackResponse]
     """CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back: to %RETRY%<group>, or %DLQ%<group> past the limit."""
     PopMessage: _grpc.UnaryUnaryMultiCallable[_broker_pb2.PopMessageRequest, _broker_pb2.PopMessageResponse]
@@ -222,6 +228,12 @@ class BrokerAsyncStub(BrokerStub):
     """GET_CONSUMER_LIST_BY_GROUP (38): client ids of a group's live instances (for rebalancing)."""
     GetConsumerConnectionList: _aio.UnaryUnaryMultiCallable[_broker_pb2.GetConsumerConnectionListRequest, _broker_pb2.GetConsumerConnectionListResponse]  # type: ignore[assignment]
     """GET_CONSUMER_CONNECTION_LIST (203): a group's live instances with their addresses and subscriptions."""
+    LockBatchMQ: _aio.UnaryUnaryMultiCallable[_broker_pb2.LockBatchMQRequest, _broker_pb2.LockBatchMQResponse]  # type: ignore[assignment]
+    """LOCK_BATCH_MQ (41): an orderly consumer takes or renews its broker-side queue locks (RebalanceLockManager, 60 s
+    each unless renewed); the answer lists the queues the client holds afterwards.
+    """
+    UnlockBatchMQ: _aio.UnaryUnaryMultiCallable[_broker_pb2.UnlockBatchMQRequest, _broker_pb2.UnlockBatchMQResponse]  # type: ignore[assignment]
+    """UNLOCK_BATCH_MQ (42): an orderly consumer frees the locks it holds of queues."""
     ConsumerSendMsgBack: _aio.UnaryUnaryMultiCallable[_broker_pb2.ConsumerSendMsgBackRequest, _broker_pb2.ConsumerSendMsgBackResponse]  # type: ignore[assignment]
     """CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back: to %RETRY%<group>, or %DLQ%<group> past the limit."""
     PopMessage: _aio.UnaryUnaryMultiCallable[_broker_pb2.PopMessageRequest, _broker_pb2.PopMessageResponse]  # type: ignore[assignment]
@@ -499,6 +511,24 @@ class BrokerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_broker_pb2.GetConsumerConnectionListResponse, _abc.Awaitable[_broker_pb2.GetConsumerConnectionListResponse]]:
         """GET_CONSUMER_CONNECTION_LIST (203): a group's live instances with their addresses and subscriptions."""
+
+    @_abc_1.abstractmethod
+    def LockBatchMQ(
+        self,
+        request: _broker_pb2.LockBatchMQRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.LockBatchMQResponse, _abc.Awaitable[_broker_pb2.LockBatchMQResponse]]:
+        """LOCK_BATCH_MQ (41): an orderly consumer takes or renews its broker-side queue locks (RebalanceLockManager, 60 s
+        each unless renewed); the answer lists the queues the client holds afterwards.
+        """
+
+    @_abc_1.abstractmethod
+    def UnlockBatchMQ(
+        self,
+        request: _broker_pb2.UnlockBatchMQRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_broker_pb2.UnlockBatchMQResponse, _abc.Awaitable[_broker_pb2.UnlockBatchMQResponse]]:
+        """UNLOCK_BATCH_MQ (42): an orderly consumer frees the locks it holds of queues."""
 
     @_abc_1.abstractmethod
     def ConsumerSendMsgBack(
