@@ -1,11 +1,13 @@
-"""Transactional messages with the official RocketMQ 5 Python SDK (rocketmq-python-client 5.1.2, unmodified, from
-`make sdks`) on a real local cluster (name server, two broker groups, gateway): on a TRANSACTION topic a committed
-transaction's message is received, a rolled-back one's never is, and the receipts' transaction ids name the half
-message (mq_gateway.v2.transactions), so any gateway replica can end them; one left open is checked back through
-the SDK's TransactionChecker (broker TransactionChecks stream -> gateway -> RecoverOrphanedTransactionCommand on the
-client's Telemetry stream -> EndTransaction SOURCE_SERVER_CHECK) and then received.
+"""Transactional messages with the official RocketMQ 5 SDKs (Python rocketmq-python-client 5.1.2 and Node.js
+rocketmq-client-nodejs 1.0.8, unmodified, from `make sdks`) on a real local cluster (name server, two broker groups,
+gateway): on a TRANSACTION topic a committed transaction's message is received, a rolled-back one's never is, and the
+receipts' transaction ids name the half message (mq_gateway.v2.transactions), so any gateway replica can end them;
+one left open is checked back through the SDK's TransactionChecker (broker TransactionChecks stream -> gateway ->
+RecoverOrphanedTransactionCommand on the client's Telemetry stream -> EndTransaction SOURCE_SERVER_CHECK) and then
+received.
 
-Scripts: tests/v2/sdk/python_sdk_transaction.py, one subprocess per scenario (sdk_testkit).
+Scripts: tests/v2/sdk/python_sdk_transaction.py and node_sdk_transaction.js, one subprocess per scenario
+(sdk_testkit).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from tests.v2.conftest import make_typed_topic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "sdk"))
 
-from sdk_testkit import HERE, SdkRunner, python_runner
+from sdk_testkit import HERE, SdkRunner, node_runner, python_runner
 
 pytestmark = pytest.mark.integration
 
@@ -46,10 +48,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield started
 
 
-@pytest.fixture(scope="module")
-def runner(tmp_path_factory: pytest.TempPathFactory) -> SdkRunner:
-    base = python_runner(tmp_path_factory.mktemp("python-sdk-transaction-home"))
-    return dataclasses.replace(base, command=(base.command[0], str(HERE / "python_sdk_transaction.py")))
+@pytest.fixture(scope="module", params=["python", "node"])
+def runner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SdkRunner:
+    home = tmp_path_factory.mktemp(f"{request.param}-sdk-transaction-home")
+    if request.param == "python":
+        base = python_runner(home)
+        return dataclasses.replace(base, command=(base.command[0], str(HERE / "python_sdk_transaction.py")))
+    base = node_runner(home)
+    return dataclasses.replace(base, command=(base.command[0], str(HERE / "node_sdk_transaction.js")))
 
 
 def test_sdk_committed_transaction_is_received_and_a_rolled_back_one_never(
