@@ -63,7 +63,10 @@ class LitePullConsumerConfig:
       ``consumer_timeout_ms_when_suspend``: the deadline of such a pull (consumerTimeoutMillisWhenSuspend);
     - ``pull_threshold_for_queue`` / ``pull_threshold_for_all``: buffered messages before pulls back off;
     - ``consume_from_where`` / ``consume_timestamp_ms``: where a group with no offset starts;
-    - ``pull_time_delay_ms_when_exception`` (pullTimeDelayMillsWhenException): pause of a queue's pulls after an error.
+    - ``pull_time_delay_ms_when_exception`` (pullTimeDelayMillsWhenException): pause of a queue's pulls after an error;
+    - ``orderly``: own queues through broker-side locks (lockBatchMQ on allocation, renewed every rebalance,
+      unlockBatchMQ when a queue is dropped and at close): a queue is pulled by one consumer of the group at a time,
+      even while a rebalance moves it (what RocketMQ's orderly push consumer does, RebalanceImpl#lockAll).
     """
 
     consumer_group: str
@@ -81,6 +84,7 @@ class LitePullConsumerConfig:
     pull_threshold_for_queue: int = PULL_THRESHOLD_FOR_QUEUE
     pull_threshold_for_all: int = PULL_THRESHOLD_FOR_ALL
     pull_time_delay_ms_when_exception: int = 1000
+    orderly: bool = False
 
     def check(self) -> None:
         """Refuse inconsistent settings. Mirrors DefaultLitePullConsumerImpl#checkConfig.

@@ -41,6 +41,7 @@ from mq_client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetSt
 from mq_client.consumer.process_queue import NO_OFFSET, AssignedMessageQueues, ConsumeRequest, MessageQueueState
 from mq_client.consumer.pull_consumer import SUB_ALL, PullConsumer
 from mq_client.consumer.pull_task import PullTaskContext, run_pull_task
+from mq_client.consumer.queue_locks import QueueLocks
 from mq_client.consumer.rebalance import RebalanceLitePull
 from mq_client.consumer_calls import ConsumerBrokerCalls
 
@@ -89,6 +90,7 @@ class LitePullConsumer:
         client_id: str | None = None,
         pool: ChannelPool | None = None,
         tls: TlsClientConfig | None = None,
+        orderly: bool = False,
     ) -> None:
         """``consume_timestamp_ms`` (CONSUME_FROM_TIMESTAMP): ms since the epoch, default half an hour ago.
 
@@ -109,6 +111,7 @@ class LitePullConsumer:
             rebalance_interval_ms=rebalance_interval_ms,
             broker_suspend_max_time_ms=broker_suspend_max_time_ms,
             consumer_timeout_ms_when_suspend=consumer_timeout_ms_when_suspend,
+            orderly=orderly,
         )
         self.config.check()
         self._own_pool = pool is None
@@ -119,6 +122,7 @@ class LitePullConsumer:
             self._calls, consumer_group, self._master_addr, find_read_addr=self._read_addr
         )
         self._rebalance = RebalanceLitePull(self.config, self._queues, self._calls, self._offsets)
+        self._locks = QueueLocks(consumer_group, self.config.client_id, self._calls, self._master_addr)
         self._assigned = AssignedMessageQueues()
         self._subscriptions: dict[str, str] = {}
         self._requests: asyncio.Queue[ConsumeRequest] = asyncio.Queue(MAX_BUFFERED_REQUESTS)
@@ -195,6 +199,8 @@ class LitePullConsumer:
             if self.config.auto_commit:
                 self._commit_all()
             await self._offsets.persist_all(self._assigned.queues())
+            if self.config.orderly:
+                await self._locks.unlock(self._assigned.queues())
             await self._unregister()
         self._assigned.remove(self._assigned.queues())
         await self._queues.close()
@@ -374,6 +380,11 @@ class LitePullConsumer:
         RebalanceLitePullImpl#removeUnnecessaryMessageQueue and AssignedMessageQueue#updateAssignedMessageQueue."""
         current = set(self._assigned.queues(topic))
         dropped = current - allocated
+        new = allocated - current
+        if self.config.orderly:  # renew what we pull, drop what we lost; take the new ones we can lock
+            kept = current & allocated
+            dropped |= kept - await self._locks.lock(kept)
+            new &= await self._locks.lock(new)
         if dropped:
             if self.config.auto_commit:
                 self._commit_all(dropped)
@@ -383,7 +394,9 @@ class LitePullConsumer:
             for mq in dropped:
                 self._offsets.remove_offset(mq)
                 self._queues.pull_nodes.remove(mq)
-        for mq in sorted(allocated - current):
+            if self.config.orderly:  # after the offsets are persisted: the next owner starts where we stopped
+                await self._locks.unlock(dropped)
+        for mq in sorted(new):
             self._offsets.remove_offset(mq)
             try:
                 start = await self._rebalance.compute_pull_from_where(mq)
