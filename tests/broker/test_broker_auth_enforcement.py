@@ -9,10 +9,12 @@ import asyncio
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 from broker_grpc_testkit import ANSWER_WAIT_S, RunningBrokers, send_request
-from mq.broker.v1 import broker_pb2, broker_pb2_grpc
+from mq.broker.v1 import broker_pb2, broker_pb2_grpc, transaction_pb2, transaction_pb2_grpc
 from mq.common.v1 import common_pb2
 from mq_broker.controller import BrokerController
 from mq_client.auth_admin_calls import AuthAdminCalls
@@ -189,3 +191,43 @@ async def test_runtime_info_is_an_admin_rpc(
     assert allowed.code == ResponseCode.SUCCESS, allowed.remark
     assert controller.store is not None
     assert allowed.table["commitLogMaxOffset"] == str(controller.store.commit_log.max_offset)
+
+
+async def _frames(*frames: transaction_pb2.TransactionChecksRequest) -> Any:
+    """The frames, then the stream stays open (as a gateway's)."""
+    for frame in frames:
+        yield frame
+    await asyncio.Event().wait()
+
+
+async def _ended_code(call: Any) -> grpc.StatusCode:
+    try:
+        async with asyncio.timeout(ANSWER_WAIT_S):
+            async for _ in call:
+                pass
+    except grpc.aio.AioRpcError as exc:
+        return exc.code()
+    return grpc.StatusCode.OK
+
+
+async def test_transaction_checks_need_pub_on_the_producer_group(
+    secured: tuple[BrokerController, broker_pb2_grpc.BrokerAsyncStub],
+) -> None:
+    """A TransactionChecks stream (a check carries the message) registers only groups its caller may Pub to."""
+    controller, _ = secured
+    manager = controller.producer_manager
+    assert manager is not None
+    frame = transaction_pb2.TransactionChecksRequest(client_id="gw", producer_groups=["PG"])
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{controller.port}") as channel:
+        stub = transaction_pb2_grpc.TransactionCheckStub(channel)
+        for who in (ALICE, None):
+            call = stub.TransactionChecks(_frames(frame), metadata=signed(who) if who else None)
+            assert await _ended_code(call) == grpc.StatusCode.PERMISSION_DENIED, who
+        assert manager.channels_of("PG") == []
+        ok = stub.TransactionChecks(_frames(frame), metadata=signed(ROOT))
+        async with asyncio.timeout(ANSWER_WAIT_S):
+            while True:
+                if manager.channels_of("PG"):
+                    break
+                await asyncio.sleep(0.02)
+        ok.cancel()

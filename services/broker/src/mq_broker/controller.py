@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from mq.broker.v1 import broker_pb2_grpc, transaction_pb2_grpc
 from mq_common.auth.interceptor import signing_pool
@@ -308,7 +308,7 @@ class BrokerController:
         self.producer_manager = ProducerManager(s.broker_name, store.select_one_message_by_offset)
         self.transaction_check.listeners.append(self.producer_manager.check)
         transaction_pb2_grpc.add_TransactionCheckServicer_to_server(
-            TransactionCheckServicer(self.producer_manager), server.server
+            TransactionCheckServicer(self.producer_manager, self._authorize_transaction_checks), server.server
         )
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
         assert self.subscription_groups is not None
@@ -335,6 +335,11 @@ class BrokerController:
             transaction=self.transaction,
         )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
+
+    def _authorize_transaction_checks(self, context: Any, groups: frozenset[str]) -> None:
+        """Who may register for ``groups``' transaction checks: Pub on each group (auth on). Raises MQError 16."""
+        assert self.servicer is not None
+        self.servicer.require_pub_on_groups(context, groups)
 
     def _build_pull_side(
         self, store: DefaultMessageStore, topics: TopicConfigManager

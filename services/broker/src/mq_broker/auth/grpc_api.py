@@ -12,10 +12,11 @@ gRPC (the servicer's ``_run`` maps errors to code + remark).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 from mq.broker.v1 import broker_pb2
+from mq_common.auth.model import Action, Resource
 from mq_common.errors import MQError
 from mq_common.protocol.auth_convert import (
     acl_from_proto,
@@ -74,6 +75,14 @@ class AuthServicerMixin:
             return Caller(None, ip, component)
         headers = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         return self._auth_guard.authenticate(headers, ip)
+
+    def require_pub_on_groups(self, context: grpc.aio.ServicerContext[Any, Any], groups: frozenset[str]) -> None:
+        """Pub on each of ``groups`` for the caller of ``context`` (nothing with auth off): who may receive a producer
+        group's transaction checks (mq_broker.transaction.grpc_api). Raises MQError NO_PERMISSION 16."""
+        caller = self._caller(cast(_Context, context))
+        if self._auth_guard is not None:
+            for group in sorted(groups):
+                self._auth_guard.require(caller, Resource.of_group(group), Action.PUB)
 
     def _admin_caller(self, context: _Context, rpc: str) -> Caller:
         """:meth:`_caller`, which must be allowed admin RPCs. Raises MQError NO_PERMISSION 16."""
