@@ -1,12 +1,15 @@
 """Broker-side queue locks of orderly consumers (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ, RebalanceLockManager): one client
 holds a queue at a time, renews it, frees it, and loses it to another client once it expired; over the broker's
-gRPC API through mq_client's ConsumerBrokerCalls, with the refusals of bad input."""
+gRPC API through mq_client's ConsumerBrokerCalls (GetConsumeStats names each queue's holder), with the refusals of
+bad input."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import pytest
+from consumer_testkit import create_topic
+from mq.broker.v1 import broker_pb2
 from mq_broker.consumer.rebalance_lock_manager import REBALANCE_LOCK_MAX_LIVE_TIME_MS, RebalanceLockManager
 from mq_broker.controller import BrokerController
 from mq_client.consumer_calls import ConsumerBrokerCalls
@@ -40,7 +43,8 @@ def test_a_lock_is_held_by_one_client_until_freed_or_expired() -> None:
 
 
 async def test_lock_and_unlock_over_grpc(broker: Broker) -> None:
-    controller, _stub = broker
+    controller, stub = broker
+    await create_topic(stub, "T", 3)
     addr = f"127.0.0.1:{controller.port}"
     pool = ChannelPool()
     calls = ConsumerBrokerCalls(pool)
@@ -49,6 +53,8 @@ async def test_lock_and_unlock_over_grpc(broker: Broker) -> None:
         assert await calls.lock_batch_mq(addr, "G", "c2", [Q0, Q1, Q2]) == {Q2}
         await calls.unlock_batch_mq(addr, "G", "c1", [Q0])
         assert await calls.lock_batch_mq(addr, "G", "c2", [Q0]) == {Q0}
+        stats = await stub.GetConsumeStats(broker_pb2.GetConsumeStatsRequest(consumer_group="G", topic="T"))
+        assert [(q.queue_id, q.locked_by) for q in stats.queues] == [(0, "c2"), (1, "c1"), (2, "c2")]
         for group, client_id, queues in (
             ("bad group!", "c1", [Q0]),
             ("G", "", [Q0]),

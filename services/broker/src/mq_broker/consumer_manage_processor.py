@@ -193,8 +193,9 @@ class ConsumerManageProcessor:
     def get_consume_stats(self, request: GetConsumeStatsRequestHeader) -> ConsumeStats:
         """GET_CONSUME_STATS: per read queue of ``request.topic`` (or of every topic the group has offsets for,
         and ``%RETRY%<group>``) the max offset, the committed offset (0 when none), the store time of the last
-        consumed message and the in-flight POP count. While the group is online with subscriptions, topics it
-        does not subscribe to are left out (its retry topic stays). Raises INVALID_PARAMETER (29)."""
+        consumed message, the in-flight POP count and the holder of the queue's orderly lock. While the group is
+        online with subscriptions, topics it does not subscribe to are left out (its retry topic stays). Raises
+        INVALID_PARAMETER (29)."""
         group = request.consumer_group
         _require_group(group)
         if request.topic:
@@ -223,7 +224,10 @@ class ConsumerManageProcessor:
             self.store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1) if consumer_offset > 0 else 0
         )
         inflight = self.inflight_counter(group, topic, queue_id) if self.inflight_counter is not None else 0
-        return QueueConsumeStats(topic, self.broker_name, queue_id, broker_offset, consumer_offset, last_ms, inflight)
+        locked_by = self.rebalance_locks.holder(group, MessageQueue(topic, self.broker_name, queue_id))
+        return QueueConsumeStats(
+            topic, self.broker_name, queue_id, broker_offset, consumer_offset, last_ms, inflight, locked_by
+        )
 
     def search_offset_by_timestamp(self, request: SearchOffsetRequestHeader) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first queue offset stored at or after the time (the max offset when

@@ -182,16 +182,19 @@ def consumer_progress(
     topic: Annotated[str | None, typer.Option("-t", "--topicName", help="topic name")] = None,
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
-    """Show a consumer group's progress per queue: broker offset, consumer offset, lag (Diff), last consume time."""
+    """Show a consumer group's progress per queue: broker offset, consumer offset, lag (Diff), in-flight POP
+    messages, the client holding the queue's orderly lock, last consume time."""
     g, t = group.strip(), (topic.strip() if topic else None)
     stats = run_admin(lambda admin: admin.examine_consume_stats(g, t))
     inflight_total = sum(q.inflight_count for q in stats.queues)
+    locked_total = sum(1 for q in stats.queues if q.locked_by)
 
     def render(out: Console) -> None:
         out.print(_progress_table(stats, g))
         out.print(f"Consume TPS: {stats.consume_tps:.2f}")
         out.print(f"Consume Diff Total: {stats.total_diff}")
         out.print(f"Consume Inflight Total: {inflight_total}")
+        out.print(f"Locked Queues: {locked_total}")
 
     document = {
         "group": g,
@@ -200,19 +203,20 @@ def consumer_progress(
         "consume_tps": stats.consume_tps,
         "diff_total": stats.total_diff,
         "inflight_total": inflight_total,
+        "locked_total": locked_total,
     }
     emit(output, document, render)
 
 
 def _progress_table(stats: ConsumeStats, group: str) -> Table:
     table = Table(
-        "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#Inflight", "#LastTime",
-        title=f"Consumer progress: {group}",
+        "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#Inflight", "#LockedBy",
+        "#LastTime", title=f"Consumer progress: {group}",
     )  # fmt: skip
     for q in stats.queues:
         table.add_row(
             q.topic, q.broker_name, str(q.queue_id), str(q.broker_offset), str(q.consumer_offset), str(q.diff),
-            str(q.inflight_count), stamp_s(q.last_timestamp_ms),
+            str(q.inflight_count), q.locked_by, stamp_s(q.last_timestamp_ms),
         )  # fmt: skip
     return table
 

@@ -104,7 +104,8 @@ class ConsumerQueueOffset:
 class QueueConsumeStats:
     """One queue of a group's consume stats. ``broker_offset``: the queue's max offset; ``consumer_offset``: the
     group's committed offset; ``last_timestamp_ms``: store time of message ``consumer_offset - 1`` (0 if none);
-    ``inflight_count``: popped, not yet acknowledged. Mirrors OffsetWrapper keyed by its MessageQueue."""
+    ``inflight_count``: popped, not yet acknowledged; ``locked_by``: the client id holding the queue's orderly lock
+    (LOCK_BATCH_MQ), empty when nobody does. Mirrors OffsetWrapper keyed by its MessageQueue."""
 
     topic: str
     broker_name: str
@@ -113,6 +114,7 @@ class QueueConsumeStats:
     consumer_offset: int
     last_timestamp_ms: int = 0
     inflight_count: int = 0
+    locked_by: str = ""
 
     @property
     def diff(self) -> int:

@@ -81,6 +81,13 @@ class RebalanceLockManager:
         if not locks:
             del self._table[group]
 
+    def holder(self, group: str, queue: MessageQueue) -> str:
+        """The client id holding ``queue``'s live lock in ``group``, empty when nobody does."""
+        entry = self._table.get(group, {}).get(queue)
+        if entry is None or entry.is_expired(self._clock_ms(), self.max_live_ms):
+            return ""
+        return entry.client_id
+
     def locked_queues(self, group: str) -> dict[MessageQueue, str]:
         """The group's queues under a live lock -> their holder's client id (consumerProgress's locked queues)."""
         now = self._clock_ms()

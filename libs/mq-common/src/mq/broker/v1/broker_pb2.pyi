@@ -1733,6 +1733,7 @@ class QueueConsumeStats(_message.Message):
     CONSUMER_OFFSET_FIELD_NUMBER: _builtins.int
     LAST_TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
     INFLIGHT_COUNT_FIELD_NUMBER: _builtins.int
+    LOCKED_BY_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     broker_name: _builtins.str
     queue_id: _builtins.int
@@ -1742,6 +1743,8 @@ class QueueConsumeStats(_message.Message):
     """Store time of the last consumed message (consumer_offset - 1), 0 if none."""
     inflight_count: _builtins.int
     """Messages popped and not yet acknowledged (POP consumption)."""
+    locked_by: _builtins.str
+    """The client id holding the queue's orderly lock (LockBatchMQ), empty when nobody does."""
     def __init__(
         self,
         *,
@@ -1752,10 +1755,11 @@ class QueueConsumeStats(_message.Message):
         consumer_offset: _builtins.int = ...,
         last_timestamp_ms: _builtins.int = ...,
         inflight_count: _builtins.int = ...,
+        locked_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_name", b"broker_name", "broker_offset", b"broker_offset", "consumer_offset", b"consumer_offset", "inflight_count", b"inflight_count", "last_timestamp_ms", b"last_timestamp_ms", "queue_id", b"queue_id", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_name", b"broker_name", "broker_offset", b"broker_offset", "consumer_offset", b"consumer_offset", "inflight_count", b"inflight_count", "last_timestamp_ms", b"last_timestamp_ms", "locked_by", b"locked_by", "queue_id", b"queue_id", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
