@@ -180,3 +180,25 @@ async def test_checks_reach_one_registered_gateway_stream_per_check(brokers: Run
         assert reply.code == ResponseCode.SUCCESS, reply.remark
         call.cancel()
     assert [m.uniq_key for m in await pulled(stub)] == ["TX0"]
+
+
+async def test_a_pass_stops_before_a_transaction_being_ended(brokers: RunningBrokers, tmp_path: Path) -> None:
+    controller, stub = await brokers.start(tmp_path, **{**FAST, "transaction_check_interval_ms": 60_000})
+    checks = listen(controller)
+    sent = await send_half(stub, "TX1")
+    state, service = controller.transaction_state, controller.transaction_check
+    assert state is not None
+    assert service is not None
+    await stored(controller, TRANS_HALF_TOPIC, 1)
+    state.ending.add(sent.queue_offset)
+    result = await service.check()
+    assert (result.checked, state.half_progress, checks) == (0, 0, []), "left for the next pass"
+    state.ending.clear()
+    assert (await service.check()).checked == 1
+    assert (await stub.EndTransaction(answer(checks[0], COMMIT))).code == ResponseCode.SUCCESS
+    await service.check()  # passes the ended copy and forgets the transaction
+    assert state.ended == {}
+    for copy_or_first in (answer(checks[0], ROLLBACK), end_request(sent, COMMIT, from_transaction_check=True)):
+        refused = await stub.EndTransaction(copy_or_first)
+        assert refused.code == ResponseCode.ILLEGAL_OPERATION, refused.remark
+    assert len(await pulled(stub)) == 1

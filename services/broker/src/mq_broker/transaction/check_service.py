@@ -145,7 +145,7 @@ class TransactionalMessageCheckService:
                 for half in batch:
                     if not await self._handle(half, result):
                         return result
-                    progress = half.queue_offset + 1
+                    progress = state.half_progress = half.queue_offset + 1  # at once: is_open reads it
                 state.commit_progress(progress)
                 await asyncio.sleep(0)
         finally:
@@ -156,6 +156,8 @@ class TransactionalMessageCheckService:
         """Handle one half message; False ends the pass here (too young, or a put failed)."""
         state = self.state
         identity = identity_of(half)
+        if identity in state.ending:  # an END_TRANSACTION is storing its outcome: look again next pass
+            return False
         newest = state.latest_copy.get(identity, half.queue_offset)
         if identity in state.ended or newest != half.queue_offset:
             if newest == half.queue_offset:  # its last copy: nothing of it lies ahead any more
@@ -215,9 +217,13 @@ class TransactionalMessageCheckService:
         )
 
     async def _discard(self, half: MessageExt, identity: int, result: CheckPassResult) -> bool:
-        puts = await self.store.put_messages(
-            [discarded_message(half), op_record(half.queue_offset, identity, DISCARDED)]
-        )
+        self.state.ending.add(identity)
+        try:
+            puts = await self.store.put_messages(
+                [discarded_message(half), op_record(half.queue_offset, identity, DISCARDED)]
+            )
+        finally:
+            self.state.ending.discard(identity)
         if not all(p.status.is_stored for p in puts):
             log.warning("transaction_discard_failed", identity=identity)
             return False

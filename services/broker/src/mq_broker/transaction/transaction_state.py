@@ -54,6 +54,10 @@ class TransactionState:
         self.half_progress = 0
         self._op_scanned_to = 0
         self.loaded = False
+        self.ending: set[int] = set()
+        """Identities being ended or discarded right now (an END_TRANSACTION or a check pass awaiting its put): a
+        second end is refused and the check pass stops before them, so no transaction is both committed and
+        discarded."""
 
     # --- progress ------------------------------------------------------------------------------------------------
 

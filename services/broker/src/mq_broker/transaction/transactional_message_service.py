@@ -77,8 +77,6 @@ class TransactionalMessageService:
         self.state = state
         self.transaction_timeout_ms = transaction_timeout_ms
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
-        self.ending: set[int] = set()
-        """Identities being ended right now (a concurrent end of the same transaction is refused)."""
 
     # --- END_TRANSACTION -----------------------------------------------------------------------------------------
 
@@ -115,7 +113,7 @@ class TransactionalMessageService:
                 f"the transaction {uniq_key} (half offset {identity}) was already {how}, nothing changed",
                 ResponseCode.ILLEGAL_OPERATION,
             )
-        if identity in self.ending:
+        if identity in state.ending:
             raise MQBrokerError(
                 f"the transaction {uniq_key} (half offset {identity}) is being ended by another request, "
                 "nothing changed",
@@ -123,7 +121,7 @@ class TransactionalMessageService:
             )
         self._reject_late(header, half)
         end_type = COMMIT if header.is_commit else ROLLBACK
-        self.ending.add(identity)
+        state.ending.add(identity)
         try:
             batch = [op_record(half.queue_offset, identity, end_type)]
             if header.is_commit:
@@ -138,7 +136,7 @@ class TransactionalMessageService:
                 state.mark_ended(identity, end_type, state.op_progress())
             _raise_unless_stored(results)
         finally:
-            self.ending.discard(identity)
+            state.ending.discard(identity)
         return ""
 
     def _find_half(self, header: EndTransactionRequestHeader) -> MessageExt:
