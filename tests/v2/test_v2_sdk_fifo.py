@@ -3,7 +3,8 @@ rocketmq-client-nodejs 1.0.8, unmodified, from `make sdks`) on a real local clus
 gateway): on a FIFO topic (message.type=FIFO) with an orderly group (consumeMessageOrderly=true), 3 groups x 8
 messages sent with message_group arrive in send order per group; a SimpleConsumer (one message a receive) that
 holds (never acks) the first message of g0 gets no later g0 message until that one comes back (delivery_attempt 2)
-and is acked; a PushConsumer (FIFO by the group's settings) consumes each group in order: the Python SDK retries a
+and is acked; a PushConsumer (FIFO by the group's settings) consumes each group in order; each group's messages are
+stored on the queue of Java's String#hashCode of the group, whatever the SDK's language. The Python SDK retries a
 failed message in place (the customized backoff of the gateway's settings); the Node.js SDK does not implement that
 backoff, so it allows one attempt and forwards the failed message to the DLQ, and the group moves on.
 
@@ -21,10 +22,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from mq_client.producer.selectors import queue_index_for_key
 from mq_common.channels import ChannelPool
+from mq_common.constants import MessageConst
 from mq_common.protocol import SubscriptionGroupConfig
 from mq_local.cluster import LocalCluster
-from mq_local.testing import spec_for_tests, unique_topic
+from mq_local.testing import read_all, spec_for_tests, unique_topic
 
 from tests.v2.conftest import make_typed_topic
 from tests.v2.v2_consumer_testkit import update_group
@@ -37,6 +40,7 @@ pytestmark = pytest.mark.integration
 GROUPS: Final = 3
 PER_GROUP: Final = 8
 INVISIBLE_S: Final = 2
+QUEUES: Final = 4  # one broker group: make_typed_topic's 4 queues
 DEADLINE_S: Final = 60
 
 
@@ -92,6 +96,18 @@ def first_deliveries_in_send_order(out: dict[str, Any]) -> None:
         assert first == [f"g{i}-{j}" for j in range(PER_GROUP)], (i, out["deliveries"])
 
 
+def stored_on_their_group_queues(cluster: LocalCluster, topic: str) -> None:
+    """Each message group's messages are stored on one queue, in send order: the queue of Java's String#hashCode of
+    the group modulo the writable queues, chosen by the gateway whatever the SDK's language."""
+    stored = asyncio.run(read_all(cluster.namesrv_addr, topic))
+    assert len(stored) == GROUPS * PER_GROUP
+    for i in range(GROUPS):
+        group = f"g{i}"
+        mine = [(mq, m) for mq, m in stored if m.properties.get(MessageConst.SHARDING_KEY) == group]
+        assert {mq.queue_id for mq, _ in mine} == {queue_index_for_key(group, QUEUES)}, group
+        assert [m.body.decode() for _, m in mine] == [f"{group}-{j}" for j in range(PER_GROUP)]
+
+
 def test_sdk_fifo_held_message_blocks_its_group_until_redelivered(cluster: LocalCluster, runner: SdkRunner) -> None:
     topic, group = fifo_topic_and_group(cluster, f"{runner.name}_fifo_hold")
     cfg = {
@@ -99,6 +115,7 @@ def test_sdk_fifo_held_message_blocks_its_group_until_redelivered(cluster: Local
         "per_group": PER_GROUP, "invisible_s": INVISIBLE_S, "await_s": 5, "deadline_s": DEADLINE_S,
     }  # fmt: skip
     out = runner.run("hold", cfg)
+    stored_on_their_group_queues(cluster, topic)
     first_deliveries_in_send_order(out)
     g0 = [(d["body"], d["delivery_attempt"]) for d in out["deliveries"] if d["body"].startswith("g0-")]
     assert g0 == [("g0-0", 1), ("g0-0", 2), *((f"g0-{j}", 1) for j in range(1, PER_GROUP))], out["deliveries"]
