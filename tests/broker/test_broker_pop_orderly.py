@@ -1,8 +1,8 @@
 """Orderly POP over the broker's gRPC API, in process (a group with consumeMessageOrderly=true): an un-acked
 invisible message blocks its queue, comes back first with its reconsume times one higher, acks move the consume
 offset, a retried attempt id gets the same messages, past retryMaxTimes the message goes to %DLQ% and the queue
-moves on, a parked pop wakes when the blocking message turns visible, and config/consumerOrderInfo.json keeps
-the state."""
+moves on, a parked pop wakes when the blocking message turns visible, config/consumerOrderInfo.json keeps the
+state, and the state of deleted topics, groups and queues and of idle queues is cleaned."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 from consumer_testkit import wait_until
 from mq.broker.v1 import broker_pb2
+from mq_broker.consumer.pop.order_info import CLEAN_SPAN_FROM_LAST_MS, ConsumerOrderInfoManager
 from mq_broker.controller import BrokerController
 from mq_common.codec import decode_message
 from mq_common.constants import dlq_topic
@@ -174,3 +175,19 @@ async def test_the_request_order_flag_and_attempt_id_over_grpc(tmp_path: Path) -
         assert bodies(await pop_order("a1")) == [(b"m0", 0)]
         assert bodies(await pop_order("a1")) == [(b"m0", 0)]
         assert (await pop_order("a2")).code == ResponseCode.POLLING_TIMEOUT
+
+
+def test_auto_clean_drops_deleted_topics_groups_queues_and_idle_queues() -> None:
+    manager = ConsumerOrderInfoManager(None)
+    now = 10 * CLEAN_SPAN_FROM_LAST_MS
+    for topic, group, queue_id, last_ms in (
+        ("T", "G", 0, now),
+        ("T", "G", 1, now - CLEAN_SPAN_FROM_LAST_MS - 1),  # idle for more than a day
+        ("T", "G", 4, now),  # past the topic's read queues
+        ("T", "gone", 0, now),  # deleted group
+        ("Gone", "G", 0, now),  # deleted topic
+    ):
+        manager.update("", topic, group, queue_id, last_ms, 60_000, [0], last_ms)
+    read_queues = {"T": 4}
+    assert manager.auto_clean(read_queues.get, lambda group: group == "G", now) == 4
+    assert {key: sorted(queues) for key, queues in manager.table.items()} == {"T@G": [0]}

@@ -76,6 +76,10 @@ class GroupLookup(Protocol):
 
     def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None: ...
 
+    def contains(self, group: str) -> bool:
+        """SubscriptionGroupManager#containsSubscriptionGroup (no auto-creation)."""
+        ...
+
 
 class OffsetStore(Protocol):
     """The ConsumerOffsetManager calls POP makes."""

@@ -15,7 +15,7 @@ the next pop (its consumed count + 1). Event loop only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -26,6 +26,8 @@ CONSUMER_ORDER_INFO_FILE: Final = "consumerOrderInfo.json"
 """The file's name under the broker's ``config`` directory (BrokerPathConfigHelper#getConsumerOrderInfoPath)."""
 TOPIC_GROUP_SEPARATOR: Final = "@"
 """ConsumerOrderInfoManager.TOPIC_GROUP_SEPARATOR."""
+CLEAN_SPAN_FROM_LAST_MS: Final = 24 * 3600 * 1000
+"""ConsumerOrderInfoManager.CLEAN_SPAN_FROM_LAST: a queue not popped orderly this long loses its order info."""
 COMMIT_NOT_FOUND: Final = -1
 """commit_and_next: the offset is not in the queue's last orderly pop (or nothing was popped)."""
 COMMIT_POP_TIME_MISMATCH: Final = -2
@@ -199,6 +201,31 @@ class ConsumerOrderInfoManager(ConfigManager):
         info.next_visible_ms[queue_offset] = next_visible_ms
         self.persist_soon()
         return True
+
+    def auto_clean(
+        self, read_queue_nums: Callable[[str], int | None], group_exists: Callable[[str], bool], now_ms: int
+    ) -> int:
+        """ConsumerOrderInfoManager#autoClean: drop the order info of a topic that no longer exists
+        (``read_queue_nums`` None), of a deleted group, of a queue id past the topic's read queues and of a queue
+        not popped for CLEAN_SPAN_FROM_LAST_MS; returns the queues dropped (the file is rewritten when any)."""
+        dropped = 0
+        for key in list(self.table):
+            topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+            queues = self.table[key]
+            read_queues = read_queue_nums(topic)
+            if read_queues is None or not group_exists(group):
+                dropped += len(queues)
+                del self.table[key]
+                continue
+            idle_before_ms = now_ms - CLEAN_SPAN_FROM_LAST_MS
+            for queue_id in [q for q, i in queues.items() if q >= read_queues or i.last_consume_ms < idle_before_ms]:
+                del queues[queue_id]
+                dropped += 1
+            if not queues:
+                del self.table[key]
+        if dropped:
+            self.persist_soon()
+        return dropped
 
     def encode(self) -> dict[str, Any]:
         return {

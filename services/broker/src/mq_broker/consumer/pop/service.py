@@ -29,7 +29,7 @@ from mq_common.protocol import (
 
 from mq_broker.consumer.long_polling import LongPollingService
 from mq_broker.consumer.pop.ack_processor import AckMessageProcessor, ChangeInvisibleTimeProcessor
-from mq_broker.consumer.pop.context import GroupLookup, OffsetStore, PopConfig, PopContext, ReviveLogWriter
+from mq_broker.consumer.pop.context import GroupLookup, OffsetStore, PopConfig, PopContext, ReviveLogWriter, now_ms
 from mq_broker.consumer.pop.inflight import InflightTable
 from mq_broker.consumer.pop.order_info import CONSUMER_ORDER_INFO_FILE, ConsumerOrderInfoManager
 from mq_broker.consumer.pop.pop_processor import PopMessageProcessor
@@ -91,6 +91,7 @@ class PopService:
             revive = TopicConfig(cfg.revive_topic, cfg.revive_queue_num, cfg.revive_queue_num, rw)
             self.context.topics.update_topic_config(revive)
         self.context.order_info.load()  # blocking: one small file (ValueError when it is unusable)
+        self._clean_order_info()
         stats = recover_inflight(self.context)
         self.revive_service.start()
         return stats
@@ -100,11 +101,25 @@ class PopService:
         the orderly POP table (config/consumerOrderInfo.json) once more (an OSError is logged)."""
         await self.revive_service.stop()
         order_info = self.context.order_info
+        self._clean_order_info()
         try:
             await order_info.wait_persisted()
             await asyncio.to_thread(order_info.persist)
         except OSError as exc:
             log.error("consumer_order_info_persist_failed", error=str(exc))
+
+    def _clean_order_info(self) -> None:
+        """Drop the order info of deleted topics, groups and queues and of queues idle for a day (at start and stop,
+        as RocketMQ cleans at each persist)."""
+        ctx = self.context
+
+        def read_queue_nums(topic: str) -> int | None:
+            config = ctx.topics.select_topic_config(topic)
+            return None if config is None else config.read_queue_nums
+
+        dropped = ctx.order_info.auto_clean(read_queue_nums, ctx.groups.contains, now_ms())
+        if dropped:
+            log.info("consumer_order_info_cleaned", queues=dropped)
 
     async def restart(self) -> RecoveryStats:
         """Controller mode, on becoming master: stop reviving, rebuild the in-flight table from the revive log
