@@ -3,8 +3,8 @@ with v2 proto requests (the servicer is tested elsewhere): receive + convert + a
 acked through a second replica, ChangeInvisibleDuration's new handle, the held empty receive, every refusal of bad
 input (after which the messages are still receivable), ForwardMessageToDeadLetterQueue (the message lands in
 %DLQ%<group>, its handle is spent), the max-attempts dead letter of a receive, a FIFO receive retried with its
-attempt_id, QueryAssignment (plain and FIFO groups, refusals) and the 5.x pull API round trip (QueryOffset,
-PullMessage, UpdateOffset, GetOffset)."""
+attempt_id (and that attempt id replayed by another client), QueryAssignment (plain and FIFO groups, refusals) and
+the 5.x pull API round trip (QueryOffset, PullMessage, UpdateOffset, GetOffset)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import hashlib
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from mq_common.channels import ChannelPool
 from mq_common.constants import dlq_topic, retry_topic
 from mq_common.protocol import SubscriptionGroupConfig
 from mq_gateway.v2.consumer import ConsumerActivity, ConsumerActivityConfig
+from mq_gateway.v2.context import ClientContext
 from mq_local.cluster import LocalCluster
 from mq_local.testing import make_topic
 
@@ -356,17 +358,24 @@ async def test_fifo_receive_retried_with_its_attempt_id_gets_the_same_messages(
     await update_group(cluster, pool, topic, SubscriptionGroupConfig("v2c_attempt", consume_message_orderly=True))
     await send_all(producer, topic, 8)
 
-    async def receive_attempt(attempt_id: str) -> list[tuple[str, int]]:
+    async def receive_attempt(attempt_id: str, ctx: ClientContext = CTX) -> list[tuple[str, int]]:
         request = receive_request("v2c_attempt", topic, broker_name="broker-a")
         request.attempt_id = attempt_id
-        got = await receive(activity, request)
-        return sorted((m.system_properties.message_id, m.system_properties.delivery_attempt) for m in got.messages)
+        responses = [r async for r in activity.receive_message(request, ctx, 30_000.0)]
+        return sorted(
+            (r.message.system_properties.message_id, r.message.system_properties.delivery_attempt)
+            for r in responses
+            if r.HasField("message")
+        )
 
     first = await receive_attempt("attempt-1")
     assert first
     assert await receive_attempt("attempt-1") == first  # a retry of the same attempt: the same messages, attempt 1
+    ids = {message_id for message_id, _ in first}
     later = {message_id for message_id, _ in await receive_attempt("attempt-2")}
-    assert not later & {message_id for message_id, _ in first}  # blocked until acked or visible again
+    assert not later & ids  # blocked until acked or visible again
+    other = replace(CTX, client_id="127.0.0.1@4243@0@v2c-other")  # another client replaying the attempt id
+    assert not {message_id for message_id, _ in await receive_attempt("attempt-1", other)} & ids
 
 
 async def test_pull_api_round_trip(activity: ConsumerActivity, producer: DefaultMQProducer, topic: str) -> None:

@@ -12,7 +12,9 @@ FIFO: a pop carries the request's ``attempt_id`` and, for a group whose consumeM
 settings' ``fifo``) as the gateway's group cache holds it, ``order`` (the proxy's ReceiveMessageActivity passes
 ``fifo`` and the attempt id to PopMessageRequestHeader). The broker pops orderly on its own copy of the group's flag
 too (the authority: a group not cached yet, or auto-created by this very pop, is still popped in order), and uses
-the attempt id only for orderly pops: a receive the client retries after a lost answer gets the same messages.
+the attempt id only for orderly pops: a receive the client retries after a lost answer gets the same messages. The
+broker sees ``<client id>/<attempt id>``, so another client replaying an attempt id never gets the messages of the
+client that made it (its pop is blocked like any other while they are in flight).
 
 POP reads the master of a broker group only, never a slave, as RocketMQ's proxy and broker do (POP keeps
 invisibility, checkpoints and acks on the master; a slave answers no pops): while a group's master is away its
@@ -61,6 +63,8 @@ NACK_INVISIBLE_TIME_MS: Final = 1_000
 """A popped message that could not be handed over is visible again this soon (the proxy's NACK_INVISIBLE_TIME)."""
 _NOTHING_NOW: Final = frozenset({PopStatus.NO_NEW_MSG, PopStatus.POLLING_NOT_FOUND})
 """What a pop that does not wait answers when its broker has nothing for the group."""
+ATTEMPT_SEPARATOR: Final = "/"
+"""Between the client id and the attempt id in the broker's attempt id."""
 MAX_PENDING_NACKS: Final = 1_024
 """Nack tasks running at once; beyond, a message simply waits out its invisible time."""
 
@@ -182,7 +186,7 @@ class ReceiveActivity:
             expression=expression,
             init_mode=ConsumeInitMode.LAST,
             order=order,
-            attempt_id=request.attempt_id if request.HasField("attempt_id") else "",
+            attempt_id=broker_attempt_id(ctx, request),
         )
         timeout_ms = self._config.broker_timeout_ms
         if time_remaining_ms is not None:
@@ -273,6 +277,11 @@ class ReceiveActivity:
             )
         else:
             log.info("v2_max_attempts_to_dlq", group=plan.header.consumer_group, message_id=message_id)
+
+
+def broker_attempt_id(ctx: ClientContext, request: service_pb2.ReceiveMessageRequest) -> str:
+    """The broker's attempt id of a receive: ``<client id>/<attempt id>``, empty without an attempt id."""
+    return f"{ctx.client_id}{ATTEMPT_SEPARATOR}{request.attempt_id}" if request.HasField("attempt_id") else ""
 
 
 def _readable(queue_data: QueueData) -> bool:
