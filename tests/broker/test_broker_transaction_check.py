@@ -16,9 +16,13 @@ from broker_grpc_testkit import RunningBrokers
 from broker_transaction_testkit import COMMIT, ROLLBACK, end_request, now_ms, pulled, send_half, stored
 from mq.broker.v1 import broker_pb2, transaction_pb2, transaction_pb2_grpc
 from mq_broker.controller import BrokerController
+from mq_broker.metrics import BrokerMetrics
 from mq_common.codec import MessageExt, decode_message
 from mq_common.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, MixAll
+from mq_common.metrics import NodeIdentity
 from mq_common.response_code import ResponseCode
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 FAST: dict[str, Any] = {
     "transaction_timeout_ms": 300,
@@ -202,3 +206,36 @@ async def test_a_pass_stops_before_a_transaction_being_ended(brokers: RunningBro
         refused = await stub.EndTransaction(copy_or_first)
         assert refused.code == ResponseCode.ILLEGAL_OPERATION, refused.remark
     assert len(await pulled(stub)) == 1
+
+
+async def test_transaction_metrics_count_opens_ends_and_checks(brokers: RunningBrokers, tmp_path: Path) -> None:
+    controller, stub = await brokers.start(tmp_path, **{**FAST, "transaction_check_interval_ms": 60_000})
+    metrics = BrokerMetrics(NodeIdentity("c", "broker", "broker-a"), max_topics=10, flush_disk_type="SYNC_FLUSH")
+    state, service, check = controller.transaction_state, controller.transaction, controller.transaction_check
+    assert state is not None
+    assert service is not None
+    assert check is not None
+    service.metrics = check.metrics = metrics
+    metrics.bind_half_messages(state.open_counts)
+    checks = listen(controller)
+    sent = [await send_half(stub, f"TX{i}") for i in range(3)]
+    assert state.open_counts() == {"TxTopic": 3}
+    assert (await stub.EndTransaction(end_request(sent[0], COMMIT))).code == ResponseCode.SUCCESS
+    assert (await stub.EndTransaction(end_request(sent[1], ROLLBACK))).code == ResponseCode.SUCCESS
+    await stored(controller, TRANS_HALF_TOPIC, 3)
+    await check.check()
+    assert [c.properties["UNIQ_KEY"] for c in checks] == ["TX2"]
+    got = {
+        (s.name, s.labels.get("topic", "")): s.value
+        for family in text_string_to_metric_families(generate_latest(metrics.registry).decode())
+        for s in family.samples
+    }
+    assert got[("rocketmq_half_messages", "TxTopic")] == 1
+    assert got[("rocketmq_commit_messages_total", "TxTopic")] == 1
+    assert got[("rocketmq_rollback_messages_total", "TxTopic")] == 1
+    assert got[("rocketmq_finish_message_latency_count", "TxTopic")] == 2
+    assert got[("mq_broker_transaction_checks_total", "TxTopic")] == 1
+    await brokers.stop_all()
+    restarted, _ = await brokers.start(tmp_path, **{**FAST, "transaction_check_interval_ms": 60_000})
+    assert restarted.transaction_state is not None
+    assert restarted.transaction_state.open_counts() == {"TxTopic": 1}, "recounted from the half queue"

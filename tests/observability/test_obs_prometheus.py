@@ -41,6 +41,7 @@ from obs_testkit import (
     exported_families,
 )
 from obs_timers import TimersSent, send_timers
+from obs_transactions import TRANSACTION_ENV, send_transactions
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [
@@ -72,7 +73,11 @@ def service_kind(name: str) -> str:
 def metrics_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, dict[str, int]]]:
     ports = {name: free_port() for name in SERVICES}
     spec = spec_for_tests(
-        tmp_path_factory.mktemp("obs") / "data", metrics_ports=ports, controller=True, replicas_per_broker_group=2
+        tmp_path_factory.mktemp("obs") / "data",
+        metrics_ports=ports,
+        controller=True,
+        replicas_per_broker_group=2,
+        broker_env=TRANSACTION_ENV,
     )
     with LocalCluster(spec) as cluster:
         yield cluster, ports
@@ -265,8 +270,40 @@ def test_every_target_is_up(loaded: str) -> None:
     assert set(up.values()) == {"1"}
 
 
+TRANSACTION_FAMILIES = (
+    "rocketmq_half_messages",
+    "rocketmq_commit_messages",
+    "rocketmq_rollback_messages",
+    "rocketmq_finish_message_latency",
+    "mq_broker_transaction_checks",
+    "mq_broker_transaction_check_max",
+)
+
+
+@pytest.fixture(scope="module")
+def transacted(metrics_cluster: tuple[LocalCluster, dict[str, int]]) -> str:
+    """The transaction phase (obs_transactions.py), then wait until the brokers export every transaction family."""
+    cluster, ports = metrics_cluster
+    topic = asyncio.run(send_transactions(cluster))
+    deadline = time.monotonic() + 60
+    while True:
+        exported: set[str] = set()
+        for name, port in ports.items():
+            if service_kind(name) == "broker":
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+                exported |= exported_families(text)
+        missing = set(TRANSACTION_FAMILIES) - exported
+        if not missing:
+            return topic
+        assert time.monotonic() < deadline, f"transaction families never exported: {sorted(missing)}"
+        time.sleep(0.5)
+
+
 def test_scraped_families_match_the_metric_list(
-    metrics_cluster: tuple[LocalCluster, dict[str, int]], consumed: dict[str, ConsumedBroker], timed: TimersSent
+    metrics_cluster: tuple[LocalCluster, dict[str, int]],
+    consumed: dict[str, ConsumedBroker],
+    timed: TimersSent,
+    transacted: str,
 ) -> None:
     """Each process exports only listed families with their labels; each kind's processes together export every
     family listed for it (a slave has no per-slave lag series, a master no replicated bytes of its own)."""

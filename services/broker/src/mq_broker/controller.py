@@ -305,6 +305,10 @@ class BrokerController:
             transaction_check_interval_ms=s.transaction_check_interval_ms,
             transaction_check_max=s.transaction_check_max,
         )  # fmt: skip
+        self.send_processor.transaction_state = state
+        self.transaction.metrics = self.transaction_check.metrics = self.metrics
+        if self.metrics is not None:
+            self.metrics.bind_half_messages(state.open_counts)
         self.producer_manager = ProducerManager(s.broker_name, store.select_one_message_by_offset)
         self.transaction_check.listeners.append(self.producer_manager.check)
         transaction_pb2_grpc.add_TransactionCheckServicer_to_server(

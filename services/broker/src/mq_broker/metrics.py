@@ -30,6 +30,12 @@ Series (every one also has cluster, node_type="broker", node_id=<broker name>):
   buckets :data:`TIMER_LATENESS_BUCKETS_MS`), ``mq_broker_schedule_offset_behind`` {delay_level} (messages of the
   level's SCHEDULE_TOPIC_XXXX queue not re-put yet, scrape time, :meth:`BrokerMetrics.bind_schedule_behind`)
 
+- transactions (BrokerMetricsConstant's names; the checks ours): ``rocketmq_half_messages`` {topic} (open
+  transactions by real topic, scrape time, :meth:`BrokerMetrics.bind_half_messages`),
+  ``rocketmq_commit_messages_total`` / ``rocketmq_rollback_messages_total`` {topic},
+  ``rocketmq_finish_message_latency`` histogram {topic} (seconds from the half message's birth to its end;
+  buckets :data:`FINISH_LATENCY_BUCKETS_S`), ``mq_broker_transaction_checks_total`` {topic} (check-backs asked)
+  and ``mq_broker_transaction_check_max_total`` {topic} (moved to TRANS_CHECK_MAX_TIME_TOPIC)
 Topic labels are bounded by ``metrics_max_topics`` (then ``topic="_other"``), consumer label pairs by
 ``metrics_max_consumer_pairs`` (then ``topic="_other", consumer_group="_other"``). Hot-path cost: one call per
 stored batch (:meth:`BrokerMetrics.on_put`): a dict count per message and one counter update per
@@ -81,6 +87,8 @@ TIMER_LATENESS_BUCKETS_MS: Final = (
     10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 750.0, 1000.0, 1500.0, 2000.0, 3000.0, 5000.0, 7500.0, 10000.0,
     20000.0, 30000.0, 60000.0,
 )  # fmt: skip
+# Seconds from a half message's birth to its commit or rollback (RocketMQ records whole seconds).
+FINISH_LATENCY_BUCKETS_S: Final = (1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0)
 TIMER_TYPE_TIMER: Final = "timer"
 TIMER_TYPE_DELAY_LEVEL: Final = "delay_level"
 _HA_ROLES: Final = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
@@ -169,6 +177,7 @@ class BrokerMetrics(ServiceMetrics):
         self._store: DefaultMessageStore | None = None
         self._init_consumer_metrics(max_consumer_pairs)
         self._init_timer_metrics()
+        self._init_transaction_metrics()
 
     def _init_consumer_metrics(self, max_consumer_pairs: int) -> None:
         self.consumer_pairs = ConsumerPairLabels(max_consumer_pairs)
@@ -206,7 +215,42 @@ class BrokerMetrics(ServiceMetrics):
             buckets=TIMER_LATENESS_BUCKETS_MS,
         )
 
+    def _init_transaction_metrics(self) -> None:
+        self.commit_messages = self.counter(
+            "rocketmq_commit_messages", "Transactions committed, by real topic.", ("topic",)
+        )
+        self.rollback_messages = self.counter(
+            "rocketmq_rollback_messages", "Transactions rolled back, by real topic.", ("topic",)
+        )
+        self.finish_latency = self.bulk_histogram(
+            "rocketmq_finish_message_latency",
+            "Seconds from a half message's birth to its commit or rollback, by real topic.",
+            ("topic",),
+            buckets=FINISH_LATENCY_BUCKETS_S,
+        )
+        self.transaction_checks = self.counter(
+            "mq_broker_transaction_checks", "Open transactions checked back, by real topic.", ("topic",)
+        )
+        self.transaction_check_max = self.counter(
+            "mq_broker_transaction_check_max",
+            "Transactions moved to TRANS_CHECK_MAX_TIME_TOPIC after transactionCheckMax checks, by real topic.",
+            ("topic",),
+        )
+
     # --- event loop -----------------------------------------------------------------------------------------
+
+    def on_transaction_end(self, topic: str, committed: bool, latency_s: float) -> None:
+        """A transaction of real topic ``topic`` committed (else rolled back), ``latency_s`` after its half
+        message was born. Mirrors EndTransactionProcessor's COMMIT/ROLLBACK counters and finish latency. Event
+        loop."""
+        label = self.topic(topic)
+        (self.commit_messages if committed else self.rollback_messages).child(label).inc()
+        self.finish_latency.observe_many((max(0.0, latency_s),), label)
+
+    def on_transaction_check(self, topic: str, *, check_max: bool = False) -> None:
+        """One check-back of a transaction of real topic ``topic`` (``check_max``: it was moved to
+        TRANS_CHECK_MAX_TIME_TOPIC instead). Event loop."""
+        (self.transaction_check_max if check_max else self.transaction_checks).child(self.topic(topic)).inc()
 
     def on_timer_enqueue(self, topic: str, count: int) -> None:
         """``count`` timer messages of real topic ``topic`` entered the timer store (a count <= 0 counts
@@ -383,6 +427,17 @@ class BrokerMetrics(ServiceMetrics):
             "Seconds since the slave last held everything the master had (0: caught up).",
             lambda: [((slave,), seconds) for slave, _b, seconds in ha.slave_lags()],
             labels=("slave",),
+        )
+
+    def bind_half_messages(self, open_by_topic: Callable[[], Mapping[str, int]]) -> None:
+        """Export ``rocketmq_half_messages`` {topic}: ``open_by_topic()`` -> {real topic: open transactions}, read
+        at scrape time (metrics HTTP thread). Mirrors BrokerMetricsManager's GAUGE_HALF_MESSAGES
+        (TransactionMetrics). Call once, on start-up."""
+        self.gauge_callback(
+            "rocketmq_half_messages",
+            "Open transactions (half messages not committed, rolled back or discarded yet), by real topic.",
+            lambda: self._by_topic_label(open_by_topic()),
+            labels=("topic",),
         )
 
     def bind_timer_backlog(self, pending: Callable[[], Mapping[str, int]]) -> None:

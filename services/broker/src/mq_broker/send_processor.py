@@ -29,6 +29,7 @@ from mq_common.codec import (
 )
 from mq_common.constants import (
     MAX_PROPERTIES_SIZE_BYTES,
+    TRANS_HALF_TOPIC,
     MessageConst,
     MixAll,
     PermName,
@@ -69,6 +70,7 @@ from mq_broker.store.message_store import SLAVE_PUT_REMARK
 from mq_broker.topic_config import TopicConfigManager
 from mq_broker.topic_message_type import check_message_type
 from mq_broker.transaction.half_message import half_placement, is_half_send
+from mq_broker.transaction.transaction_state import TransactionState
 
 if TYPE_CHECKING:
     from mq_broker.metrics import BrokerMetrics
@@ -113,6 +115,7 @@ class SendMessageProcessor:
         # BrokerConfig.enableTopicMessageTypeCheck, and the delay/timer hook (None: nothing is held).
         self.enable_topic_message_type_check = True
         self.schedule_hook: ScheduleHook | None = None
+        self.transaction_state: TransactionState | None = None
         self._random = random.Random()
         self.metrics: BrokerMetrics | None = None
         # Set by the controller to BrokerRegistrar.next_round: a send that auto-created a topic is answered once
@@ -128,6 +131,16 @@ class SendMessageProcessor:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(AUTO_CREATE_ROUTE_WAIT_S):
                 await self.route_published()
+
+    def _count_half_messages(
+        self, inners: Sequence[MessageExtBrokerInner], results: Sequence[PutMessageResult]
+    ) -> None:
+        """Tell the transaction state of every stored half message (its open count by real topic)."""
+        state = self.transaction_state
+        assert state is not None
+        for inner, result in zip(inners, results, strict=True):
+            if inner.topic == TRANS_HALF_TOPIC and result.status.is_stored:
+                state.on_half_stored(decode_properties(inner.properties_string).get(MessageConst.REAL_TOPIC, ""))
 
     def stop_accepting(self) -> None:
         """Later sends get SERVICE_NOT_AVAILABLE (SIGTERM, first step)."""
@@ -161,6 +174,8 @@ class SendMessageProcessor:
             results = await self.store.put_messages(inners)
             if self.metrics is not None:
                 self.metrics.on_put(inners, results, (time.perf_counter() - begin) * 1000.0, peer_host)
+            if self.transaction_state is not None:
+                self._count_half_messages(inners, results)
             for i, queue_id, uniq_key, result in zip(positions, queue_ids, uniq_keys, results, strict=True):
                 replies[i] = self._reply_for(result, queue_id, uniq_key)
             await self._publish_created_topics(version_before)

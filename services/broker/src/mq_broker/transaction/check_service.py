@@ -25,7 +25,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from mq_common.codec import MessageExt
 from mq_common.constants import TRANS_HALF_TOPIC, MessageConst
@@ -42,6 +42,9 @@ from mq_broker.transaction.half_message import (
 )
 from mq_broker.transaction.transaction_state import TransactionState, identity_of
 from mq_broker.transaction.transactional_message_service import immunity_time_ms
+
+if TYPE_CHECKING:
+    from mq_broker.metrics import BrokerMetrics
 
 log = get_logger("mq_broker.transaction")
 
@@ -84,6 +87,7 @@ class TransactionalMessageCheckService:
         self.transaction_check_max = transaction_check_max
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         self.listeners: list[CheckListener] = []
+        self.metrics: BrokerMetrics | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -180,6 +184,8 @@ class TransactionalMessageCheckService:
         if copy is None:
             return False
         result.checked += 1
+        if self.metrics is not None:
+            self.metrics.on_transaction_check(half.properties.get(MessageConst.REAL_TOPIC, ""))
         for listener in self.listeners:
             try:
                 listener(copy)
@@ -236,6 +242,10 @@ class TransactionalMessageCheckService:
         )
         state = self.state
         state.mark_ended(identity, DISCARDED, puts[1].queue_offset)
+        topic = half.properties.get(MessageConst.REAL_TOPIC, "")
+        state.on_ended(topic)
+        if self.metrics is not None:
+            self.metrics.on_transaction_check(topic, check_max=True)
         state.forget(identity)  # passed right now: this was its newest copy
         result.discarded += 1
         return True

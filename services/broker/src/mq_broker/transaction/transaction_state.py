@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Final
 
 from mq_common.codec import MessageDecodeError, MessageExt, decode_message
-from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MixAll
+from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageConst, MixAll
 from mq_common.logging import get_logger
 
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
@@ -54,6 +54,8 @@ class TransactionState:
         self.half_progress = 0
         self._op_scanned_to = 0
         self.loaded = False
+        self.open_by_topic: dict[str, int] = {}
+        """Real topic -> open transactions (the rocketmq_half_messages gauge); counted while loaded."""
         self.ending: set[int] = set()
         """Identities being ended or discarded right now (an END_TRANSACTION or a check pass awaiting its put): a
         second end is refused and the check pass stops before them, so no transaction is both committed and
@@ -86,6 +88,7 @@ class TransactionState:
         self.ended.clear()
         self.ended_op_offset.clear()
         self.latest_copy.clear()
+        self.open_by_topic.clear()
         self.loaded = False
 
     def ensure_loaded(self) -> None:
@@ -99,14 +102,17 @@ class TransactionState:
         self.half_progress = self._stored_offset(TRANS_HALF_TOPIC)
         self._op_scanned_to = self._stored_offset(TRANS_OP_HALF_TOPIC)
         self.catch_up_ops()
-        live: set[int] = set()
+        live: dict[int, str] = {}
         for half in self.iter_half(self.half_progress, self.store.get_max_offset_in_queue(TRANS_HALF_TOPIC, 0)):
             identity = identity_of(half)
-            live.add(identity)
+            live[identity] = half.properties.get(MessageConst.REAL_TOPIC, "")
             if identity != half.queue_offset:
                 self.latest_copy[identity] = half.queue_offset
         for identity in [i for i in self.ended if i not in live]:
             self.forget(identity)
+        for identity, topic in live.items():
+            if identity not in self.ended:
+                self.open_by_topic[topic] = self.open_by_topic.get(topic, 0) + 1
         self.loaded = True
         log.info(
             "transactions_recovered",
@@ -177,6 +183,25 @@ class TransactionState:
         self.ended.pop(identity, None)
         self.ended_op_offset.pop(identity, None)
         self.latest_copy.pop(identity, None)
+
+    # --- the open count ------------------------------------------------------------------------------------------
+
+    def on_half_stored(self, topic: str) -> None:
+        """A new half message of real topic ``topic`` was stored (counted only while loaded: a recovery counts)."""
+        if self.loaded:
+            self.open_by_topic[topic] = self.open_by_topic.get(topic, 0) + 1
+
+    def on_ended(self, topic: str) -> None:
+        """A transaction of real topic ``topic`` was committed, rolled back or discarded."""
+        left = self.open_by_topic.get(topic, 0) - 1
+        if left > 0:
+            self.open_by_topic[topic] = left
+        else:
+            self.open_by_topic.pop(topic, None)
+
+    def open_counts(self) -> dict[str, int]:
+        """A copy of :attr:`open_by_topic` (any thread)."""
+        return dict(self.open_by_topic)
 
     # --- questions -----------------------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from mq_common.codec import MessageDecodeError, MessageExt
 from mq_common.constants import TRANS_HALF_TOPIC, MessageConst, MessageSysFlag
@@ -38,6 +38,9 @@ from mq_broker.transaction.half_message import (
     op_record,
 )
 from mq_broker.transaction.transaction_state import TransactionState, identity_of
+
+if TYPE_CHECKING:
+    from mq_broker.metrics import BrokerMetrics
 
 log = get_logger("mq_broker.transaction")
 
@@ -77,6 +80,7 @@ class TransactionalMessageService:
         self.state = state
         self.transaction_timeout_ms = transaction_timeout_ms
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self.metrics: BrokerMetrics | None = None
 
     # --- END_TRANSACTION -----------------------------------------------------------------------------------------
 
@@ -134,10 +138,18 @@ class TransactionalMessageService:
                 state.mark_ended(identity, end_type, results[-1].queue_offset)
             elif results[0].status.is_stored:  # the real message is stored, its op record is not
                 state.mark_ended(identity, end_type, state.op_progress())
+            if identity in state.ended:
+                self._count_end(half, header.is_commit)
             _raise_unless_stored(results)
         finally:
             state.ending.discard(identity)
         return ""
+
+    def _count_end(self, half: MessageExt, committed: bool) -> None:
+        topic = half.properties.get(MessageConst.REAL_TOPIC, "")
+        self.state.on_ended(topic)
+        if self.metrics is not None:
+            self.metrics.on_transaction_end(topic, committed, (self._clock_ms() - half.born_timestamp_ms) / 1000.0)
 
     def _find_half(self, header: EndTransactionRequestHeader) -> MessageExt:
         """The half message at ``header.commit_log_offset``, checked as checkPrepareMessage. Raises MQBrokerError."""
