@@ -45,6 +45,7 @@ EXPECTED_ALERTS = {
     "PyRocketMQReplicationLag",
     "PyRocketMQFrequentElections",
     "PyRocketMQTimerLate",
+    "PyRocketMQHalfMessagesPilingUp",
 }
 _METRIC_REF = re.compile(r"\b((?:rocketmq|mq)_[a-z_]+)")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (make prometheus)")
