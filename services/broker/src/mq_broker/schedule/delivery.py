@@ -11,6 +11,7 @@ reads mapped files only and may run in a worker thread while nothing truncates t
 
 from __future__ import annotations
 
+import time
 from typing import Final
 
 from mq_common.codec import MessageExt, host_to_bytes
@@ -18,10 +19,17 @@ from mq_common.constants import MessageConst, MessageSysFlag
 from mq_common.record_layout import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODE, TOTAL_AND_MAGIC
 
 from mq_broker.store.commit_log import CommitLog, last_property_value, parse_dispatch
-from mq_broker.store.message import MessageExtBrokerInner
+from mq_broker.store.message import MessageExtBrokerInner, PutMessageStatus
 
+PERMANENT_REFUSALS: Final = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
+"""Put statuses a retry cannot change: a held record refused so is skipped (logged), not retried for ever."""
 _DELIVERED_NEEDLE: Final = (MessageConst.DELIVERED_FROM_OFFSET + "\x01").encode()
 _DROPPED_ON_DELIVERY: Final = (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID, MessageConst.DELAY_TIME_LEVEL)
+
+
+def now_ms() -> int:
+    """The wall clock, ms since the epoch (due times are wall-clock times)."""
+    return time.time_ns() // 1_000_000
 
 
 class HeldRecordError(ValueError):

@@ -18,7 +18,6 @@ runs it (a slave's offsets come from its master).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -31,9 +30,15 @@ from mq_common.tasks import cancel_and_wait
 from mq_broker.consumer.config_file import load_json, persist_json
 from mq_broker.ha.delay_offset_file import delay_offset_path
 from mq_broker.schedule.delay_levels import DelayLevels
-from mq_broker.schedule.delivery import HeldRecordError, delivered_message, delivered_sources
+from mq_broker.schedule.delivery import (
+    PERMANENT_REFUSALS,
+    HeldRecordError,
+    delivered_message,
+    delivered_sources,
+    now_ms,
+)
 from mq_broker.store.consume_queue import CqUnit
-from mq_broker.store.message import MessageExtBrokerInner, PutMessageStatus
+from mq_broker.store.message import MessageExtBrokerInner
 from mq_broker.store.message_store import DefaultMessageStore
 
 if TYPE_CHECKING:
@@ -50,13 +55,6 @@ PERSIST_REFRESH_MS: Final = 10_000
 RETRY_AFTER_FAILURE_MS: Final = 1000
 """Pause after a put that did not store (RocketMQ: DELAY_FOR_A_PERIOD 10 s; we retry sooner, the put is idempotent
 only through the DELIVERED_FROM_OFFSET walk, which the next round does not need: the offset did not move)."""
-
-PERMANENT_REFUSALS: Final = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
-"""Put statuses a retry cannot change: the held record is skipped (logged) rather than retried for ever."""
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class ScheduleMessageService:
@@ -150,9 +148,9 @@ class ScheduleMessageService:
         while True:
             pause_ms = DELIVER_TICK_MS
             try:
-                if await self.deliver_round(_now_ms()) is False:
+                if await self.deliver_round(now_ms()) is False:
                     pause_ms = RETRY_AFTER_FAILURE_MS
-                now = _now_ms()
+                now = now_ms()
                 if self._dirty or now - self._persisted_at_ms >= PERSIST_REFRESH_MS:
                     await self._persist()
                     self._persisted_at_ms = now

@@ -27,7 +27,6 @@ start run in a worker thread. Only a master fires; in controller mode it starts 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,10 +38,16 @@ from mq_common.logging import get_logger
 from mq_common.tasks import cancel_and_wait
 
 from mq_broker.consumer.config_file import load_json, persist_json
-from mq_broker.schedule.delivery import HeldRecordError, delivered_message, delivered_sources
+from mq_broker.schedule.delivery import (
+    PERMANENT_REFUSALS,
+    HeldRecordError,
+    delivered_message,
+    delivered_sources,
+    now_ms,
+)
 from mq_broker.store.commit_log import last_property_value, parse_dispatch
 from mq_broker.store.consume_queue import CqUnit
-from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult
 from mq_broker.store.message_store import DefaultMessageStore
 from mq_broker.timer.timer_wheel import SLOT_MS, TimerEntry, TimerWheel
 
@@ -79,11 +84,6 @@ RECALL_TAG: Final = "_RECALL_TAG_"
 """RecallMessageProcessor.RECALL_MESSAGE_TAG: the TAGS of a delete marker."""
 _MARKER_TOPIC: Final = ""
 """The wheel's topic of a delete marker (markers are not pending messages of any topic)."""
-PERMANENT_REFUSALS: Final = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def delete_key(topic: str, uniq_key: str) -> str:

@@ -21,9 +21,10 @@ from mq_common.recall_handle import decode_recall_handle
 from mq_common.response_code import ResponseCode
 
 from mq_broker.schedule.delay_levels import DelayLevels
+from mq_broker.schedule.delivery import now_ms
 from mq_broker.schedule.schedule_message_service import ScheduleMessageService
 from mq_broker.store.config import BrokerRole
-from mq_broker.timer.timer_message_store import TimerMessageStore, delete_key, now_ms
+from mq_broker.timer.timer_message_store import TimerMessageStore, delete_key
 from mq_broker.topic_config import TopicConfigManager
 
 PENDING: Final = "PENDING"
