@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emq/broker/v1/transaction.proto\x12\x0cmq.broker.v1\"F\n\x18TransactionChecksRequest\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x17\n\x0fproducer_groups\x18\x02 \x03(\t\"\xd2\x01\n\x19TransactionChecksResponse\x12\x16\n\x0eproducer_group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\t\x12\x16\n\x0etransaction_id\x18\x04 \x01(\t\x12\x1f\n\x17tran_state_table_offset\x18\x05 \x01(\x03\x12\x19\n\x11\x63ommit_log_offset\x18\x06 \x01(\x03\x12\x13\n\x0b\x62roker_name\x18\x07 \x01(\t\x12\x15\n\rmessage_bytes\x18\x08 \x01(\x0c\x32|\n\x10TransactionCheck\x12h\n\x11TransactionChecks\x12&.mq.broker.v1.TransactionChecksRequest\x1a\'.mq.broker.v1.TransactionChecksResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emq/broker/v1/transaction.proto\x12\x0cmq.broker.v1\"F\n\x18TransactionChecksRequest\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x17\n\x0fproducer_groups\x18\x02 \x03(\t\"\xd2\x01\n\x19TransactionChecksResponse\x12\x16\n\x0eproducer_group\x18\x01 \x01(\t\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\t\x12\x16\n\x0etransaction_id\x18\x04 \x01(\t\x12\x1f\n\x17tran_state_table_offset\x18\x05 \x01(\x03\x12\x19\n\x11\x63ommit_log_offset\x18\x06 \x01(\x03\x12\x13\n\x0b\x62roker_name\x18\x07 \x01(\t\x12\x15\n\rmessage_bytes\x18\x08 \x01(\x0c\"P\n\x1cQueryOpenTransactionsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0f\n\x07max_num\x18\x02 \x01(\x05\x12\x10\n\x08uniq_key\x18\x03 \x01(\t\"\xfd\x01\n\x0fOpenTransaction\x12\x0e\n\x06msg_id\x18\x01 \x01(\t\x12\x16\n\x0eproducer_group\x18\x02 \x01(\t\x12\x16\n\x0etransaction_id\x18\x03 \x01(\t\x12\x19\n\x11\x62orn_timestamp_ms\x18\x04 \x01(\x03\x12\x0e\n\x06\x61ge_ms\x18\x05 \x01(\x03\x12\x13\n\x0b\x63heck_times\x18\x06 \x01(\x05\x12\x0c\n\x04keys\x18\x07 \x01(\t\x12\x1d\n\x15prepared_queue_offset\x18\x08 \x01(\x03\x12\x14\n\x0cqueue_offset\x18\t \x01(\x03\x12\x19\n\x11\x63ommit_log_offset\x18\n \x01(\x03\x12\x0c\n\x04tags\x18\x0b \x01(\t\"\xc9\x01\n\x1dQueryOpenTransactionsResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x33\n\x0ctransactions\x18\x03 \x03(\x0b\x32\x1d.mq.broker.v1.OpenTransaction\x12\x12\n\ntotal_open\x18\x04 \x01(\x03\x12\r\n\x05state\x18\x05 \x01(\t\x12\x32\n\x0btransaction\x18\x06 \x01(\x0b\x32\x1d.mq.broker.v1.OpenTransaction2|\n\x10TransactionCheck\x12h\n\x11TransactionChecks\x12&.mq.broker.v1.TransactionChecksRequest\x1a\'.mq.broker.v1.TransactionChecksResponse(\x01\x30\x01\x32\x84\x01\n\x10TransactionAdmin\x12p\n\x15QueryOpenTransactions\x12*.mq.broker.v1.QueryOpenTransactionsRequest\x1a+.mq.broker.v1.QueryOpenTransactionsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRANSACTIONCHECKSREQUEST']._serialized_end=118
   _globals['_TRANSACTIONCHECKSRESPONSE']._serialized_start=121
   _globals['_TRANSACTIONCHECKSRESPONSE']._serialized_end=331
-  _globals['_TRANSACTIONCHECK']._serialized_start=333
-  _globals['_TRANSACTIONCHECK']._serialized_end=457
+  _globals['_QUERYOPENTRANSACTIONSREQUEST']._serialized_start=333
+  _globals['_QUERYOPENTRANSACTIONSREQUEST']._serialized_end=413
+  _globals['_OPENTRANSACTION']._serialized_start=416
+  _globals['_OPENTRANSACTION']._serialized_end=669
+  _globals['_QUERYOPENTRANSACTIONSRESPONSE']._serialized_start=672
+  _globals['_QUERYOPENTRANSACTIONSRESPONSE']._serialized_end=873
+  _globals['_TRANSACTIONCHECK']._serialized_start=875
+  _globals['_TRANSACTIONCHECK']._serialized_end=999
+  _globals['_TRANSACTIONADMIN']._serialized_start=1002
+  _globals['_TRANSACTIONADMIN']._serialized_end=1134
 # @@protoc_insertion_point(module_scope)

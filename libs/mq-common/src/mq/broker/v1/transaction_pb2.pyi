@@ -93,3 +93,137 @@ class TransactionChecksResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TransactionChecksResponse: _TypeAlias = TransactionChecksResponse  # noqa: Y015
+
+@_typing.final
+class QueryOpenTransactionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    MAX_NUM_FIELD_NUMBER: _builtins.int
+    UNIQ_KEY_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    """The real topic (REAL_TOPIC of the half messages)."""
+    max_num: _builtins.int
+    """At most this many transactions are listed (0: 1000); total_open still counts all."""
+    uniq_key: _builtins.str
+    """Optional: one message's UNIQ_KEY; the answer's state then names that transaction's state."""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        max_num: _builtins.int = ...,
+        uniq_key: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_num", b"max_num", "topic", b"topic", "uniq_key", b"uniq_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryOpenTransactionsRequest: _TypeAlias = QueryOpenTransactionsRequest  # noqa: Y015
+
+@_typing.final
+class OpenTransaction(_message.Message):
+    """One open transaction (not committed, rolled back nor discarded), as its newest half message copy shows it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MSG_ID_FIELD_NUMBER: _builtins.int
+    PRODUCER_GROUP_FIELD_NUMBER: _builtins.int
+    TRANSACTION_ID_FIELD_NUMBER: _builtins.int
+    BORN_TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    AGE_MS_FIELD_NUMBER: _builtins.int
+    CHECK_TIMES_FIELD_NUMBER: _builtins.int
+    KEYS_FIELD_NUMBER: _builtins.int
+    PREPARED_QUEUE_OFFSET_FIELD_NUMBER: _builtins.int
+    QUEUE_OFFSET_FIELD_NUMBER: _builtins.int
+    COMMIT_LOG_OFFSET_FIELD_NUMBER: _builtins.int
+    TAGS_FIELD_NUMBER: _builtins.int
+    msg_id: _builtins.str
+    """The producer's message id (UNIQ_KEY)."""
+    producer_group: _builtins.str
+    """PGROUP."""
+    transaction_id: _builtins.str
+    born_timestamp_ms: _builtins.int
+    """BORN_TIMESTAMP of the half message (ms since the epoch) and its age when the broker answered (ms)."""
+    age_ms: _builtins.int
+    check_times: _builtins.int
+    """TRANSACTION_CHECK_TIMES of the newest copy: how often it was checked back."""
+    keys: _builtins.str
+    """KEYS, space separated as stored."""
+    prepared_queue_offset: _builtins.int
+    """The transaction's identity (queue offset of its first half message) and the newest copy's queue and
+    CommitLog offsets on RMQ_SYS_TRANS_HALF_TOPIC.
+    """
+    queue_offset: _builtins.int
+    commit_log_offset: _builtins.int
+    tags: _builtins.str
+    """Tags of the message."""
+    def __init__(
+        self,
+        *,
+        msg_id: _builtins.str = ...,
+        producer_group: _builtins.str = ...,
+        transaction_id: _builtins.str = ...,
+        born_timestamp_ms: _builtins.int = ...,
+        age_ms: _builtins.int = ...,
+        check_times: _builtins.int = ...,
+        keys: _builtins.str = ...,
+        prepared_queue_offset: _builtins.int = ...,
+        queue_offset: _builtins.int = ...,
+        commit_log_offset: _builtins.int = ...,
+        tags: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["age_ms", b"age_ms", "born_timestamp_ms", b"born_timestamp_ms", "check_times", b"check_times", "commit_log_offset", b"commit_log_offset", "keys", b"keys", "msg_id", b"msg_id", "prepared_queue_offset", b"prepared_queue_offset", "producer_group", b"producer_group", "queue_offset", b"queue_offset", "tags", b"tags", "transaction_id", b"transaction_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OpenTransaction: _TypeAlias = OpenTransaction  # noqa: Y015
+
+@_typing.final
+class QueryOpenTransactionsResponse(_message.Message):
+    """code: SUCCESS 0; SERVICE_NOT_AVAILABLE 14 on a slave or while transactions are not served; INVALID_PARAMETER 29
+    for a bad topic name or max_num; NO_PERMISSION 16 for a caller who is no admin.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    TRANSACTIONS_FIELD_NUMBER: _builtins.int
+    TOTAL_OPEN_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    TRANSACTION_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    remark: _builtins.str
+    total_open: _builtins.int
+    """Every open transaction of the topic on this broker."""
+    state: _builtins.str
+    """For uniq_key: OPEN, COMMITTED, ROLLED_BACK, CHECK_MAX (moved to TRANS_CHECK_MAX_TIME_TOPIC) or UNKNOWN."""
+    @_builtins.property
+    def transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___OpenTransaction]:
+        """Oldest first, at most max_num."""
+
+    @_builtins.property
+    def transaction(self) -> Global___OpenTransaction:
+        """For an OPEN uniq_key: the transaction (else unset)."""
+
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        transactions: _abc.Iterable[Global___OpenTransaction] | None = ...,
+        total_open: _builtins.int = ...,
+        state: _builtins.str = ...,
+        transaction: Global___OpenTransaction | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["transaction", b"transaction"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark", "state", b"state", "total_open", b"total_open", "transaction", b"transaction", "transactions", b"transactions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueryOpenTransactionsResponse: _TypeAlias = QueryOpenTransactionsResponse  # noqa: Y015

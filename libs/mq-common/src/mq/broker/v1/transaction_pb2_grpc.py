@@ -99,3 +99,83 @@ class TransactionCheck:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class TransactionAdminStub:
+    """The open transactions of a topic, for mqadmin queryTransactions and queryMsgById (RocketMQ has no such command:
+    its tools only count half messages through the consumer offsets of CID_RMQ_SYS_TRANS).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.QueryOpenTransactions = channel.unary_unary(
+                '/mq.broker.v1.TransactionAdmin/QueryOpenTransactions',
+                request_serializer=mq_dot_broker_dot_v1_dot_transaction__pb2.QueryOpenTransactionsRequest.SerializeToString,
+                response_deserializer=mq_dot_broker_dot_v1_dot_transaction__pb2.QueryOpenTransactionsResponse.FromString,
+                _registered_method=True)
+
+
+class TransactionAdminServicer:
+    """The open transactions of a topic, for mqadmin queryTransactions and queryMsgById (RocketMQ has no such command:
+    its tools only count half messages through the consumer offsets of CID_RMQ_SYS_TRANS).
+    """
+
+    def QueryOpenTransactions(self, request, context):
+        """Scans the half queue (RMQ_SYS_TRANS_HALF_TOPIC) from the check progress against the op records
+        (RMQ_SYS_TRANS_OP_HALF_TOPIC) in slices, yielding between them. Admin callers only (auth on).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_TransactionAdminServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'QueryOpenTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryOpenTransactions,
+                    request_deserializer=mq_dot_broker_dot_v1_dot_transaction__pb2.QueryOpenTransactionsRequest.FromString,
+                    response_serializer=mq_dot_broker_dot_v1_dot_transaction__pb2.QueryOpenTransactionsResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'mq.broker.v1.TransactionAdmin', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('mq.broker.v1.TransactionAdmin', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class TransactionAdmin:
+    """The open transactions of a topic, for mqadmin queryTransactions and queryMsgById (RocketMQ has no such command:
+    its tools only count half messages through the consumer offsets of CID_RMQ_SYS_TRANS).
+    """
+
+    @staticmethod
+    def QueryOpenTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.broker.v1.TransactionAdmin/QueryOpenTransactions',
+            mq_dot_broker_dot_v1_dot_transaction__pb2.QueryOpenTransactionsRequest.SerializeToString,
+            mq_dot_broker_dot_v1_dot_transaction__pb2.QueryOpenTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -65,3 +65,46 @@ class TransactionCheckServicer(metaclass=_abc_1.ABCMeta):
         """
 
 def add_TransactionCheckServicer_to_server(servicer: TransactionCheckServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class TransactionAdminStub:
+    """The open transactions of a topic, for mqadmin queryTransactions and queryMsgById (RocketMQ has no such command:
+    its tools only count half messages through the consumer offsets of CID_RMQ_SYS_TRANS).
+    """
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> TransactionAdminAsyncStub: ...
+    QueryOpenTransactions: _grpc.UnaryUnaryMultiCallable[_transaction_pb2.QueryOpenTransactionsRequest, _transaction_pb2.QueryOpenTransactionsResponse]
+    """Scans the half queue (RMQ_SYS_TRANS_HALF_TOPIC) from the check progress against the op records
+    (RMQ_SYS_TRANS_OP_HALF_TOPIC) in slices, yielding between them. Admin callers only (auth on).
+    """
+
+@_typing.type_check_only
+class TransactionAdminAsyncStub(TransactionAdminStub):
+    """The open transactions of a topic, for mqadmin queryTransactions and queryMsgById (RocketMQ has no such command:
+    its tools only count half messages through the consumer offsets of CID_RMQ_SYS_TRANS).
+    """
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    QueryOpenTransactions: _aio.UnaryUnaryMultiCallable[_transaction_pb2.QueryOpenTransactionsRequest, _transaction_pb2.QueryOpenTransactionsResponse]  # type: ignore[assignment]
+    """Scans the half queue (RMQ_SYS_TRANS_HALF_TOPIC) from the check progress against the op records
+    (RMQ_SYS_TRANS_OP_HALF_TOPIC) in slices, yielding between them. Admin callers only (auth on).
+    """
+
+class TransactionAdminServicer(metaclass=_abc_1.ABCMeta):
+    """The open transactions of a topic, for mqadmin queryTransactions and queryMsgById (RocketMQ has no such command:
+    its tools only count half messages through the consumer offsets of CID_RMQ_SYS_TRANS).
+    """
+
+    @_abc_1.abstractmethod
+    def QueryOpenTransactions(
+        self,
+        request: _transaction_pb2.QueryOpenTransactionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_transaction_pb2.QueryOpenTransactionsResponse, _abc.Awaitable[_transaction_pb2.QueryOpenTransactionsResponse]]:
+        """Scans the half queue (RMQ_SYS_TRANS_HALF_TOPIC) from the check progress against the op records
+        (RMQ_SYS_TRANS_OP_HALF_TOPIC) in slices, yielding between them. Admin callers only (auth on).
+        """
+
+def add_TransactionAdminServicer_to_server(servicer: TransactionAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
