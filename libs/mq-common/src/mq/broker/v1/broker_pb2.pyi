@@ -44,6 +44,26 @@ PULL_STATUS_NO_MATCHED_MSG: PullStatus.ValueType  # 3
 PULL_STATUS_OFFSET_ILLEGAL: PullStatus.ValueType  # 4
 Global___PullStatus: _TypeAlias = PullStatus  # noqa: Y015
 
+class _EndTransactionScope:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _EndTransactionScopeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EndTransactionScope.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    END_TRANSACTION_SCOPE_UNSPECIFIED: _EndTransactionScope.ValueType  # 0
+    END_TRANSACTION_SCOPE_HALF_MESSAGE: _EndTransactionScope.ValueType  # 1
+    END_TRANSACTION_SCOPE_TRANSACTION: _EndTransactionScope.ValueType  # 2
+    END_TRANSACTION_SCOPE_PRODUCER_GROUP: _EndTransactionScope.ValueType  # 3
+
+class EndTransactionScope(_EndTransactionScope, metaclass=_EndTransactionScopeEnumTypeWrapper):
+    """The extent of one EndTransaction (this project's extension; see EndTransactionRequest.scope)."""
+
+END_TRANSACTION_SCOPE_UNSPECIFIED: EndTransactionScope.ValueType  # 0
+END_TRANSACTION_SCOPE_HALF_MESSAGE: EndTransactionScope.ValueType  # 1
+END_TRANSACTION_SCOPE_TRANSACTION: EndTransactionScope.ValueType  # 2
+END_TRANSACTION_SCOPE_PRODUCER_GROUP: EndTransactionScope.ValueType  # 3
+Global___EndTransactionScope: _TypeAlias = EndTransactionScope  # noqa: Y015
+
 class _ConsumeType:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -1007,6 +1027,7 @@ class EndTransactionRequest(_message.Message):
     MSG_ID_FIELD_NUMBER: _builtins.int
     TRANSACTION_ID_FIELD_NUMBER: _builtins.int
     TOPIC_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
     producer_group: _builtins.str
     tran_state_table_offset: _builtins.int
     """The half message's queue offset on RMQ_SYS_TRANS_HALF_TOPIC (the send answer's queue_offset)."""
@@ -1024,6 +1045,13 @@ class EndTransactionRequest(_message.Message):
     """The send answer's transaction id (the UNIQ_KEY); when set it must match the half message's."""
     topic: _builtins.str
     """The transaction's (real) topic: the ACL resource (Pub); when set it must be the half message's REAL_TOPIC."""
+    scope: Global___EndTransactionScope.ValueType
+    """This project's extension of RocketMQ's END_TRANSACTION: how many half messages one call ends.
+    END_TRANSACTION_SCOPE_UNSPECIFIED / _HALF_MESSAGE: the one half message named above (RocketMQ's behaviour).
+    _TRANSACTION: every open half message of (producer_group, transaction_id) on this broker, where transaction_id
+    is the half messages' __transactionId__ property (a Spark task attempt's transaction); the offsets are ignored.
+    _PRODUCER_GROUP: every open half message of producer_group (ROLLBACK only: a finished job's leftovers).
+    """
     def __init__(
         self,
         *,
@@ -1035,10 +1063,11 @@ class EndTransactionRequest(_message.Message):
         msg_id: _builtins.str = ...,
         transaction_id: _builtins.str = ...,
         topic: _builtins.str = ...,
+        scope: Global___EndTransactionScope.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit_log_offset", b"commit_log_offset", "commit_or_rollback", b"commit_or_rollback", "from_transaction_check", b"from_transaction_check", "msg_id", b"msg_id", "producer_group", b"producer_group", "topic", b"topic", "tran_state_table_offset", b"tran_state_table_offset", "transaction_id", b"transaction_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit_log_offset", b"commit_log_offset", "commit_or_rollback", b"commit_or_rollback", "from_transaction_check", b"from_transaction_check", "msg_id", b"msg_id", "producer_group", b"producer_group", "scope", b"scope", "topic", b"topic", "tran_state_table_offset", b"tran_state_table_offset", "transaction_id", b"transaction_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1051,23 +1080,34 @@ class EndTransactionResponse(_message.Message):
     another producer group, queue offset, transaction id or topic; ILLEGAL_OPERATION 604 for a transaction already
     committed or rolled back (the remark says which) or one ended by the producer after its
     CHECK_IMMUNITY_TIME_IN_SECONDS; INVALID_PARAMETER 29 for a commit_or_rollback that is none of the three.
+    With scope TRANSACTION or PRODUCER_GROUP: SUCCESS 0 also when nothing was open (idempotent: half messages already
+    ended the same way are passed over and counted in already_ended); ILLEGAL_OPERATION 604 when committing a
+    transaction some of whose half messages were rolled back or discarded (nothing changed); INVALID_PARAMETER 29 for
+    an empty producer_group, an empty transaction_id (TRANSACTION) or a COMMIT of a whole producer group.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     CODE_FIELD_NUMBER: _builtins.int
     REMARK_FIELD_NUMBER: _builtins.int
+    ENDED_COUNT_FIELD_NUMBER: _builtins.int
+    ALREADY_ENDED_FIELD_NUMBER: _builtins.int
     code: _builtins.int
     remark: _builtins.str
+    ended_count: _builtins.int
+    """Scope TRANSACTION / PRODUCER_GROUP: the half messages this call ended, and those found already ended this way."""
+    already_ended: _builtins.int
     def __init__(
         self,
         *,
         code: _builtins.int = ...,
         remark: _builtins.str = ...,
+        ended_count: _builtins.int = ...,
+        already_ended: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "remark", b"remark"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["already_ended", b"already_ended", "code", b"code", "ended_count", b"ended_count", "remark", b"remark"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from mq.common.v1 import common_pb2 as mq_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bmq/gateway/v1/gateway.proto\x12\rmq.gateway.v1\x1a\x19mq/common/v1/common.proto\"\xb6\x02\n\x07Message\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\x12\x0b\n\x03tag\x18\x03 \x01(\t\x12\x0c\n\x04keys\x18\x04 \x03(\t\x12\x14\n\x0csharding_key\x18\x05 \x01(\t\x12:\n\nproperties\x18\x06 \x03(\x0b\x32&.mq.gateway.v1.Message.PropertiesEntry\x12\x0c\n\x04\x66lag\x18\x07 \x01(\x05\x12\x18\n\x10\x64\x65lay_time_level\x18\x08 \x01(\x05\x12\x17\n\x0f\x64\x65liver_time_ms\x18\t \x01(\x03\x12\x16\n\x0e\x64\x65lay_time_sec\x18\n \x01(\x03\x12\x15\n\rdelay_time_ms\x18\x0b \x01(\x03\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xd4\x01\n\nSendResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12-\n\x0bsend_status\x18\x03 \x01(\x0e\x32\x18.mq.common.v1.SendStatus\x12\x0e\n\x06msg_id\x18\x04 \x01(\t\x12\x15\n\roffset_msg_id\x18\x05 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x06 \x01(\t\x12\x10\n\x08queue_id\x18\x07 \x01(\x05\x12\x14\n\x0cqueue_offset\x18\x08 \x01(\x03\x12\x15\n\rrecall_handle\x18\t \x01(\t\"g\n\x0bSendRequest\x12\'\n\x07message\x18\x01 \x01(\x0b\x32\x16.mq.gateway.v1.Message\x12\x16\n\x0eproducer_group\x18\x02 \x01(\t\x12\x17\n\x0fsend_timeout_ms\x18\x03 \x01(\x03\"9\n\x0cSendResponse\x12)\n\x06result\x18\x01 \x01(\x0b\x32\x19.mq.gateway.v1.SendResult\"m\n\x10SendBatchRequest\x12(\n\x08messages\x18\x01 \x03(\x0b\x32\x16.mq.gateway.v1.Message\x12\x16\n\x0eproducer_group\x18\x02 \x01(\t\x12\x17\n\x0fsend_timeout_ms\x18\x03 \x01(\x03\"?\n\x11SendBatchResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.mq.gateway.v1.SendResult\"m\n\x11SendOnewayRequest\x12\'\n\x07message\x18\x01 \x01(\x0b\x32\x16.mq.gateway.v1.Message\x12\x16\n\x0eproducer_group\x18\x02 \x01(\t\x12\x17\n\x0fsend_timeout_ms\x18\x03 \x01(\x03\"B\n\x12SendOnewayResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\t\"h\n\x14RecallMessageRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x15\n\rrecall_handle\x18\x02 \x01(\t\x12\x16\n\x0eproducer_group\x18\x03 \x01(\t\x12\x12\n\ntimeout_ms\x18\x04 \x01(\x03\"E\n\x15RecallMessageResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\t2\xd1\x02\n\x0fProducerGateway\x12?\n\x04Send\x12\x1a.mq.gateway.v1.SendRequest\x1a\x1b.mq.gateway.v1.SendResponse\x12N\n\tSendBatch\x12\x1f.mq.gateway.v1.SendBatchRequest\x1a .mq.gateway.v1.SendBatchResponse\x12Q\n\nSendOneway\x12 .mq.gateway.v1.SendOnewayRequest\x1a!.mq.gateway.v1.SendOnewayResponse\x12Z\n\rRecallMessage\x12#.mq.gateway.v1.RecallMessageRequest\x1a$.mq.gateway.v1.RecallMessageResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bmq/gateway/v1/gateway.proto\x12\rmq.gateway.v1\x1a\x19mq/common/v1/common.proto\"\xce\x02\n\x07Message\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\x12\x0b\n\x03tag\x18\x03 \x01(\t\x12\x0c\n\x04keys\x18\x04 \x03(\t\x12\x14\n\x0csharding_key\x18\x05 \x01(\t\x12:\n\nproperties\x18\x06 \x03(\x0b\x32&.mq.gateway.v1.Message.PropertiesEntry\x12\x0c\n\x04\x66lag\x18\x07 \x01(\x05\x12\x18\n\x10\x64\x65lay_time_level\x18\x08 \x01(\x05\x12\x17\n\x0f\x64\x65liver_time_ms\x18\t \x01(\x03\x12\x16\n\x0e\x64\x65lay_time_sec\x18\n \x01(\x03\x12\x15\n\rdelay_time_ms\x18\x0b \x01(\x03\x12\x16\n\x0etransaction_id\x18\x0c \x01(\t\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xd4\x01\n\nSendResult\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12-\n\x0bsend_status\x18\x03 \x01(\x0e\x32\x18.mq.common.v1.SendStatus\x12\x0e\n\x06msg_id\x18\x04 \x01(\t\x12\x15\n\roffset_msg_id\x18\x05 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x06 \x01(\t\x12\x10\n\x08queue_id\x18\x07 \x01(\x05\x12\x14\n\x0cqueue_offset\x18\x08 \x01(\x03\x12\x15\n\rrecall_handle\x18\t \x01(\t\"g\n\x0bSendRequest\x12\'\n\x07message\x18\x01 \x01(\x0b\x32\x16.mq.gateway.v1.Message\x12\x16\n\x0eproducer_group\x18\x02 \x01(\t\x12\x17\n\x0fsend_timeout_ms\x18\x03 \x01(\x03\"9\n\x0cSendResponse\x12)\n\x06result\x18\x01 \x01(\x0b\x32\x19.mq.gateway.v1.SendResult\"m\n\x10SendBatchRequest\x12(\n\x08messages\x18\x01 \x03(\x0b\x32\x16.mq.gateway.v1.Message\x12\x16\n\x0eproducer_group\x18\x02 \x01(\t\x12\x17\n\x0fsend_timeout_ms\x18\x03 \x01(\x03\"?\n\x11SendBatchResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.mq.gateway.v1.SendResult\"m\n\x11SendOnewayRequest\x12\'\n\x07message\x18\x01 \x01(\x0b\x32\x16.mq.gateway.v1.Message\x12\x16\n\x0eproducer_group\x18\x02 \x01(\t\x12\x17\n\x0fsend_timeout_ms\x18\x03 \x01(\x03\"B\n\x12SendOnewayResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\t\"h\n\x14RecallMessageRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x15\n\rrecall_handle\x18\x02 \x01(\t\x12\x16\n\x0eproducer_group\x18\x03 \x01(\t\x12\x12\n\ntimeout_ms\x18\x04 \x01(\x03\"E\n\x15RecallMessageResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x0e\n\x06msg_id\x18\x03 \x01(\t\"\x98\x01\n\x15\x45ndTransactionRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x16\n\x0eproducer_group\x18\x02 \x01(\t\x12\x16\n\x0etransaction_id\x18\x03 \x01(\t\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\x08\x12\x1c\n\x14whole_producer_group\x18\x05 \x01(\x08\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x03\"x\n\x16\x45ndTransactionResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x13\n\x0b\x65nded_count\x18\x03 \x01(\x03\x12\x15\n\ralready_ended\x18\x04 \x01(\x03\x12\x14\n\x0c\x62roker_names\x18\x05 \x03(\t2\xb0\x03\n\x0fProducerGateway\x12?\n\x04Send\x12\x1a.mq.gateway.v1.SendRequest\x1a\x1b.mq.gateway.v1.SendResponse\x12N\n\tSendBatch\x12\x1f.mq.gateway.v1.SendBatchRequest\x1a .mq.gateway.v1.SendBatchResponse\x12Q\n\nSendOneway\x12 .mq.gateway.v1.SendOnewayRequest\x1a!.mq.gateway.v1.SendOnewayResponse\x12Z\n\rRecallMessage\x12#.mq.gateway.v1.RecallMessageRequest\x1a$.mq.gateway.v1.RecallMessageResponse\x12]\n\x0e\x45ndTransaction\x12$.mq.gateway.v1.EndTransactionRequest\x1a%.mq.gateway.v1.EndTransactionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,27 +35,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MESSAGE_PROPERTIESENTRY']._loaded_options = None
   _globals['_MESSAGE_PROPERTIESENTRY']._serialized_options = b'8\001'
   _globals['_MESSAGE']._serialized_start=74
-  _globals['_MESSAGE']._serialized_end=384
-  _globals['_MESSAGE_PROPERTIESENTRY']._serialized_start=335
-  _globals['_MESSAGE_PROPERTIESENTRY']._serialized_end=384
-  _globals['_SENDRESULT']._serialized_start=387
-  _globals['_SENDRESULT']._serialized_end=599
-  _globals['_SENDREQUEST']._serialized_start=601
-  _globals['_SENDREQUEST']._serialized_end=704
-  _globals['_SENDRESPONSE']._serialized_start=706
-  _globals['_SENDRESPONSE']._serialized_end=763
-  _globals['_SENDBATCHREQUEST']._serialized_start=765
-  _globals['_SENDBATCHREQUEST']._serialized_end=874
-  _globals['_SENDBATCHRESPONSE']._serialized_start=876
-  _globals['_SENDBATCHRESPONSE']._serialized_end=939
-  _globals['_SENDONEWAYREQUEST']._serialized_start=941
-  _globals['_SENDONEWAYREQUEST']._serialized_end=1050
-  _globals['_SENDONEWAYRESPONSE']._serialized_start=1052
-  _globals['_SENDONEWAYRESPONSE']._serialized_end=1118
-  _globals['_RECALLMESSAGEREQUEST']._serialized_start=1120
-  _globals['_RECALLMESSAGEREQUEST']._serialized_end=1224
-  _globals['_RECALLMESSAGERESPONSE']._serialized_start=1226
-  _globals['_RECALLMESSAGERESPONSE']._serialized_end=1295
-  _globals['_PRODUCERGATEWAY']._serialized_start=1298
-  _globals['_PRODUCERGATEWAY']._serialized_end=1635
+  _globals['_MESSAGE']._serialized_end=408
+  _globals['_MESSAGE_PROPERTIESENTRY']._serialized_start=359
+  _globals['_MESSAGE_PROPERTIESENTRY']._serialized_end=408
+  _globals['_SENDRESULT']._serialized_start=411
+  _globals['_SENDRESULT']._serialized_end=623
+  _globals['_SENDREQUEST']._serialized_start=625
+  _globals['_SENDREQUEST']._serialized_end=728
+  _globals['_SENDRESPONSE']._serialized_start=730
+  _globals['_SENDRESPONSE']._serialized_end=787
+  _globals['_SENDBATCHREQUEST']._serialized_start=789
+  _globals['_SENDBATCHREQUEST']._serialized_end=898
+  _globals['_SENDBATCHRESPONSE']._serialized_start=900
+  _globals['_SENDBATCHRESPONSE']._serialized_end=963
+  _globals['_SENDONEWAYREQUEST']._serialized_start=965
+  _globals['_SENDONEWAYREQUEST']._serialized_end=1074
+  _globals['_SENDONEWAYRESPONSE']._serialized_start=1076
+  _globals['_SENDONEWAYRESPONSE']._serialized_end=1142
+  _globals['_RECALLMESSAGEREQUEST']._serialized_start=1144
+  _globals['_RECALLMESSAGEREQUEST']._serialized_end=1248
+  _globals['_RECALLMESSAGERESPONSE']._serialized_start=1250
+  _globals['_RECALLMESSAGERESPONSE']._serialized_end=1319
+  _globals['_ENDTRANSACTIONREQUEST']._serialized_start=1322
+  _globals['_ENDTRANSACTIONREQUEST']._serialized_end=1474
+  _globals['_ENDTRANSACTIONRESPONSE']._serialized_start=1476
+  _globals['_ENDTRANSACTIONRESPONSE']._serialized_end=1596
+  _globals['_PRODUCERGATEWAY']._serialized_start=1599
+  _globals['_PRODUCERGATEWAY']._serialized_end=2031
 # @@protoc_insertion_point(module_scope)

@@ -56,6 +56,7 @@ class Message(_message.Message):
     DELIVER_TIME_MS_FIELD_NUMBER: _builtins.int
     DELAY_TIME_SEC_FIELD_NUMBER: _builtins.int
     DELAY_TIME_MS_FIELD_NUMBER: _builtins.int
+    TRANSACTION_ID_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     body: _builtins.bytes
     tag: _builtins.str
@@ -76,6 +77,11 @@ class Message(_message.Message):
     """
     delay_time_sec: _builtins.int
     delay_time_ms: _builtins.int
+    transaction_id: _builtins.str
+    """A half message of this transaction (this project's extension, TransactionMQProducer's half message on the one
+    send path): stored with TRAN_MSG, PGROUP = the request's producer_group and __transactionId__ = this id; not
+    delivered until EndTransaction commits the transaction. Not with a delay (MESSAGE_ILLEGAL 13).
+    """
     @_builtins.property
     def keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Property KEYS (joined with spaces)."""
@@ -98,10 +104,11 @@ class Message(_message.Message):
         deliver_time_ms: _builtins.int = ...,
         delay_time_sec: _builtins.int = ...,
         delay_time_ms: _builtins.int = ...,
+        transaction_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "delay_time_level", b"delay_time_level", "delay_time_ms", b"delay_time_ms", "delay_time_sec", b"delay_time_sec", "deliver_time_ms", b"deliver_time_ms", "flag", b"flag", "keys", b"keys", "properties", b"properties", "sharding_key", b"sharding_key", "tag", b"tag", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "delay_time_level", b"delay_time_level", "delay_time_ms", b"delay_time_ms", "delay_time_sec", b"delay_time_sec", "deliver_time_ms", b"deliver_time_ms", "flag", b"flag", "keys", b"keys", "properties", b"properties", "sharding_key", b"sharding_key", "tag", b"tag", "topic", b"topic", "transaction_id", b"transaction_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -366,3 +373,84 @@ class RecallMessageResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecallMessageResponse: _TypeAlias = RecallMessageResponse  # noqa: Y015
+
+@_typing.final
+class EndTransactionRequest(_message.Message):
+    """Mirrors EndTransactionRequestHeader, for a whole transaction (see ProducerGateway.EndTransaction)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PRODUCER_GROUP_FIELD_NUMBER: _builtins.int
+    TRANSACTION_ID_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    WHOLE_PRODUCER_GROUP_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    """The topic whose route names the broker masters to end the transaction on (Pub on it when auth is on)."""
+    producer_group: _builtins.str
+    """The PGROUP of the half messages (the SendBatch's producer_group)."""
+    transaction_id: _builtins.str
+    """Message.transaction_id of the half messages; empty with whole_producer_group."""
+    commit: _builtins.bool
+    """True: commit; false: roll back."""
+    whole_producer_group: _builtins.bool
+    """Roll back every open half message of producer_group (transaction_id empty, commit false)."""
+    timeout_ms: _builtins.int
+    """0 means the gateway's send_timeout_ms (3000)."""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        producer_group: _builtins.str = ...,
+        transaction_id: _builtins.str = ...,
+        commit: _builtins.bool = ...,
+        whole_producer_group: _builtins.bool = ...,
+        timeout_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commit", b"commit", "producer_group", b"producer_group", "timeout_ms", b"timeout_ms", "topic", b"topic", "transaction_id", b"transaction_id", "whole_producer_group", b"whole_producer_group"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndTransactionRequest: _TypeAlias = EndTransactionRequest  # noqa: Y015
+
+@_typing.final
+class EndTransactionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    REMARK_FIELD_NUMBER: _builtins.int
+    ENDED_COUNT_FIELD_NUMBER: _builtins.int
+    ALREADY_ENDED_FIELD_NUMBER: _builtins.int
+    BROKER_NAMES_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    """0 (SUCCESS) when every broker master ended it (or had nothing of it); otherwise the first failure's
+    ResponseCode: ILLEGAL_OPERATION (604) for a commit of a transaction partly rolled back or discarded;
+    INVALID_PARAMETER (29) for a bad request; TOPIC_NOT_EXIST (17); a broker's or the transport's code.
+    """
+    remark: _builtins.str
+    ended_count: _builtins.int
+    """Half messages ended by this call, and those already ended the same way (summed over the brokers)."""
+    already_ended: _builtins.int
+    @_builtins.property
+    def broker_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The broker names that answered SUCCESS."""
+
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        remark: _builtins.str = ...,
+        ended_count: _builtins.int = ...,
+        already_ended: _builtins.int = ...,
+        broker_names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["already_ended", b"already_ended", "broker_names", b"broker_names", "code", b"code", "ended_count", b"ended_count", "remark", b"remark"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EndTransactionResponse: _TypeAlias = EndTransactionResponse  # noqa: Y015

@@ -54,6 +54,11 @@ class ProducerGatewayStub:
                 request_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageRequest.SerializeToString,
                 response_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageResponse.FromString,
                 _registered_method=True)
+        self.EndTransaction = channel.unary_unary(
+                '/mq.gateway.v1.ProducerGateway/EndTransaction',
+                request_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.EndTransactionRequest.SerializeToString,
+                response_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.EndTransactionResponse.FromString,
+                _registered_method=True)
 
 
 class ProducerGatewayServicer:
@@ -90,6 +95,15 @@ class ProducerGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EndTransaction(self, request, context):
+        """Commit or roll back a whole transaction (this project's extension of END_TRANSACTION): every half message of
+        (producer_group, transaction_id) sent with Message.transaction_id, on every broker master of the topic's route,
+        with one broker EndTransaction (scope TRANSACTION, or PRODUCER_GROUP for a rollback of all of a group) each.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProducerGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +126,11 @@ def add_ProducerGatewayServicer_to_server(servicer, server):
                     servicer.RecallMessage,
                     request_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageRequest.FromString,
                     response_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageResponse.SerializeToString,
+            ),
+            'EndTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTransaction,
+                    request_deserializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.EndTransactionRequest.FromString,
+                    response_serializer=mq_dot_gateway_dot_v1_dot_gateway__pb2.EndTransactionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -222,6 +241,33 @@ class ProducerGateway:
             '/mq.gateway.v1.ProducerGateway/RecallMessage',
             mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageRequest.SerializeToString,
             mq_dot_gateway_dot_v1_dot_gateway__pb2.RecallMessageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mq.gateway.v1.ProducerGateway/EndTransaction',
+            mq_dot_gateway_dot_v1_dot_gateway__pb2.EndTransactionRequest.SerializeToString,
+            mq_dot_gateway_dot_v1_dot_gateway__pb2.EndTransactionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -46,6 +46,11 @@ class ProducerGatewayStub:
     """Cancel a timer message not delivered yet, by the recall_handle of its SendResult
     (DefaultMQProducer#recallMessage): the gateway calls RecallMessage on the master of the handle's broker.
     """
+    EndTransaction: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.EndTransactionRequest, _gateway_pb2.EndTransactionResponse]
+    """Commit or roll back a whole transaction (this project's extension of END_TRANSACTION): every half message of
+    (producer_group, transaction_id) sent with Message.transaction_id, on every broker master of the topic's route,
+    with one broker EndTransaction (scope TRANSACTION, or PRODUCER_GROUP for a rollback of all of a group) each.
+    """
 
 @_typing.type_check_only
 class ProducerGatewayAsyncStub(ProducerGatewayStub):
@@ -62,6 +67,11 @@ class ProducerGatewayAsyncStub(ProducerGatewayStub):
     RecallMessage: _aio.UnaryUnaryMultiCallable[_gateway_pb2.RecallMessageRequest, _gateway_pb2.RecallMessageResponse]  # type: ignore[assignment]
     """Cancel a timer message not delivered yet, by the recall_handle of its SendResult
     (DefaultMQProducer#recallMessage): the gateway calls RecallMessage on the master of the handle's broker.
+    """
+    EndTransaction: _aio.UnaryUnaryMultiCallable[_gateway_pb2.EndTransactionRequest, _gateway_pb2.EndTransactionResponse]  # type: ignore[assignment]
+    """Commit or roll back a whole transaction (this project's extension of END_TRANSACTION): every half message of
+    (producer_group, transaction_id) sent with Message.transaction_id, on every broker master of the topic's route,
+    with one broker EndTransaction (scope TRANSACTION, or PRODUCER_GROUP for a rollback of all of a group) each.
     """
 
 class ProducerGatewayServicer(metaclass=_abc_1.ABCMeta):
@@ -100,6 +110,17 @@ class ProducerGatewayServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_gateway_pb2.RecallMessageResponse, _abc.Awaitable[_gateway_pb2.RecallMessageResponse]]:
         """Cancel a timer message not delivered yet, by the recall_handle of its SendResult
         (DefaultMQProducer#recallMessage): the gateway calls RecallMessage on the master of the handle's broker.
+        """
+
+    @_abc_1.abstractmethod
+    def EndTransaction(
+        self,
+        request: _gateway_pb2.EndTransactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_gateway_pb2.EndTransactionResponse, _abc.Awaitable[_gateway_pb2.EndTransactionResponse]]:
+        """Commit or roll back a whole transaction (this project's extension of END_TRANSACTION): every half message of
+        (producer_group, transaction_id) sent with Message.transaction_id, on every broker master of the topic's route,
+        with one broker EndTransaction (scope TRANSACTION, or PRODUCER_GROUP for a rollback of all of a group) each.
         """
 
 def add_ProducerGatewayServicer_to_server(servicer: ProducerGatewayServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
