@@ -7,8 +7,21 @@ Mirrors org.apache.rocketmq.remoting.protocol.header.EndTransactionRequestHeader
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 from mq_common.constants import MessageSysFlag
+
+
+class EndTransactionScope(IntEnum):
+    """How many half messages one END_TRANSACTION ends (this project's extension of RocketMQ's protocol; the values of
+    mq.broker.v1.EndTransactionScope). UNSPECIFIED and HALF_MESSAGE: the one half message the offsets name
+    (RocketMQ); TRANSACTION: every open half message of (producer group, ``__transactionId__``) on the broker;
+    PRODUCER_GROUP: every open half message of the producer group (ROLLBACK only)."""
+
+    UNSPECIFIED = 0
+    HALF_MESSAGE = 1
+    TRANSACTION = 2
+    PRODUCER_GROUP = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +31,9 @@ class EndTransactionRequestHeader:
     ``tran_state_table_offset``: the half message's queue offset on RMQ_SYS_TRANS_HALF_TOPIC; ``commit_log_offset``:
     its CommitLog offset; ``commit_or_rollback``: a MessageSysFlag transaction type (NOT 0 = unknown, COMMIT 8,
     ROLLBACK 12); ``from_transaction_check``: the producer answers a check-back; ``msg_id`` and ``transaction_id``:
-    the producer's UNIQ_KEY (``transaction_id`` may be empty); ``topic``: the real topic (may be empty).
+    the producer's UNIQ_KEY (``transaction_id`` may be empty); ``topic``: the real topic (may be empty); ``scope``:
+    an :class:`EndTransactionScope` value (with TRANSACTION, ``transaction_id`` is the half messages'
+    ``__transactionId__`` and the offsets are ignored).
     """
 
     producer_group: str
@@ -29,6 +44,12 @@ class EndTransactionRequestHeader:
     msg_id: str = ""
     transaction_id: str = ""
     topic: str = ""
+    scope: int = EndTransactionScope.UNSPECIFIED
+
+    @property
+    def is_batch(self) -> bool:
+        """Whether this ends a whole transaction or group (scope TRANSACTION or PRODUCER_GROUP)."""
+        return self.scope in (EndTransactionScope.TRANSACTION, EndTransactionScope.PRODUCER_GROUP)
 
     @property
     def is_commit(self) -> bool:

@@ -18,6 +18,7 @@ def end_transaction_request_from_proto(request: broker_pb2.EndTransactionRequest
         msg_id=request.msg_id,
         transaction_id=request.transaction_id,
         topic=request.topic,
+        scope=int(request.scope),
     )
 
 
@@ -31,4 +32,5 @@ def end_transaction_request_to_proto(header: EndTransactionRequestHeader) -> bro
         msg_id=header.msg_id,
         transaction_id=header.transaction_id,
         topic=header.topic,
+        scope=header.scope,  # type: ignore[arg-type]
     )
