@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamReader,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from mq_spark.counts import PublishCounts
@@ -44,11 +50,33 @@ class PublishCommitMessage(WriterCommitMessage):
 
 
 class RocketMQDataSource(DataSource):
-    """Data source ``rocketmq`` (write only). Options: see :mod:`mq_spark.options`."""
+    """Data source ``rocketmq``: writes (options: :mod:`mq_spark.options`) and reads (:mod:`mq_spark.source`)."""
 
     @classmethod
     def name(cls) -> str:
         return FORMAT_NAME
+
+    def schema(self) -> StructType:
+        """The source's columns (mq_spark.source.schema.SOURCE_SCHEMA); a write uses its DataFrame's own."""
+        from mq_spark.source.schema import SOURCE_SCHEMA
+
+        return SOURCE_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """``spark.read.format("rocketmq")`` (mq_spark.source.reader). Raises InvalidParameterError (29) for a
+        bad option (mq_spark.source.options)."""
+        from mq_spark.source.options import SourceOptions
+        from mq_spark.source.reader import RocketMQReader
+
+        return RocketMQReader(SourceOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream.format("rocketmq")`` (mq_spark.source.reader). Raises InvalidParameterError (29)
+        for a bad option."""
+        from mq_spark.source.options import SourceOptions
+        from mq_spark.source.reader import RocketMQStreamReader
+
+        return RocketMQStreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> RocketMQArrowWriter:
         """Validate the options against ``schema``. Raises InvalidParameterError (29) for a bad option."""
