@@ -62,9 +62,12 @@ from mq_broker.settings import BrokerSettings, pop_config
 from mq_broker.store.config import BrokerRole
 from mq_broker.store.message_store import DefaultMessageStore, StoreStartError
 from mq_broker.topic_config import TopicConfigManager
+from mq_broker.transaction.admin_grpc_api import SERVICE_NAME as TRANSACTION_ADMIN_SERVICE_NAME
+from mq_broker.transaction.admin_grpc_api import TransactionAdminServicer
 from mq_broker.transaction.check_service import TransactionalMessageCheckService
 from mq_broker.transaction.grpc_api import SERVICE_NAME as TRANSACTION_CHECK_SERVICE_NAME
 from mq_broker.transaction.grpc_api import TransactionCheckServicer
+from mq_broker.transaction.open_transactions import OpenTransactions, lowest_offset, min_open_offset
 from mq_broker.transaction.producer_manager import ProducerManager
 from mq_broker.transaction.transaction_state import TransactionState
 from mq_broker.transaction.transactional_message_service import TransactionalMessageService
@@ -177,7 +180,7 @@ class BrokerController:
             max_concurrent_streams=s.max_concurrent_streams,
         )
         server = ServiceServer(
-            [SERVICE_NAME, TRANSACTION_CHECK_SERVICE_NAME],
+            [SERVICE_NAME, TRANSACTION_CHECK_SERVICE_NAME, TRANSACTION_ADMIN_SERVICE_NAME],
             [RequestContextInterceptor(observe=observe, self_observed=frozenset({"SendStream"}))],
             limits=limits,
             grpc_server=s.grpc_server,
@@ -292,13 +295,14 @@ class BrokerController:
         )
         self.scheduled = scheduled = ScheduledDelivery(s, store, topics, s.store_path_root_dir / "config", self.metrics)
         self.send_processor.schedule_hook = scheduled.hook
-        store.clean_service.keep_from = scheduled.min_held_offset
         self.send_processor.enable_topic_message_type_check = s.enable_topic_message_type_check
         pull, send_back = self._build_pull_side(store, topics)
         assert self.retry_dlq is not None
         self.retry_dlq.schedule_hook = scheduled.hook
         pop = self.pop = self._build_pop(store, topics)
         self.transaction_state = state = TransactionState(store, self.consumer_offsets)
+        # CommitLog files holding held timers or open half messages stay (short of forced cleaning)
+        store.clean_service.keep_from = lowest_offset(scheduled.min_held_offset, lambda: min_open_offset(store, state))
         self.transaction = TransactionalMessageService(store, state, transaction_timeout_ms=s.transaction_timeout_ms)
         self.transaction_check = TransactionalMessageCheckService(
             store, state, transaction_timeout_ms=s.transaction_timeout_ms,
@@ -313,6 +317,9 @@ class BrokerController:
         self.transaction_check.listeners.append(self.producer_manager.check)
         transaction_pb2_grpc.add_TransactionCheckServicer_to_server(
             TransactionCheckServicer(self.producer_manager, self._authorize_transaction_checks), server.server
+        )
+        transaction_pb2_grpc.add_TransactionAdminServicer_to_server(
+            TransactionAdminServicer(OpenTransactions(store, state), self._authorize_admin), server.server
         )
         admin = AdminBrokerProcessor(store, topics, s.broker_name)
         assert self.subscription_groups is not None
@@ -339,6 +346,11 @@ class BrokerController:
             transaction=self.transaction,
         )
         broker_pb2_grpc.add_BrokerServicer_to_server(self.servicer, server.server)
+
+    def _authorize_admin(self, context: Any, rpc: str) -> None:
+        """Whether the caller of ``context`` may call the admin RPC ``rpc`` (auth on). Raises MQError 16."""
+        assert self.servicer is not None
+        self.servicer._admin_caller(context, rpc)  # the Broker service's own admin check
 
     def _authorize_transaction_checks(self, context: Any, groups: frozenset[str]) -> None:
         """Who may register for ``groups``' transaction checks: Pub on each group (auth on). Raises MQError 16."""
@@ -407,6 +419,7 @@ class BrokerController:
         if self.pop is not None and self.consumer_offsets is not None:
             self.pop.pop_processor.metrics = metrics
             pop = self.pop
+            metrics.bind_fifo(pop.context.order_info)
             metrics.bind_consumers(
                 self.consumer_offsets, pop.inflight_by_group_topic, inflight_in_queue=pop.inflight_count
             )

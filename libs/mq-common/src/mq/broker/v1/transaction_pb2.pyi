@@ -106,7 +106,9 @@ class QueryOpenTransactionsRequest(_message.Message):
     max_num: _builtins.int
     """At most this many transactions are listed (0: 1000); total_open still counts all."""
     uniq_key: _builtins.str
-    """Optional: one message's UNIQ_KEY; the answer's state then names that transaction's state."""
+    """Optional: one message's UNIQ_KEY; the answer's state then names that transaction's state (found through the
+    index, no scan: transactions is empty and total_open is the broker's count of the topic's open transactions).
+    """
     def __init__(
         self,
         *,
