@@ -438,7 +438,16 @@ class BrokerServicer(MetadataServicerMixin, AuthServicerMixin, broker_pb2_grpc.B
             self._require(self._caller(context), (Resource.of_topic(request.topic), Action.PUB))
             if self._transaction is None:
                 raise MQError("transactions are not served by this broker", ResponseCode.SERVICE_NOT_AVAILABLE)
-            remark = await self._transaction.end_transaction(end_transaction_request_from_proto(request))
+            header = end_transaction_request_from_proto(request)
+            if header.is_batch:  # this project's extension: a whole transaction, or a group's leftovers
+                whole = await self._transaction.end_whole(header)
+                return broker_pb2.EndTransactionResponse(
+                    code=ResponseCode.SUCCESS,
+                    remark=whole.remark,
+                    ended_count=whole.ended,
+                    already_ended=whole.already_ended,
+                )
+            remark = await self._transaction.end_transaction(header)
             return broker_pb2.EndTransactionResponse(code=ResponseCode.SUCCESS, remark=remark)
 
         return await _guard("EndTransaction", broker_pb2.EndTransactionResponse, handle)

@@ -10,25 +10,34 @@ transaction already committed or rolled back, or being ended by a concurrent cal
 and a remark naming how it ended, and nothing is stored; a transaction is named by its first half message, so an
 answer for any of its check copies ends them all (mq_broker.transaction.transaction_state, rebuilt from the CommitLog
 and the check progress: a restarted broker and a promoted slave know it too). A transaction id and a topic, when
-given, must be the half message's UNIQ_KEY and REAL_TOPIC. Event loop.
+given, must be the half message's UNIQ_KEY and REAL_TOPIC.
+
+This project's extension (EndTransactionRequestHeader.scope): scope TRANSACTION ends every open half message of
+(producer group, ``__transactionId__``) in one call, found through mq_broker.transaction.transaction_index; scope
+PRODUCER_GROUP rolls back every open one of a producer group. The records are stored in chunks of
+:data:`WHOLE_CHUNK` half messages (each chunk one put: the real messages and their op records, the same records as
+single ends, so slaves replicate them and a recovery reads them the same way). Half messages of one transaction
+with the same UNIQ_KEY (a send the producer core retried after a lost answer) are committed once: the others are
+rolled back. Event loop.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from mq_common.codec import MessageDecodeError, MessageExt
 from mq_common.constants import TRANS_HALF_TOPIC, MessageConst, MessageSysFlag
 from mq_common.errors import MQBrokerError
 from mq_common.logging import get_logger
-from mq_common.protocol.transaction import EndTransactionRequestHeader
+from mq_common.protocol.transaction import EndTransactionRequestHeader, EndTransactionScope
 from mq_common.response_code import ResponseCode
 
 from mq_broker.store.api import MessageStore
 from mq_broker.store.config import BrokerRole
-from mq_broker.store.message import PutMessageResult, PutMessageStatus
+from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 from mq_broker.transaction.half_message import (
     COMMIT,
     DISCARDED,
@@ -37,6 +46,7 @@ from mq_broker.transaction.half_message import (
     committed_message,
     op_record,
 )
+from mq_broker.transaction.transaction_index import Finished, TransactionIndex
 from mq_broker.transaction.transaction_state import TransactionState, identity_of
 
 if TYPE_CHECKING:
@@ -46,6 +56,8 @@ log = get_logger("mq_broker.transaction")
 
 _FIND_FAILED: Final = "Find prepared transaction message failed"
 _UNKNOWN_END: Final = "committed, rolled back or discarded"
+WHOLE_CHUNK: Final = 256
+"""Half messages ended per store put by a whole-transaction end."""
 _ENDED_WORDS: Final = {
     COMMIT: "committed",
     ROLLBACK: "rolled back",
@@ -62,6 +74,20 @@ def immunity_time_ms(half: MessageExt, transaction_timeout_ms: int) -> int:
     except ValueError:
         immunity_ms = 0
     return max(immunity_ms, transaction_timeout_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class WholeEndResult:
+    """What a whole-transaction end did: half messages ``ended`` now, ``already_ended`` the same way before,
+    ``duplicates`` rolled back because another half message of the transaction had their UNIQ_KEY."""
+
+    ended: int
+    already_ended: int
+    duplicates: int = 0
+
+    @property
+    def remark(self) -> str:
+        return f"ended {self.ended} half messages ({self.already_ended} already ended, {self.duplicates} duplicates)"
 
 
 class TransactionalMessageService:
@@ -81,6 +107,7 @@ class TransactionalMessageService:
         self.transaction_timeout_ms = transaction_timeout_ms
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         self.metrics: BrokerMetrics | None = None
+        self.index = TransactionIndex(store, state)
 
     # --- END_TRANSACTION -----------------------------------------------------------------------------------------
 
@@ -144,6 +171,155 @@ class TransactionalMessageService:
         finally:
             state.ending.discard(identity)
         return ""
+
+    # --- whole transactions (this project's extension) ------------------------------------------------------------
+
+    async def end_whole(self, header: EndTransactionRequestHeader) -> WholeEndResult:
+        """End every open half message of ``header``'s (producer_group, transaction_id) (scope TRANSACTION), or roll
+        back every open one of its producer group (scope PRODUCER_GROUP). Idempotent: half messages already ended
+        the same way are counted in ``already_ended``; nothing open is SUCCESS with 0.
+
+        Raises MQBrokerError: SLAVE_NOT_AVAILABLE 11 on a slave; INVALID_PARAMETER 29 for an empty producer group,
+        an empty transaction id (TRANSACTION), a COMMIT of a whole group, or a type that is not COMMIT or ROLLBACK;
+        ILLEGAL_OPERATION 604 when a COMMIT finds half messages of the transaction rolled back or discarded (or
+        being ended by another request): nothing of that chunk on is stored; the store's code when a put fails.
+        """
+        if self.store.broker_role is BrokerRole.SLAVE:
+            raise MQBrokerError("end transaction is not served by a slave", ResponseCode.SLAVE_NOT_AVAILABLE)
+        group, txid = header.producer_group, header.transaction_id
+        whole_group = header.scope == EndTransactionScope.PRODUCER_GROUP
+        if not (header.is_commit or header.is_rollback):
+            raise MQBrokerError(
+                f"commitOrRollback {header.commit_or_rollback} is neither COMMIT 8 nor ROLLBACK 12 for a whole "
+                "transaction",
+                ResponseCode.INVALID_PARAMETER,
+            )
+        if not group or (not whole_group and not txid):
+            raise MQBrokerError(
+                "a whole-transaction end needs a producer group and (scope TRANSACTION) a transaction id",
+                ResponseCode.INVALID_PARAMETER,
+            )
+        if whole_group and header.is_commit:
+            raise MQBrokerError("a whole producer group can only be rolled back", ResponseCode.INVALID_PARAMETER)
+        state = self.state
+        state.ensure_loaded()
+        state.catch_up_ops()
+        self.index.catch_up()
+        end_type = COMMIT if header.is_commit else ROLLBACK
+        txids = self.index.transactions_of(group) if whole_group else [txid]
+        total = WholeEndResult(0, 0)
+        for one in txids:
+            result = await self._end_one_whole(group, one, end_type)
+            total = WholeEndResult(
+                total.ended + result.ended,
+                total.already_ended + result.already_ended,
+                total.duplicates + result.duplicates,
+            )
+        log.info(
+            "transaction_whole_ended",
+            producer_group=group,
+            transaction_id=txid or "*",
+            end_type=end_type,
+            ended=total.ended,
+            already_ended=total.already_ended,
+            duplicates=total.duplicates,
+        )
+        return total
+
+    async def _end_one_whole(self, group: str, txid: str, end_type: str) -> WholeEndResult:
+        state = self.state
+        finished = self.index.finished.get((group, txid))
+        members = self.index.members(group, txid)
+        if not members:
+            if finished is not None and finished.end_type != end_type and end_type == COMMIT:
+                raise MQBrokerError(
+                    f"the transaction {txid} of {group} was already {_ENDED_WORDS[finished.end_type]}, nothing changed",
+                    ResponseCode.ILLEGAL_OPERATION,
+                )
+            same = finished.count if finished is not None and finished.end_type == end_type else 0
+            return WholeEndResult(0, same)
+        already = 0
+        pending: list[tuple[int, MessageExt]] = []
+        for identity, offset in sorted(members.items()):
+            how = state.ended.get(identity)
+            if how is not None:
+                if how == end_type:
+                    already += 1
+                elif end_type == COMMIT:
+                    raise MQBrokerError(
+                        f"the transaction {txid} of {group} has a half message (offset {identity}) "
+                        f"{_ENDED_WORDS.get(how, _UNKNOWN_END)}: it cannot be committed, nothing changed",
+                        ResponseCode.ILLEGAL_OPERATION,
+                    )
+                continue
+            if identity in state.ending:
+                raise MQBrokerError(
+                    f"a half message (offset {identity}) of the transaction {txid} is being ended by another request",
+                    ResponseCode.ILLEGAL_OPERATION,
+                )
+            half = self._lookup_half(offset)
+            if half is None or not state.is_open(half):
+                continue
+            pending.append((identity, half))
+        ended, duplicates = 0, 0
+        seen_keys: set[str] = set()
+        for begin in range(0, len(pending), WHOLE_CHUNK):
+            chunk = pending[begin : begin + WHOLE_CHUNK]
+            done, dups = await self._put_chunk(chunk, end_type, seen_keys)
+            ended += done
+            duplicates += dups
+        self.index.drop(group, txid, Finished(end_type, ended + already))
+        return WholeEndResult(ended, already, duplicates)
+
+    def _lookup_half(self, offset: int) -> MessageExt | None:
+        try:
+            half = self.store.lookup_message_by_offset(offset)
+        except (MessageDecodeError, ValueError, IndexError):
+            return None
+        return half if half is not None and half.topic == TRANS_HALF_TOPIC else None
+
+    async def _put_chunk(
+        self, chunk: list[tuple[int, MessageExt]], end_type: str, seen_keys: set[str]
+    ) -> tuple[int, int]:
+        """Store the records ending ``chunk`` in one put; returns (ended, duplicates rolled back)."""
+        state = self.state
+        batch: list[MessageExtBrokerInner] = []
+        plan: list[tuple[int, MessageExt, str, bool]] = []  # identity, half, its end type, with a real message
+        for identity, half in chunk:
+            one_type = end_type
+            if end_type == COMMIT:
+                key = half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+                if key and key in seen_keys:
+                    one_type = ROLLBACK
+                seen_keys.add(key)
+            if one_type == COMMIT:
+                try:
+                    batch.append(committed_message(half))
+                except HalfMessageError as exc:
+                    raise MQBrokerError(str(exc), ResponseCode.SYSTEM_ERROR) from None
+            batch.append(op_record(half.queue_offset, identity, one_type))
+            plan.append((identity, half, one_type, one_type == COMMIT))
+        state.ending.update(identity for identity, _ in chunk)
+        try:
+            results = await self.store.put_messages(batch)
+            ended = duplicates = 0
+            position = 0
+            for identity, half, one_type, with_real in plan:
+                real = results[position] if with_real else None
+                op = results[position + 1 if with_real else position]
+                position += 2 if with_real else 1
+                if op.status.is_stored:
+                    state.mark_ended(identity, one_type, op.queue_offset)
+                elif real is not None and real.status.is_stored:
+                    state.mark_ended(identity, one_type, state.op_progress())
+                if identity in state.ended:
+                    self._count_end(half, one_type == COMMIT)
+                    ended += 1
+                    duplicates += one_type != end_type
+            _raise_unless_stored(results)
+        finally:
+            state.ending.difference_update(identity for identity, _ in chunk)
+        return ended, duplicates
 
     def _count_end(self, half: MessageExt, committed: bool) -> None:
         topic = half.properties.get(MessageConst.REAL_TOPIC, "")

@@ -1,0 +1,99 @@
+"""The half messages of each (producer group, transaction id): what a whole-transaction END_TRANSACTION ends.
+
+This project's extension of RocketMQ (whose transactions are one half message each): a producer that sends many half
+messages under one ``__transactionId__`` (MessageConst.PROPERTY_TRANSACTION_ID; the Spark connector's task attempts)
+ends them all with one EndTransaction of scope TRANSACTION (or rolls back all of its producer group, scope
+PRODUCER_GROUP). The index is built by reading the half queue (RMQ_SYS_TRANS_HALF_TOPIC queue 0) incrementally, from
+the check progress on (everything before it is ended or copied further on), so each half message is decoded once
+and a restarted broker or a promoted slave rebuilds it on first use (the same recovery rule as
+mq_broker.transaction.transaction_state). A check copy replaces its transaction's entry (the newest copy is the one an
+end must name). Half messages without a transaction id are not indexed. Event loop (no locking).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Final
+
+from mq_common.constants import TRANS_HALF_TOPIC, MessageConst
+from mq_common.logging import get_logger
+
+from mq_broker.store.api import MessageStore
+from mq_broker.transaction.half_message import HALF_QUEUE_ID
+from mq_broker.transaction.transaction_state import TransactionState, identity_of
+
+log = get_logger("mq_broker.transaction")
+
+FINISHED_REMEMBERED: Final = 65_536
+"""Whole transactions ended through the index that are remembered (how they ended, how many half messages), so a
+repeated end is answered as already ended; the oldest are forgotten first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """How a whole transaction ended through the index, and how many half messages that ended."""
+
+    end_type: str
+    count: int
+
+
+class TransactionIndex:
+    """(producer group, transaction id) -> {identity: CommitLog offset of its newest half message or copy}."""
+
+    def __init__(self, store: MessageStore, state: TransactionState) -> None:
+        self.store = store
+        self.state = state
+        self.by_group: dict[str, dict[str, dict[int, int]]] = {}
+        self.finished: OrderedDict[tuple[str, str], Finished] = OrderedDict()
+        self._scanned_to = -1
+        """The next half queue offset to read; -1 before the first use (then: the check progress)."""
+
+    def reset(self) -> None:
+        """Forget the index (the next :meth:`catch_up` rebuilds it from the check progress)."""
+        self.by_group.clear()
+        self._scanned_to = -1
+
+    def catch_up(self) -> None:
+        """Index the half messages stored since the last call. The caller has loaded the transaction state."""
+        end = self.store.get_max_offset_in_queue(TRANS_HALF_TOPIC, HALF_QUEUE_ID)
+        if self._scanned_to > end:  # the queue was truncated (a demoted master): rebuild
+            log.info("transaction_index_rebuilt", scanned_to=self._scanned_to, half_max_offset=end)
+            self.reset()
+        if self._scanned_to < 0:
+            self._scanned_to = self.state.half_progress
+        if self._scanned_to >= end:
+            return
+        indexed = 0
+        for half in self.state.iter_half(self._scanned_to, end):
+            txid = half.properties.get(MessageConst.TRANSACTION_ID, "")
+            if not txid:
+                continue
+            group = half.properties.get(MessageConst.PRODUCER_GROUP, "")
+            self.by_group.setdefault(group, {}).setdefault(txid, {})[identity_of(half)] = half.commit_log_offset
+            indexed += 1
+        self._scanned_to = end
+        if indexed:
+            log.debug("transaction_index_caught_up", indexed=indexed, scanned_to=end)
+
+    def members(self, group: str, transaction_id: str) -> dict[int, int]:
+        """A copy of the transaction's {identity: CommitLog offset} (empty when unknown)."""
+        return dict(self.by_group.get(group, {}).get(transaction_id, {}))
+
+    def transactions_of(self, group: str) -> list[str]:
+        """The transaction ids of ``group`` with indexed half messages."""
+        return list(self.by_group.get(group, {}))
+
+    def drop(self, group: str, transaction_id: str, finished: Finished | None) -> None:
+        """Forget a transaction's entry; ``finished`` (when given) is remembered for repeated ends."""
+        txns = self.by_group.get(group)
+        if txns is not None:
+            txns.pop(transaction_id, None)
+            if not txns:
+                self.by_group.pop(group, None)
+        if finished is not None:
+            key = (group, transaction_id)
+            self.finished[key] = finished
+            self.finished.move_to_end(key)
+            while len(self.finished) > FINISHED_REMEMBERED:
+                self.finished.popitem(last=False)
