@@ -27,6 +27,14 @@ Bounds: the first ``max_pairs`` (topic, group) pairs keep their names; later one
 the event loop mutates; a copy the loop disturbed is retried, :data:`SNAPSHOT_ATTEMPTS` at most) and reads at most
 one record per queue (two with POP's per-queue in-flight counts).
 
+FIFO (orderly POP; RocketMQ 5 defines no FIFO metrics, so the names are ours), labels topic, consumer_group (bounded
+like the pairs above): ``mq_broker_fifo_blocked_queues`` (orderly queues blocked now: messages of their last pop are
+handed out and not acked, so nothing later in the queue is handed out) and ``mq_broker_fifo_block_age_ms`` (ms since
+the oldest of those blocks began, 0: none), both at scrape time from the orderly POP table
+(:class:`FifoOrderInfo`, ConsumerOrderInfoManager), one series per (topic, group) that has orderly state. A block
+begins at the first hand-out of a pop's messages and ends when the last of them is acked or sent to ``%DLQ%``;
+redeliveries continue it (see mq_broker.consumer.pop.order_info).
+
 Mirrors: org.apache.rocketmq.broker.metrics.ConsumerLagCalculator and BrokerMetricsManager#initLagAndDlqMetrics.
 """
 
@@ -36,12 +44,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from mq_common.constants import MixAll, is_system_topic
 from mq_common.metrics import NODE_LABELS, OTHER_TOPIC, NodeIdentity
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from mq_broker.consumer.pop.order_info import HoldEndListener, QueueHolds
 
 DEFAULT_MAX_CONSUMER_PAIRS: Final = 1024
 MAX_SCRAPE_QUEUES: Final = 32_768
@@ -57,6 +68,15 @@ InflightByGroupTopic = Callable[[], Mapping[tuple[str, str], int]]
 """(group, topic) -> messages in flight (POP's ``inflight_by_group_topic``)."""
 InflightInQueue = Callable[[str, str, int], int]
 """(group, topic, queue_id) -> messages in flight in that queue (POP's ``inflight_count``)."""
+
+
+class FifoOrderInfo(Protocol):
+    """What the FIFO metrics read of ConsumerOrderInfoManager: ``hold_summary()`` -> {(topic, group): QueueHolds}
+    (any thread) and the ``on_hold_end(topic, group, held_ms)`` hook they set (called on the event loop)."""
+
+    on_hold_end: HoldEndListener | None
+
+    def hold_summary(self) -> Mapping[tuple[str, str], QueueHolds]: ...
 
 
 class ConsumerOffsetTable(Protocol):

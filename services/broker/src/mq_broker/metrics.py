@@ -36,6 +36,12 @@ Series (every one also has cluster, node_type="broker", node_id=<broker name>):
   ``rocketmq_finish_message_latency`` histogram {topic} (seconds from the half message's birth to its end;
   buckets :data:`FINISH_LATENCY_BUCKETS_S`), ``mq_broker_transaction_checks_total`` {topic} (check-backs asked)
   and ``mq_broker_transaction_check_max_total`` {topic} (moved to TRANS_CHECK_MAX_TIME_TOPIC)
+- FIFO (orderly POP; ours, RocketMQ 5 has none) {topic, consumer_group}: ``mq_broker_fifo_blocked_queues`` and
+  ``mq_broker_fifo_block_age_ms`` (scrape time, :meth:`BrokerMetrics.bind_fifo`, see
+  :mod:`mq_broker.consumer_metrics`), ``mq_broker_fifo_order_wait_ms`` histogram (how long each block of an orderly
+  queue lasted, from the first hand-out of a pop's messages, redeliveries included, to the ack of the last of them:
+  the time the queue's later messages waited; buckets :data:`FIFO_ORDER_WAIT_BUCKETS_MS`; one observation per
+  block, on the ack that ends it)
 Topic labels are bounded by ``metrics_max_topics`` (then ``topic="_other"``), consumer label pairs by
 ``metrics_max_consumer_pairs`` (then ``topic="_other", consumer_group="_other"``). Hot-path cost: one call per
 stored batch (:meth:`BrokerMetrics.on_put`): a dict count per message and one counter update per
@@ -70,6 +76,7 @@ from mq_broker.consumer_metrics import (
     ConsumerLagSources,
     ConsumerOffsetTable,
     ConsumerPairLabels,
+    FifoOrderInfo,
     InflightByGroupTopic,
     InflightInQueue,
 )
@@ -89,6 +96,12 @@ TIMER_LATENESS_BUCKETS_MS: Final = (
 )  # fmt: skip
 # Seconds from a half message's birth to its commit or rollback (RocketMQ records whole seconds).
 FINISH_LATENCY_BUCKETS_S: Final = (1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0)
+# Ms an orderly queue stayed blocked (consume time of a batch up to redeliveries until retryMaxTimes).
+FIFO_ORDER_WAIT_BUCKETS_MS: Final = (
+    5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0, 60000.0, 300000.0,
+    600000.0, 1800000.0, 3600000.0,
+)  # fmt: skip
+FIFO_LABELS: Final = ("topic", "consumer_group")
 TIMER_TYPE_TIMER: Final = "timer"
 TIMER_TYPE_DELAY_LEVEL: Final = "delay_level"
 _HA_ROLES: Final = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
@@ -178,6 +191,13 @@ class BrokerMetrics(ServiceMetrics):
         self._init_consumer_metrics(max_consumer_pairs)
         self._init_timer_metrics()
         self._init_transaction_metrics()
+        self.fifo_order_wait = self.bulk_histogram(
+            "mq_broker_fifo_order_wait_ms",
+            "How long an orderly queue stayed blocked, in ms: from the first hand-out of a pop's messages "
+            "(redeliveries included) to the ack of the last of them, the time the queue's later messages waited.",
+            FIFO_LABELS,
+            buckets=FIFO_ORDER_WAIT_BUCKETS_MS,
+        )
 
     def _init_consumer_metrics(self, max_consumer_pairs: int) -> None:
         self.consumer_pairs = ConsumerPairLabels(max_consumer_pairs)
@@ -251,6 +271,12 @@ class BrokerMetrics(ServiceMetrics):
         """One check-back of a transaction of real topic ``topic`` (``check_max``: it was moved to
         TRANS_CHECK_MAX_TIME_TOPIC instead). Event loop."""
         (self.transaction_check_max if check_max else self.transaction_checks).child(self.topic(topic)).inc()
+
+    def on_fifo_order_wait(self, topic: str, group: str, waited_ms: float) -> None:
+        """A block of one of ``group``'s orderly queues of ``topic`` ended after ``waited_ms`` ms (the
+        ConsumerOrderInfoManager.on_hold_end hook). Event loop."""
+        label_topic, label_group, _retry, _system = self.consumer_pairs(topic, group, is_retry=False)
+        self.fifo_order_wait.observe_many((max(0.0, waited_ms),), label_topic, label_group)
 
     def on_timer_enqueue(self, topic: str, count: int) -> None:
         """``count`` timer messages of real topic ``topic`` entered the timer store (a count <= 0 counts
@@ -464,6 +490,38 @@ class BrokerMetrics(ServiceMetrics):
             labels=("delay_level",),
         )
 
+    def bind_fifo(self, order_info: FifoOrderInfo) -> None:
+        """Export ``mq_broker_fifo_blocked_queues`` and ``mq_broker_fifo_block_age_ms`` {topic, consumer_group}
+        from ``order_info.hold_summary()`` (scrape time, metrics HTTP thread; pairs past ``metrics_max_consumer_pairs``
+        fold into ``_other``: queues summed, ages maxed) and feed ``mq_broker_fifo_order_wait_ms`` from its
+        ``on_hold_end`` hook. Call once, on start-up."""
+        order_info.on_hold_end = self.on_fifo_order_wait
+
+        def rows() -> dict[tuple[str, str], tuple[int, int]]:
+            out: dict[tuple[str, str], tuple[int, int]] = {}
+            for (topic, group), holds in order_info.hold_summary().items():
+                label_topic, label_group, _retry, _system = self.consumer_pairs(topic, group, is_retry=False)
+                held, oldest = out.get((label_topic, label_group), (0, 0))
+                if holds.oldest_hold_ms and (not oldest or holds.oldest_hold_ms < oldest):
+                    oldest = holds.oldest_hold_ms
+                out[(label_topic, label_group)] = (held + holds.held, oldest)
+            return out
+
+        self.gauge_callback(
+            "mq_broker_fifo_blocked_queues",
+            "Orderly queues blocked now (messages of their last pop handed out and not acked: nothing later is "
+            "handed out), by topic and consumer group.",
+            lambda: [(labels, float(held)) for labels, (held, _o) in rows().items()],
+            labels=FIFO_LABELS,
+        )
+        self.gauge_callback(
+            "mq_broker_fifo_block_age_ms",
+            "Ms since the oldest current block of an orderly queue began (0: none blocked), by topic and consumer "
+            "group.",
+            lambda: [(labels, _age_ms(oldest)) for labels, (_h, oldest) in rows().items()],
+            labels=FIFO_LABELS,
+        )
+
     def _by_topic_label(self, counts: Mapping[str, int]) -> list[GaugeSample]:
         """``counts`` per topic label (bounded topics; several topics folded into ``_other`` add up). Runs on the
         metrics HTTP thread: a topic first labelled here while the loop labels another may pass the bound by one."""
@@ -505,6 +563,11 @@ class BrokerMetrics(ServiceMetrics):
             else:
                 self._peers.pop(peer, None)
         return float(live)
+
+
+def _age_ms(since_ms: int) -> float:
+    """Ms from ``since_ms`` (ms since the epoch; 0: none) to now, 0 for none."""
+    return max(0.0, time.time() * 1000 - since_ms) if since_ms > 0 else 0.0
 
 
 def _non_negative(values: Sequence[float]) -> Sequence[float]:

@@ -10,12 +10,23 @@ commitOffsetBit, "a": attemptId}}}, "dataVersion": ...}``. Times in ms since the
 
 An orderly pop writes no checkpoint: the group's consume offset stays at the first un-acked message and moves only
 on acks (:meth:`ConsumerOrderInfoManager.commit_and_next`), so a message whose invisible time ended is read again by
-the next pop (its consumed count + 1). Event loop only.
+the next pop (its consumed count + 1). Event loop only (but :meth:`ConsumerOrderInfoManager.hold_summary`, any
+thread).
+
+Holds (ours, for the FIFO metrics): a queue is *held* (blocked, in the metrics' words) from the first hand-out of a
+pop's messages until the last of them is acked (or sent to ``%DLQ%``); redeliveries of its un-acked messages continue
+the hold, so a message consumed over and over holds its queue the whole time. While held, nothing later in the queue
+is handed out (only the un-acked messages again, once visible). The hold's start is kept in memory only (after a
+restart a hold counts from the last pop); :attr:`ConsumerOrderInfoManager.on_hold_end` hears how long each hold lasted.
+
+Attempt ids: the gateway sends ``<client id>/<attempt id>`` (ATTEMPT_SEPARATOR); an attempt id of the pop that holds
+a queue, replayed under another client id, is :meth:`ConsumerOrderInfoManager.foreign_attempt`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -32,6 +43,24 @@ COMMIT_NOT_FOUND: Final = -1
 """commit_and_next: the offset is not in the queue's last orderly pop (or nothing was popped)."""
 COMMIT_POP_TIME_MISMATCH: Final = -2
 """commit_and_next: the handle is of an earlier pop of the queue (the message was handed out again since)."""
+ATTEMPT_SEPARATOR: Final = "/"
+"""Between the client id and the client's attempt id in an attempt id the gateway sends (mq_gateway.v2.consumer.
+receive.broker_attempt_id); the client id is what precedes the last separator."""
+SUMMARY_ATTEMPTS: Final = 3
+"""Copies of the table tried by :meth:`ConsumerOrderInfoManager.hold_summary` while the event loop changes it."""
+
+HoldEndListener = Callable[[str, str, float], None]
+"""(topic, group, held_ms): a hold of one of ``group``'s queues of ``topic`` ended after ``held_ms`` ms."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueHolds:
+    """The orderly queues of one (topic, group) at one instant: ``held`` queues with un-acked messages of their
+    last pop (their later messages wait) and ``oldest_hold_ms``, the start (ms since the epoch) of the oldest of
+    those holds (0: none held)."""
+
+    held: int = 0
+    oldest_hold_ms: int = 0
 
 
 @dataclass(slots=True)
@@ -49,9 +78,19 @@ class OrderInfo:
     commit_bits: int = 0
     consumed_count: dict[int, int] = field(default_factory=dict)
     next_visible_ms: dict[int, int] = field(default_factory=dict)
+    hold_since_ms: int = 0
+    """When the queue's current hold began (ms since the epoch; 0: at ``pop_time_ms``). In memory only."""
 
     def is_acked(self, index: int) -> bool:
         return bool(self.commit_bits >> index & 1)
+
+    def is_held(self) -> bool:
+        """Some message of the pop is not acked yet."""
+        return bool(self.offsets) and self.commit_bits != (1 << len(self.offsets)) - 1
+
+    @property
+    def hold_start_ms(self) -> int:
+        return self.hold_since_ms or self.pop_time_ms
 
     def need_block(self, attempt_id: str, invisible_time_ms: int, now_ms: int) -> bool:
         """OrderInfo#needBlock: an un-acked message of the last pop is still invisible at ``now_ms`` and the pop is
@@ -116,6 +155,8 @@ class ConsumerOrderInfoManager(ConfigManager):
     def __init__(self, config_path: Path | None) -> None:
         self.table: dict[str, dict[int, OrderInfo]] = {}
         self._in_memory = config_path is None
+        self.on_hold_end: HoldEndListener | None = None
+        """Told (event loop) when the last un-acked message of a held queue is acked (the FIFO order wait)."""
         super().__init__(config_path or Path(CONSUMER_ORDER_INFO_FILE))
 
     def load(self) -> None:
@@ -145,6 +186,30 @@ class ConsumerOrderInfoManager(ConfigManager):
         info = self.get(topic, group, queue_id)
         return info is not None and info.need_block(attempt_id, invisible_time_ms, now_ms)
 
+    def foreign_attempt(
+        self, attempt_id: str, topic: str, group: str, queue_ids: Iterable[int] | None, invisible_time_ms: int,
+        now_ms: int,
+    ) -> bool:  # fmt: skip
+        """True when ``attempt_id`` (``<client id>/<attempt id>``) names the attempt of a pop that still blocks one
+        of ``queue_ids`` (None: every queue) of ``topic`` for ``group`` under another client id: a replay by a
+        client the attempt was not issued to. An attempt id without ATTEMPT_SEPARATOR, or with an empty attempt
+        part, is never foreign. Costs one dict lookup when the group has no orderly state on the topic."""
+        client, sep, attempt = attempt_id.rpartition(ATTEMPT_SEPARATOR)
+        queues = self.table.get(self.build_key(topic, group)) if sep and attempt else None
+        if not queues:
+            return False
+        infos = queues.values() if queue_ids is None else [queues[q] for q in queue_ids if q in queues]
+        for info in infos:
+            holder, held_sep, held_attempt = info.attempt_id.rpartition(ATTEMPT_SEPARATOR)
+            if (
+                held_sep
+                and held_attempt == attempt
+                and holder != client
+                and info.need_block("", invisible_time_ms, now_ms)
+            ):
+                return True
+        return False
+
     def update(
         self,
         attempt_id: str,
@@ -160,6 +225,8 @@ class ConsumerOrderInfoManager(ConfigManager):
         each offset handed out before (a retry of the same attempt keeps the counts)."""
         info = OrderInfo(attempt_id, pop_time_ms, invisible_time_ms, list(offsets), now_ms)
         previous = self.get(topic, group, queue_id)
+        if previous is not None and previous.is_held():  # its un-acked messages come again: the hold goes on
+            info.hold_since_ms = previous.hold_start_ms
         if previous is not None:
             if attempt_id and previous.attempt_id == attempt_id:
                 info.consumed_count = dict(previous.consumed_count)
@@ -186,8 +253,11 @@ class ConsumerOrderInfoManager(ConfigManager):
             index = info.offsets.index(queue_offset)
         except ValueError:
             return COMMIT_NOT_FOUND
+        was_held = info.is_held()
         info.commit_bits |= 1 << index
         self.persist_soon()
+        if was_held and not info.is_held() and self.on_hold_end is not None:
+            self.on_hold_end(topic, group, max(0.0, time.time() * 1000 - info.hold_start_ms))
         return info.next_offset()
 
     def update_next_visible_time(
@@ -226,6 +296,30 @@ class ConsumerOrderInfoManager(ConfigManager):
         if dropped:
             self.persist_soon()
         return dropped
+
+    def hold_summary(self) -> dict[tuple[str, str], QueueHolds]:
+        """(topic, group) -> :class:`QueueHolds` now, for every (topic, group) with orderly state. Any
+        thread: the table is copied, and copied again (SUMMARY_ATTEMPTS at most) when the event loop changed it
+        meanwhile (RuntimeError after that)."""
+        summary: dict[tuple[str, str], QueueHolds] = {}
+        for key, infos in self._copy_table():
+            topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+            held = oldest = 0
+            for info in infos:
+                if info.is_held():
+                    held += 1
+                    start = info.hold_start_ms
+                    oldest = start if oldest == 0 else min(oldest, start)
+            summary[(topic, group)] = QueueHolds(held, oldest)
+        return summary
+
+    def _copy_table(self) -> list[tuple[str, list[OrderInfo]]]:
+        for _ in range(SUMMARY_ATTEMPTS - 1):
+            try:
+                return [(key, list(queues.values())) for key, queues in list(self.table.items())]
+            except RuntimeError:  # "dictionary changed size during iteration"
+                continue
+        return [(key, list(queues.values())) for key, queues in list(self.table.items())]
 
     def encode(self) -> dict[str, Any]:
         return {

@@ -22,8 +22,11 @@ instead and counts as acked. Receipt handles carry revive queue POP_ORDER_REVIVE
 
 Refusals (code, remark): INVALID_PARAMETER (29) for max_msg_nums outside 1..pop_max_batch_num, an invisible time
 outside [pop_invisible_time_min_ms, pop_invisible_time_max_ms], a negative poll time, an unknown init mode or a
-queue id past the topic's read queues; NO_PERMISSION (16) for an unreadable broker or topic or a group whose
-consume_enable is off; TOPIC_NOT_EXIST (17); SUBSCRIPTION_GROUP_NOT_EXIST (26); SUBSCRIPTION_PARSE_FAILED (23).
+queue id past the topic's read queues; ILLEGAL_OPERATION (604) for an orderly pop whose attempt id (``<client
+id>/<attempt id>``, as the gateway sends it) is the attempt of a pop by another client that still blocks one of the
+queues asked (a replay: the messages stay with the client they went to; nothing is read or changed); NO_PERMISSION
+(16) for an unreadable broker or topic or a group whose consume_enable is off; TOPIC_NOT_EXIST (17);
+SUBSCRIPTION_GROUP_NOT_EXIST (26); SUBSCRIPTION_PARSE_FAILED (23).
 
 Event loop; the store reads are page-cache copies.
 """
@@ -58,6 +61,7 @@ from mq_broker.consumer.long_polling import ANY_QUEUE, LongPollingService, Polli
 from mq_broker.consumer.messages_out import MessagesOutObserver
 from mq_broker.consumer.pop.context import LOCAL_HOST, POP_ORDER_REVIVE_QUEUE, PopContext, now_ms
 from mq_broker.consumer.pop.inflight import InflightCheckPoint
+from mq_broker.consumer.pop.order_info import ATTEMPT_SEPARATOR
 from mq_broker.consumer.pop.revive_log import CheckPoint
 from mq_broker.consumer.retry_dlq import RetryDlqService
 from mq_broker.store.message import GetMessageResult, GetMessageStatus
@@ -121,6 +125,8 @@ class PopMessageProcessor:
         topic_config, group_config = self._check(request)
         order = request.order or group_config.consume_message_orderly
         max_times = group_config.retry_max_times
+        if order and request.attempt_id:
+            self._check_attempt(request)
         try:
             subscription = SubscriptionData.build(request.expression)
         except SubscriptionParseError as exc:
@@ -151,6 +157,21 @@ class PopMessageProcessor:
                     request, topic_config, subscription, peer, order, group_config.retry_max_times
                 )
                 return _answer(last)
+
+    def _check_attempt(self, request: PopMessageRequestHeader) -> None:
+        """Refuse (ILLEGAL_OPERATION) an orderly pop replaying the attempt id of a pop that still blocks one of its
+        queues under another client id (ConsumerOrderInfoManager.foreign_attempt); nothing is read or changed."""
+        queue_ids = None if request.queue_id < 0 else (request.queue_id,)
+        order_info = self.context.order_info
+        if order_info.foreign_attempt(
+            request.attempt_id, request.topic, request.consumer_group, queue_ids, request.invisible_time_ms, now_ms()
+        ):
+            attempt = request.attempt_id.rpartition(ATTEMPT_SEPARATOR)[2]
+            raise MQBrokerError(
+                f"the attempt id {attempt} of group {request.consumer_group} on topic {request.topic} was issued to "
+                "another client, whose messages are still in flight: only that client may retry it",
+                ResponseCode.ILLEGAL_OPERATION,
+            )
 
     def _wake_other_polls(self, batch: _PopBatch) -> None:
         """PopMessageProcessor's restNum > 0 notify: messages are left where this pop stopped, so one more poll of
