@@ -3,8 +3,8 @@ with v2 proto requests (the servicer is tested elsewhere): receive + convert + a
 acked through a second replica, ChangeInvisibleDuration's new handle, the held empty receive, every refusal of bad
 input (after which the messages are still receivable), ForwardMessageToDeadLetterQueue (the message lands in
 %DLQ%<group>, its handle is spent), the max-attempts dead letter of a receive, a FIFO receive retried with its
-attempt_id (and that attempt id replayed by another client), QueryAssignment (plain and FIFO groups, refusals) and
-the 5.x pull API round trip (QueryOffset, PullMessage, UpdateOffset, GetOffset)."""
+attempt_id (and that attempt id replayed by another client: FORBIDDEN), QueryAssignment (plain and FIFO groups,
+refusals) and the 5.x pull API round trip (QueryOffset, PullMessage, UpdateOffset, GetOffset)."""
 
 from __future__ import annotations
 
@@ -375,7 +375,14 @@ async def test_fifo_receive_retried_with_its_attempt_id_gets_the_same_messages(
     later = {message_id for message_id, _ in await receive_attempt("attempt-2")}
     assert not later & ids  # blocked until acked or visible again
     other = replace(CTX, client_id="127.0.0.1@4243@0@v2c-other")  # another client replaying the attempt id
-    assert not {message_id for message_id, _ in await receive_attempt("attempt-1", other)} & ids
+    replay = receive_request("v2c_attempt", topic, broker_name="broker-a")
+    replay.attempt_id = "attempt-1"
+    responses = [r async for r in activity.receive_message(replay, other, 30_000.0)]
+    assert not [r for r in responses if r.HasField("message")]
+    statuses = [r.status for r in responses if r.HasField("status")]
+    assert [s.code for s in statuses] == [Code.FORBIDDEN]  # the broker's ILLEGAL_OPERATION 604
+    assert "issued to another client" in statuses[0].message
+    assert await receive_attempt("attempt-1") == first  # nothing changed: the owner's retry still gets them
 
 
 async def test_pull_api_round_trip(activity: ConsumerActivity, producer: DefaultMQProducer, topic: str) -> None:
