@@ -14,7 +14,7 @@ settings' ``fifo``) as the gateway's group cache holds it, ``order`` (the proxy'
 too (the authority: a group not cached yet, or auto-created by this very pop, is still popped in order), and uses
 the attempt id only for orderly pops: a receive the client retries after a lost answer gets the same messages. The
 broker sees ``<client id>/<attempt id>``, so another client replaying an attempt id never gets the messages of the
-client that made it (its pop is blocked like any other while they are in flight).
+client that made it: while they are in flight its receive is refused FORBIDDEN (the broker's ILLEGAL_OPERATION 604).
 
 POP reads the master of a broker group only, never a slave, as RocketMQ's proxy and broker do (POP keeps
 invisibility, checkpoints and acks on the master; a slave answers no pops): while a group's master is away its
