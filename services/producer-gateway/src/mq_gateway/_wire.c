@@ -189,6 +189,9 @@ static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
         case 11:
             if (f.varint) return 0;
             break;
+        case 12: /* transaction_id: a half message is sent alone too, so a non-empty one is not the plain shape */
+            if (f.wire_type != WT_LEN || f.len) return 0;
+            break;
         default: /* a field this file does not know (MESSAGE_FIELDS): protobuf's path decides what it means */
             return 0;
         }
@@ -484,7 +487,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", NULL, 0, methods, NULL, NULL, NULL, NULL};
 
 /* The field numbers parse_message and walk_request read (every other number takes the protobuf path). */
-static const int MESSAGE_FIELDS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+static const int MESSAGE_FIELDS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
 static const int REQUEST_FIELDS[] = {1, 2, 3};
 
 static int add_field_set(PyObject *mod, const char *name, const int *numbers, size_t count) {

@@ -14,6 +14,7 @@ else into gRPC.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Iterable, Sequence
 from functools import partial
@@ -39,11 +40,14 @@ from mq_client.producer.message_batch import (
     EncodedMessageBatch,
     encoded_refusal,
 )
+from mq_client.producer.route_manager import TopicRouteManager
 from mq_client.producer.validators import check_user_properties
+from mq_common.constants import MessageConst, MessageSysFlag
 from mq_common.errors import MessageIllegalError, MQError, internal_error_remark
 from mq_common.grpc_guard import RequestLimits
 from mq_common.logging import get_logger
 from mq_common.message_id import create_uniq_ids
+from mq_common.protocol.transaction import EndTransactionRequestHeader, EndTransactionScope, whole_end_counts
 from mq_common.response_code import ResponseCode
 from mq_common.wire_bounds import method_bounds
 
@@ -89,14 +93,32 @@ class Producer(Protocol):
 
     async def recall_message(self, topic: str, recall_handle: str, timeout_ms: int | None = None) -> str: ...
 
+    async def end_transaction(
+        self, topic: str, broker_name: str, header: EndTransactionRequestHeader, timeout_ms: int | None = None
+    ) -> str: ...
 
-def message_from_proto(msg: gateway_pb2.Message) -> Message:
+    @property
+    def routes(self) -> TopicRouteManager: ...
+
+
+def message_from_proto(msg: gateway_pb2.Message, producer_group: str = "") -> Message:
     """mq.gateway.v1.Message -> Message (with its delay level or delivery time). Raises MessageIllegalError (13) for
-    a reserved property name (DELAY and TIMER_* included: a delay is set with the message's own fields)."""
+    a reserved property name (DELAY and TIMER_* included: a delay is set with the message's own fields). A message
+    with a ``transaction_id`` becomes a half message of that transaction (TRAN_MSG, PGROUP = ``producer_group``,
+    __transactionId__; this project's extension): MessageIllegalError (13) with a delay or without a producer group.
+    """
     properties: dict[str, str] = {}
     if msg.properties:
         check_user_properties(msg.properties)
         properties = dict(msg.properties)
+    if msg.transaction_id:
+        if msg.delay_time_level or msg.deliver_time_ms or msg.delay_time_sec or msg.delay_time_ms:
+            raise MessageIllegalError("a transaction (half) message cannot be delayed")
+        if not producer_group:
+            raise MessageIllegalError("a transaction (half) message needs the request's producer_group")
+        properties[MessageConst.TRANSACTION_PREPARED] = "true"
+        properties[MessageConst.PRODUCER_GROUP] = producer_group
+        properties[MessageConst.TRANSACTION_ID] = msg.transaction_id
     return Message(
         msg.topic,
         msg.body,
@@ -123,7 +145,9 @@ def batch_from_protos(msgs: Sequence[gateway_pb2.Message]) -> MessageBatch | Non
     topics, sharding_keys, bodies, tags, keys, properties, flags = zip(*rows, strict=True)
     if len(set(topics)) != 1:
         return None
-    if any(m.delay_time_level or m.deliver_time_ms or m.delay_time_sec or m.delay_time_ms for m in msgs):
+    if any(
+        m.delay_time_level or m.deliver_time_ms or m.delay_time_sec or m.delay_time_ms or m.transaction_id for m in msgs
+    ):
         return None
     one_key = len(set(sharding_keys)) == 1
     for props in properties:
@@ -298,7 +322,7 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         try:
             if not request.HasField("message"):
                 raise MessageIllegalError("the message is null")
-            result = await self._producer.send(message_from_proto(request.message), timeout_ms)
+            result = await self._producer.send(message_from_proto(request.message, request.producer_group), timeout_ms)
         except FlowControlError as exc:
             self._rejected("send", begin, 1)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.remark)
@@ -336,7 +360,7 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         msgs: list[Message] = []
         for i, proto in enumerate(request.messages):
             try:
-                msgs.append(message_from_proto(proto))
+                msgs.append(message_from_proto(proto, request.producer_group))
             except MQError as exc:
                 outcomes[i] = exc
             else:
@@ -483,6 +507,71 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
             return gateway_pb2.RecallMessageResponse(code=failed.code, remark=failed.remark)
         return gateway_pb2.RecallMessageResponse(code=ResponseCode.SUCCESS, msg_id=msg_id)
 
+    async def EndTransaction(
+        self, request: gateway_pb2.EndTransactionRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> gateway_pb2.EndTransactionResponse:
+        """End a whole transaction (or roll back a producer group's leftovers) on every broker master of the topic's
+        route, concurrently, one broker EndTransaction each (codes in gateway.proto); with auth on, the caller needs
+        Pub on the topic. This project's extension of RocketMQ's END_TRANSACTION."""
+        timeout_ms = await self._timeout_ms(request.timeout_ms, context)
+        if refused := await self._refused(context, (request.topic,)):
+            return gateway_pb2.EndTransactionResponse(code=refused.code, remark=refused.remark)
+        if not request.producer_group or request.whole_producer_group == bool(request.transaction_id):
+            return gateway_pb2.EndTransactionResponse(
+                code=ResponseCode.INVALID_PARAMETER,
+                remark="EndTransaction needs a producer_group and either a transaction_id or whole_producer_group",
+            )
+        if request.whole_producer_group and request.commit:
+            return gateway_pb2.EndTransactionResponse(
+                code=ResponseCode.INVALID_PARAMETER, remark="a whole producer group can only be rolled back"
+            )
+        header = EndTransactionRequestHeader(
+            producer_group=request.producer_group,
+            tran_state_table_offset=-1,
+            commit_log_offset=-1,
+            commit_or_rollback=(
+                MessageSysFlag.TRANSACTION_COMMIT_TYPE if request.commit else MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+            ),
+            transaction_id=request.transaction_id,
+            topic=request.topic,
+            scope=EndTransactionScope.PRODUCER_GROUP
+            if request.whole_producer_group
+            else EndTransactionScope.TRANSACTION,
+        )
+        try:
+            route = await self._producer.routes.route(request.topic)
+            names = sorted({data.broker_name for data in route.broker_datas})
+            answers = await asyncio.gather(
+                *(self._producer.end_transaction(request.topic, name, header, timeout_ms) for name in names),
+                return_exceptions=True,
+            )
+        except MQError as exc:
+            return gateway_pb2.EndTransactionResponse(code=exc.code, remark=exc.remark)
+        except Exception as exc:
+            failed = _unexpected("EndTransaction", exc)
+            return gateway_pb2.EndTransactionResponse(code=failed.code, remark=failed.remark)
+        response = gateway_pb2.EndTransactionResponse(code=ResponseCode.SUCCESS)
+        for name, answer in zip(names, answers, strict=True):
+            if isinstance(answer, str):
+                ended, already = whole_end_counts(answer)
+                response.ended_count += ended
+                response.already_ended += already
+                response.broker_names.append(name)
+            elif response.code == ResponseCode.SUCCESS:
+                error = answer if isinstance(answer, MQError) else None
+                response.code = error.code if error is not None else ResponseCode.SYSTEM_ERROR
+                response.remark = f"broker {name}: {error.remark if error is not None else answer!r}"
+        log.info(
+            "transaction_ended",
+            topic=request.topic,
+            producer_group=request.producer_group,
+            transaction_id=request.transaction_id or "*",
+            commit=request.commit,
+            code=response.code,
+            ended=response.ended_count,
+        )
+        return response
+
 
 def _first_message(raw: bytes) -> Message:
     """Message 0 of a serialized SendBatchRequest (for the send hooks of the C path)."""
@@ -518,6 +607,11 @@ def add_to_server(servicer: ProducerGatewayServicer, server: grpc.aio.Server) ->
             servicer.RecallMessage,
             request_deserializer=gateway_pb2.RecallMessageRequest.FromString,
             response_serializer=gateway_pb2.RecallMessageResponse.SerializeToString,
+        ),
+        "EndTransaction": grpc.unary_unary_rpc_method_handler(
+            servicer.EndTransaction,
+            request_deserializer=gateway_pb2.EndTransactionRequest.FromString,
+            response_serializer=gateway_pb2.EndTransactionResponse.SerializeToString,
         ),
     }
     assert set(handlers) == set(gateway_pb2.DESCRIPTOR.services_by_name["ProducerGateway"].methods_by_name)

@@ -6,6 +6,7 @@ Mirrors org.apache.rocketmq.remoting.protocol.header.EndTransactionRequestHeader
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -58,3 +59,18 @@ class EndTransactionRequestHeader:
     @property
     def is_rollback(self) -> bool:
         return self.commit_or_rollback == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+
+
+_WHOLE_END_REMARK = re.compile(r"^ended (\d+) half messages \((\d+) already ended, (\d+) duplicates\)")
+
+
+def whole_end_remark(ended: int, already_ended: int, duplicates: int) -> str:
+    """The remark of a whole-transaction END_TRANSACTION's SUCCESS answer (the broker writes it; clients that only
+    keep the remark read the counts back with :func:`whole_end_counts`)."""
+    return f"ended {ended} half messages ({already_ended} already ended, {duplicates} duplicates)"
+
+
+def whole_end_counts(remark: str) -> tuple[int, int]:
+    """(ended, already_ended) of a :func:`whole_end_remark`; (0, 0) for any other text."""
+    match = _WHOLE_END_REMARK.match(remark)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)

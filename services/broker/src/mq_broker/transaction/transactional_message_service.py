@@ -32,7 +32,7 @@ from mq_common.codec import MessageDecodeError, MessageExt
 from mq_common.constants import TRANS_HALF_TOPIC, MessageConst, MessageSysFlag
 from mq_common.errors import MQBrokerError
 from mq_common.logging import get_logger
-from mq_common.protocol.transaction import EndTransactionRequestHeader, EndTransactionScope
+from mq_common.protocol.transaction import EndTransactionRequestHeader, EndTransactionScope, whole_end_remark
 from mq_common.response_code import ResponseCode
 
 from mq_broker.store.api import MessageStore
@@ -87,7 +87,7 @@ class WholeEndResult:
 
     @property
     def remark(self) -> str:
-        return f"ended {self.ended} half messages ({self.already_ended} already ended, {self.duplicates} duplicates)"
+        return whole_end_remark(self.ended, self.already_ended, self.duplicates)
 
 
 class TransactionalMessageService:
