@@ -17,6 +17,7 @@
 | secretKey       | its secret key                                                     | env MQ_SPARK_SECRET_KEY |
 | tls             | ``true``: call the gateway over TLS                                | false            |
 | tlsCaFile       | PEM CA bundle that verifies the gateway (unset: the system roots)  | env MQ_SPARK_TLS_CA_FILE |
+| deliveryGuarantee | ``exactly_once`` (transactions, mq_spark.transactions) or ``at_least_once`` | exactly_once  |
 
 Option names are case-insensitive (Spark's CaseInsensitiveDict). The secret key is best given through the
 environment of the driver and executors (MQ_SPARK_SECRET_KEY), so it is no Spark option at all; Spark also redacts
@@ -49,6 +50,9 @@ DEFAULT_PRODUCER_GROUP: Final = "SPARK_PRODUCER"
 ACCESS_KEY_ENV: Final = "MQ_SPARK_ACCESS_KEY"
 SECRET_KEY_ENV: Final = "MQ_SPARK_SECRET_KEY"
 TLS_CA_FILE_ENV: Final = "MQ_SPARK_TLS_CA_FILE"
+EXACTLY_ONCE: Final = "exactly_once"
+AT_LEAST_ONCE: Final = "at_least_once"
+DELIVERY_GUARANTEES: Final = (EXACTLY_ONCE, AT_LEAST_ONCE)
 _TRUE: Final = frozenset({"true", "1", "yes"})
 _FALSE: Final = frozenset({"false", "0", "no", ""})
 
@@ -73,6 +77,14 @@ def _bool_option(options: Mapping[str, str], name: str) -> bool:
     if raw in _FALSE:
         return False
     raise InvalidParameterError(f"option {name} must be true or false, got {raw!r}")
+
+
+def _choice_option(options: Mapping[str, str], name: str, choices: Sequence[str]) -> str:
+    """The option's value (case-insensitive) among ``choices``, default the first. Raises InvalidParameterError."""
+    raw = (options.get(name) or choices[0]).strip().lower()
+    if raw not in choices:
+        raise InvalidParameterError(f"option {name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
 
 
 def _option_or_env(options: Mapping[str, str], name: str, env: Mapping[str, str], env_name: str) -> str | None:
@@ -110,6 +122,11 @@ class WriterOptions:
     credentials: Credentials | None = field(default=None, repr=False)
     tls: bool = False
     tls_ca_file: str | None = None
+    delivery_guarantee: str = EXACTLY_ONCE
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
 
     @classmethod
     def parse(cls, options: Mapping[str, str], env: Mapping[str, str] | None = None) -> WriterOptions:
@@ -138,6 +155,7 @@ class WriterOptions:
             credentials=credentials_of(options, env),
             tls=_bool_option(options, "tls"),
             tls_ca_file=_option_or_env(options, "tlsCaFile", env, TLS_CA_FILE_ENV),
+            delivery_guarantee=_choice_option(options, "deliveryGuarantee", DELIVERY_GUARANTEES),
         )
 
     def tls_ca_bytes(self) -> bytes | None:
