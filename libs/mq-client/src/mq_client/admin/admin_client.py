@@ -23,6 +23,7 @@ from mq_common.response_code import ResponseCode
 from mq_client.admin.admin_base import DEFAULT_GATEWAY_ADDR, gather_answers
 from mq_client.admin.consumer_admin import ConsumerAdmin
 from mq_client.admin.timer_admin import TimerAdmin
+from mq_client.admin.transaction_admin import TransactionAdmin
 from mq_client.consumer import DEFAULT_CONSUMER_GROUP
 from mq_client.gateway_client import GatewayMessage, GatewaySendResult, gateway_send
 
@@ -56,13 +57,14 @@ class QueueMessages:
     messages: tuple[MessageExt, ...]
 
 
-class MQAdminClient(ConsumerAdmin, TimerAdmin):
+class MQAdminClient(ConsumerAdmin, TimerAdmin, TransactionAdmin):
     """Admin operations. Mirrors org.apache.rocketmq.tools.admin.DefaultMQAdminExt.
 
     Construction, channels and name server queries: :class:`mq_client.admin.admin_base.AdminBase`; consumer-side
     operations: :class:`mq_client.admin.consumer_admin.ConsumerAdmin`; timers (recall, pending timers, a message's
-    timer state): :class:`mq_client.admin.timer_admin.TimerAdmin`. Use as ``async with MQAdminClient([...]) as
-    admin:`` or call :meth:`close`.
+    timer state): :class:`mq_client.admin.timer_admin.TimerAdmin`; transactions (a topic's open ones, a message's
+    transaction state): :class:`mq_client.admin.transaction_admin.TransactionAdmin`. Use as ``async with
+    MQAdminClient([...]) as admin:`` or call :meth:`close`.
     """
 
     # ------------------------------------------------------------------------------------------------ broker

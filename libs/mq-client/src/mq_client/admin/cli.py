@@ -6,11 +6,11 @@ Mirrors org.apache.rocketmq.tools.command.MQAdminStartup and its cluster, topic 
 SendMessageCommand, ConsumeMessageCommand). The other verbs register on the same :data:`app` from
 mq_client.admin.cli_message (queries by key/id/offset, printMsg) and mq_client.admin.cli_consumer (subscription
 groups, consumer progress, connections, offsets, deleteTopic), mq_client.admin.cli_auth (ACL 2.0 users and
-ACLs), mq_client.admin.cli_controller (getSyncStateSet, electMaster, getControllerMetaData) and
-mq_client.admin.cli_timer (recallMessage, timerStatus), imported below. Global ``-n/--namesrvAddr``
-("host:port;host:port"), default from MQ_NAMESRV_ADDR or 127.0.0.1:9876; ``--version`` prints ``mqadmin
-<version>``. A failure prints ``<CODE_NAME> (<code>): <remark>`` on stderr and exits 1 (2 for usage errors), without
-a traceback. Each command runs its own asyncio loop.
+ACLs), mq_client.admin.cli_controller (getSyncStateSet, electMaster, getControllerMetaData),
+mq_client.admin.cli_timer (recallMessage, timerStatus) and mq_client.admin.cli_transaction (queryTransactions),
+imported below. Global ``-n/--namesrvAddr`` ("host:port;host:port"), default from MQ_NAMESRV_ADDR or
+127.0.0.1:9876; ``--version`` prints ``mqadmin <version>``. A failure prints ``<CODE_NAME> (<code>): <remark>`` on
+stderr and exits 1 (2 for usage errors), without a traceback. Each command runs its own asyncio loop.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from mq_common.topic_attributes import parse_attributes
 from rich.console import Console
 from rich.table import Table
 
-from mq_client.admin import cli_auth, cli_consumer, cli_controller, cli_message, cli_timer
+from mq_client.admin import cli_auth, cli_consumer, cli_controller, cli_message, cli_timer, cli_transaction
 from mq_client.admin.admin_client import DEFAULT_GATEWAY_ADDR
 from mq_client.admin.cli_common import (
     OutputFormat,
@@ -49,6 +49,7 @@ __all__ = [
     "cli_controller",
     "cli_message",
     "cli_timer",
+    "cli_transaction",
     "cluster_rows",
     "main",
     "split_addrs",

@@ -31,7 +31,9 @@ from mq_client.admin.cli_common import (
     stamp_ms,
 )
 from mq_client.admin.cli_timer import timer_json, timer_rows
+from mq_client.admin.cli_transaction import transaction_json, transaction_rows
 from mq_client.admin.timer_admin import MessageTimer
+from mq_client.admin.transaction_admin import MessageTransaction
 
 __all__ = ["message_detail"]
 
@@ -135,18 +137,20 @@ def query_msg_by_id(
 ) -> None:
     """Query a message by its offset msg id (store host + commit log offset), from the broker that stored it. A
     timer or delay-level message also shows its real topic, due time (UTC) and timer state (PENDING, DELIVERED,
-    RECALLED or UNKNOWN), asked of the same broker."""
+    RECALLED or UNKNOWN); a transaction message (a half message, a committed one, one moved to
+    TRANS_CHECK_MAX_TIME_TOPIC) its real topic and transaction state (OPEN with age and check count, COMMITTED,
+    ROLLED_BACK, CHECK_MAX or UNKNOWN); both asked of the same broker."""
     i = offset_msg_id.strip()
 
-    async def query(admin: MQAdminClient) -> tuple[MessageExt, MessageTimer | None]:
+    async def query(admin: MQAdminClient) -> tuple[MessageExt, MessageTimer | None, MessageTransaction | None]:
         message = await admin.query_msg_by_id(i)
-        return message, await admin.message_timer(message)
+        return message, await admin.message_timer(message), await admin.message_transaction(message)
 
-    message, timer = run_admin(query)
-    rows = timer_rows(timer)
+    message, timer, transaction = run_admin(query)
+    rows = timer_rows(timer) + transaction_rows(transaction)
     emit(
         output,
-        {"messages": [message_json(message) | timer_json(timer)]},
+        {"messages": [message_json(message) | timer_json(timer) | transaction_json(transaction)]},
         lambda out: out.print(message_detail(message, extra_rows=rows)),
     )
 
