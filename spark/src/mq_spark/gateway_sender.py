@@ -17,6 +17,12 @@ computed once per second and reused (no HMAC per message or per call). A refusal
 user, bad signature, or no Pub on the topic) is final: never retried, the task fails at once naming the topic and
 the action. The secret never appears in an exception text.
 
+Exactly once (``transaction_id`` given, mq_spark.transactions): every message is a half message of that transaction
+(Message.transaction_id, producer group ``producer_group``), and nothing is re-sent by the task: a re-sent message
+whose first send was stored would be committed twice, so any failure fails the task at once (PublishFailedError) and
+Spark's task retry sends the partition again under the next attempt's transaction (the failed attempt's half
+messages are rolled back by the job).
+
 Mirrors the batching half of DefaultMQProducer#send(Collection) on the client side. Runs on one Spark
 task thread; not thread-safe.
 """
@@ -105,8 +111,17 @@ def gateway_channel(options: WriterOptions) -> grpc.Channel:
 class GatewaySender:
     """Send rows of one task through one gateway channel; :meth:`finish` returns the counts."""
 
-    def __init__(self, options: WriterOptions, channel: grpc.Channel | None = None) -> None:
+    def __init__(
+        self,
+        options: WriterOptions,
+        channel: grpc.Channel | None = None,
+        *,
+        transaction_id: str = "",
+        producer_group: str | None = None,
+    ) -> None:
         self.options = options
+        self.transaction_id = transaction_id
+        self.producer_group = producer_group or options.producer_group
         self._channel = channel if channel is not None else gateway_channel(options)
         # Only its per-second cache of signed headers is used (the channel is sync, not grpc.aio).
         self._signer = SigningInterceptor(options.credentials) if options.credentials is not None else None
@@ -117,7 +132,7 @@ class GatewaySender:
 
     def _request(self, messages: list[gateway_pb2.Message]) -> gateway_pb2.SendBatchRequest:
         return gateway_pb2.SendBatchRequest(
-            messages=messages, producer_group=self.options.producer_group, send_timeout_ms=self.options.send_timeout_ms
+            messages=messages, producer_group=self.producer_group, send_timeout_ms=self.options.send_timeout_ms
         )
 
     def _metadata(self) -> tuple[tuple[str, str], ...] | None:
@@ -132,7 +147,14 @@ class GatewaySender:
         """Queue ``rows``; sends every full batch (waiting for the oldest call when the window is full)."""
         self.counts.rows += len(rows)
         topic = self.options.topic
-        self._pending.extend(to_message(r, topic) for r in rows)
+        txid = self.transaction_id
+        if txid:
+            for row in rows:
+                msg = to_message(row, topic)
+                msg.transaction_id = txid
+                self._pending.append(msg)
+        else:
+            self._pending.extend(to_message(r, topic) for r in rows)
         size = self.options.batch_size
         while len(self._pending) >= size:
             batch, self._pending = self._pending[:size], self._pending[size:]
@@ -191,8 +213,10 @@ class GatewaySender:
         return failures
 
     def _retry(self, failures: list[_Failure]) -> None:
-        """Re-send retriable failures for up to ``max_retries`` rounds; raise when any still fails."""
-        for round_no in range(1, self.options.max_retries + 1):
+        """Re-send retriable failures for up to ``max_retries`` rounds (none in a transaction); raise when any still
+        fails."""
+        rounds = 0 if self.transaction_id else self.options.max_retries
+        for round_no in range(1, rounds + 1):
             retriable = [f.message for f in failures if not f.final]
             if not retriable:
                 break
@@ -219,6 +243,12 @@ class GatewaySender:
                 f"rocketmq writer: gateway {self.options.gateway} refused action Pub on topic {self.options.topic!r} "
                 f"for {len(failures)} message(s) (access key {self._access_key()}); not retried; "
                 f"{self.counts.first_error}"
+            )
+        if self.transaction_id:
+            raise PublishFailedError(
+                f"rocketmq writer: {len(failures)} half message(s) of transaction {self.transaction_id} to topic "
+                f"{self.options.topic!r} via gateway {self.options.gateway} failed (not re-sent: the task attempt "
+                f"fails and Spark retries it); first error: {self.counts.first_error}"
             )
         raise PublishFailedError(
             f"rocketmq writer: {len(failures)} message(s) to topic {self.options.topic!r} via gateway "
