@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import grpc
 import pytest
 import structlog
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_broker.consumer.pop.order_info import ConsumerOrderInfoManager
 from mq_broker.metrics import BrokerMetrics, message_type
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 from mq_common.errors import RETRIABLE_BROKER_CODES, RemotingError
@@ -118,6 +120,10 @@ def test_in_process_families_match_the_metric_list(service: str) -> None:
         metrics.observe_rpc("SendBatch", "SUCCESS", 1.0)
         metrics.on_messages_out("t", "g", 2, 200, is_retry=False)
         metrics.on_send_to_dlq("g", "t")
+        order_info = ConsumerOrderInfoManager(None)
+        order_info.update("", "t", "g", 0, 1, 60_000, [0, 1], 1)
+        metrics.bind_fifo(order_info)
+        metrics.on_fifo_order_wait("t", "g", 5.0)
     else:
         metrics = GatewayMetrics(NodeIdentity("c1", "proxy", "127.0.0.1:8081"), max_topics=10)
         metrics.on_call("batch", "success", 0.01, 100, 0)
@@ -220,3 +226,29 @@ async def test_observed_transport_counts_every_message_of_a_failed_message_batch
     assert got[("mq_gateway_send_retries_total", ResponseCode.name_of(RemotingError("x").code))] == 50
     assert got[("mq_gateway_coalesced_batch_messages_sum", "")] == 150
     assert got[("mq_gateway_coalesced_batch_messages_count", "")] == 3
+
+
+def test_fifo_figures_fold_pairs_past_the_bound_and_age_the_oldest_block() -> None:
+    """Blocked queues summed and the oldest block kept per (topic, consumer_group) label pair (pairs past
+    max_consumer_pairs fold into _other); a pair whose queues are all acked exports 0 and 0."""
+    m = BrokerMetrics(
+        NodeIdentity("c1", "broker", "broker-a"), max_topics=10, flush_disk_type="SYNC_FLUSH", max_consumer_pairs=1
+    )
+    order_info = ConsumerOrderInfoManager(None)
+    m.bind_fifo(order_info)
+    now = int(time.time() * 1000)
+    order_info.update("", "t", "g", 0, now - 1_000, 60_000, [0], now)
+    order_info.update("", "t", "g", 1, now - 5_000, 60_000, [0], now)
+    order_info.update("", "t2", "g", 0, now - 9_000, 60_000, [0], now)
+    order_info.update("", "t3", "g", 0, now - 20_000, 60_000, [0], now)
+    samples(m)  # pairs are named in the order first seen: t here
+    assert order_info.commit_and_next("t3", "g", 0, 0, now - 20_000) == 1
+    got = samples(m)
+    first = labels(topic="t", consumer_group="g")
+    other = labels(topic=OTHER_TOPIC, consumer_group=OTHER_TOPIC)
+    assert got[("mq_broker_fifo_blocked_queues", first)] == 2
+    assert 5_000 <= got[("mq_broker_fifo_block_age_ms", first)] < 60_000
+    assert got[("mq_broker_fifo_blocked_queues", other)] == 1  # t2 blocked, t3 acked
+    assert 9_000 <= got[("mq_broker_fifo_block_age_ms", other)] < 60_000
+    assert got[("mq_broker_fifo_order_wait_ms_count", other)] == 1  # t3's block ended on its ack
+    assert got[("mq_broker_fifo_order_wait_ms_sum", other)] >= 20_000

@@ -46,6 +46,7 @@ EXPECTED_ALERTS = {
     "PyRocketMQFrequentElections",
     "PyRocketMQTimerLate",
     "PyRocketMQHalfMessagesPilingUp",
+    "PyRocketMQFifoQueueBlocked",
 }
 _METRIC_REF = re.compile(r"\b((?:rocketmq|mq)_[a-z_]+)")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (make prometheus)")
