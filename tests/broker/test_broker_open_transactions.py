@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from broker_grpc_testkit import CHANNEL_OPTIONS, RunningBrokers, send_request, stream_send
+from broker_grpc_testkit import CHANNEL_OPTIONS, RunningBrokers, send_request, stream_send, stream_send_batch
 from broker_transaction_testkit import COMMIT, ROLLBACK, TOPIC, end_request, send_half, stored
 from mq.broker.v1 import broker_pb2_grpc, transaction_pb2, transaction_pb2_grpc
 from mq_broker.controller import BrokerController
-from mq_common.constants import TRANS_CHECK_MAX_TIME_TOPIC
+from mq_broker.transaction.open_transactions import OpenTransactions
+from mq_broker.transaction.transaction_state import SCAN_BATCH
+from mq_common.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
 from mq_common.message_id import decode_offset_msg_id
 from mq_common.response_code import ResponseCode
 
@@ -190,3 +192,41 @@ async def test_forced_cleaning_ignores_open_half_messages(brokers: RunningBroker
     clean.disk_usage_ratio = _Disk(0.95)  # past disk_space_clean_forcibly_ratio
     await asyncio.to_thread(clean.run_once)
     assert store.commit_log.min_offset > half_offset
+
+
+async def test_the_scan_yields_to_the_event_loop_between_slices(brokers: RunningBrokers, tmp_path: Path) -> None:
+    controller, stub = await brokers.start(tmp_path, **MANUAL)
+    count = 3 * SCAN_BATCH + 5
+    for start in range(0, count, 64):
+        requests = []
+        for i in range(start, min(count, start + 64)):
+            request = send_request(TOPIC, b"h", 1, UNIQ_KEY=f"TX-{i:05d}", TRAN_MSG="true")
+            request.sys_flag = 4  # TRANSACTION_PREPARED_TYPE
+            requests.append(request)
+        answers = await stream_send_batch(stub, *requests)
+        assert all(a.code == ResponseCode.SUCCESS for a in answers)
+    store = controller.store
+    assert store is not None
+    assert controller.transaction_state is not None
+    async with asyncio.timeout(10):  # the ConsumeQueue is built asynchronously
+        while True:
+            if store.get_max_offset_in_queue(TRANS_HALF_TOPIC, 0) >= count:
+                break
+            await asyncio.sleep(0.02)
+    queries = OpenTransactions(store, controller.transaction_state)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    before = ticks
+    result = await queries.query(TOPIC, max_num=10)
+    ticker.cancel()
+    assert ticks - before >= 3, "the loop ran between the slices"
+    assert result.total_open == count
+    assert [t.msg_id for t in result.transactions] == [f"TX-{i:05d}" for i in range(10)]

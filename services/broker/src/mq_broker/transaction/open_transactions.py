@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from mq_common.codec import MessageDecodeError, MessageExt, decode_message
@@ -153,20 +153,24 @@ class OpenTransactions:
 
     async def _scan(self, topic: str, max_num: int) -> OpenTransactionsResult:
         state = self.state
-        newest: dict[int, MessageExt] = {}
+        newest: dict[int, OpenTransaction] = {}  # fields only, no bodies: memory stays small for many
         offset = state.half_progress
         end = self.store.get_max_offset_in_queue(TRANS_HALF_TOPIC, HALF_QUEUE_ID)
         while offset < end:
             stop = min(end, offset + SCAN_BATCH)
             for half in state.iter_half(offset, stop):
                 if half.properties.get(MessageConst.REAL_TOPIC) == topic:
-                    newest[identity_of(half)] = half  # copies come later in the queue: the last one wins
+                    identity = identity_of(half)  # copies come later in the queue: the last one wins
+                    newest[identity] = _open_transaction(half, identity, 0)
             offset = stop
             await asyncio.sleep(0)  # a million half messages: slices, the loop keeps serving
         state.catch_up_ops()  # ended while the scan ran
         now_ms = self._clock_ms()
-        open_ones = sorted((i, h) for i, h in newest.items() if _still_open(state, i, h.queue_offset))
-        listed = [_open_transaction(h, i, now_ms) for i, h in open_ones[:max_num]]
+        open_ones = sorted(
+            (t for i, t in newest.items() if _still_open(state, i, t.queue_offset)),
+            key=lambda t: t.prepared_queue_offset,
+        )
+        listed = [replace(t, age_ms=max(0, now_ms - t.born_timestamp_ms)) for t in open_ones[:max_num]]
         return OpenTransactionsResult(listed, len(open_ones))
 
     def _state_of(self, topic: str, uniq_key: str) -> tuple[str, OpenTransaction | None]:
