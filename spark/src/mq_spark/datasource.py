@@ -10,7 +10,18 @@ once per partition in an executor's Python worker and returns a :class:`PublishC
 ``commit`` does not run in the driver's own Python process, it reports the job's totals as one JSON log
 line on stderr and, when the ``summaryPath`` option is set, as a JSON file (:func:`read_summary`):
 ``{"rows", "published", "failed", "retried", "not_durable", "per_broker": {name: n}, "first_error",
-"tasks", "committed"}``. Rows already sent when a job aborts stay sent (``abort`` cannot undo them).
+"tasks", "committed", "guarantee"}`` (+ the transaction counts of mq_spark.transactions.EndTotals when exactly once).
+
+``deliveryGuarantee=exactly_once`` (the default): each task attempt sends half messages of its own transaction and
+``commit`` commits the winners' transactions and rolls back the rest of the job (mq_spark.transactions); ``abort``
+rolls back the whole job, so nothing of a failed job is delivered. ``at_least_once``: plain sends, retried in the
+task; rows already sent when a job aborts stay sent.
+
+Streaming (``df.writeStream.format("rocketmq")``, :class:`RocketMQStreamWriter`): each micro-batch is one job of
+its own producer group (derived from the checkpoint location and the batch id). Before it commits a micro-batch,
+``commit`` records the winners' transaction ids in ``<checkpointLocation>/rocketmq-sink/<batchId>.json``; a query
+restarted from its checkpoint that runs that micro-batch again finds the record, commits the recorded transactions
+again (idempotent) and rolls back everything the re-run sent: nothing is published twice.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +40,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     WriterCommitMessage,
 )
@@ -35,6 +48,7 @@ from pyspark.sql.types import StructType
 
 from mq_spark.counts import PublishCounts
 from mq_spark.options import WriterOptions
+from mq_spark.transactions import attempt_transaction_id, job_key, job_producer_group
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -44,9 +58,11 @@ FORMAT_NAME = "rocketmq"
 
 @dataclass(frozen=True)
 class PublishCommitMessage(WriterCommitMessage):
-    """What one task reports to ``commit``: its counters as a plain dict (see PublishCounts.to_dict)."""
+    """What one task reports to ``commit``: its counters as a plain dict (see PublishCounts.to_dict) and, exactly
+    once, the transaction id of its attempt."""
 
     counts: dict[str, Any] = field(default_factory=dict)
+    transaction_id: str = ""
 
 
 class RocketMQDataSource(DataSource):
@@ -82,47 +98,182 @@ class RocketMQDataSource(DataSource):
         """Validate the options against ``schema``. Raises InvalidParameterError (29) for a bad option."""
         options = WriterOptions.parse(self.options)
         options.check_columns(schema.fieldNames())
-        return RocketMQArrowWriter(options)
+        return RocketMQArrowWriter(options, job_key(uuid.uuid4().hex))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> RocketMQStreamWriter:
+        """The micro-batch sink (see the module). Raises InvalidParameterError (29) for a bad option."""
+        options = WriterOptions.parse(self.options)
+        options.check_columns(schema.fieldNames())
+        return RocketMQStreamWriter(options, str(self.options.get("checkpointLocation") or ""))
+
+
+def _publish(
+    options: WriterOptions, iterator: Iterator[pa.RecordBatch], key: str, group_key: str | None = None
+) -> PublishCommitMessage:
+    """Send every row of the task's partition (exactly once: as half messages of the attempt's transaction of job
+    ``key``, producer group of ``group_key``, default ``key``). Raises PublishFailedError when messages fail."""
+    # Imported here, in the executor's worker: the workers that plan (writer) and commit the job need
+    # neither gRPC nor pyarrow.compute, and a cold worker's imports sit on the write's critical path.
+    from mq_spark.encoding import encode_batch
+    from mq_spark.gateway_sender import GatewaySender
+
+    txid = attempt_transaction_id(key) if options.exactly_once else ""
+    group = job_producer_group(options.producer_group, group_key or key) if txid else None
+    sender = GatewaySender(options, transaction_id=txid, producer_group=group)
+    try:
+        for batch in iterator:
+            sender.add(encode_batch(batch, options.key_column, options.tag_column))
+        counts = sender.finish()
+    finally:
+        sender.close()
+    return PublishCommitMessage(counts.to_dict(), txid)
+
+
+def _transactions(messages: Sequence[WriterCommitMessage | None]) -> list[str]:
+    return [m.transaction_id for m in messages if isinstance(m, PublishCommitMessage) and m.transaction_id]
 
 
 class RocketMQArrowWriter(DataSourceArrowWriter):
-    """Arrow batches of one partition -> messages through the gateway."""
+    """Arrow batches of one partition -> messages through the gateway. ``key``: the job's key (its producer group
+    and transaction ids, mq_spark.transactions)."""
 
-    def __init__(self, options: WriterOptions) -> None:
+    def __init__(self, options: WriterOptions, key: str = "") -> None:
         self.options = options
+        self.key = key or job_key(uuid.uuid4().hex)
+
+    @property
+    def producer_group(self) -> str:
+        return job_producer_group(self.options.producer_group, self.key)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PublishCommitMessage:
         """Send every row of the partition. Raises PublishFailedError when messages still fail after retries."""
-        # Imported here, in the executor's worker: the workers that plan (writer) and commit the job need
-        # neither gRPC nor pyarrow.compute, and a cold worker's imports sit on the write's critical path.
-        from mq_spark.encoding import encode_batch
-        from mq_spark.gateway_sender import GatewaySender
-
-        sender = GatewaySender(self.options)
-        try:
-            for batch in iterator:
-                sender.add(encode_batch(batch, self.options.key_column, self.options.tag_column))
-            counts = sender.finish()
-        finally:
-            sender.close()
-        return PublishCommitMessage(counts.to_dict())
+        return _publish(self.options, iterator, self.key)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        """Sum the tasks' counters; log them and write the summary file (if ``summaryPath`` is set)."""
-        self._report(messages, committed=True)
+        """Exactly once: commit the winners' transactions and roll back the rest of the job (raises
+        TransactionEndError when that fails). Then sum the tasks' counters; log them and write the summary file."""
+        extra: dict[str, Any] = {}
+        if self.options.exactly_once:
+            from mq_spark.transactions import TransactionEnder
+
+            ender = TransactionEnder(self.options, self.producer_group)
+            try:
+                extra = ender.commit_all(_transactions(messages)).to_dict()
+            finally:
+                ender.close()
+        _report(self.options, messages, committed=True, extra=extra)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
-        """Report what the finished tasks published before the job failed (nothing can be unsent)."""
-        self._report(messages, committed=False)
+        """Exactly once: roll back everything the job sent. At least once: report what was published (nothing can
+        be unsent)."""
+        extra: dict[str, Any] = {}
+        if self.options.exactly_once:
+            extra = _rollback(self.options, self.producer_group)
+        _report(self.options, messages, committed=False, extra=extra)
 
-    def _report(self, messages: Sequence[WriterCommitMessage | None], *, committed: bool) -> None:
-        parts = [PublishCounts.from_dict(m.counts) for m in messages if isinstance(m, PublishCommitMessage)]
-        summary = {**PublishCounts.total(parts).to_dict(), "tasks": len(parts), "committed": committed}
-        print(
-            json.dumps({"event": "rocketmq_write_" + ("commit" if committed else "abort"), **summary}), file=sys.stderr
-        )
-        if self.options.summary_path:
-            write_summary(Path(self.options.summary_path), summary)
+
+def _rollback(options: WriterOptions, group: str) -> dict[str, Any]:
+    """Roll back a job's producer group; a failure is reported (the check-back discards what is left)."""
+    from mq_spark.transactions import TransactionEnder
+
+    ender = TransactionEnder(options, group)
+    try:
+        return ender.rollback_group().to_dict()
+    except Exception as exc:
+        print(json.dumps({"event": "rocketmq_rollback_failed", "group": group, "error": str(exc)}), file=sys.stderr)
+        return {"rollback_error": str(exc)}
+    finally:
+        ender.close()
+
+
+def _report(
+    options: WriterOptions,
+    messages: Sequence[WriterCommitMessage | None],
+    *,
+    committed: bool,
+    extra: dict[str, Any],
+    batch_id: int | None = None,
+) -> None:
+    parts = [PublishCounts.from_dict(m.counts) for m in messages if isinstance(m, PublishCommitMessage)]
+    summary = {
+        **PublishCounts.total(parts).to_dict(),
+        "tasks": len(parts),
+        "committed": committed,
+        "guarantee": options.delivery_guarantee,
+        **extra,
+    }
+    if batch_id is not None:
+        summary["batch_id"] = batch_id
+    print(json.dumps({"event": "rocketmq_write_" + ("commit" if committed else "abort"), **summary}), file=sys.stderr)
+    if options.summary_path:
+        write_summary(Path(options.summary_path), summary)
+
+
+STREAM_COMMITS_DIR = "rocketmq-sink"
+
+
+class RocketMQStreamWriter(DataSourceStreamArrowWriter):
+    """Micro-batches -> messages, exactly once per micro-batch across query restarts (see the module).
+    ``checkpoint``: the query's checkpointLocation (local path or file: URI; empty: no restart protection)."""
+
+    def __init__(self, options: WriterOptions, checkpoint: str) -> None:
+        self.options = options
+        self.checkpoint = checkpoint
+        self.query_key = job_key(checkpoint or uuid.uuid4().hex)
+        self.run = uuid.uuid4().hex[:8]
+
+    def _batch_key(self, batch_id: int) -> str:
+        """The producer-group key of one micro-batch: the same in every run of the query."""
+        return f"{self.query_key}b{batch_id}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PublishCommitMessage:
+        """Send the partition's rows of the running micro-batch (its id from the task's local property
+        ``streaming.sql.batchId``)."""
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+        batch_id = int(raw) if raw is not None and raw.isdigit() else -1
+        batch_key = self._batch_key(batch_id)
+        return _publish(self.options, iterator, f"{batch_key}r{self.run}", batch_key)
+
+    def _record_path(self, batch_id: int) -> Path | None:
+        location = self.checkpoint
+        if location.startswith("file:"):
+            location = location.removeprefix("file:")
+            location = "/" + location.lstrip("/") if location.startswith("//") else location
+        if not location or "://" in location:
+            return None
+        return Path(location) / STREAM_COMMITS_DIR / f"{batch_id}.json"
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        """Commit micro-batch ``batchId``: record its winners (unless a record exists: a re-run), commit the
+        recorded transactions, roll back the rest of the micro-batch's group. Raises TransactionEndError."""
+        extra: dict[str, Any] = {}
+        if self.options.exactly_once:
+            txids = _transactions(messages)
+            record = self._record_path(batchId)
+            if record is not None and record.exists():
+                txids = list(json.loads(record.read_text(encoding="utf-8"))["transactions"])
+                extra["rerun"] = True
+            elif record is not None:
+                write_summary(record, {"batch_id": batchId, "transactions": txids})
+            from mq_spark.transactions import TransactionEnder
+
+            group = job_producer_group(self.options.producer_group, self._batch_key(batchId))
+            ender = TransactionEnder(self.options, group)
+            try:
+                extra.update(ender.commit_all(txids).to_dict())
+            finally:
+                ender.close()
+        _report(self.options, messages, committed=True, extra=extra, batch_id=batchId)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        """Roll back everything micro-batch ``batchId`` sent in this run (exactly once)."""
+        extra: dict[str, Any] = {}
+        if self.options.exactly_once and (record := self._record_path(batchId)) is not None and not record.exists():
+            extra = _rollback(self.options, job_producer_group(self.options.producer_group, self._batch_key(batchId)))
+        _report(self.options, messages, committed=False, extra=extra, batch_id=batchId)
 
 
 def write_summary(path: Path, summary: dict[str, Any]) -> None:
