@@ -4,7 +4,8 @@ expression of every dashboard panel returns data, every alert expression parses 
 Also: the scraped families match metric_names.yaml; the request id of a gateway call reaches the broker's log
 lines; no message body shows up in any log. A consumer phase (obs_consumers.py: commit offsets, pull, send one
 message per broker to the DLQ) feeds the consumer families and the consumer dashboard: the tests that use it need the
-consumer side of issue 17 merged and wired (see obs_consumers.py).
+consumer side of issue 17 merged and wired (see obs_consumers.py). Timer, transaction and FIFO phases (obs_timers.py,
+obs_transactions.py, obs_fifo.py) feed their rows of the broker dashboard.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mq_local.cluster import LocalCluster
 from mq_local.ports import free_port
 from mq_local.testing import make_topic, spec_for_tests
 from obs_consumers import CONSUMER_GROUP, ConsumedBroker, consume_on_every_broker
+from obs_fifo import FIFO_GROUP, consume_orderly
 from obs_testkit import (
     RULES_FILE,
     alert_expressions,
@@ -246,7 +248,7 @@ def timed(metrics_cluster: tuple[LocalCluster, dict[str, int]], loaded: str) -> 
 
 
 def test_every_dashboard_query_returns_data(
-    loaded: str, consumed: dict[str, ConsumedBroker], timed: TimersSent, transacted: str
+    loaded: str, consumed: dict[str, ConsumedBroker], timed: TimersSent, transacted: str, fifo_consumed: str
 ) -> None:
     queries = dashboard_queries()
     assert len(queries) >= 40
@@ -299,11 +301,40 @@ def transacted(metrics_cluster: tuple[LocalCluster, dict[str, int]], loaded: str
     return topic
 
 
+@pytest.fixture(scope="module")
+def fifo_consumed(metrics_cluster: tuple[LocalCluster, dict[str, int]], loaded: str) -> str:
+    """After the load: the FIFO phase (obs_fifo.py), then wait until Prometheus has scraped every FIFO series of its
+    topic SCRAPES_PER_NEW_SERIES times on every master. Returns the topic."""
+    cluster, _ports = metrics_cluster
+    topic = asyncio.run(consume_orderly(cluster))
+    masters = len(cluster.broker_addrs)
+    labels = f'topic="{topic}", consumer_group="{FIFO_GROUP}"'
+    wait_for(loaded, f"sum(mq_broker_fifo_blocked_queues{{{labels}}})", masters)
+    wait_for(loaded, f"sum(mq_broker_fifo_order_wait_ms_count{{{labels}}})", masters)
+    for name in ("mq_broker_fifo_blocked_queues", "mq_broker_fifo_block_age_ms", "mq_broker_fifo_order_wait_ms_count"):
+        wait_for(loaded, f"min(count_over_time({name}{{{labels}}}[1m]))", SCRAPES_PER_NEW_SERIES)
+    return topic
+
+
+def test_brokers_export_the_fifo_figures_of_the_orderly_phase(
+    metrics_cluster: tuple[LocalCluster, dict[str, int]], fifo_consumed: str
+) -> None:
+    """On every master: the queue left blocked (one queue, a real age), one block ended (one order wait)."""
+    cluster, ports = metrics_cluster
+    labels = {"topic": fifo_consumed, "consumer_group": FIFO_GROUP}
+    for name in cluster.broker_addrs:
+        got = scrape_samples(ports[name])
+        assert one_value(got, "mq_broker_fifo_blocked_queues", labels) == 1, name
+        assert 0 < one_value(got, "mq_broker_fifo_block_age_ms", labels) < MAX_PLAUSIBLE_LAG_LATENCY_MS, name
+        assert one_value(got, "mq_broker_fifo_order_wait_ms_count", labels) == 1, name
+
+
 def test_scraped_families_match_the_metric_list(
     metrics_cluster: tuple[LocalCluster, dict[str, int]],
     consumed: dict[str, ConsumedBroker],
     timed: TimersSent,
     transacted: str,
+    fifo_consumed: str,
 ) -> None:
     """Each process exports only listed families with their labels; each kind's processes together export every
     family listed for it (a slave has no per-slave lag series, a master no replicated bytes of its own)."""
