@@ -29,6 +29,5 @@ exec spark-submit \
   --conf spark.executor.memory=2g \
   --conf spark.ui.enabled=false \
   --conf spark.sql.session.timeZone=UTC \
-  --conf spark.task.maxFailures=1 \
   local:///opt/pyrocketmq/jobs/publish_flights.py \
   --gateway "${GATEWAY}" --namesrv "${NAMESRV}" --cluster DefaultCluster --topic flights "$@"

@@ -34,6 +34,7 @@ def test_run_main_publishes_verifies_and_stops_everything(tmp_path: Path) -> Non
     assert sum(report["per_broker"].values()) == ROWS
     assert set(report["per_broker"]) == {"broker-a", "broker-b"}
     assert report["rows_per_s"] > 0
+    assert report["guarantee"] == "exactly_once"
     assert not (data / "stale.log").exists()  # the run started from an empty data folder
     assert not (data / STATE_FILE).exists()  # every process was stopped (state removed on stop)
     for service in ("namesrv", "broker-a", "broker-b", "gateway"):

@@ -21,7 +21,10 @@ from pyspark.sql import SparkSession
 
 from mq_spark.datasource import register
 
-DEFAULT_MASTER: Final = "local[2]"
+DEFAULT_MASTER: Final = "local[2,4]"
+"""Two task threads, and up to 4 attempts per task: in local mode the retry count is the master's second number
+(``spark.task.maxFailures`` is not read), and 4 is that setting's default on a cluster. Task retries are safe: the
+sink publishes exactly once (mq_spark.transactions)."""
 # How long the JVM gets to exit after its stdin closes (it runs its shutdown hooks: ~1 s here), then after SIGKILL.
 JVM_EXIT_WAIT_S: Final = 30.0
 JVM_KILL_WAIT_S: Final = 5.0
@@ -56,7 +59,6 @@ def build_spark_session(app_name: str, master: str = DEFAULT_MASTER) -> SparkSes
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.task.maxFailures", "1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")

@@ -4,11 +4,12 @@ Steps: SparkSession (first: before any gRPC channel) -> flights as a DataFrame -
 server, broker-a + broker-b SYNC_FLUSH, 1 gateway; free ports; data folder ``<repo>/.run/flights``, emptied
 first) -> topic ``flights`` with 4 write/read queues on each broker -> ``df.write.format("rocketmq")``
 keyed by tailnum, tagged by carrier, with a progress bar -> pull every queue back and check every row id
-is present exactly once and every tailnum sits on one queue.
+is present exactly once and every tailnum sits on one queue. Task retries are on (``--master local[2,4]``) and the
+write is exactly once by default (``--guarantee``: the sink's deliveryGuarantee).
 
 The last stdout line is one JSON object::
 
-    {"rows", "published", "verified", "missing", "duplicates", "per_broker", "seconds", "rows_per_s", ...}
+    {"rows", "published", "verified", "missing", "duplicates", "per_broker", "seconds", "rows_per_s", "guarantee", ...}
 
 (``seconds``: the publish phase; ``rows_per_s`` = published / seconds). Exit status 0 when nothing is
 missing or duplicated and no key is split over queues, 1 otherwise, 2 when a phase fails. Every process
@@ -43,7 +44,8 @@ from mq_spark.jobs.publish_flights import (
     load_flights,
     publish_with_progress,
 )
-from mq_spark.session import build_spark_session, stop_spark_session
+from mq_spark.options import DELIVERY_GUARANTEES, EXACTLY_ONCE
+from mq_spark.session import DEFAULT_MASTER, build_spark_session, stop_spark_session
 from mq_spark.verify import RowIdCheck, read_back
 
 BROKER_GROUPS: Final = 2
@@ -59,7 +61,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-in-flight", type=int, default=2, help="SendBatch calls in flight per Spark task")
     parser.add_argument("--partitions", type=int, default=None, help="repartition the DataFrame first")
     parser.add_argument("--flush-disk-type", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="SYNC_FLUSH")
-    parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master (local[threads,task attempts])")
+    parser.add_argument(
+        "--guarantee", choices=DELIVERY_GUARANTEES, default=EXACTLY_ONCE, help="the sink's deliveryGuarantee"
+    )
     parser.add_argument(
         "--commit-log-file-mib", type=int, default=256, help="bytes per CommitLog file, MiB (preallocated)"
     )
@@ -82,6 +87,7 @@ def final_report(outcome: PublishOutcome, check: RowIdCheck) -> dict[str, Any]:
         "missing": check.missing,
         "duplicates": check.duplicates,
         "per_broker": outcome.summary["per_broker"],
+        "guarantee": outcome.summary.get("guarantee", "at_least_once"),
         "seconds": round(outcome.seconds, 3),
         "rows_per_s": round(published / outcome.seconds, 1) if outcome.seconds > 0 else 0.0,
         "failed": outcome.summary["failed"],
@@ -120,7 +126,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         config = TopicConfig(FLIGHTS_TOPIC, read_queue_nums=QUEUES_PER_BROKER, write_queue_nums=QUEUES_PER_BROKER)
         asyncio.run(create_topic_on_cluster(cluster.namesrv_addr, config, spec.cluster_name))
-        options = {"batchSize": str(args.batch_size), "maxInFlight": str(args.max_in_flight)}
+        options = {
+            "batchSize": str(args.batch_size),
+            "maxInFlight": str(args.max_in_flight),
+            "deliveryGuarantee": args.guarantee,
+        }
         outcome = publish_with_progress(
             df, rows, gateway=cluster.gateway_addr, namesrv=cluster.namesrv_addr, extra_options=options
         )
