@@ -97,13 +97,13 @@ class RocketMQDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> RocketMQArrowWriter:
         """Validate the options against ``schema``. Raises InvalidParameterError (29) for a bad option."""
         options = WriterOptions.parse(self.options)
-        options.check_columns(schema.fieldNames())
+        options.check_columns(schema)
         return RocketMQArrowWriter(options, job_key(uuid.uuid4().hex))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> RocketMQStreamWriter:
         """The micro-batch sink (see the module). Raises InvalidParameterError (29) for a bad option."""
         options = WriterOptions.parse(self.options)
-        options.check_columns(schema.fieldNames())
+        options.check_columns(schema)
         return RocketMQStreamWriter(options, str(self.options.get("checkpointLocation") or ""))
 
 
@@ -122,7 +122,9 @@ def _publish(
     sender = GatewaySender(options, transaction_id=txid, producer_group=group)
     try:
         for batch in iterator:
-            sender.add(encode_batch(batch, options.key_column, options.tag_column))
+            sender.add(
+                encode_batch(batch, options.key_column, options.tag_column, topic_option_set=bool(options.topic))
+            )
         counts = sender.finish()
     finally:
         sender.close()

@@ -1,4 +1,11 @@
-"""Rows of an Arrow RecordBatch -> message bodies (one JSON object per row), keys and tags.
+"""Rows of an Arrow RecordBatch -> messages: body, keys, tag, user properties and topic.
+
+Columns map to message parts as Kafka's sink maps them (mq_spark.options.resolve_columns): a ``body`` or ``value``
+column (binary, or string sent as UTF-8) is the body; without one the body is the JSON object below. ``keys`` (or
+keyColumn), ``tag`` (or tagColumn), ``properties`` (map<string,string>; names RocketMQ reserves are refused, null
+values dropped) and ``topic`` columns fill those parts when present.
+
+JSON body (no body column):
 
 Body: a UTF-8 JSON object with every column of the row, in schema order. Nulls are ``null``; float NaN and
 infinities (not valid JSON) are ``null`` too; timestamps are ISO-8601 strings (``2013-01-01T10:00:00Z``
@@ -25,7 +32,10 @@ from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from mq_common.constants import MessageConst, validate_topic
 from mq_common.errors import InvalidParameterError
+
+from mq_spark.options import ColumnMapping, resolve_columns
 
 _SEPARATORS: Final = (",", ":")
 _NEEDS_ESCAPE: Final = r'["\\\x00-\x1f]'
@@ -33,11 +43,14 @@ _NEEDS_ESCAPE: Final = r'["\\\x00-\x1f]'
 
 @dataclass(frozen=True, slots=True)
 class EncodedRow:
-    """One message to publish: JSON ``body``, sharding key/KEYS ``key`` and ``tag`` (None when absent)."""
+    """One message to publish: ``body``, sharding key/KEYS ``key``, ``tag``, user ``properties`` and the row's
+    ``topic`` (None when absent; the writer's topic option wins over ``topic``)."""
 
     body: bytes
     key: str | None
     tag: str | None
+    properties: dict[str, str] | None = None
+    topic: str | None = None
 
 
 def _json_default(value: object) -> object:
@@ -171,10 +184,63 @@ def _texts(batch: pa.RecordBatch, idx: int | None) -> list[str | None]:
     return [None if v is None or v == "" else str(v) for v in batch.column(idx).to_pylist()]
 
 
-def encode_batch(batch: pa.RecordBatch, key_column: str | None, tag_column: str | None) -> list[EncodedRow]:
-    """Every row of ``batch`` as an EncodedRow, in order. Raises InvalidParameterError for a missing column."""
-    key_idx = column_index(batch.schema, key_column)
-    tag_idx = column_index(batch.schema, tag_column)
-    bodies = encode_bodies(batch)
-    keys, tags = _texts(batch, key_idx), _texts(batch, tag_idx)
-    return [EncodedRow(b, k, t) for b, k, t in zip(bodies, keys, tags, strict=True)]
+def _bodies_of(batch: pa.RecordBatch, name: str) -> list[bytes]:
+    column = batch.column(batch.schema.get_field_index(name))
+    kind = column.type
+    if not (
+        pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+    ):
+        raise InvalidParameterError(f"column {name!r} (the message body) must be binary or string, not {kind}")
+    values: list[bytes] = (column if pa.types.is_binary(kind) else column.cast(pa.binary())).to_pylist()
+    if any(not v for v in values):
+        raise InvalidParameterError(f"column {name!r}: a row has a null or empty body (RocketMQ needs a body)")
+    return values
+
+
+def _properties_of(batch: pa.RecordBatch, name: str | None) -> list[dict[str, str] | None]:
+    if name is None:
+        return [None] * batch.num_rows
+    column = batch.column(batch.schema.get_field_index(name))
+    kind = column.type
+    if not (pa.types.is_map(kind) and pa.types.is_string(kind.key_type) and pa.types.is_string(kind.item_type)):
+        raise InvalidParameterError(f"column {name!r} (the user properties) must be map<string,string>, not {kind}")
+    found: list[dict[str, str] | None] = []
+    for pairs in column.to_pylist():
+        props = {k: v for k, v in pairs or () if v is not None}
+        reserved = sorted(set(props) & MessageConst.RESERVED)
+        if reserved:
+            raise InvalidParameterError(f"column {name!r}: property names {reserved} are reserved by RocketMQ")
+        found.append(props or None)
+    return found
+
+
+def _topics_of(batch: pa.RecordBatch, name: str | None) -> list[str | None]:
+    topics = _texts(batch, None if name is None else batch.schema.get_field_index(name))
+    for topic in {t for t in topics if t is not None}:
+        problem = validate_topic(topic)
+        if problem is not None:
+            raise InvalidParameterError(f"column {name!r}: topic {topic!r}: {problem}")
+    return topics
+
+
+def encode_batch(
+    batch: pa.RecordBatch, key_column: str | None, tag_column: str | None, *, topic_option_set: bool = True
+) -> list[EncodedRow]:
+    """Every row of ``batch`` as an EncodedRow, in order (columns mapped as the module docstring says).
+    Raises InvalidParameterError (29) for a missing or competing column, a body column that is not binary/string or
+    holds a null/empty value, properties that are not map<string,string> or use a reserved name, an illegal topic,
+    or (``topic_option_set`` False) a row without a topic."""
+    mapping: ColumnMapping = resolve_columns(
+        batch.schema.names, key_column, tag_column, topic_option_set=topic_option_set
+    )
+    bodies = encode_bodies(batch) if mapping.body is None else _bodies_of(batch, mapping.body)
+    keys = _texts(batch, column_index(batch.schema, mapping.keys))
+    tags = _texts(batch, column_index(batch.schema, mapping.tag))
+    props = _properties_of(batch, mapping.properties)
+    topics = _topics_of(batch, mapping.topic)
+    if not topic_option_set and None in topics:
+        raise InvalidParameterError("column 'topic': a row has no topic and the option topic is not set")
+    return [EncodedRow(b, k, t, p, tp) for b, k, t, p, tp in zip(bodies, keys, tags, props, topics, strict=True)]

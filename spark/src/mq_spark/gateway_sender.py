@@ -80,13 +80,16 @@ def describe(code: int, remark: str) -> str:
 
 
 def to_message(row: EncodedRow, topic: str) -> gateway_pb2.Message:
-    """The gateway Message for one row: body, TAGS, KEYS and sharding key (both from the key column)."""
-    msg = gateway_pb2.Message(topic=topic, body=row.body)
+    """The gateway Message for one row: body, TAGS, KEYS and sharding key (both from the key column), user
+    properties; the topic is ``topic`` (the option) or, when that is "", the row's topic column."""
+    msg = gateway_pb2.Message(topic=topic or row.topic or "", body=row.body)
     if row.tag is not None:
         msg.tag = row.tag
     if row.key is not None:
         msg.keys.append(row.key)
         msg.sharding_key = row.key
+    if row.properties:
+        msg.properties.update(row.properties)
     return msg
 
 

@@ -3,9 +3,9 @@
 | option          | meaning                                                            | default          |
 |-----------------|--------------------------------------------------------------------|------------------|
 | gateway         | producer gateway ``host:port``                                     | 127.0.0.1:8081   |
-| topic           | destination topic (required)                                       |                  |
-| keyColumn       | column whose value is the sharding key AND the message KEYS        | none             |
-| tagColumn       | column whose value is the message TAGS                             | none             |
+| topic           | destination topic; wins over a ``topic`` column (required without one) | none         |
+| keyColumn       | column whose value is the sharding key AND the message KEYS (alias of a ``keys`` column) | none |
+| tagColumn       | column whose value is the message TAGS (alias of a ``tag`` column) | none             |
 | batchSize       | messages per ProducerGateway.SendBatch call                        | 500              |
 | sendTimeoutMs   | the gateway's send budget per message (DefaultMQProducer.sendMsgTimeout) | 3000       |
 | maxRetries      | extra SendBatch rounds for messages whose result is an error      | 3                |
@@ -18,6 +18,13 @@
 | tls             | ``true``: call the gateway over TLS                                | false            |
 | tlsCaFile       | PEM CA bundle that verifies the gateway (unset: the system roots)  | env MQ_SPARK_TLS_CA_FILE |
 | deliveryGuarantee | ``exactly_once`` (transactions, mq_spark.transactions) or ``at_least_once`` | exactly_once  |
+
+Columns (as Kafka's sink; :func:`resolve_columns`): a ``body`` or ``value`` column (binary or string) is the
+message body, else the body is the JSON object of all columns (:mod:`mq_spark.encoding`); a ``keys`` column (or
+``keyColumn``) gives KEYS and the sharding key, ``tag`` (or ``tagColumn``) the TAGS, ``properties``
+(map<string,string>) the user properties, ``topic`` (string) the topic when the ``topic`` option is not set (then
+only with ``deliveryGuarantee`` at_least_once: a job's transactions end on one topic). With a body column other
+columns are ignored. Bad combinations raise InvalidParameterError (29) before any send.
 
 Option names are case-insensitive (Spark's CaseInsensitiveDict). The secret key is best given through the
 environment of the driver and executors (MQ_SPARK_SECRET_KEY), so it is no Spark option at all; Spark also redacts
@@ -36,6 +43,7 @@ from typing import Final
 from mq_common.auth.settings import Credentials
 from mq_common.constants import validate_topic
 from mq_common.errors import InvalidParameterError
+from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 DEFAULT_GATEWAY: Final = "127.0.0.1:8081"
 DEFAULT_BATCH_SIZE: Final = 500
@@ -50,6 +58,11 @@ DEFAULT_PRODUCER_GROUP: Final = "SPARK_PRODUCER"
 ACCESS_KEY_ENV: Final = "MQ_SPARK_ACCESS_KEY"
 SECRET_KEY_ENV: Final = "MQ_SPARK_SECRET_KEY"
 TLS_CA_FILE_ENV: Final = "MQ_SPARK_TLS_CA_FILE"
+BODY_COLUMNS: Final = ("body", "value")
+KEYS_COLUMN: Final = "keys"
+TAG_COLUMN: Final = "tag"
+PROPERTIES_COLUMN: Final = "properties"
+TOPIC_COLUMN: Final = "topic"
 EXACTLY_ONCE: Final = "exactly_once"
 AT_LEAST_ONCE: Final = "at_least_once"
 DELIVERY_GUARANTEES: Final = (EXACTLY_ONCE, AT_LEAST_ONCE)
@@ -105,11 +118,80 @@ def credentials_of(options: Mapping[str, str], env: Mapping[str, str]) -> Creden
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnMapping:
+    """Which column plays which part of a message (None: no such column). ``body`` None: the JSON of all
+    columns is the body."""
+
+    body: str | None = None
+    keys: str | None = None
+    tag: str | None = None
+    properties: str | None = None
+    topic: str | None = None
+
+
+def _alias(names: Sequence[str], option: str, given: str | None, column: str) -> str | None:
+    if given is None:
+        return column if column in names else None
+    if given not in names:
+        raise InvalidParameterError(f"option {option}: column {given!r} is not in the DataFrame {list(names)}")
+    if given != column and column in names:
+        raise InvalidParameterError(
+            f"option {option}={given!r} and a {column!r} column both give the message's {column}: drop one"
+        )
+    return given
+
+
+def resolve_columns(
+    names: Sequence[str], key_column: str | None, tag_column: str | None, *, topic_option_set: bool = True
+) -> ColumnMapping:
+    """The column mapping of a DataFrame with columns ``names`` (see the module docstring). Raises
+    InvalidParameterError (29) when both ``body`` and ``value`` are columns, keyColumn/tagColumn names a missing
+    column or competes with a ``keys``/``tag`` column, or the topic option is not set and there is no topic column."""
+    bodies = [c for c in BODY_COLUMNS if c in names]
+    if len(bodies) > 1:
+        raise InvalidParameterError("columns 'body' and 'value' both give the message body: keep one")
+    topic = TOPIC_COLUMN if TOPIC_COLUMN in names else None
+    if not topic_option_set and topic is None:
+        raise InvalidParameterError("option topic is not set and the DataFrame has no 'topic' column")
+    return ColumnMapping(
+        body=bodies[0] if bodies else None,
+        keys=_alias(names, "keyColumn", key_column, KEYS_COLUMN),
+        tag=_alias(names, "tagColumn", tag_column, TAG_COLUMN),
+        properties=PROPERTIES_COLUMN if PROPERTIES_COLUMN in names else None,
+        topic=topic,
+    )
+
+
+def check_column_types(schema: StructType, mapping: ColumnMapping) -> None:
+    """Raises InvalidParameterError (29) when the body column is not binary/string, ``properties`` is not
+    map<string,string> or ``topic`` is not a string."""
+    types = {f.name: f.dataType for f in schema.fields}
+    body_type = types[mapping.body] if mapping.body is not None else None
+    if body_type is not None and not isinstance(body_type, BinaryType | StringType):
+        raise InvalidParameterError(
+            f"column {mapping.body!r} (the message body) must be binary or string, not {body_type.simpleString()}"
+        )
+    if mapping.properties is not None:
+        kind = types[mapping.properties]
+        if not (
+            isinstance(kind, MapType)
+            and isinstance(kind.keyType, StringType)
+            and isinstance(kind.valueType, StringType)
+        ):
+            raise InvalidParameterError(
+                f"column 'properties' (the user properties) must be map<string,string>, not {kind.simpleString()}"
+            )
+    if mapping.topic is not None and not isinstance(types[mapping.topic], StringType):
+        raise InvalidParameterError(f"column 'topic' must be a string, not {types[mapping.topic].simpleString()}")
+
+
+@dataclass(frozen=True, slots=True)
 class WriterOptions:
     """Parsed, validated writer options (picklable; shipped to every task)."""
 
     gateway: str
     topic: str
+    """The option; "" when every row's topic comes from its ``topic`` column."""
     key_column: str | None = None
     tag_column: str | None = None
     batch_size: int = DEFAULT_BATCH_SIZE
@@ -134,7 +216,7 @@ class WriterOptions:
         Raises InvalidParameterError (29) for a missing/illegal value, never quoting a secret."""
         env = os.environ if env is None else env
         topic = options.get("topic") or ""
-        problem = validate_topic(topic)
+        problem = validate_topic(topic) if topic or "topic" in options else None
         if problem is not None:
             raise InvalidParameterError(f"option topic: {problem}")
         gateway = options.get("gateway") or DEFAULT_GATEWAY
@@ -168,10 +250,17 @@ class WriterOptions:
         except OSError as exc:
             raise InvalidParameterError(f"option tlsCaFile: cannot read {self.tls_ca_file}: {exc.strerror}") from None
 
-    def check_columns(self, column_names: Sequence[str]) -> None:
-        """Raises InvalidParameterError (29) when keyColumn or tagColumn names no column of the DataFrame."""
-        for option, column in (("keyColumn", self.key_column), ("tagColumn", self.tag_column)):
-            if column is not None and column not in column_names:
-                raise InvalidParameterError(
-                    f"option {option}: column {column!r} is not in the DataFrame {list(column_names)}"
-                )
+    def check_columns(self, columns: Sequence[str] | StructType) -> ColumnMapping:
+        """The DataFrame's column mapping (:func:`resolve_columns`; types checked too when ``columns`` is the
+        schema). Raises InvalidParameterError (29) for a bad combination (see :func:`resolve_columns`; a ``topic``
+        column without the topic option under exactly_once) or type."""
+        names = columns.fieldNames() if isinstance(columns, StructType) else list(columns)
+        mapping = resolve_columns(names, self.key_column, self.tag_column, topic_option_set=bool(self.topic))
+        if not self.topic and self.exactly_once:
+            raise InvalidParameterError(
+                "rows routed by their 'topic' column need deliveryGuarantee=at_least_once (an exactly-once job ends "
+                "its transactions on one topic): set the option topic, or choose at_least_once"
+            )
+        if isinstance(columns, StructType):
+            check_column_types(columns, mapping)
+        return mapping
