@@ -97,7 +97,15 @@ def test_unknown_topic_fails_the_job_with_the_response_code(
 ) -> None:
     topic = unique_topic("spark_missing")  # never created; brokers do not auto-create
     with pytest.raises(Exception, match=r"still failed after 1 retries; first error: CODE 17 \(TOPIC_NOT_EXIST\)"):
-        _write(_frame(spark, 20, 1), spark_cluster, topic, tmp_path / "s.json", maxRetries="1", retryBackoffMs="0")
+        _write(
+            _frame(spark, 20, 1),
+            spark_cluster,
+            topic,
+            tmp_path / "s.json",
+            maxRetries="1",
+            retryBackoffMs="0",
+            deliveryGuarantee="at_least_once",  # exactly once never re-sends in the task
+        )
     summary = read_summary(tmp_path / "s.json")
     assert (summary["committed"], summary["published"]) == (False, 0)
 
