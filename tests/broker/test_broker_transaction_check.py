@@ -239,3 +239,31 @@ async def test_transaction_metrics_count_opens_ends_and_checks(brokers: RunningB
     restarted, _ = await brokers.start(tmp_path, **{**FAST, "transaction_check_interval_ms": 60_000})
     assert restarted.transaction_state is not None
     assert restarted.transaction_state.open_counts() == {"TxTopic": 1}, "recounted from the half queue"
+
+
+async def test_a_run_of_open_transactions_is_copied_in_one_put(brokers: RunningBrokers, tmp_path: Path) -> None:
+    controller, stub = await brokers.start(tmp_path, **{**FAST, "transaction_check_interval_ms": 60_000})
+    checks = listen(controller)
+    sent = [await send_half(stub, f"TX{i}") for i in range(6)]
+    assert (await stub.EndTransaction(end_request(sent[3], ROLLBACK))).code == ResponseCode.SUCCESS
+    await stored(controller, TRANS_HALF_TOPIC, 6)
+    state, service = controller.transaction_state, controller.transaction_check
+    assert state is not None
+    assert service is not None
+    puts: list[list[str]] = []
+    put_messages = service.store.put_messages
+
+    async def recording(batch: Any) -> Any:
+        puts.append([m.body.decode() for m in batch])
+        return await put_messages(batch)
+
+    service.store.put_messages = recording  # type: ignore[method-assign]
+    result = await service.check()
+    assert puts == [["TX0", "TX1", "TX2"], ["TX4", "TX5"]], "one put per run; the rolled-back one ends a run"
+    assert (result.checked, result.passed) == (5, 1)
+    assert [c.properties["UNIQ_KEY"] for c in checks] == ["TX0", "TX1", "TX2", "TX4", "TX5"]
+    assert [c.queue_offset for c in checks] == [6, 7, 8, 9, 10], "copies at the end of the half queue, in order"
+    assert state.half_progress == 6
+    for copy in checks:
+        assert (await stub.EndTransaction(answer(copy, COMMIT))).code == ResponseCode.SUCCESS
+    assert sorted(m.uniq_key or "" for m in await pulled(stub)) == ["TX0", "TX1", "TX2", "TX4", "TX5"]

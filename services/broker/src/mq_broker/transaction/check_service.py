@@ -45,6 +45,7 @@ from mq_broker.transaction.transactional_message_service import immunity_time_ms
 
 if TYPE_CHECKING:
     from mq_broker.metrics import BrokerMetrics
+    from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult
 
 log = get_logger("mq_broker.transaction")
 
@@ -141,56 +142,91 @@ class TransactionalMessageCheckService:
         result = CheckPassResult()
         if progress >= end:
             return result
+        checks: list[tuple[MessageExt, int, int]] = []
         try:
             while progress < end and self._clock_ms() - begin_ms < MAX_PROCESS_TIME_LIMIT_MS:
                 batch = state.iter_half(progress, min(end, progress + 64))
                 if not batch:
                     break
                 for half in batch:
-                    if not await self._handle(half, result):
+                    if not await self._handle(half, result, checks):
+                        await self._put_checks(checks, result)
                         return result
-                    progress = state.half_progress = half.queue_offset + 1  # at once: is_open reads it
+                    if not checks:  # handled at once (not a check waiting for its copy)
+                        state.half_progress = half.queue_offset + 1  # at once: is_open reads it
+                if not await self._put_checks(checks, result):
+                    return result
+                progress = state.half_progress
                 state.commit_progress(progress)
                 await asyncio.sleep(0)
         finally:
+            progress = state.half_progress
             state.commit_progress(progress)
         return result
 
-    async def _handle(self, half: MessageExt, result: CheckPassResult) -> bool:
-        """Handle one half message; False ends the pass here (too young, or a put failed)."""
+    async def _handle(
+        self, half: MessageExt, result: CheckPassResult, checks: list[tuple[MessageExt, int, int]]
+    ) -> bool:
+        """Handle one half message; False ends the pass here (too young, or a put failed). One to check back is
+        appended to ``checks`` (half, identity, check times) and copied with the others by :meth:`_put_checks`
+        (one put, one group commit, for a run of them); anything else first puts the checks waiting before it."""
         state = self.state
         identity = identity_of(half)
         if identity in state.ending:  # an END_TRANSACTION is storing its outcome: look again next pass
             return False
         newest = state.latest_copy.get(identity, half.queue_offset)
+        check_times = _int(half.properties.get(MessageConst.TRANSACTION_CHECK_TIMES, "0"))
+        age_ms = self._clock_ms() - half.born_timestamp_ms
+        immunity_ms = immunity_time_ms(half, self.transaction_timeout_ms)
+        if (
+            identity not in state.ended
+            and newest == half.queue_offset
+            and check_times < self.transaction_check_max
+            and age_ms >= immunity_ms
+        ):
+            checks.append((half, identity, check_times + 1))
+            return True
+        if not await self._put_checks(checks, result):  # the progress moves past them before anything else
+            return False
         if identity in state.ended or newest != half.queue_offset:
             if newest == half.queue_offset:  # its last copy: nothing of it lies ahead any more
                 state.forget(identity)
             result.passed += 1
             return True
-        check_times = _int(half.properties.get(MessageConst.TRANSACTION_CHECK_TIMES, "0"))
         if check_times >= self.transaction_check_max:
             return await self._discard(half, identity, result)
-        age_ms = self._clock_ms() - half.born_timestamp_ms
-        immunity_ms = immunity_time_ms(half, self.transaction_timeout_ms)
-        if age_ms < immunity_ms:
-            if immunity_ms <= self.transaction_timeout_ms:
-                return False
-            if not await self._copy(half, identity, check_times):
-                return False
-            result.immunity_copies += 1
-            return True
-        copy = await self._copy(half, identity, check_times + 1)
-        if copy is None:
+        # younger than its immunity time
+        if immunity_ms <= self.transaction_timeout_ms:
             return False
-        result.checked += 1
-        if self.metrics is not None:
-            self.metrics.on_transaction_check(half.properties.get(MessageConst.REAL_TOPIC, ""))
-        for listener in self.listeners:
-            try:
-                listener(copy)
-            except Exception:
-                log.exception("transaction_check_listener_failed")
+        if not await self._copy(half, identity, check_times):
+            return False
+        result.immunity_copies += 1
+        return True
+
+    async def _put_checks(self, checks: list[tuple[MessageExt, int, int]], result: CheckPassResult) -> bool:
+        """Copy the half messages of ``checks`` to the end of the half queue in one put, hand each stored copy to
+        the listeners and move the half progress past its original; empties ``checks``. False when a put failed
+        (the progress stays at the first one not copied)."""
+        if not checks:
+            return True
+        waiting = list(checks)
+        checks.clear()
+        inners = [check_copy(half, identity, check_times) for half, identity, check_times in waiting]
+        puts = await self.store.put_messages(inners)
+        for (half, identity, check_times), inner, put in zip(waiting, inners, puts, strict=True):
+            if not put.status.is_stored:
+                log.warning("transaction_check_copy_failed", status=put.status.name, identity=identity)
+                return False
+            copy = self._stored_copy(half, identity, check_times, inner, put)
+            self.state.half_progress = half.queue_offset + 1
+            result.checked += 1
+            if self.metrics is not None:
+                self.metrics.on_transaction_check(half.properties.get(MessageConst.REAL_TOPIC, ""))
+            for listener in self.listeners:
+                try:
+                    listener(copy)
+                except Exception:
+                    log.exception("transaction_check_listener_failed")
         return True
 
     async def _copy(self, half: MessageExt, identity: int, check_times: int) -> MessageExt | None:
@@ -201,6 +237,12 @@ class TransactionalMessageCheckService:
         if not put.status.is_stored:
             log.warning("transaction_check_copy_failed", status=put.status.name, identity=identity)
             return None
+        return self._stored_copy(half, identity, check_times, inner, put)
+
+    def _stored_copy(
+        self, half: MessageExt, identity: int, check_times: int, inner: MessageExtBrokerInner, put: PutMessageResult
+    ) -> MessageExt:
+        """Record the stored copy as the transaction's newest; the copy as a MessageExt with its offsets."""
         self.state.latest_copy[identity] = put.queue_offset
         properties = dict(half.properties)
         properties[MessageConst.TRANSACTION_CHECK_TIMES] = str(check_times)
