@@ -129,20 +129,34 @@ class TransactionCheckStreams:
         return transaction_pb2.TransactionChecksRequest(client_id=self.client_id, producer_groups=sorted(self._groups))
 
     async def _stream(self, addr: str, outbox: asyncio.Queue[transaction_pb2.TransactionChecksRequest]) -> None:
-        async def requests() -> AsyncIterator[transaction_pb2.TransactionChecksRequest]:
+        """Keep one stream to ``addr`` open. Each call gets an outbox of its own, first holding the group list: the
+        request reader of a broken call (grpc.aio's) still waits on its outbox and would take the next frame, so a
+        shared outbox lost the re-registration and a restarted broker never knew this producer."""
+
+        async def requests(
+            frames: asyncio.Queue[transaction_pb2.TransactionChecksRequest],
+        ) -> AsyncIterator[transaction_pb2.TransactionChecksRequest]:
             while True:
-                yield await outbox.get()
+                yield await frames.get()
 
         while True:
+            call = None
             try:
-                call = transaction_pb2_grpc.TransactionCheckStub(self.pool.get(addr)).TransactionChecks(requests())
+                stub = transaction_pb2_grpc.TransactionCheckStub(self.pool.get(addr))
+                call = stub.TransactionChecks(requests(outbox))
                 async for check in call:
                     self._spawn(self._answer(check_from_proto(check)))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.info("transaction_checks_stream_broken", broker=addr, error=str(exc))
+            finally:
+                if call is not None:
+                    call.cancel()  # also stops its request reader
+            outbox = asyncio.Queue()
             outbox.put_nowait(self._frame())
+            if addr in self._outboxes:
+                self._outboxes[addr] = outbox
             await asyncio.sleep(self.reconnect_s)
 
     async def _answer(self, check: TransactionCheck) -> None:
