@@ -146,7 +146,7 @@ fuzz: sync ## Fuzz every RPC of every service on a local cluster (10,000 request
 	$(UV) run --frozen python tests/fuzz/run_fuzz.py --requests 5000
 
 .PHONY: bench
-bench: sync java etcd sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender, metrics-overhead, TLS+auth on/off, replication (HA) and timer benchmarks; JSON in bench-results/
+bench: sync java etcd sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs NATS JetStream), Spark-vs-plain-sender, metrics-overhead, TLS+auth on/off, replication (HA), timer, and transaction and FIFO benchmarks; JSON in bench-results/
 	$(UV) run --frozen python tests/bench/bench_store.py --out bench-results/store.json
 	$(UV) run --frozen python tests/bench/bench_gateway.py --out bench-results/gateway.json
 	$(UV) run --frozen python tests/bench/bench_consume.py --out bench-results/consume.json
@@ -156,6 +156,7 @@ bench: sync java etcd sdks ## Store, gateway, consume and RocketMQ 5 v2 API (vs 
 	$(UV) run --frozen python tests/bench/bench_security.py --out bench-results/security.json
 	$(UV) run --frozen python tests/bench/bench_ha.py --out bench-results/ha.json
 	$(UV) run --frozen python tests/bench/bench_timer.py --out bench-results/timer.json
+	$(UV) run --frozen python tests/bench/bench_tx_fifo.py --out bench-results/tx_fifo.json
 
 .PHONY: images
 images: uv ## Build pyrocketmq + pyrocketmq-spark offline (debootstrap base, host wheels, docker build --network none)
