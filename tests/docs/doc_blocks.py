@@ -73,6 +73,15 @@ CLAIMS: Final[dict[tuple[str, str], str]] = {
     ("README.md", "uv run mqadmin clusterList"): f"{_README_TESTS}::test_readme_mqadmin_verbs",
     ("README.md", 'format("rocketmq")'): f"{_README_TESTS}::test_readme_spark_snippet",
     (
+        "docs/spark.md",
+        '"body binary, keys string',
+    ): "tests/docs/test_spark_blocks.py::test_spark_doc_write_read_and_stream",
+    (
+        "docs/spark.md",
+        'orders(subscription="TagA")',
+    ): "tests/docs/test_spark_blocks.py::test_spark_doc_write_read_and_stream",
+    ("docs/spark.md", "readStream"): "tests/docs/test_spark_blocks.py::test_spark_doc_write_read_and_stream",
+    (
         "docs/security.md",
         "make up MQLOCAL_ARGS=--tls",
     ): "tests/docs/test_security_blocks.py::test_security_tls_local_cluster",

@@ -10,7 +10,7 @@
 | keys            | string              | property KEYS (space-separated), null when absent                   |
 | tag             | string              | property TAGS, null when absent                                     |
 | body            | binary              | body (inflated when it was stored compressed)                       |
-| properties      | map<string,string>  | the user properties (names not in MessageConst.RESERVED)            |
+| properties      | map<string,string>  | the user properties (not RocketMQ's own: :data:`SYSTEM_PROPERTIES`)  |
 | born_timestamp  | timestamp           | bornTimestamp (ms)                                                  |
 | store_timestamp | timestamp           | storeTimestamp (ms)                                                 |
 
@@ -52,6 +52,14 @@ SOURCE_SCHEMA: Final = StructType(
     ]
 )
 
+SYSTEM_PROPERTIES: Final = MessageConst.RESERVED | {
+    MessageConst.TRANSACTION_ID,
+    MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS,
+    MessageConst.TRANSACTION_CHECK_TIMES,
+}
+"""Properties RocketMQ itself sets (MessageConst.STRING_HASH_SET plus the transaction ones an exactly-once write
+leaves): not in the ``properties`` column."""
+
 _TS: Final = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA: Final = pa.schema(
     [
@@ -76,8 +84,8 @@ def msg_id(message: MessageExt) -> str:
 
 
 def user_properties(message: MessageExt) -> list[tuple[str, str]]:
-    """The message's properties whose names RocketMQ does not reserve, sorted by name."""
-    return sorted((k, v) for k, v in message.properties.items() if k not in MessageConst.RESERVED)
+    """The message's properties that are not RocketMQ's own (:data:`SYSTEM_PROPERTIES`), sorted by name."""
+    return sorted((k, v) for k, v in message.properties.items() if k not in SYSTEM_PROPERTIES)
 
 
 def to_record_batch(broker_name: str, messages: Sequence[MessageExt]) -> pa.RecordBatch:
