@@ -8,14 +8,19 @@ import asyncio
 import json
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
+from mq_client.broker_client import BrokerClient
+from mq_client.consumer import PullConsumer
+from mq_common.channels import ChannelPool
+from mq_common.protocol import TopicConfig
 from mq_local.cluster import LocalCluster
-from mq_local.testing import make_topic
+from mq_local.testing import make_topic, spec_for_tests
 from mq_spark.datasource import FORMAT_NAME
 from mq_spark.source.schema import SOURCE_SCHEMA
 from pyspark.sql import DataFrame, SparkSession
@@ -226,3 +231,39 @@ def test_stream_reads_in_bounded_micro_batches_and_restarts_from_its_checkpoint(
 
     rows = spark.read.parquet(str(out)).collect()
     assert sorted(r.msg_id for r in rows) == sorted(s.msg_id for s in first + second)  # each once
+
+
+@pytest.fixture
+def replicated(spark: SparkSession, tmp_path: Path) -> Iterator[LocalCluster]:
+    """One broker group with a SYNC_MASTER and its slave (a SEND_OK message is on both)."""
+    spec = spec_for_tests(tmp_path / "data", broker_groups=1, replicas_per_broker_group=2, broker_role="SYNC_MASTER")
+    with LocalCluster(spec) as cluster:
+        yield cluster
+
+
+def test_a_read_goes_to_the_slave_while_the_master_is_away(spark: SparkSession, replicated: LocalCluster) -> None:
+    topic = asyncio.run(make_topic(replicated, "spark_source_slave", queues=2))
+
+    async def on_the_slave_too() -> None:  # the test slave takes no topic configs from its master
+        pool = ChannelPool()
+        try:
+            config = TopicConfig(topic, read_queue_nums=2, write_queue_nums=2)
+            await BrokerClient(pool).create_topic(replicated.slave_addrs["broker-a-s1"], config)
+        finally:
+            await pool.close()
+
+    asyncio.run(on_the_slave_too())
+    sent = publish(replicated, topic, 30)
+    replicated.stop_broker("broker-a")  # a clean stop unregisters it: the route keeps the slave only
+
+    async def master_gone() -> bool:
+        async with PullConsumer([replicated.namesrv_addr]) as consumer:
+            data = (await consumer.refresh_route(topic)).broker_data("broker-a")
+            return data is not None and data.master_addr() is None and bool(data.broker_addrs)
+
+    deadline = time.monotonic() + 60
+    while not asyncio.run(master_gone()):
+        assert time.monotonic() < deadline, "the name server still routes to the stopped master"
+        time.sleep(0.5)
+    rows = read(spark, replicated, topic).collect()
+    assert sorted(r.msg_id for r in rows) == sorted(s.msg_id for s in sent)
