@@ -90,7 +90,8 @@ def limit_offsets(start: Mapping[MessageQueue, int], latest: Mapping[MessageQueu
         return dict(latest)
     take = {mq: n * max_rows // total for mq, n in waiting.items()}
     left = max_rows - sum(take.values())
-    for mq in sorted(waiting, key=lambda q: waiting[q] - take[q], reverse=True):
+    # What is left of the budget: queues that got nothing first (so every queue moves), then the most behind.
+    for mq in sorted(waiting, key=lambda q: (take[q] == 0, waiting[q] - take[q]), reverse=True):
         if left <= 0:
             break
         if waiting[mq] > take[mq]:
