@@ -1,7 +1,9 @@
 """Failure injection for the exactly-once Spark tests: the ``rocketmq_failing`` data source is ``rocketmq`` whose task
 attempts, after sending every row of their partition (as half messages), fail as the ``injectFailure`` option says:
 ``<partition>:<attempt>:<action>`` items joined by commas, action ``raise`` (an exception: the task fails after
-sending), ``kill`` (the Python worker SIGKILLs itself: a worker killed mid-task) or ``sleep<ms>`` (a slow attempt).
+sending), ``kill`` (the Python worker SIGKILLs itself: a worker killed mid-task), ``sleep<ms>`` (a slow attempt) or
+``presleep<ms>`` (a pause before the first send) or ``killpid<pid>@<n>`` (SIGKILL process ``pid``, e.g. the
+gateway, when the task asks for its Arrow batch ``n``: its earlier batches' calls may still be in flight).
 The module is pickled by value (pyspark's cloudpickle), so Spark's Python workers need not import it."""
 
 from __future__ import annotations
@@ -40,10 +42,15 @@ class FailingWriter(RocketMQArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PublishCommitMessage:
         from pyspark import TaskContext
 
-        message = super().write(iterator)
         ctx = TaskContext.get()
         assert ctx is not None
         action = self.plan.get((ctx.partitionId(), ctx.attemptNumber()), "")
+        if action.startswith("presleep"):
+            time.sleep(int(action.removeprefix("presleep")) / 1000)
+        if action.startswith("killpid"):  # killpid<pid>@<n>: SIGKILL that process when batch n is asked for
+            pid, _, after = action.removeprefix("killpid").partition("@")
+            iterator = _kill_after(iterator, int(pid), int(after))
+        message = super().write(iterator)
         if action == "raise":
             raise RuntimeError(f"injected failure after sending partition {ctx.partitionId()}")
         if action == "kill":
@@ -52,6 +59,13 @@ class FailingWriter(RocketMQArrowWriter):
         if action.startswith("sleep"):
             time.sleep(int(action.removeprefix("sleep")) / 1000)
         return message
+
+
+def _kill_after(iterator: Iterator[pa.RecordBatch], pid: int, after: int) -> Iterator[pa.RecordBatch]:
+    for index, batch in enumerate(iterator):
+        if index == after:
+            os.kill(pid, signal.SIGKILL)
+        yield batch
 
 
 class FailingDataSource(RocketMQDataSource):

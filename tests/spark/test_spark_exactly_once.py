@@ -5,7 +5,7 @@
 - a Python worker SIGKILLed inside its task after sending;
 - two attempts of the same partitions that both finish (what a speculative copy does; local mode never launches
   speculative copies, so the test plays Spark's part: both attempts write, commit() gets the winner's message);
-- a broker restarted in the middle of a job;
+- a broker restarted in the middle of a job, and the gateway SIGKILLed and restarted in the middle of one;
 - at_least_once still works, and an aborted exactly-once job leaves nothing on the topic.
 """
 
@@ -163,4 +163,39 @@ def test_a_broker_restarted_mid_job_loses_and_duplicates_nothing(
     finally:
         thread.join()
     assert read_summary(summary)["committed"] is True
+    _assert_each_once(spark_cluster, topic, rows)
+
+
+def test_a_gateway_killed_and_restarted_mid_job_loses_and_duplicates_nothing(
+    failing: SparkSession, spark_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    topic = asyncio.run(make_topic(spark_cluster, "eo_gateway_restart"))
+    summary = tmp_path / "summary.json"
+    rows = 8_000
+    gateway = spark_cluster.gateway
+    # partition 0's first attempt kills the gateway after its first two Arrow batches (500 rows each): its own calls
+    # in flight fail; the other attempts' calls wait for the restarted gateway (or fail and are retried)
+    plan = f"0:0:killpid{gateway.pid}@2"
+    options = _options(spark_cluster, topic, summary, injectFailure=plan, batchSize="40")
+
+    def restart() -> None:
+        deadline = time.monotonic() + 120
+        while gateway.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        gateway.wait_exit(10)
+        time.sleep(1.0)
+        gateway.start()
+
+    thread = threading.Thread(target=restart)
+    thread.start()
+    failing.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+    try:
+        _frame(failing, rows).write.format(FAILING_FORMAT).mode("append").options(**options).save()
+    finally:
+        failing.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        thread.join()
+    result = read_summary(summary)
+    assert result["committed"] is True
+    assert (result["tasks"], result["committed_transactions"]) == (4, 4)
+    assert gateway.running(), "the gateway was restarted"
     _assert_each_once(spark_cluster, topic, rows)

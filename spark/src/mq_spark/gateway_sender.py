@@ -21,7 +21,8 @@ Exactly once (``transaction_id`` given, mq_spark.transactions): every message is
 (Message.transaction_id, producer group ``producer_group``), and nothing is re-sent by the task: a re-sent message
 whose first send was stored would be committed twice, so any failure fails the task at once (PublishFailedError) and
 Spark's task retry sends the partition again under the next attempt's transaction (the failed attempt's half
-messages are rolled back by the job).
+messages are rolled back by the job). Its calls wait for the channel to be ready (gRPC wait_for_ready, within the
+call's deadline), so an attempt started while the gateway restarts waits for it instead of failing at once.
 
 Mirrors the batching half of DefaultMQProducer#send(Collection) on the client side. Runs on one Spark
 task thread; not thread-safe.
@@ -182,7 +183,12 @@ class GatewaySender:
     def _submit(self, batch: list[gateway_pb2.Message]) -> None:
         while len(self._in_flight) >= self.options.max_in_flight:
             self._complete_oldest()
-        future = self._stub.SendBatch.future(self._request(batch), timeout=self._deadline_s, metadata=self._metadata())
+        future = self._stub.SendBatch.future(
+            self._request(batch),
+            timeout=self._deadline_s,
+            metadata=self._metadata(),
+            wait_for_ready=bool(self.transaction_id) or None,
+        )
         self._in_flight.append((future, batch))
 
     def _complete_oldest(self) -> None:

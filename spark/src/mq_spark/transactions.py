@@ -163,7 +163,7 @@ class TransactionEnder:
             metadata = self._signer.headers() if self._signer is not None else None
             try:
                 answer: gateway_pb2.EndTransactionResponse = self._stub.EndTransaction(
-                    request, timeout=self.options.send_timeout_ms / 1000 + 10, metadata=metadata
+                    request, timeout=self.options.send_timeout_ms / 1000 + 10, metadata=metadata, wait_for_ready=True
                 )
             except grpc.RpcError as exc:
                 code, remark = int(ResponseCode.SYSTEM_ERROR), f"EndTransaction call failed: {exc}"
