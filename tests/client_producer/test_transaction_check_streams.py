@@ -77,3 +77,54 @@ async def test_a_restarted_broker_gets_the_groups_again() -> None:
         await streams.stop()
         await pool.close()
         await server.stop(grace=None)
+
+
+class Flood(transaction_pb2_grpc.TransactionCheckServicer):
+    """Writes ``count`` checks at once on every stream, then holds it open."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    async def TransactionChecks(
+        self,
+        request_iterator: AsyncIterator[transaction_pb2.TransactionChecksRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[transaction_pb2.TransactionChecksResponse]:
+        await anext(aiter(request_iterator))  # the registration
+        for i in range(self.count):
+            yield transaction_pb2.TransactionChecksResponse(producer_group="pg", msg_id=f"m{i}", transaction_id=f"m{i}")
+        await asyncio.Event().wait()
+
+
+async def test_answers_in_flight_are_bounded() -> None:
+    server = grpc.aio.server()
+    transaction_pb2_grpc.add_TransactionCheckServicer_to_server(Flood(40), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    running = peak = 0
+    answered: list[str] = []
+
+    async def masters() -> set[str]:
+        return {f"127.0.0.1:{port}"}
+
+    async def on_check(check: TransactionCheck) -> None:  # a slow END_TRANSACTION
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+        answered.append(check.msg_id)
+
+    pool = ChannelPool()
+    streams = TransactionCheckStreams(
+        pool, "test", lambda: frozenset({"pg"}), masters, on_check, register_interval_s=0.05, max_answers_in_flight=4
+    )
+    streams.start()
+    try:
+        await wait_for(lambda: len(answered) == 40)
+        assert peak == 4, "the other checks waited their turn"
+        assert sorted(answered) == sorted(f"m{i}" for i in range(40))
+    finally:
+        await streams.stop()
+        await pool.close()
+        await server.stop(grace=None)

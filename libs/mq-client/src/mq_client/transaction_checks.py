@@ -5,8 +5,12 @@ own, mq_gateway.v2.transaction_checks) holds one stream per broker master and re
 the broker sends each check to one registered stream of the group. :class:`TransactionCheckStreams` opens a stream
 to every address ``masters()`` names (asked every ``register_interval_s``), sends ``groups()`` first and again when
 it changes, reopens a broken stream after ``reconnect_s``, and hands every check to ``on_check`` (its own task, so
-a slow answer never blocks the stream). Runs on the caller's asyncio loop. Mirrors the client side of
-org.apache.rocketmq.client.impl.ClientRemotingProcessor#checkTransactionState.
+a slow answer never blocks the stream), at most ``max_answers_in_flight`` at once: the rest wait their turn, as
+RocketMQ's producer queues checks for its check executor (checkThreadPoolMaxSize 1, checkRequestHoldMax 2,000). A
+check pass hands out thousands of checks within a second, and every producer of a process shares one HTTP/2
+connection per broker: unbounded, their END_TRANSACTION answers went past the broker's max_concurrent_streams (1,024)
+and were refused (REFUSED_STREAM), each costing its transaction another check interval. Runs on the caller's asyncio
+loop. Mirrors the client side of org.apache.rocketmq.client.impl.ClientRemotingProcessor#checkTransactionState.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Final
 
 from mq.broker.v1 import transaction_pb2, transaction_pb2_grpc
 from mq_common.channels import ChannelPool
@@ -22,6 +27,9 @@ from mq_common.codec import MessageDecodeError, MessageExt, decode_message
 from mq_common.logging import get_logger
 
 log = get_logger("mq_client.transaction_checks")
+
+MAX_ANSWERS_IN_FLIGHT: Final = 16
+"""Checks one TransactionCheckStreams answers at once (``on_check`` calls running)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +77,7 @@ class TransactionCheckStreams:
         *,
         register_interval_s: float = 1.0,
         reconnect_s: float = 1.0,
+        max_answers_in_flight: int = MAX_ANSWERS_IN_FLIGHT,
     ) -> None:
         self.pool = pool
         self.client_id = client_id
@@ -77,6 +86,7 @@ class TransactionCheckStreams:
         self._on_check = on_check
         self.register_interval_s = register_interval_s
         self.reconnect_s = reconnect_s
+        self._answering = asyncio.Semaphore(max_answers_in_flight)
         self._groups: frozenset[str] = frozenset()
         self._outboxes: dict[str, asyncio.Queue[transaction_pb2.TransactionChecksRequest]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -161,6 +171,7 @@ class TransactionCheckStreams:
 
     async def _answer(self, check: TransactionCheck) -> None:
         try:
-            await self._on_check(check)
+            async with self._answering:
+                await self._on_check(check)
         except Exception:
             log.exception("transaction_check_answer_failed", msg_id=check.msg_id)
