@@ -40,6 +40,9 @@ if TYPE_CHECKING:  # gRPC is imported where it is used: the workers that only pl
 END_DEADLINE_S: Final = 120.0
 """How long :class:`TransactionEnder` keeps retrying an end (a broker master failing over, a gateway restarting)."""
 END_BACKOFF_S: Final = 0.5
+END_TIMEOUT_MS: Final = 60_000
+"""The budget of one EndTransaction (the gateway's default max_send_msg_timeout_ms): a transaction of a task holds
+tens of thousands of half messages, which a broker ends in seconds, not within one send's budget."""
 _RETRIABLE_CODES: Final = frozenset(
     {
         ResponseCode.SYSTEM_ERROR,
@@ -154,7 +157,7 @@ class TransactionEnder:
 
         request.topic = self.options.topic
         request.producer_group = self.producer_group
-        request.timeout_ms = self.options.send_timeout_ms
+        request.timeout_ms = END_TIMEOUT_MS
         deadline = time.monotonic() + self.deadline_s
         attempt = 0
         while True:
@@ -163,7 +166,7 @@ class TransactionEnder:
             metadata = self._signer.headers() if self._signer is not None else None
             try:
                 answer: gateway_pb2.EndTransactionResponse = self._stub.EndTransaction(
-                    request, timeout=self.options.send_timeout_ms / 1000 + 10, metadata=metadata, wait_for_ready=True
+                    request, timeout=END_TIMEOUT_MS / 1000 + 10, metadata=metadata, wait_for_ready=True
                 )
             except grpc.RpcError as exc:
                 code, remark = int(ResponseCode.SYSTEM_ERROR), f"EndTransaction call failed: {exc}"
