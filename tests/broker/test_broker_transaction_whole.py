@@ -6,6 +6,7 @@ rebuilt from the half queue)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from broker_grpc_testkit import RunningBrokers
@@ -109,3 +110,16 @@ async def test_many_half_messages_in_chunks_and_after_a_restart(brokers: Running
     answer2 = await stub2.EndTransaction(whole("after-restart", COMMIT))
     assert (answer2.code, answer2.ended_count) == (ResponseCode.SUCCESS, 4), answer2.remark
     assert on_topic(restarted) == 304
+
+
+async def test_concurrent_ends_of_one_transaction_end_it_once(brokers: RunningBrokers, tmp_path: Path) -> None:
+    """A retried end (the first one's caller gave up) waits for the first and then finds it done."""
+    controller, stub = await brokers.start(tmp_path)
+    await send_txn(stub, "t", 40)
+    first, second = await asyncio.gather(
+        stub.EndTransaction(whole("t", COMMIT)), stub.EndTransaction(whole("t", COMMIT))
+    )
+    assert (first.code, second.code) == (ResponseCode.SUCCESS, ResponseCode.SUCCESS), (first.remark, second.remark)
+    assert sorted([first.ended_count, second.ended_count]) == [0, 40]
+    assert sorted([first.already_ended, second.already_ended]) == [0, 40]
+    assert on_topic(controller) == 40

@@ -23,6 +23,7 @@ rolled back. Event loop.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,6 +109,9 @@ class TransactionalMessageService:
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         self.metrics: BrokerMetrics | None = None
         self.index = TransactionIndex(store, state)
+        self._group_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        """Producer group -> the lock whole ends of it take and how many calls hold or wait for it (a retried end
+        waits for the first, then finds it done)."""
 
     # --- END_TRANSACTION -----------------------------------------------------------------------------------------
 
@@ -201,6 +205,26 @@ class TransactionalMessageService:
             )
         if whole_group and header.is_commit:
             raise MQBrokerError("a whole producer group can only be rolled back", ResponseCode.INVALID_PARAMETER)
+        # Shielded: a caller that gives up (a deadline) does not cut the end short; its retry waits on the lock.
+        return await asyncio.shield(self._end_whole_locked(header))
+
+    async def _end_whole_locked(self, header: EndTransactionRequestHeader) -> WholeEndResult:
+        group = header.producer_group
+        lock, users = self._group_locks.get(group) or (asyncio.Lock(), 0)
+        self._group_locks[group] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._end_whole(header)
+        finally:
+            lock, users = self._group_locks[group]
+            if users <= 1:
+                del self._group_locks[group]
+            else:
+                self._group_locks[group] = (lock, users - 1)
+
+    async def _end_whole(self, header: EndTransactionRequestHeader) -> WholeEndResult:
+        group, txid = header.producer_group, header.transaction_id
+        whole_group = header.scope == EndTransactionScope.PRODUCER_GROUP
         state = self.state
         state.ensure_loaded()
         state.catch_up_ops()
