@@ -17,11 +17,13 @@ import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.broker_client import BrokerClient
 from mq_client.consumer import PullConsumer
+from mq_common.auth.model import Acl, Action, Policy, PolicyEntry, Resource, User
 from mq_common.channels import ChannelPool
 from mq_common.protocol import TopicConfig
 from mq_local.cluster import LocalCluster
-from mq_local.testing import make_topic, spec_for_tests
+from mq_local.testing import add_user, make_topic, spec_for_tests
 from mq_spark.datasource import FORMAT_NAME
+from mq_spark.source.options import DEFAULT_CONSUMER_GROUP
 from mq_spark.source.schema import SOURCE_SCHEMA
 from pyspark.sql import DataFrame, SparkSession
 
@@ -32,6 +34,8 @@ pytestmark = [
 ]
 
 ROWS = 120
+SOURCE_SECRET = "source-secret-Hq52"
+OTHER_SECRET = "other-secret-Lm09"
 
 
 @dataclass(frozen=True)
@@ -267,3 +271,49 @@ def test_a_read_goes_to_the_slave_while_the_master_is_away(spark: SparkSession, 
         time.sleep(0.5)
     rows = read(spark, replicated, topic).collect()
     assert sorted(r.msg_id for r in rows) == sorted(s.msg_id for s in sent)
+
+
+@pytest.fixture
+def secure(spark: SparkSession, tmp_path: Path) -> Iterator[LocalCluster]:
+    """One broker group and a gateway with TLS and authentication + authorisation on; only the services' own
+    certificates are components (else any certificate of the local CA, the test client's too, would be one and
+    skip the ACLs)."""
+    components = ",".join(f"{name}.pyrocketmq" for name in ("broker", "gateway", "namesrv", "controller"))
+    spec = spec_for_tests(
+        tmp_path / "data", 1, tls=True, auth=True, broker_env={"MQ_BROKER_COMPONENT_IDENTITIES": components}
+    )
+    with LocalCluster(spec) as cluster:
+        yield cluster
+
+
+def _sub_acl(username: str, topic: str) -> Acl:
+    """Sub on the topic and on the source's consumer group: what a pull needs (the broker's PullMessage check)."""
+    entries = (
+        PolicyEntry(Resource.parse(f"Topic:{topic}"), frozenset({Action.SUB})),
+        PolicyEntry(Resource.parse(f"Group:{DEFAULT_CONSUMER_GROUP}"), frozenset({Action.SUB})),
+    )
+    return Acl(f"User:{username}", (Policy(entries=entries),))
+
+
+def test_signed_reads_over_tls_need_sub_on_the_topic(spark: SparkSession, secure: LocalCluster) -> None:
+    spec, files = secure.spec, secure.spec.tls_files
+    assert spec.admin_credentials is not None
+    assert files is not None
+    topic = asyncio.run(make_topic(secure, "spark_source_auth"))
+    asyncio.run(add_user(secure, User("spark-source", SOURCE_SECRET), _sub_acl("spark-source", topic)))
+    pub_only = Acl(
+        "User:no-sub", (Policy(entries=(PolicyEntry(Resource.parse(f"Topic:{topic}"), frozenset({Action.PUB})),)),)
+    )
+    asyncio.run(add_user(secure, User("no-sub", OTHER_SECRET), pub_only))
+    df = spark.createDataFrame([(f"row-{i}",) for i in range(20)], "value string")
+    tls = {"tls": "true", "tlsCaFile": str(files.ca_file)}
+    client = files.client_config()  # brokers and name servers ask for a client certificate (mutual TLS)
+    mutual = {"tlsCertFile": str(client.cert_file), "tlsKeyFile": str(client.key_file), **tls}
+    admin = {"accessKey": spec.admin_credentials.access_key, "secretKey": spec.admin_credentials.secret_key}
+    df.write.format(FORMAT_NAME).options(gateway=secure.gateway_addr, topic=topic, **tls, **admin).mode("append").save()
+
+    rows = read(spark, secure, topic, accessKey="spark-source", secretKey=SOURCE_SECRET, **mutual).collect()
+    assert sorted(bytes(r.body).decode() for r in rows) == sorted(f"row-{i}" for i in range(20))
+    with pytest.raises(Exception, match=r"CODE: 16 \(NO_PERMISSION\)") as info:
+        read(spark, secure, topic, accessKey="no-sub", secretKey=OTHER_SECRET, **mutual).collect()
+    assert OTHER_SECRET not in str(info.value)

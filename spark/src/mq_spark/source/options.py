@@ -15,9 +15,13 @@
 | pullTimeoutMs        | one pull's deadline                                                       | 10000          |
 | readTimeoutMs        | how long a partition waits for offsets it was planned with (a slave behind) | 60000        |
 | tls, tlsCaFile       | reach name servers and brokers over TLS, as the writer's options          | false          |
+| tlsCertFile, tlsKeyFile | the client certificate pair brokers that want mutual TLS ask for       | env (below)    |
+| accessKey, secretKey | sign every call (a user with Sub on the topic), as the writer's options  | env (below)    |
 
 startingOffsets defaults to ``earliest`` for a batch read and ``latest`` for a stream (as Kafka's source);
-startingTimestamp (SearchOffset on each queue) wins over startingOffsets. Names are case-insensitive (Spark's
+startingTimestamp (SearchOffset on each queue) wins over startingOffsets. The keys fall back to
+MQ_SPARK_ACCESS_KEY / MQ_SPARK_SECRET_KEY, as the writer's do, and the TLS files to MQ_SPARK_TLS_CA_FILE /
+MQ_SPARK_TLS_CERT_FILE / MQ_SPARK_TLS_KEY_FILE (mq_spark.job_security's names). Names are case-insensitive (Spark's
 CaseInsensitiveDict). Mirrors the settings of DefaultLitePullConsumer
 (namesrvAddr, consumerGroup, pullBatchSize, consumerPullTimeoutMillis, ConsumeFromWhere + consumeTimestamp).
 """
@@ -26,13 +30,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
+from mq_common.auth.settings import Credentials
 from mq_common.constants import validate_topic
 from mq_common.errors import InvalidParameterError
 
-from mq_spark.options import _bool_option, _int_option, _option_or_env
+from mq_spark.job_security import TLS_CERT_FILE_ENV, TLS_KEY_FILE_ENV
+from mq_spark.options import TLS_CA_FILE_ENV, _bool_option, _int_option, _option_or_env, credentials_of
 from mq_spark.source.offsets import QueueOffsets, parse_offsets_json
 
 DEFAULT_NAMESRV: Final = "127.0.0.1:9876"
@@ -41,7 +47,6 @@ DEFAULT_MAX_ROWS_PER_PARTITION: Final = 100_000
 DEFAULT_PULL_BATCH_SIZE: Final = 1024
 DEFAULT_PULL_TIMEOUT_MS: Final = 10_000
 DEFAULT_READ_TIMEOUT_MS: Final = 60_000
-TLS_CA_FILE_ENV: Final = "MQ_SPARK_TLS_CA_FILE"
 _EARLIEST: Final = "earliest"
 _LATEST: Final = "latest"
 
@@ -73,14 +78,17 @@ class SourceOptions:
     read_timeout_ms: int = DEFAULT_READ_TIMEOUT_MS
     tls: bool = False
     tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    credentials: Credentials | None = field(default=None, repr=False)
 
     @classmethod
     def parse(
         cls, options: Mapping[str, str], *, streaming: bool, env: Mapping[str, str] | None = None
     ) -> SourceOptions:
         """Read the options of a batch (``streaming`` False) or streaming read. Raises InvalidParameterError (29)
-        for a missing/illegal value or a combination that makes no sense (``latest`` as a batch start, an
-        ending offset on a stream, ``earliest`` as an end)."""
+        for a missing/illegal value (one credential without the other: never quoting a secret) or a combination
+        that makes no sense (``latest`` as a batch start, an ending offset on a stream, ``earliest`` as an end)."""
         env = os.environ if env is None else env
         topic = options.get("topic") or ""
         problem = validate_topic(topic)
@@ -123,6 +131,9 @@ class SourceOptions:
             read_timeout_ms=_int_option(options, "readTimeoutMs", DEFAULT_READ_TIMEOUT_MS, 1, 3_600_000),
             tls=_bool_option(options, "tls"),
             tls_ca_file=_option_or_env(options, "tlsCaFile", env, TLS_CA_FILE_ENV),
+            tls_cert_file=_option_or_env(options, "tlsCertFile", env, TLS_CERT_FILE_ENV),
+            tls_key_file=_option_or_env(options, "tlsKeyFile", env, TLS_KEY_FILE_ENV),
+            credentials=credentials_of(options, env),
         )
 
 

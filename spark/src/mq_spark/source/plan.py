@@ -17,7 +17,7 @@ from mq_common.protocol import MessageQueue, TopicQueueOffset
 
 from mq_spark.source.offsets import EARLIEST, LATEST, QueueOffsets
 from mq_spark.source.options import OffsetSpec, SourceOptions
-from mq_spark.source.pull import QueueRange, open_consumer
+from mq_spark.source.pull import QueueRange, opened
 
 T = TypeVar("T")
 Bounds = dict[MessageQueue, TopicQueueOffset]
@@ -27,7 +27,7 @@ def run(options: SourceOptions, action: Callable[[PullConsumer], Awaitable[T]]) 
     """``action(consumer)`` on a fresh loop with a PullConsumer of ``options``; the consumer is closed after."""
 
     async def main() -> T:
-        async with open_consumer(options) as consumer:
+        async with opened(options) as consumer:
             return await action(consumer)
 
     return asyncio.run(main())

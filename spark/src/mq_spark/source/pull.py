@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
 from mq_client.consumer import PullConsumer
+from mq_common.auth.interceptor import signing_interceptors
+from mq_common.channels import ChannelPool
 from mq_common.errors import MQClientError
 from mq_common.protocol import MessageQueue, PullStatus
 from mq_common.response_code import ResponseCode
@@ -45,20 +48,30 @@ class QueueRange:
 
 
 def tls_config(options: SourceOptions) -> TlsClientConfig | None:
-    """The TLS client config of the ``tls``/``tlsCaFile`` options (None: plaintext)."""
+    """The TLS client config of the ``tls``/``tlsCaFile``/``tlsCertFile``/``tlsKeyFile`` options (None: plaintext)."""
     if not options.tls:
         return None
-    return TlsClientConfig(ca_file=Path(options.tls_ca_file) if options.tls_ca_file else None)
-
-
-def open_consumer(options: SourceOptions) -> PullConsumer:
-    """A PullConsumer for ``options`` (call on the loop that will use it)."""
-    return PullConsumer(
-        list(options.namesrv_addrs),
-        options.consumer_group,
-        pull_timeout_ms=options.pull_timeout_ms,
-        tls=tls_config(options),
+    return TlsClientConfig(
+        ca_file=_path(options.tls_ca_file), cert_file=_path(options.tls_cert_file), key_file=_path(options.tls_key_file)
     )
+
+
+def _path(name: str | None) -> Path | None:
+    return Path(name) if name else None
+
+
+@asynccontextmanager
+async def opened(options: SourceOptions) -> AsyncIterator[PullConsumer]:
+    """A PullConsumer for ``options`` on the running loop: TLS when ``tls``, every call signed with the options'
+    credentials (MQv2-HMAC-SHA1) when set; its channels are closed on exit."""
+    pool = ChannelPool(tls_config(options), signing_interceptors(options.credentials))
+    try:
+        async with PullConsumer(
+            list(options.namesrv_addrs), options.consumer_group, pool=pool, pull_timeout_ms=options.pull_timeout_ms
+        ) as consumer:
+            yield consumer
+    finally:
+        await pool.close()
 
 
 def read_range(options: SourceOptions, rng: QueueRange) -> Iterator[pa.RecordBatch]:
@@ -70,9 +83,9 @@ def read_range(options: SourceOptions, rng: QueueRange) -> Iterator[pa.RecordBat
     if rng.end <= rng.start:
         return
     loop = asyncio.new_event_loop()
-    consumer: PullConsumer | None = None
+    stack = AsyncExitStack()
     try:
-        consumer = loop.run_until_complete(_open(options))
+        consumer = loop.run_until_complete(stack.enter_async_context(opened(options)))
         mq, offset = rng.mq, rng.start
         deadline = time.monotonic() + options.read_timeout_ms / 1000
         while offset < rng.end:
@@ -94,10 +107,5 @@ def read_range(options: SourceOptions, rng: QueueRange) -> Iterator[pa.RecordBat
                 )
             time.sleep(RETRY_PAUSE_S)
     finally:
-        if consumer is not None:
-            loop.run_until_complete(consumer.close())
+        loop.run_until_complete(stack.aclose())
         loop.close()
-
-
-async def _open(options: SourceOptions) -> PullConsumer:
-    return open_consumer(options)
