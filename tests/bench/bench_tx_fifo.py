@@ -24,7 +24,7 @@ would make the check row a minute of waiting) and ``transactionTimeOut`` ``--tra
    group, the order of first receipt (violations: target 0); the plain group's violations are shown for contrast.
 
 Prints the table with PASS/MISS and writes JSON (``--out``). The whole run is bounded (each wait has a deadline, the
-cluster is stopped whatever happened; about 2.5 min on the 2-core VM). Run:
+cluster is stopped whatever happened; about 2 min on the 2-core VM). Run:
 ``uv run --frozen python tests/bench/bench_tx_fifo.py --out bench-results/tx_fifo.json`` (smaller: ``--open 2000
 --groups 20 --rounds 1``). ``--profile DIR``: py-spy records the broker during the rows (collapsed stacks in DIR).
 """
