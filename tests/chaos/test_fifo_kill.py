@@ -1,11 +1,14 @@
 """kill -9 proof for FIFO (orderly) consumption (issue 33): a FIFO topic (``message.type=FIFO``, 4 queues) holds
 12 message groups x ``30 * rounds`` messages (SHARDING_KEY = the group, each group on one queue, sent in order);
-an orderly POP group (consumeMessageOrderly=true) reads it with two consumer processes (fifo_consumer_proc.py:
-mq_client's SimpleConsumer, batches of 8, 2 s invisible time, each message handled then acked in turn). One of them
-is SIGKILLed while it holds received, un-acked messages, ``MQ_CHAOS_FIFO_ROUNDS`` times (default 6; ``make chaos``:
-10), and replaced by a new process at once; the broker (single_broker_cluster.py) stays up. The survivor and the
-replacement carry on: the killed one's queue is blocked until the held messages' invisible time ends, then they
-come again (delivery attempt + 1) ahead of anything later in their queue.
+an orderly POP group (consumeMessageOrderly=true) reads it with two consumer processes, batches of 8, 2 s invisible
+time, each message handled then acked. One of them is SIGKILLed while it holds received, un-acked messages,
+``MQ_CHAOS_FIFO_ROUNDS`` times (default 6; ``make chaos``: 10), and replaced by a new process at once; the broker
+stays up. The survivor and the replacement carry on: the killed one's queue is blocked until the held messages'
+invisible time ends, then they come again (delivery attempt + 1) ahead of anything later in their queue. Two
+variants: v1, mq_client's SimpleConsumer on the broker's PopMessage (fifo_consumer_proc.py, which acks each message
+or, half of the time, the whole batch at once; name server + broker from single_broker_cluster.py), and v2, the
+official Python SDK's SimpleConsumer through the gateway (fifo_sdk_consumer_proc.py, run in the SDK's environment
+from ``make sdks``; a local cluster with the gateway).
 
 The consumers log every receipt (with its process and batch), every ack about to be sent and every ack that
 returned into one shared file, in the order they happened. Judged per message group over that log: a message is
@@ -39,8 +42,8 @@ from mq_common.channels import ChannelPool
 from mq_common.codec import encode_properties
 from mq_common.constants import MessageConst
 from mq_common.protocol import SendMessageRequestHeader, SubscriptionGroupConfig, TopicConfig
-from mq_local.cluster import inherited_env
-from mq_local.testing import unique_topic
+from mq_local.cluster import LocalCluster, inherited_env
+from mq_local.testing import spec_for_tests, unique_topic
 from mq_local.topics import create_topic_on_cluster
 from single_broker_cluster import SingleBrokerCluster
 from timer_testkit import broker_client, frames, send_frames
@@ -57,6 +60,8 @@ HOLDING_WAIT_S: Final = 5.0
 """How long a round waits for its victim to hold an un-acked message before it gives up killing."""
 DRAIN_DEADLINE_S: Final = 90.0
 CONSUMER_SCRIPT: Final = Path(__file__).resolve().parent / "fifo_consumer_proc.py"
+SDK_CONSUMER_SCRIPT: Final = Path(__file__).resolve().parent / "fifo_sdk_consumer_proc.py"
+SDK_PYTHON: Final = Path(__file__).resolve().parents[2] / ".tools/rmq5-python/bin/python"
 
 
 def fifo_rounds() -> int:
@@ -94,7 +99,10 @@ def fifo_request(topic: str, group: int, seq: int) -> SendMessageRequestHeader:
 class Consumers:
     """The consumer processes (name -> process); every one started is reaped at the end."""
 
-    cluster: SingleBrokerCluster
+    command: list[str]
+    """The consumer's command before its per-process arguments (<endpoint> <topic> <group> <log> <name> <seed>)."""
+    endpoint: str
+    env: dict[str, str]
     topic: str
     log_path: Path
     tmp_path: Path
@@ -105,11 +113,11 @@ class Consumers:
         name = f"c{self.started}"
         self.started += 1
         argv = [
-            sys.executable, str(CONSUMER_SCRIPT), self.cluster.namesrv_addr, self.topic, GROUP, str(self.log_path),
-            name, f"{name}-{os.environ.get('MQ_CHAOS_SEED', '')}",
+            *self.command, self.endpoint, self.topic, GROUP, str(self.log_path), name,
+            f"{name}-{os.environ.get('MQ_CHAOS_SEED', '')}",
         ]  # fmt: skip
         with (self.tmp_path / f"{name}.out").open("wb") as out:
-            self.live[name] = subprocess.Popen(argv, env=inherited_env(), stdout=out, stderr=subprocess.STDOUT)
+            self.live[name] = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
         return name
 
     def kill(self, name: str) -> None:
@@ -215,26 +223,60 @@ def cluster(tmp_path: Path) -> Iterator[SingleBrokerCluster]:
         yield started
 
 
+@pytest.fixture
+def gateway_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """Name server, one broker, the gateway (its shortest receive invisible time lowered to the consumers' 2 s)."""
+    gateway = {"MQ_GATEWAY_MIN_INVISIBLE_TIME_MS_FOR_RECV": "2000"}
+    with LocalCluster(spec_for_tests(tmp_path / "data", broker_groups=1, gateway_env=gateway)) as started:
+        yield started
+
+
 async def test_sigkill_fifo_consumer_mid_queue(cluster: SingleBrokerCluster, tmp_path: Path) -> None:
+    """v1: mq_client's SimpleConsumer (fifo_consumer_proc.py) on the broker's orderly POP."""
+    command = [sys.executable, str(CONSUMER_SCRIPT)]
+    await fifo_kill_rounds(
+        cluster.namesrv_addr, cluster.broker_addr, cluster.spec.cluster_name, command, inherited_env(), tmp_path, "v1"
+    )
+
+
+async def test_sigkill_sdk_fifo_consumer_mid_queue(gateway_cluster: LocalCluster, tmp_path: Path) -> None:
+    """v2: the official Python SDK's SimpleConsumer (fifo_sdk_consumer_proc.py) through the gateway."""
+    assert SDK_PYTHON.exists(), f"the RocketMQ 5 SDKs are not installed: run `make sdks` (no {SDK_PYTHON})"
+    (tmp_path / "home").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")} | {
+        "HOME": str(tmp_path / "home")  # the SDK logs under $HOME/logs
+    }
+    await fifo_kill_rounds(
+        gateway_cluster.namesrv_addr, gateway_cluster.broker_addrs["broker-a"], gateway_cluster.spec.cluster_name,
+        [str(SDK_PYTHON), str(SDK_CONSUMER_SCRIPT)], env, tmp_path, "v2 SDK", gateway_cluster.gateway_addr,
+    )  # fmt: skip
+
+
+async def fifo_kill_rounds(
+    namesrv_addr: str, broker_addr: str, cluster_name: str, command: list[str], env: dict[str, str], tmp_path: Path,
+    label: str, gateway_addr: str | None = None,
+) -> None:  # fmt: skip
+    """The rounds (see the module) with consumers run as ``command``; they connect to ``gateway_addr`` when given,
+    else to the name server."""
     rng = seeded("fifo-kill")
     rounds = fifo_rounds()
     per_group = PER_GROUP_PER_ROUND * rounds
     topic = unique_topic("fifo_kill")
     fifo = TopicConfig(topic, QUEUES, QUEUES, attributes={"+message.type": "FIFO"})
-    await create_topic_on_cluster(cluster.namesrv_addr, fifo, cluster.spec.cluster_name)
+    await create_topic_on_cluster(namesrv_addr, fifo, cluster_name)
     pool = ChannelPool()
     try:
         group_config = SubscriptionGroupConfig(GROUP, consume_message_orderly=True, retry_max_times=16)
-        await ConsumerAdminCalls(pool).update_subscription_group(cluster.broker_addr, group_config)
+        await ConsumerAdminCalls(pool).update_subscription_group(broker_addr, group_config)
     finally:
         await pool.close()
     requests = [fifo_request(topic, g, s) for s in range(per_group) for g in range(MESSAGE_GROUPS)]
     async with broker_client() as client:
-        await send_frames(client, cluster.broker_addr, frames(requests, 256), 1)  # one frame at a time: in order
+        await send_frames(client, broker_addr, frames(requests, 256), 1)  # one frame at a time: in order
     all_keys = {key_of(g, s) for g in range(MESSAGE_GROUPS) for s in range(per_group)}
 
     log_path = tmp_path / "fifo-events.log"
-    consumers = Consumers(cluster, topic, log_path, tmp_path)
+    consumers = Consumers(command, gateway_addr or namesrv_addr, env, topic, log_path, tmp_path)
     in_flight_at_kills: set[str] = set()
     kills = 0
     try:
@@ -266,7 +308,7 @@ async def test_sigkill_fifo_consumer_mid_queue(cluster: SingleBrokerCluster, tmp
     acks_cut = len(all_keys - found.acked)
     assert kills >= 1, "no consumer was killed while it held a message"
     print(
-        f"\nfifo kill rounds: {rounds}, kills {kills} (each while holding un-acked messages, "
+        f"\nfifo kill rounds ({label}): {rounds}, kills {kills} (each while holding un-acked messages, "
         f"{len(in_flight_at_kills)} in flight in all); {len(all_keys)} messages in {MESSAGE_GROUPS} groups consumed "
         f"in order, none skipped, {found.receipts} receipts: {found.duplicates_in_flight} redeliveries of in-flight "
         f"messages, {found.duplicates_other} others (ack refused); {acks_cut} acks sent but cut by the kill (taken, "
