@@ -134,11 +134,13 @@ CHAOS_CONSUME_ROUNDS ?= 10
 CHAOS_HA_ROUNDS ?= 10
 CHAOS_TIMER_ROUNDS ?= 10
 CHAOS_TIMER_HA_ROUNDS ?= 4
+CHAOS_TRANSACTION_ROUNDS ?= 10
+CHAOS_FIFO_ROUNDS ?= 10
 
 .PHONY: chaos
-chaos: sync etcd ## kill -9 a broker under 32 senders (20 rounds per configuration), while two consumer groups read (10 rounds), and the HA rounds: kill -9 the master of a SYNC_MASTER group 10 times, SIGSTOP it, slave faults, an etcd member down, and kill -9 while timers and delay levels fire (10 restarts, 4 failovers)
+chaos: sync etcd sdks ## kill -9 a broker under 32 senders (20 rounds per configuration), while two consumer groups read (10 rounds), and the HA rounds: kill -9 the master of a SYNC_MASTER group 10 times, SIGSTOP it, slave faults, an etcd member down, and kill -9 while timers and delay levels fire (10 restarts, 4 failovers), kill -9 with open transactions (10 rounds) and a FIFO consumer killed mid-queue (10 rounds, own client and the official Python SDK)
 	MQ_CHAOS_ROUNDS=$(CHAOS_ROUNDS) MQ_CHAOS_CONSUME_ROUNDS=$(CHAOS_CONSUME_ROUNDS) MQ_CHAOS_HA_ROUNDS=$(CHAOS_HA_ROUNDS) \
-	  MQ_CHAOS_TIMER_ROUNDS=$(CHAOS_TIMER_ROUNDS) MQ_CHAOS_TIMER_HA_ROUNDS=$(CHAOS_TIMER_HA_ROUNDS) MQ_CHAOS_TRANSACTION_ROUNDS=$(or $(CHAOS_TRANSACTION_ROUNDS),10) MQ_CHAOS_FIFO_ROUNDS=$(or $(CHAOS_FIFO_ROUNDS),10) \
+	  MQ_CHAOS_TIMER_ROUNDS=$(CHAOS_TIMER_ROUNDS) MQ_CHAOS_TIMER_HA_ROUNDS=$(CHAOS_TIMER_HA_ROUNDS) MQ_CHAOS_TRANSACTION_ROUNDS=$(CHAOS_TRANSACTION_ROUNDS) MQ_CHAOS_FIFO_ROUNDS=$(CHAOS_FIFO_ROUNDS) \
 	  $(UV) run --frozen pytest -p no:cacheprovider tests/chaos -m chaos
 
 .PHONY: fuzz
