@@ -317,3 +317,40 @@ def test_signed_reads_over_tls_need_sub_on_the_topic(spark: SparkSession, secure
     with pytest.raises(Exception, match=r"CODE: 16 \(NO_PERMISSION\)") as info:
         read(spark, secure, topic, accessKey="no-sub", secretKey=OTHER_SECRET, **mutual).collect()
     assert OTHER_SECRET not in str(info.value)
+
+
+def _mirror(spark: SparkSession, cluster: LocalCluster, source: str, target: str, checkpoint: Path) -> list[int]:
+    """One AvailableNow run of a stream from ``source`` into ``target`` (the sink's column mapping: the source's
+    body, keys, tag and properties columns as they are; its other columns ignored); input rows per micro-batch."""
+    stream = (
+        spark.readStream.format(FORMAT_NAME)
+        .options(namesrv=cluster.namesrv_addr, topic=source, startingOffsets="earliest", maxOffsetsPerTrigger="20")
+        .load()
+    )
+    query = (
+        stream.writeStream.format(FORMAT_NAME)
+        .options(gateway=cluster.gateway_addr, topic=target)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(180)
+    assert query.exception() is None, query.exception()
+    return [int(p["numInputRows"]) for p in query.recentProgress]
+
+
+def test_a_stream_mirrors_a_topic_into_another_once_across_restarts(
+    spark: SparkSession, spark_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    source = asyncio.run(make_topic(spark_cluster, "spark_mirror_from", queues=2))
+    target = asyncio.run(make_topic(spark_cluster, "spark_mirror_to", queues=2))
+    first = publish(spark_cluster, source, 30)
+    assert sum(_mirror(spark, spark_cluster, source, target, tmp_path / "checkpoint")) == 30
+    second = publish(spark_cluster, source, 15, first=30)
+    assert sum(_mirror(spark, spark_cluster, source, target, tmp_path / "checkpoint")) == 15
+
+    copied = read(spark, spark_cluster, target).collect()
+    assert sorted((bytes(r.body), r.keys, r.tag) for r in copied) == sorted(
+        (s.body, s.key, s.tag) for s in first + second
+    )  # every message once, with its key and tag
+    assert {r.properties["color"] for r in copied} == {"red", "blue"}
