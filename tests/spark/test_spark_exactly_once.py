@@ -65,7 +65,13 @@ def _row_ids(cluster: LocalCluster, topic: str) -> Counter[int]:
 
 
 def _assert_each_once(cluster: LocalCluster, topic: str, rows: int = ROWS) -> None:
+    """Every row id once; the read is repeated for up to 30 s while rows are missing (a broker that just restarted
+    may still be building its ConsumeQueues)."""
+    deadline = time.monotonic() + 30
     counts = _row_ids(cluster, topic)
+    while sum(counts.values()) < rows and time.monotonic() < deadline:
+        time.sleep(0.5)
+        counts = _row_ids(cluster, topic)
     missing = [i for i in range(rows) if counts[i] == 0]
     twice = {i: n for i, n in counts.items() if n > 1}
     assert (missing[:10], twice) == ([], {}), f"{len(missing)} missing, {len(twice)} duplicated"

@@ -135,6 +135,15 @@ def _transactions(messages: Sequence[WriterCommitMessage | None]) -> list[str]:
     return [m.transaction_id for m in messages if isinstance(m, PublishCommitMessage) and m.transaction_id]
 
 
+def _published(messages: Sequence[WriterCommitMessage | None]) -> dict[str, int]:
+    """Transaction id -> the half messages its attempt sent (what its commit must find)."""
+    return {
+        m.transaction_id: int(m.counts.get("published", 0))
+        for m in messages
+        if isinstance(m, PublishCommitMessage) and m.transaction_id
+    }
+
+
 class RocketMQArrowWriter(DataSourceArrowWriter):
     """Arrow batches of one partition -> messages through the gateway. ``key``: the job's key (its producer group
     and transaction ids, mq_spark.transactions)."""
@@ -160,7 +169,7 @@ class RocketMQArrowWriter(DataSourceArrowWriter):
 
             ender = TransactionEnder(self.options, self.producer_group)
             try:
-                extra = ender.commit_all(_transactions(messages)).to_dict()
+                extra = ender.commit_all(_transactions(messages), _published(messages)).to_dict()
             finally:
                 ender.close()
         _report(self.options, messages, committed=True, extra=extra)
@@ -253,10 +262,11 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         recorded transactions, roll back the rest of the micro-batch's group. Raises TransactionEndError."""
         extra: dict[str, Any] = {}
         if self.options.exactly_once:
-            txids = _transactions(messages)
+            txids, published = _transactions(messages), _published(messages)
             record = self._record_path(batchId)
             if record is not None and record.exists():
                 txids = list(json.loads(record.read_text(encoding="utf-8"))["transactions"])
+                published = {}  # ended in an earlier run: what they sent is not known here
                 extra["rerun"] = True
             elif record is not None:
                 write_summary(record, {"batch_id": batchId, "transactions": txids})
@@ -265,7 +275,7 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
             group = job_producer_group(self.options.producer_group, self._batch_key(batchId))
             ender = TransactionEnder(self.options, group)
             try:
-                extra.update(ender.commit_all(txids).to_dict())
+                extra.update(ender.commit_all(txids, published).to_dict())
             finally:
                 ender.close()
         _report(self.options, messages, committed=True, extra=extra, batch_id=batchId)

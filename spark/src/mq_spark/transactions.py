@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -130,10 +130,11 @@ class TransactionEnder:
     def close(self) -> None:
         self._channel.close()
 
-    def commit_all(self, transaction_ids: Iterable[str]) -> EndTotals:
-        """Commit each transaction, then roll back the rest of the producer group. Raises TransactionEndError when
-        a transaction cannot be committed within the deadline (ILLEGAL_OPERATION 604 at once: a half message of it
-        was rolled back or discarded)."""
+    def commit_all(self, transaction_ids: Iterable[str], published: Mapping[str, int] | None = None) -> EndTotals:
+        """Commit each transaction, then roll back the rest of the producer group. ``published``: transaction id ->
+        half messages its attempt sent (when known): a commit that finds fewer raises. Raises TransactionEndError
+        when a transaction cannot be committed within the deadline (ILLEGAL_OPERATION 604 at once: a half message of
+        it was rolled back or discarded), or when fewer half messages than were sent were found (SYSTEM_ERROR 1)."""
         from mq.gateway.v1 import gateway_pb2
 
         for txid in sorted(set(transaction_ids)):
@@ -141,6 +142,14 @@ class TransactionEnder:
             self.totals.committed_transactions += 1
             self.totals.ended += answer.ended_count
             self.totals.already_ended += answer.already_ended
+            sent = (published or {}).get(txid, 0)
+            if answer.ended_count + answer.already_ended < sent:
+                raise TransactionEndError(
+                    f"rocketmq writer: transaction {txid} of producer group {self.producer_group} sent {sent} half "
+                    f"messages but the brokers ended {answer.ended_count} (+{answer.already_ended} already ended): "
+                    f"{sent - answer.ended_count - answer.already_ended} missing",
+                    int(ResponseCode.SYSTEM_ERROR),
+                )
         self.rollback_group()
         return self.totals
 
