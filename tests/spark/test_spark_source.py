@@ -19,11 +19,14 @@ from mq_client.broker_client import BrokerClient
 from mq_client.consumer import PullConsumer
 from mq_common.auth.model import Acl, Action, Policy, PolicyEntry, Resource, User
 from mq_common.channels import ChannelPool
+from mq_common.errors import MQClientError
 from mq_common.protocol import TopicConfig
+from mq_common.response_code import ResponseCode
 from mq_local.cluster import LocalCluster
 from mq_local.testing import add_user, make_topic, spec_for_tests
 from mq_spark.datasource import FORMAT_NAME
-from mq_spark.source.options import DEFAULT_CONSUMER_GROUP
+from mq_spark.source.options import DEFAULT_CONSUMER_GROUP, SourceOptions
+from mq_spark.source.pull import QueueRange, read_range
 from mq_spark.source.schema import SOURCE_SCHEMA
 from pyspark.sql import DataFrame, SparkSession
 
@@ -354,3 +357,20 @@ def test_a_stream_mirrors_a_topic_into_another_once_across_restarts(
         (s.body, s.key, s.tag) for s in first + second
     )  # every message once, with its key and tag
     assert {r.properties["color"] for r in copied} == {"red", "blue"}
+
+
+def test_a_range_that_stops_moving_fails_after_read_timeout(
+    spark_cluster: LocalCluster, loaded: tuple[str, list[Sent]]
+) -> None:
+    """A task planned past what its broker holds (a slave far behind, say) fails with SYSTEM_ERROR, naming where."""
+    topic, sent = loaded
+    last = max(sent, key=lambda s: (s.broker_name, s.queue_id, s.queue_offset))
+    options = SourceOptions.parse(
+        {"topic": topic, "namesrv": spark_cluster.namesrv_addr, "readTimeoutMs": "600"}, streaming=False, env={}
+    )
+    rng = QueueRange(topic, last.broker_name, last.queue_id, last.queue_offset, last.queue_offset + 5)
+    batches = read_range(options, rng)
+    assert next(batches).num_rows == 1  # the last stored message
+    with pytest.raises(MQClientError, match=rf"stuck at offset {last.queue_offset + 1} of") as info:
+        next(batches)
+    assert info.value.code == ResponseCode.SYSTEM_ERROR

@@ -77,8 +77,8 @@ async def opened(options: SourceOptions) -> AsyncIterator[PullConsumer]:
 def read_range(options: SourceOptions, rng: QueueRange) -> Iterator[pa.RecordBatch]:
     """Every message of ``rng`` that matches ``options.subscription``, as RecordBatches (one per pull, empty pulls
     skipped), in queue order. Offsets the broker no longer holds (OFFSET_ILLEGAL with a later next offset: the min
-    offset moved past them) are skipped. Raises MQClientError (SYSTEM_ERROR) when the range's end is not reached
-    within ``read_timeout_ms`` (e.g. a slave that stays behind), and the pull's errors (MQClientError,
+    offset moved past them) are skipped. Raises MQClientError (SYSTEM_ERROR) when the range stops moving for
+    ``read_timeout_ms`` before its end (e.g. a slave that stays behind), and the pull's errors (MQClientError,
     RemotingError)."""
     if rng.end <= rng.start:
         return
@@ -98,6 +98,7 @@ def read_range(options: SourceOptions, rng: QueueRange) -> Iterator[pa.RecordBat
             progressed = result.next_begin_offset > offset and result.status is not PullStatus.NO_NEW_MSG
             if progressed:
                 offset = result.next_begin_offset
+                deadline = time.monotonic() + options.read_timeout_ms / 1000
                 continue
             if time.monotonic() > deadline:
                 raise MQClientError(
