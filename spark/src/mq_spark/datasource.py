@@ -135,6 +135,15 @@ def _transactions(messages: Sequence[WriterCommitMessage | None]) -> list[str]:
     return [m.transaction_id for m in messages if isinstance(m, PublishCommitMessage) and m.transaction_id]
 
 
+def _brokers(messages: Sequence[WriterCommitMessage | None]) -> dict[str, list[str]]:
+    """Transaction id -> the brokers that stored its half messages (each must end it)."""
+    return {
+        m.transaction_id: [name for name, n in dict(m.counts.get("per_broker", {})).items() if n]
+        for m in messages
+        if isinstance(m, PublishCommitMessage) and m.transaction_id
+    }
+
+
 def _published(messages: Sequence[WriterCommitMessage | None]) -> dict[str, int]:
     """Transaction id -> the half messages its attempt sent (what its commit must find)."""
     return {
@@ -169,7 +178,7 @@ class RocketMQArrowWriter(DataSourceArrowWriter):
 
             ender = TransactionEnder(self.options, self.producer_group)
             try:
-                extra = ender.commit_all(_transactions(messages), _published(messages)).to_dict()
+                extra = ender.commit_all(_transactions(messages), _published(messages), _brokers(messages)).to_dict()
             finally:
                 ender.close()
         _report(self.options, messages, committed=True, extra=extra)
@@ -262,11 +271,11 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         recorded transactions, roll back the rest of the micro-batch's group. Raises TransactionEndError."""
         extra: dict[str, Any] = {}
         if self.options.exactly_once:
-            txids, published = _transactions(messages), _published(messages)
+            txids, published, brokers = _transactions(messages), _published(messages), _brokers(messages)
             record = self._record_path(batchId)
             if record is not None and record.exists():
                 txids = list(json.loads(record.read_text(encoding="utf-8"))["transactions"])
-                published = {}  # ended in an earlier run: what they sent is not known here
+                published, brokers = {}, {}  # ended in an earlier run: what they sent is not known here
                 extra["rerun"] = True
             elif record is not None:
                 write_summary(record, {"batch_id": batchId, "transactions": txids})
@@ -275,7 +284,7 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
             group = job_producer_group(self.options.producer_group, self._batch_key(batchId))
             ender = TransactionEnder(self.options, group)
             try:
-                extra.update(ender.commit_all(txids, published).to_dict())
+                extra.update(ender.commit_all(txids, published, brokers).to_dict())
             finally:
                 ender.close()
         _report(self.options, messages, committed=True, extra=extra, batch_id=batchId)

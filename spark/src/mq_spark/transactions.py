@@ -130,26 +130,48 @@ class TransactionEnder:
     def close(self) -> None:
         self._channel.close()
 
-    def commit_all(self, transaction_ids: Iterable[str], published: Mapping[str, int] | None = None) -> EndTotals:
+    def commit_all(
+        self,
+        transaction_ids: Iterable[str],
+        published: Mapping[str, int] | None = None,
+        brokers: Mapping[str, Iterable[str]] | None = None,
+    ) -> EndTotals:
         """Commit each transaction, then roll back the rest of the producer group. ``published``: transaction id ->
-        half messages its attempt sent (when known): a commit that finds fewer raises. Raises TransactionEndError
-        when a transaction cannot be committed within the deadline (ILLEGAL_OPERATION 604 at once: a half message of
-        it was rolled back or discarded), or when fewer half messages than were sent were found (SYSTEM_ERROR 1)."""
+        half messages its attempt sent; ``brokers``: transaction id -> the brokers that stored them (both from the
+        attempt's counts, when known). A commit is repeated (it is idempotent) until every one of those brokers
+        answered and the half messages found cover what was sent: a broker that restarted may be missing from the
+        topic's route for a while, and its half messages must not be left out (and then rolled back with the
+        group). Raises TransactionEndError when a transaction cannot be committed within the deadline
+        (ILLEGAL_OPERATION 604 at once: a half message of it was rolled back or discarded; SYSTEM_ERROR 1: brokers
+        or half messages still missing)."""
         from mq.gateway.v1 import gateway_pb2
 
         for txid in sorted(set(transaction_ids)):
-            answer = self._end(gateway_pb2.EndTransactionRequest(transaction_id=txid, commit=True))
-            self.totals.committed_transactions += 1
-            self.totals.ended += answer.ended_count
-            self.totals.already_ended += answer.already_ended
             sent = (published or {}).get(txid, 0)
-            if answer.ended_count + answer.already_ended < sent:
-                raise TransactionEndError(
-                    f"rocketmq writer: transaction {txid} of producer group {self.producer_group} sent {sent} half "
-                    f"messages but the brokers ended {answer.ended_count} (+{answer.already_ended} already ended): "
-                    f"{sent - answer.ended_count - answer.already_ended} missing",
-                    int(ResponseCode.SYSTEM_ERROR),
-                )
+            needed = set((brokers or {}).get(txid, ()))
+            deadline = time.monotonic() + self.deadline_s
+            ended, already, answered, attempt = 0, 0, set[str](), 0
+            while True:
+                attempt += 1
+                answer = self._end(gateway_pb2.EndTransactionRequest(transaction_id=txid, commit=True))
+                ended += answer.ended_count
+                already += answer.already_ended if attempt == 1 else 0
+                answered |= set(answer.broker_names)
+                missing = needed - answered
+                if not missing and ended + already >= sent:
+                    break
+                if time.monotonic() + END_BACKOFF_S * attempt > deadline:
+                    raise TransactionEndError(
+                        f"rocketmq writer: transaction {txid} of producer group {self.producer_group} sent {sent} "
+                        f"half messages; the brokers ended {ended} (+{already} already ended)"
+                        + (f", and broker(s) {sorted(missing)} never answered" if missing else "")
+                        + f" (after {attempt} EndTransaction calls)",
+                        int(ResponseCode.SYSTEM_ERROR),
+                    )
+                time.sleep(END_BACKOFF_S * attempt)
+            self.totals.committed_transactions += 1
+            self.totals.ended += ended
+            self.totals.already_ended += already
         self.rollback_group()
         return self.totals
 
