@@ -18,6 +18,8 @@ from mq_common.channels import DEFAULT_RPC_TIMEOUT_MS, ChannelPool
 from mq_common.channels import seconds as _seconds
 from mq_common.grpc_errors import invoke as _invoke
 from mq_common.namesrv_client import check_code as _check
+from mq_common.protocol.transaction import OpenTransaction
+from mq_common.protocol.transaction_convert import open_transaction_from_proto
 
 __all__ = ["OpenTransaction", "OpenTransactionsStatus", "TransactionAdminCalls", "TransactionState"]
 
@@ -46,26 +48,6 @@ class TransactionState(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class OpenTransaction:
-    """One open transaction: ``msg_id`` (UNIQ_KEY), ``producer_group``, ``transaction_id``, ``born_timestamp_ms``
-    (ms since the epoch), ``age_ms`` (when the broker answered), ``check_times`` (TRANSACTION_CHECK_TIMES),
-    ``keys`` (space separated), ``tags``, ``prepared_queue_offset`` (its first half message's queue offset) and the
-    newest copy's ``queue_offset`` / ``commit_log_offset`` on RMQ_SYS_TRANS_HALF_TOPIC."""
-
-    msg_id: str
-    producer_group: str
-    transaction_id: str
-    born_timestamp_ms: int
-    age_ms: int
-    check_times: int
-    keys: str
-    tags: str
-    prepared_queue_offset: int
-    queue_offset: int
-    commit_log_offset: int
-
-
-@dataclass(frozen=True, slots=True)
 class OpenTransactionsStatus:
     """One broker's answer: ``transactions`` oldest first (at most the max asked), ``total_open`` (all of the
     topic's open transactions on that broker); for a UNIQ_KEY ``state`` (None when none was asked) and, when OPEN,
@@ -75,22 +57,6 @@ class OpenTransactionsStatus:
     total_open: int
     state: TransactionState | None = None
     transaction: OpenTransaction | None = None
-
-
-def _open(t: transaction_pb2.OpenTransaction) -> OpenTransaction:
-    return OpenTransaction(
-        msg_id=t.msg_id,
-        producer_group=t.producer_group,
-        transaction_id=t.transaction_id,
-        born_timestamp_ms=t.born_timestamp_ms,
-        age_ms=t.age_ms,
-        check_times=t.check_times,
-        keys=t.keys,
-        tags=t.tags,
-        prepared_queue_offset=t.prepared_queue_offset,
-        queue_offset=t.queue_offset,
-        commit_log_offset=t.commit_log_offset,
-    )
 
 
 class TransactionAdminCalls:
@@ -120,8 +86,8 @@ class TransactionAdminCalls:
         resp = await _invoke(stub.QueryOpenTransactions(request, timeout=_seconds(timeout_ms)), addr)
         _check(resp.code, resp.remark)
         return OpenTransactionsStatus(
-            transactions=tuple(_open(t) for t in resp.transactions),
+            transactions=tuple(open_transaction_from_proto(t) for t in resp.transactions),
             total_open=resp.total_open,
             state=TransactionState.of(resp.state) if uniq_key else None,
-            transaction=_open(resp.transaction) if resp.HasField("transaction") else None,
+            transaction=open_transaction_from_proto(resp.transaction) if resp.HasField("transaction") else None,
         )

@@ -1,4 +1,5 @@
-"""The transaction headers: END_TRANSACTION's request (the v1 producer and the gateway send it, the broker serves it).
+"""The transaction headers: END_TRANSACTION's request (the v1 producer and the gateway send it, the broker serves it),
+and QueryOpenTransactions' :class:`OpenTransaction` (the broker answers it, mqadmin reads it).
 
 Mirrors org.apache.rocketmq.remoting.protocol.header.EndTransactionRequestHeader. Proto converters in
 :mod:`mq_common.protocol.transaction_convert`. Pure values; any thread.
@@ -74,3 +75,25 @@ def whole_end_counts(remark: str) -> tuple[int, int]:
     """(ended, already_ended) of a :func:`whole_end_remark`; (0, 0) for any other text."""
     match = _WHOLE_END_REMARK.match(remark)
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTransaction:
+    """One open transaction as its newest half message copy shows it (proto mq.broker.v1.OpenTransaction):
+    ``msg_id`` (UNIQ_KEY), ``producer_group`` (PGROUP), ``transaction_id`` (__transactionId__, else UNIQ_KEY),
+    ``born_timestamp_ms`` (ms since the epoch), ``age_ms`` (now - born, when the broker answered), ``check_times``
+    (TRANSACTION_CHECK_TIMES), ``keys`` (KEYS, space separated), ``tags``, ``prepared_queue_offset`` (its first half
+    message's queue offset: the identity) and the newest copy's ``queue_offset`` / ``commit_log_offset`` on
+    RMQ_SYS_TRANS_HALF_TOPIC. No RocketMQ counterpart (its tools list no open transactions)."""
+
+    msg_id: str
+    producer_group: str
+    transaction_id: str
+    born_timestamp_ms: int
+    age_ms: int
+    check_times: int
+    keys: str
+    tags: str
+    prepared_queue_offset: int
+    queue_offset: int
+    commit_log_offset: int

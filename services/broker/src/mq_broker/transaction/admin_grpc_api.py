@@ -16,9 +16,10 @@ import grpc
 from mq.broker.v1 import transaction_pb2, transaction_pb2_grpc
 from mq_common.errors import MQError, internal_error_remark
 from mq_common.logging import get_logger
+from mq_common.protocol.transaction_convert import open_transaction_to_proto
 from mq_common.response_code import ResponseCode
 
-from mq_broker.transaction.open_transactions import OpenTransaction, OpenTransactions
+from mq_broker.transaction.open_transactions import OpenTransactions
 
 log = get_logger("mq_broker.transaction")
 
@@ -30,22 +31,6 @@ _Context = grpc.aio.ServicerContext[
 
 AuthorizeAdmin = Callable[[Any, str], None]
 """(the call's context, the RPC's name) -> None; raises MQError NO_PERMISSION 16 for a caller who is no admin."""
-
-
-def _to_proto(t: OpenTransaction) -> transaction_pb2.OpenTransaction:
-    return transaction_pb2.OpenTransaction(
-        msg_id=t.msg_id,
-        producer_group=t.producer_group,
-        transaction_id=t.transaction_id,
-        born_timestamp_ms=t.born_timestamp_ms,
-        age_ms=t.age_ms,
-        check_times=t.check_times,
-        keys=t.keys,
-        tags=t.tags,
-        prepared_queue_offset=t.prepared_queue_offset,
-        queue_offset=t.queue_offset,
-        commit_log_offset=t.commit_log_offset,
-    )
 
 
 class TransactionAdminServicer(transaction_pb2_grpc.TransactionAdminServicer):
@@ -73,10 +58,10 @@ class TransactionAdminServicer(transaction_pb2_grpc.TransactionAdminServicer):
             )
         response = transaction_pb2.QueryOpenTransactionsResponse(
             code=ResponseCode.SUCCESS,
-            transactions=[_to_proto(t) for t in result.transactions],
+            transactions=[open_transaction_to_proto(t) for t in result.transactions],
             total_open=result.total_open,
             state=result.state,
         )
         if result.transaction is not None:
-            response.transaction.CopyFrom(_to_proto(result.transaction))
+            response.transaction.CopyFrom(open_transaction_to_proto(result.transaction))
         return response

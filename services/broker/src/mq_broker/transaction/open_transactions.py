@@ -30,6 +30,7 @@ from mq_common.constants import (
     validate_topic,
 )
 from mq_common.errors import MQBrokerError
+from mq_common.protocol.transaction import OpenTransaction
 from mq_common.response_code import ResponseCode
 
 from mq_broker.store.config import BrokerRole
@@ -48,26 +49,6 @@ CHECK_MAX: Final = "CHECK_MAX"
 UNKNOWN: Final = "UNKNOWN"
 _STATE_OF_END: Final = {COMMIT: COMMITTED, ROLLBACK: ROLLED_BACK, DISCARDED: CHECK_MAX}
 _TYPE_MASK: Final = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-
-
-@dataclass(frozen=True, slots=True)
-class OpenTransaction:
-    """One open transaction as its newest half message copy shows it (proto OpenTransaction): ``msg_id`` (UNIQ_KEY),
-    ``producer_group`` (PGROUP), ``transaction_id`` (__transactionId__, else UNIQ_KEY), ``born_timestamp_ms``,
-    ``age_ms`` (now - born), ``check_times`` (TRANSACTION_CHECK_TIMES), ``keys`` (KEYS), ``tags``,
-    ``prepared_queue_offset`` (the identity), ``queue_offset`` / ``commit_log_offset`` of the newest copy."""
-
-    msg_id: str
-    producer_group: str
-    transaction_id: str
-    born_timestamp_ms: int
-    age_ms: int
-    check_times: int
-    keys: str
-    tags: str
-    prepared_queue_offset: int
-    queue_offset: int
-    commit_log_offset: int
 
 
 @dataclass(frozen=True, slots=True)
