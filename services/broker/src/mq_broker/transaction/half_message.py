@@ -9,6 +9,8 @@ without TRAN_MSG, REAL_TOPIC and REAL_QID). Pure; any thread.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -34,6 +36,11 @@ only name the offset), so a refused second end names what the first one was, aft
 PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
 """MessageConst.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET: on a check copy and on an op record, the queue offset of
 the transaction's first half message (its identity, mq_broker.transaction.transaction_state)."""
+WHOLE_END_TYPE_PROPERTY: Final = "TRAN_WHOLE_END_TYPE"
+"""Beyond RocketMQ: on the last op record of each chunk of a whole-transaction end, how the whole transaction ended
+(mq_broker.transaction.transaction_index: a restarted broker finds it through the IndexFile)."""
+WHOLE_COUNT_PROPERTY: Final = "TRAN_WHOLE_COUNT"
+"""Beyond RocketMQ: on the same op record, how many half messages of the transaction were ended that way so far."""
 COMMIT: Final = "COMMIT"
 ROLLBACK: Final = "ROLLBACK"
 DISCARDED: Final = "DISCARDED"
@@ -98,17 +105,40 @@ def committed_message(half: MessageExt) -> MessageExtBrokerInner:
     )
 
 
-def op_record(half_queue_offset: int, identity: int, end_type: str) -> MessageExtBrokerInner:
+def op_record(
+    half_queue_offset: int, identity: int, end_type: str, extra: Mapping[str, str] | None = None
+) -> MessageExtBrokerInner:
     """The op record that ends the transaction ``identity`` through its half message at ``half_queue_offset``
     (TransactionalMessageBridge#writeOp / #addRemoveTagInTransactionOp): RMQ_SYS_TRANS_OP_HALF_TOPIC queue 0, tag
     "d", body = the offset in decimal; TRAN_END_TYPE = ``end_type`` (COMMIT, ROLLBACK, DISCARDED) and
-    TRAN_PREPARED_QUEUE_OFFSET = ``identity``."""
+    TRAN_PREPARED_QUEUE_OFFSET = ``identity``; ``extra`` properties added (a whole-transaction end's summary,
+    :func:`whole_end_summary`)."""
+    properties = {MessageConst.TAGS: REMOVE_TAG, END_TYPE_PROPERTY: end_type, PREPARED_QUEUE_OFFSET: str(identity)}
+    if extra:
+        properties.update(extra)
     return MessageExtBrokerInner.build(
-        topic=TRANS_OP_HALF_TOPIC,
-        queue_id=HALF_QUEUE_ID,
-        body=str(half_queue_offset).encode(),
-        properties={MessageConst.TAGS: REMOVE_TAG, END_TYPE_PROPERTY: end_type, PREPARED_QUEUE_OFFSET: str(identity)},
+        topic=TRANS_OP_HALF_TOPIC, queue_id=HALF_QUEUE_ID, body=str(half_queue_offset).encode(), properties=properties
     )
+
+
+def whole_end_key(producer_group: str, transaction_id: str) -> str:
+    """The KEYS word of a whole transaction's summary op record (indexed by the store's IndexFile under the op
+    topic): ``TXW_`` + 32 hex digits of SHA-256(group NUL transaction id), so any group or id is one KEYS word."""
+    digest = hashlib.sha256(f"{producer_group}\x00{transaction_id}".encode()).hexdigest()[:32]
+    return f"TXW_{digest}"
+
+
+def whole_end_summary(producer_group: str, transaction_id: str, end_type: str, count: int) -> dict[str, str]:
+    """The properties that make an op record the summary of a whole-transaction end (this project's extension):
+    KEYS = :func:`whole_end_key`, PGROUP, __transactionId__, WHOLE_END_TYPE_PROPERTY = ``end_type`` and
+    WHOLE_COUNT_PROPERTY = ``count`` (half messages of the transaction ended that way so far)."""
+    return {
+        MessageConst.KEYS: whole_end_key(producer_group, transaction_id),
+        MessageConst.PRODUCER_GROUP: producer_group,
+        MessageConst.TRANSACTION_ID: transaction_id,
+        WHOLE_END_TYPE_PROPERTY: end_type,
+        WHOLE_COUNT_PROPERTY: str(count),
+    }
 
 
 def _copy(half: MessageExt, topic: str, properties: dict[str, str]) -> MessageExtBrokerInner:

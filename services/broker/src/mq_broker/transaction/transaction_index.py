@@ -7,7 +7,16 @@ PRODUCER_GROUP). The index is built by reading the half queue (RMQ_SYS_TRANS_HAL
 the check progress on (everything before it is ended or copied further on), so each half message is decoded once
 and a restarted broker or a promoted slave rebuilds it on first use (the same recovery rule as
 mq_broker.transaction.transaction_state). A check copy replaces its transaction's entry (the newest copy is the one an
-end must name). Half messages without a transaction id are not indexed. Event loop (no locking).
+end must name). Half messages without a transaction id are not indexed.
+
+How a whole transaction ended is remembered in memory (:attr:`TransactionIndex.finished`) and on disk: the last op
+record of every chunk of a whole end is its summary (mq_broker.transaction.half_message.whole_end_summary: how it
+ended and how many half messages so far, KEYS = whole_end_key), which the store's IndexFile indexes like any KEYS.
+A transaction ended before the check progress is not in the half queue any more, so a restarted broker (or a
+promoted slave, which builds its own IndexFile from the CommitLog) recalls it from there
+(:meth:`TransactionIndex.recall`): a repeated commit after a restart is answered as already ended, a commit of a
+rolled-back one is refused, as before the restart. Without the IndexFile (messageIndexEnable off), or once the
+CommitLog file holding the summary is deleted, it is unknown (nothing open). Event loop (no locking).
 """
 
 from __future__ import annotations
@@ -16,11 +25,17 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
 
-from mq_common.constants import TRANS_HALF_TOPIC, MessageConst
+from mq_common.codec import MessageDecodeError, decode_message
+from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageConst
 from mq_common.logging import get_logger
 
 from mq_broker.store.api import MessageStore
-from mq_broker.transaction.half_message import HALF_QUEUE_ID
+from mq_broker.transaction.half_message import (
+    HALF_QUEUE_ID,
+    WHOLE_COUNT_PROPERTY,
+    WHOLE_END_TYPE_PROPERTY,
+    whole_end_key,
+)
 from mq_broker.transaction.transaction_state import TransactionState, identity_of
 
 log = get_logger("mq_broker.transaction")
@@ -28,6 +43,8 @@ log = get_logger("mq_broker.transaction")
 FINISHED_REMEMBERED: Final = 65_536
 """Whole transactions ended through the index that are remembered (how they ended, how many half messages), so a
 repeated end is answered as already ended; the oldest are forgotten first."""
+RECALL_MAX: Final = 64
+"""Summary op records of one transaction read from the IndexFile by :meth:`TransactionIndex.recall`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +114,40 @@ class TransactionIndex:
             self.finished.move_to_end(key)
             while len(self.finished) > FINISHED_REMEMBERED:
                 self.finished.popitem(last=False)
+
+    def recall(self, group: str, transaction_id: str) -> Finished | None:
+        """How a whole transaction ended, from memory or else from its summary op records in the store's IndexFile
+        (the newest-counting one; remembered in :attr:`finished`); None when neither knows it."""
+        key = (group, transaction_id)
+        known = self.finished.get(key)
+        if known is not None:
+            return known
+        result = self.store.query_message(
+            TRANS_OP_HALF_TOPIC, whole_end_key(group, transaction_id), RECALL_MAX, 0, 2**62
+        )
+        best: Finished | None = None
+        for record in result.messages:
+            try:
+                op = decode_message(record, check_crc=False)
+            except MessageDecodeError:
+                continue
+            props = op.properties
+            if (
+                props.get(MessageConst.PRODUCER_GROUP) != group
+                or props.get(MessageConst.TRANSACTION_ID) != transaction_id
+                or not props.get(WHOLE_COUNT_PROPERTY, "").isdigit()
+            ):
+                continue
+            found = Finished(props.get(WHOLE_END_TYPE_PROPERTY, ""), int(props[WHOLE_COUNT_PROPERTY]))
+            if best is None or found.count > best.count:
+                best = found
+        if best is not None:
+            log.info(
+                "transaction_whole_recalled",
+                producer_group=group,
+                transaction_id=transaction_id,
+                end_type=best.end_type,
+                count=best.count,
+            )
+            self.finished[key] = best
+        return best

@@ -16,9 +16,10 @@ This project's extension (EndTransactionRequestHeader.scope): scope TRANSACTION 
 (producer group, ``__transactionId__``) in one call, found through mq_broker.transaction.transaction_index; scope
 PRODUCER_GROUP rolls back every open one of a producer group. The records are stored in chunks of
 :data:`WHOLE_CHUNK` half messages (each chunk one put: the real messages and their op records, the same records as
-single ends, so slaves replicate them and a recovery reads them the same way). Half messages of one transaction
-with the same UNIQ_KEY (a send the producer core retried after a lost answer) are committed once: the others are
-rolled back. Event loop.
+single ends, so slaves replicate them and a recovery reads them the same way); the last op record of each chunk is
+the transaction's summary, so a restarted broker still knows how it ended (TransactionIndex.recall). Half messages
+of one transaction with the same UNIQ_KEY (a send the producer core retried after a lost answer) are committed once:
+the others are rolled back. Event loop.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from mq_broker.transaction.half_message import (
     HalfMessageError,
     committed_message,
     op_record,
+    whole_end_summary,
 )
 from mq_broker.transaction.transaction_index import Finished, TransactionIndex
 from mq_broker.transaction.transaction_state import TransactionState, identity_of
@@ -252,9 +254,9 @@ class TransactionalMessageService:
 
     async def _end_one_whole(self, group: str, txid: str, end_type: str) -> WholeEndResult:
         state = self.state
-        finished = self.index.finished.get((group, txid))
         members = self.index.members(group, txid)
         if not members:
+            finished = self.index.recall(group, txid)
             if finished is not None and finished.end_type != end_type and end_type == COMMIT:
                 raise MQBrokerError(
                     f"the transaction {txid} of {group} was already {_ENDED_WORDS[finished.end_type]}, nothing changed",
@@ -289,7 +291,8 @@ class TransactionalMessageService:
         seen_keys: set[str] = set()
         for begin in range(0, len(pending), WHOLE_CHUNK):
             chunk = pending[begin : begin + WHOLE_CHUNK]
-            done, dups = await self._put_chunk(chunk, end_type, seen_keys)
+            summary = whole_end_summary(group, txid, end_type, already + ended + len(chunk))
+            done, dups = await self._put_chunk(chunk, end_type, seen_keys, summary)
             ended += done
             duplicates += dups
         self.index.drop(group, txid, Finished(end_type, ended + already))
@@ -303,9 +306,10 @@ class TransactionalMessageService:
         return half if half is not None and half.topic == TRANS_HALF_TOPIC else None
 
     async def _put_chunk(
-        self, chunk: list[tuple[int, MessageExt]], end_type: str, seen_keys: set[str]
+        self, chunk: list[tuple[int, MessageExt]], end_type: str, seen_keys: set[str], summary: dict[str, str]
     ) -> tuple[int, int]:
-        """Store the records ending ``chunk`` in one put; returns (ended, duplicates rolled back)."""
+        """Store the records ending ``chunk`` in one put, the last op record carrying ``summary``
+        (half_message.whole_end_summary); returns (ended, duplicates rolled back)."""
         state = self.state
         batch: list[MessageExtBrokerInner] = []
         plan: list[tuple[int, MessageExt, str, bool]] = []  # identity, half, its end type, with a real message
@@ -321,7 +325,8 @@ class TransactionalMessageService:
                     batch.append(committed_message(half))
                 except HalfMessageError as exc:
                     raise MQBrokerError(str(exc), ResponseCode.SYSTEM_ERROR) from None
-            batch.append(op_record(half.queue_offset, identity, one_type))
+            last = len(plan) == len(chunk) - 1
+            batch.append(op_record(half.queue_offset, identity, one_type, summary if last else None))
             plan.append((identity, half, one_type, one_type == COMMIT))
         state.ending.update(identity for identity, _ in chunk)
         try:
