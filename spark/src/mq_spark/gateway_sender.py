@@ -23,6 +23,8 @@ whose first send was stored would be committed twice, so any failure fails the t
 Spark's task retry sends the partition again under the next attempt's transaction (the failed attempt's half
 messages are rolled back by the job). Its calls wait for the channel to be ready (gRPC wait_for_ready, within the
 call's deadline), so an attempt started while the gateway restarts waits for it instead of failing at once.
+Each half message carries CHECK_IMMUNITY_TIME_IN_SECONDS = the option transactionTimeoutSec, so no check-back
+touches (or discards) it while the job may still commit.
 
 Mirrors the batching half of DefaultMQProducer#send(Collection) on the client side. Runs on one Spark
 task thread; not thread-safe.
@@ -34,20 +36,23 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import grpc
 from mq.common.v1 import common_pb2
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
-from mq_common.auth.interceptor import SigningInterceptor
+from mq_common.constants import MessageConst
 from mq_common.errors import MQClientError, RemotingError
 from mq_common.grpc_errors import transport_error
-from mq_common.grpc_server import CHANNEL_OPTIONS
+from mq_common.grpc_options import CHANNEL_OPTIONS
 from mq_common.response_code import ResponseCode
 
 from mq_spark.counts import PublishCounts
 from mq_spark.encoding import EncodedRow
 from mq_spark.options import WriterOptions
+
+if TYPE_CHECKING:
+    from mq_common.auth.interceptor import SigningInterceptor
 
 # Extra time the RPC deadline grants beyond the gateway's own send budget (queueing, CPU contention).
 RPC_DEADLINE_SLACK_MS: Final = 10_000
@@ -127,8 +132,13 @@ class GatewaySender:
         self.transaction_id = transaction_id
         self.producer_group = producer_group or options.producer_group
         self._channel = channel if channel is not None else gateway_channel(options)
-        # Only its per-second cache of signed headers is used (the channel is sync, not grpc.aio).
-        self._signer = SigningInterceptor(options.credentials) if options.credentials is not None else None
+        # Only its per-second cache of signed headers is used (the channel is sync, not grpc.aio). Imported only with
+        # credentials: its module loads the gRPC server kit, ~0.1 s of CPU in a cold Spark Python worker.
+        self._signer: SigningInterceptor | None = None
+        if options.credentials is not None:
+            from mq_common.auth.interceptor import SigningInterceptor
+
+            self._signer = SigningInterceptor(options.credentials)
         self._stub = gateway_pb2_grpc.ProducerGatewayStub(self._channel)
         self._pending: list[gateway_pb2.Message] = []
         self._in_flight: deque[tuple[grpc.Future[gateway_pb2.SendBatchResponse], list[gateway_pb2.Message]]] = deque()
@@ -153,9 +163,11 @@ class GatewaySender:
         topic = self.options.topic
         txid = self.transaction_id
         if txid:
+            immunity = str(self.options.transaction_timeout_s)
             for row in rows:
                 msg = to_message(row, topic)
                 msg.transaction_id = txid
+                msg.properties[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = immunity
                 self._pending.append(msg)
         else:
             self._pending.extend(to_message(r, topic) for r in rows)

@@ -18,6 +18,7 @@
 | tls             | ``true``: call the gateway over TLS                                | false            |
 | tlsCaFile       | PEM CA bundle that verifies the gateway (unset: the system roots)  | env MQ_SPARK_TLS_CA_FILE |
 | deliveryGuarantee | ``exactly_once`` (transactions, mq_spark.transactions) or ``at_least_once`` | exactly_once  |
+| transactionTimeoutSec | exactly once: seconds no check-back touches the half messages (immunity) | 3600 |
 
 Columns (as Kafka's sink; :func:`resolve_columns`): a ``body`` or ``value`` column (binary or string) is the
 message body, else the body is the JSON object of all columns (:mod:`mq_spark.encoding`); a ``keys`` column (or
@@ -38,12 +39,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from mq_common.auth.settings import Credentials
 from mq_common.constants import validate_topic
 from mq_common.errors import InvalidParameterError
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
+
+if TYPE_CHECKING:  # imported where credentials are built: its module loads pydantic, ~0.08 s in each cold worker
+    from mq_common.auth.settings import Credentials
 
 DEFAULT_GATEWAY: Final = "127.0.0.1:8081"
 DEFAULT_BATCH_SIZE: Final = 500
@@ -54,6 +57,14 @@ MAX_RETRIES_LIMIT: Final = 16
 DEFAULT_MAX_IN_FLIGHT: Final = 2
 MAX_IN_FLIGHT_LIMIT: Final = 16
 DEFAULT_RETRY_BACKOFF_MS: Final = 200
+DEFAULT_TRANSACTION_TIMEOUT_S: Final = 3600
+"""CHECK_IMMUNITY_TIME_IN_SECONDS of the exactly-once half messages: how long a job may run between an attempt's
+first send and ``commit()``. Without it the broker checks a half message back after its transactionTimeout (6 s),
+nobody answers for a job's group, and after transactionCheckMax checks (15 x 30 s) it is discarded: a job longer
+than ~7.5 min would lose rows. One hour covers the jobs this sink runs (the flights take minutes) with a wide
+margin; a longer one sets more. Not much more by default: a half message whose job died without abort() (a driver
+killed) is only checked, and then discarded, once this has passed."""
+MAX_TRANSACTION_TIMEOUT_S: Final = 7 * 86_400
 DEFAULT_PRODUCER_GROUP: Final = "SPARK_PRODUCER"
 ACCESS_KEY_ENV: Final = "MQ_SPARK_ACCESS_KEY"
 SECRET_KEY_ENV: Final = "MQ_SPARK_SECRET_KEY"
@@ -114,6 +125,8 @@ def credentials_of(options: Mapping[str, str], env: Mapping[str, str]) -> Creden
     if access_key is None or secret_key is None:
         missing = f"accessKey ({ACCESS_KEY_ENV})" if access_key is None else f"secretKey ({SECRET_KEY_ENV})"
         raise InvalidParameterError(f"credentials need both keys: {missing} is not set")
+    from mq_common.auth.settings import Credentials
+
     return Credentials(access_key, secret_key)
 
 
@@ -205,6 +218,7 @@ class WriterOptions:
     tls: bool = False
     tls_ca_file: str | None = None
     delivery_guarantee: str = EXACTLY_ONCE
+    transaction_timeout_s: int = DEFAULT_TRANSACTION_TIMEOUT_S
 
     @property
     def exactly_once(self) -> bool:
@@ -238,6 +252,9 @@ class WriterOptions:
             tls=_bool_option(options, "tls"),
             tls_ca_file=_option_or_env(options, "tlsCaFile", env, TLS_CA_FILE_ENV),
             delivery_guarantee=_choice_option(options, "deliveryGuarantee", DELIVERY_GUARANTEES),
+            transaction_timeout_s=_int_option(
+                options, "transactionTimeoutSec", DEFAULT_TRANSACTION_TIMEOUT_S, 1, MAX_TRANSACTION_TIMEOUT_S
+            ),
         )
 
     def tls_ca_bytes(self) -> bytes | None:

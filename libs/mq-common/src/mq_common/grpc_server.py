@@ -18,23 +18,15 @@ from grpc_reflection.v1alpha import reflection
 
 from mq_common.grpc_front import GrpcServerChoice, aio_server, resolve_front
 from mq_common.grpc_guard import DEFAULT_REQUEST_LIMITS, RequestGuard, RequestLimits
+from mq_common.grpc_options import CHANNEL_OPTIONS as CHANNEL_OPTIONS  # re-exported: callers import it here
+from mq_common.grpc_options import MAX_GRPC_MESSAGE_BYTES as MAX_GRPC_MESSAGE_BYTES
 from mq_common.logging import get_logger
 from mq_common.tls import TlsServerConfig, server_credentials
 
 log = get_logger("mq_common.grpc_server")
 
-# 4 MiB bodies x a batch plus headers; a batch larger than this is refused by gRPC itself.
-MAX_GRPC_MESSAGE_BYTES: Final = 64 * 1024 * 1024
 # The native front: how long its IO threads get to write the last answers before the server stops (see stop()).
 NATIVE_FLUSH_S: Final = 0.25
-CHANNEL_OPTIONS: Final[list[tuple[str, int]]] = [
-    ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.http2.max_pings_without_data", 0),
-    ("grpc.keepalive_permit_without_calls", 1),
-]
 SERVER_OPTIONS: Final[list[tuple[str, int]]] = [
     *CHANNEL_OPTIONS,
     ("grpc.so_reuseport", 0),
