@@ -3,6 +3,10 @@
 #   K8S_MASTER=https://<api-server>:6443 deploy/spark/spark-submit.sh [extra job arguments]
 # Defaults match the Helm release "pyrocketmq" in namespace "pyrocketmq"; override with the variables below.
 # Apply deploy/spark/rbac.yaml and deploy/spark/networkpolicy.yaml first.
+# Exactly once with task retries on (as sparkapplication.yaml): the rocketmq sink's default deliveryGuarantee,
+# exactly_once, publishes each task attempt under its own transaction and commits only the winning attempt of each
+# partition, so spark.task.maxFailures stays at Spark's default 4 (a task of a lost executor pod is retried and
+# stores nothing twice). Never set it to 1.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 : "${K8S_MASTER:?set K8S_MASTER to the API server URL, e.g. https://kubernetes.default.svc:443}"
@@ -27,6 +31,7 @@ exec spark-submit \
   --conf spark.executor.instances=2 \
   --conf spark.driver.memory=2g \
   --conf spark.executor.memory=2g \
+  --conf spark.task.maxFailures=4 \
   --conf spark.ui.enabled=false \
   --conf spark.sql.session.timeZone=UTC \
   local:///opt/pyrocketmq/jobs/publish_flights.py \

@@ -1,15 +1,20 @@
 """deploy/spark fits the chart: the job points at the gateway and name server Services of release "pyrocketmq"
-in namespace "pyrocketmq", its driver carries the admin label the NetworkPolicies admit, and its pods run under
-the chart's security posture."""
+in namespace "pyrocketmq", its driver carries the admin label the NetworkPolicies admit, its pods run under
+the chart's security posture, and it publishes exactly once with Spark's task retries on."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 import pytest
 from chart_testkit import SPARK_DIR, Rendered, render_docs
+from mq_spark.jobs import publish_flights
+from mq_spark.options import AT_LEAST_ONCE, EXACTLY_ONCE, WriterOptions
 
 pytestmark = pytest.mark.e2e
+
+SPARK_DEFAULT_MAX_FAILURES: Final = 4
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +70,28 @@ def test_spark_pods_share_the_chart_security_posture(
         pod = spark.get("Pod", f"publish-flights-{role}")["spec"]
         assert pod["containers"][0]["securityContext"] == chart_sc
         assert pod["automountServiceAccountToken"] is (role == "driver")
+
+
+def _submit_confs(submit: str) -> dict[str, str]:
+    """The ``--conf key=value`` settings of deploy/spark/spark-submit.sh."""
+    return dict(m.split("=", 1) for m in re.findall(r"--conf\s+(\S+=\S+)", submit))
+
+
+def test_spark_job_publishes_exactly_once_with_task_retries_on(rendered: dict[str, Rendered]) -> None:
+    """Issue 34: the manifests run the exactly-once job with task retries on (never spark.task.maxFailures 1)."""
+    app = rendered["spark"].get("SparkApplication", "publish-flights")["spec"]
+    submit = _submit_confs((SPARK_DIR / "spark-submit.sh").read_text(encoding="utf-8"))
+    for where, confs in (("sparkapplication.yaml", app["sparkConf"]), ("spark-submit.sh", submit)):
+        assert int(confs.get("spark.task.maxFailures", SPARK_DEFAULT_MAX_FAILURES)) > 1, where
+        assert confs.get("spark.task.maxFailures") == str(SPARK_DEFAULT_MAX_FAILURES), f"{where}: written out"
+        assert not [k for k in confs if "guarantee" in k.lower()], f"{where}: the guarantee is the sink's"
+    # The guarantee is the sink's default (the job passes no deliveryGuarantee) unless the job's arguments choose it:
+    # both must say exactly_once.
+    assert WriterOptions.parse({"gateway": "127.0.0.1:8081", "topic": "flights"}, env={}).exactly_once
+    job = publish_flights._parse_args(app["arguments"])
+    assert getattr(job, "guarantee", EXACTLY_ONCE) == EXACTLY_ONCE
+    assert AT_LEAST_ONCE not in " ".join(app["arguments"])
+    for name in ("sparkapplication.yaml", "spark-submit.sh", "executor-pod-template.yaml"):
+        text = (SPARK_DIR / name).read_text(encoding="utf-8")
+        assert "exactly_once" in text, f"{name} documents the guarantee"
+        assert "spark.task.maxFailures" in text, f"{name} documents the retries"
