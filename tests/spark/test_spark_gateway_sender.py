@@ -124,6 +124,36 @@ def test_messages_carry_key_as_sharding_key_and_keys_and_tag(
     assert (got[1].sharding_key, list(got[1].keys), got[1].tag) == ("", [], "")
 
 
+def test_half_messages_carry_the_transaction_and_its_check_immunity(
+    serve: Callable[[Decide], tuple[FakeGateway, str]],
+) -> None:
+    got: list[gateway_pb2.Message] = []
+
+    def decide(m: gateway_pb2.Message, n: int) -> tuple[int, str]:
+        got.append(m)
+        return 0, "broker-a"
+
+    _, addr = serve(decide)
+    sender = GatewaySender(_options(addr, transaction_timeout_s=7200), transaction_id="job-p0-a0-t1")
+    try:
+        sender.add([EncodedRow(b"{}", None, None)] * 3)
+        sender.finish()
+    finally:
+        sender.close()
+    assert [(m.transaction_id, dict(m.properties)) for m in got] == [
+        ("job-p0-a0-t1", {"CHECK_IMMUNITY_TIME_IN_SECONDS": "7200"})
+    ] * 3
+    plain: list[gateway_pb2.Message] = []
+
+    def keep(m: gateway_pb2.Message, n: int) -> tuple[int, str]:
+        plain.append(m)
+        return 0, "broker-a"
+
+    _, addr2 = serve(keep)
+    _send(_options(addr2), [EncodedRow(b"{}", None, None)])
+    assert (plain[0].transaction_id, dict(plain[0].properties)) == ("", {}), "at least once: no immunity"
+
+
 def test_only_failed_messages_are_retried(serve: Callable[[Decide], tuple[FakeGateway, str]]) -> None:
     # every third row fails on its first attempt with a retriable code
     fake, addr = serve(lambda m, n: (ResponseCode.SYSTEM_BUSY if n == 1 and int(m.body[10:-1]) % 3 == 0 else 0, "b"))

@@ -9,7 +9,14 @@ from mq_common.auth.settings import Credentials
 from mq_common.errors import InvalidParameterError
 from mq_common.tls import TlsClientConfig
 from mq_spark.job_security import TLS_CERT_FILE_ENV, TLS_KEY_FILE_ENV, JobSecurity
-from mq_spark.options import ACCESS_KEY_ENV, DEFAULT_BATCH_SIZE, SECRET_KEY_ENV, TLS_CA_FILE_ENV, WriterOptions
+from mq_spark.options import (
+    ACCESS_KEY_ENV,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_TRANSACTION_TIMEOUT_S,
+    SECRET_KEY_ENV,
+    TLS_CA_FILE_ENV,
+    WriterOptions,
+)
 from pyspark.sql.datasource import CaseInsensitiveDict
 
 
@@ -33,6 +40,14 @@ def test_numbers_are_parsed_and_bounded() -> None:
         WriterOptions.parse({"topic": "t", "batchSize": "0"})
     with pytest.raises(InvalidParameterError, match="maxRetries must be an integer"):
         WriterOptions.parse({"topic": "t", "maxRetries": "many"})
+
+
+def test_transaction_timeout_is_the_half_messages_check_immunity() -> None:
+    assert WriterOptions.parse({"topic": "t"}).transaction_timeout_s == DEFAULT_TRANSACTION_TIMEOUT_S == 3600
+    long_job = CaseInsensitiveDict({"topic": "t", "TRANSACTIONTIMEOUTSEC": "86400"})
+    assert WriterOptions.parse(long_job).transaction_timeout_s == 86_400
+    with pytest.raises(InvalidParameterError, match=r"transactionTimeoutSec must be in \[1, 604800\], got 0"):
+        WriterOptions.parse({"topic": "t", "transactionTimeoutSec": "0"})
 
 
 @pytest.mark.parametrize(("topic", "remark"), [("", "blank"), ("a b", "illegal characters"), ("x" * 128, "longer")])
