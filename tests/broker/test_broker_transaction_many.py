@@ -3,9 +3,10 @@
 message (RMQ_SYS_TRANS_HALF_TOPIC, REAL_TOPIC / REAL_QID, indexed), none visible until committed, while a
 MessageBatch (one body of many messages) with the transaction flag stays refused as RocketMQ refuses it; a half
 message with CHECK_IMMUNITY_TIME_IN_SECONDS is neither checked nor discarded before its immunity ends (it is copied
-unchecked each pass, putImmunityMsgBackToHalfQueue), then is checked as any other; and after a restart that lost the
-in-memory record of ended transactions (the check progress moved past them), a repeated commit is answered as
-already ended and a commit of a rolled-back one is refused (the summary op records, found through the IndexFile)."""
+unchecked each pass, putImmunityMsgBackToHalfQueue), then is checked as any other; checks nobody can answer are
+logged once per group and pass; and after a restart that lost the in-memory record of ended transactions (the check
+progress moved past them), a repeated commit is answered as already ended and a commit of a rolled-back one is
+refused (the summary op records, found through the IndexFile)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from mq_common.batch_codec import encode_batch
 from mq_common.codec import MessageExt, encode_properties
 from mq_common.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, MessageSysFlag
 from mq_common.response_code import ResponseCode
+from structlog.testing import capture_logs
 
 TRANSACTION = broker_pb2.END_TRANSACTION_SCOPE_TRANSACTION
 SLOW: dict[str, Any] = {"transaction_check_interval_ms": 60_000}
@@ -134,3 +136,18 @@ async def test_a_half_message_with_immunity_is_not_checked_before_it_ends(
                 break
             await asyncio.sleep(0.05)
     assert now_ms() - left_born >= 1000, "checked once its immunity ended"
+
+
+async def test_checks_nobody_can_answer_are_logged_once_per_group_and_pass(
+    brokers: RunningBrokers, tmp_path: Path
+) -> None:
+    controller, stub = await brokers.start(tmp_path, **SLOW)
+    await send_many(stub, "job-a", 50)
+    answers = await stream_send_batch(stub, *(half_request(f"other-{i}", "job-b") for i in range(3)))
+    assert {a.code for a in answers} == {ResponseCode.SUCCESS}
+    assert controller.transaction_check is not None
+    with capture_logs() as logs:
+        result = await controller.transaction_check.check()
+    assert result.checked == 53
+    lines = [e for e in logs if e["event"] == "transaction_check_no_producer"]
+    assert [(e["producer_group"], e["checks"]) for e in lines] == [("PG", 53)], "one line per group and pass"

@@ -315,6 +315,7 @@ class BrokerController:
             self.metrics.bind_half_messages(state.open_counts)
         self.producer_manager = ProducerManager(s.broker_name, store.select_one_message_by_offset)
         self.transaction_check.listeners.append(self.producer_manager.check)
+        self.transaction_check.pass_listeners.append(self.producer_manager.log_unreached)
         transaction_pb2_grpc.add_TransactionCheckServicer_to_server(
             TransactionCheckServicer(self.producer_manager, self._authorize_transaction_checks), server.server
         )

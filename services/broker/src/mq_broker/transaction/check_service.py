@@ -88,6 +88,8 @@ class TransactionalMessageCheckService:
         self.transaction_check_max = transaction_check_max
         self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
         self.listeners: list[CheckListener] = []
+        self.pass_listeners: list[Callable[[], None]] = []
+        """Called after each pass of :meth:`check` (e.g. ProducerManager.log_unreached: one log line per pass)."""
         self.metrics: BrokerMetrics | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -162,7 +164,15 @@ class TransactionalMessageCheckService:
         finally:
             progress = state.half_progress
             state.commit_progress(progress)
+            self._passed()
         return result
+
+    def _passed(self) -> None:
+        for listener in self.pass_listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("transaction_check_pass_listener_failed")
 
     async def _handle(
         self, half: MessageExt, result: CheckPassResult, checks: list[tuple[MessageExt, int, int]]

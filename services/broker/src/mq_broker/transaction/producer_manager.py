@@ -4,8 +4,10 @@ Mirrors org.apache.rocketmq.broker.client.ProducerManager (group -> channels; ge
 AbstractTransactionalMessageCheckListener#sendCheckMessage: every gateway holds one TransactionChecks stream to this
 broker (mq_broker.transaction.grpc_api) and registers the producer groups it has live v2 producers for; a check copy
 of a half message goes to ONE channel of its group (PGROUP), round robin. With no channel for the group the check is
-dropped and logged — it was counted (TRANSACTION_CHECK_TIMES) and is asked again next interval, as RocketMQ. A
-channel's queue is bounded (MAX_PENDING_CHECKS; a full one skips to the next channel, then drops). Event loop.
+dropped — it was counted (TRANSACTION_CHECK_TIMES) and is asked again next interval, as RocketMQ — and logged once
+per group and check pass (:meth:`ProducerManager.log_unreached`: how many, one example UNIQ_KEY), not once per half
+message (a Spark job's group holds hundreds of thousands, and nobody registers it by design). A channel's queue is
+bounded (MAX_PENDING_CHECKS; a full one skips to the next channel, then drops). Event loop.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class ProducerManager:
         self._channels: list[ProducerChannel] = []
         self._turn = itertools.count()
         self.dropped = 0
+        self._unreached: dict[str, tuple[int, str]] = {}
+        """Group -> (checks dropped for lack of a channel since the last log line, an example UNIQ_KEY)."""
 
     def add(self, channel: ProducerChannel) -> None:
         self._channels.append(channel)
@@ -77,7 +81,8 @@ class ProducerManager:
         uniq_key = copy.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
         if not channels:
             self.dropped += 1
-            log.info("transaction_check_no_producer", producer_group=group, uniq_key=uniq_key)
+            count, example = self._unreached.get(group, (0, uniq_key))
+            self._unreached[group] = (count + 1, example)
             return
         record = self._read_record(copy.commit_log_offset)
         request = CheckTransactionStateRequest(
@@ -100,3 +105,11 @@ class ProducerManager:
                 continue
         self.dropped += 1
         log.warning("transaction_check_queues_full", producer_group=group, uniq_key=uniq_key)
+
+    def log_unreached(self) -> None:
+        """Log one ``transaction_check_no_producer`` line per group whose checks found no channel since the last
+        call (``checks`` = how many, ``uniq_key`` = one of them), then forget them. The check service calls it after
+        each pass."""
+        unreached, self._unreached = self._unreached, {}
+        for group, (count, example) in unreached.items():
+            log.info("transaction_check_no_producer", producer_group=group, checks=count, uniq_key=example)
