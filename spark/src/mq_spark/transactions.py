@@ -12,11 +12,14 @@ The design (docs/architecture.md, "Transactions"):
   message of the transaction on every broker master, this project's extension of RocketMQ's END_TRANSACTION), then
   rolls back everything else of the job's producer group (scope PRODUCER_GROUP): the half messages of attempts that
   failed, were killed, lost the speculation race or never reported. ``abort()`` rolls back the whole group;
+- every half message carries CHECK_IMMUNITY_TIME_IN_SECONDS = the option ``transactionTimeoutSec`` (default 3600):
+  the brokers' check-back leaves it alone for that long, so a long job is not discarded before it commits;
 - a half message sent after that (a straggling attempt Spark has not killed yet) is never committed: nobody of the
-  job's producer group answers its check-back, so the broker discards it after transactionCheckMax checks (and a
-  later group rollback, e.g. a re-run micro-batch, ends it at once).
-A whole-transaction end is idempotent (ending an ended transaction the same way changes nothing), so ``commit()`` may
-retry until every broker answered. Runs where Spark calls it: the helpers in tasks, :class:`TransactionEnder` in the
+  job's producer group answers its check-back, so once its immunity has passed the broker discards it after
+  transactionCheckMax checks (and a later group rollback, e.g. a re-run micro-batch, ends it at once).
+A whole-transaction end is idempotent (ending an ended transaction the same way changes nothing, after a broker
+restart too: the broker keeps how each whole transaction ended on disk), so ``commit()`` may retry until every
+broker answered. Runs where Spark calls it: the helpers in tasks, :class:`TransactionEnder` in the
 Python worker of ``commit()`` / ``abort()`` (blocking gRPC on the caller's thread).
 """
 
