@@ -133,14 +133,15 @@ class SendMessageProcessor:
                 await self.route_published()
 
     def _count_half_messages(
-        self, inners: Sequence[MessageExtBrokerInner], results: Sequence[PutMessageResult]
+        self, inners: Sequence[MessageExtBrokerInner], real_topics: Sequence[str], results: Sequence[PutMessageResult]
     ) -> None:
-        """Tell the transaction state of every stored half message (its open count by real topic)."""
+        """Tell the transaction state of every stored half message (its open count by real topic: the topic its
+        request named, REAL_TOPIC of the stored half message)."""
         state = self.transaction_state
         assert state is not None
-        for inner, result in zip(inners, results, strict=True):
+        for inner, topic, result in zip(inners, real_topics, results, strict=True):
             if inner.topic == TRANS_HALF_TOPIC and result.status.is_stored:
-                state.on_half_stored(decode_properties(inner.properties_string).get(MessageConst.REAL_TOPIC, ""))
+                state.on_half_stored(topic)
 
     def stop_accepting(self) -> None:
         """Later sends get SERVICE_NOT_AVAILABLE (SIGTERM, first step)."""
@@ -175,7 +176,7 @@ class SendMessageProcessor:
             if self.metrics is not None:
                 self.metrics.on_put(inners, results, (time.perf_counter() - begin) * 1000.0, peer_host)
             if self.transaction_state is not None:
-                self._count_half_messages(inners, results)
+                self._count_half_messages(inners, [requests[i].topic for i in positions], results)
             for i, queue_id, uniq_key, result in zip(positions, queue_ids, uniq_keys, results, strict=True):
                 replies[i] = self._reply_for(result, queue_id, uniq_key)
             await self._publish_created_topics(version_before)

@@ -241,6 +241,31 @@ def error_to_proto(error: MQError) -> gateway_pb2.SendResult:
     )
 
 
+def outcomes_to_proto(outcomes: Iterable[SendResult | MQError | None]) -> gateway_pb2.SendBatchResponse:
+    """One SendResult per outcome, in order (None skipped), each built in place in the response (no copy of a
+    SendResult per message: the message-by-message path answers transaction half messages this way)."""
+    response = gateway_pb2.SendBatchResponse()
+    results = response.results
+    add = results.add
+    for result in outcomes:
+        if result is None:
+            continue
+        if isinstance(result, SendResult):
+            queue = result.message_queue
+            add(
+                send_status=_STATUS_TO_PROTO[result.send_status],
+                msg_id=result.msg_id,
+                offset_msg_id=result.offset_msg_id,
+                broker_name=queue.broker_name,
+                queue_id=queue.queue_id,
+                queue_offset=result.queue_offset,
+                recall_handle=result.recall_handle,
+            )
+        else:
+            results.append(error_to_proto(result))
+    return response
+
+
 def outcome_to_proto(outcome: SendResult | MQError) -> gateway_pb2.SendResult:
     return result_to_proto(outcome) if isinstance(outcome, SendResult) else error_to_proto(outcome)
 
@@ -383,7 +408,7 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         if self._metrics is not None:
             ok = sum(1 for o in outcomes if isinstance(o, SendResult))
             self._done("batch", begin, ok, count - ok)
-        return gateway_pb2.SendBatchResponse(results=[outcome_to_proto(o) for o in outcomes if o is not None])
+        return outcomes_to_proto(outcomes)
 
     async def send_batch_raw(
         self, raw: bytes, context: grpc.aio.ServicerContext[object, object]
