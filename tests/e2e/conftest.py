@@ -1,6 +1,6 @@
 """Chart tests: shared fixtures; chart_testkit.py and chart_schema.py importable (--import-mode=importlib). The
-container suite's session fixtures live in containers_fixtures.py: imported here, test_containers.py and
-test_containers_ha.py share one replicated topology."""
+container suite's session fixtures live in containers_fixtures.py: imported here, the test_containers*.py modules
+share one replicated topology."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from chart_testkit import (  # noqa: E402
     write_docs,
 )
 from containers_fixtures import (  # noqa: E402, F401 (fixtures: pytest finds them by name)
+    bootstrapped,
     containers_docs,
     docker_daemon,
     images,

@@ -1,8 +1,9 @@
-"""Session fixtures of the container suite (test_containers.py, test_containers_ha.py share one topology).
+"""Session fixtures of the container suite (the test_containers*.py modules share one topology).
 
-conftest.py imports them, so both modules get the same instances: the Docker daemon, both images (built twice:
+conftest.py imports them, so every module gets the same instances: the Docker daemon, both images (built twice:
 cold-or-warm, then warm), the Secrets (the ones the chart rendered, with its default TLS and auth values, plus the
-users' passwords an operator adds), the PKI read from them, and the replicated topology of containers_topology.py.
+users' passwords an operator adds), the PKI read from them, the replicated topology of containers_topology.py and
+the log of the chart's auth bootstrap Job, run once on it.
 """
 
 from __future__ import annotations
@@ -13,18 +14,23 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_testkit import SPARK_DIR, render_docs, secret_data
+from chart_testkit import NAMESPACE, SPARK_DIR, render_docs, secret_data
 from containers_kit import (
     build_images,
     dangling_project_images,
     image_exists,
+    localize,
+    pod_runs,
     record_timings,
     remove_leftover_containers,
+    start_container,
     start_docker,
     stop_docker,
 )
-from containers_topology import VALUES, Topology, start_topology
+from containers_topology import VALUES, Topology, start_topology, workloads
 from e2e_security import Pki, operator_secrets
+
+BOOTSTRAP_TIMEOUT_S = 300.0
 
 
 @pytest.fixture(scope="session")
@@ -97,3 +103,26 @@ def topology(
     with start_topology(containers_docs, secrets, pki, tmp_path_factory) as topology:  # removes every container
         record_timings({"topology_start_s": round(time.monotonic() - started, 1)})
         yield topology
+
+
+@pytest.fixture(scope="session")
+def bootstrapped(
+    topology: Topology,
+    containers_docs: list[dict[str, Any]],
+    secrets: dict[str, dict[str, str]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    """Run the chart's auth bootstrap Job (the post-install hook) as Kubernetes would after the install; its log.
+    Once per session: the Spark and SDK users exist for every module that uses them."""
+    (job,) = workloads(containers_docs, "Job", "auth-bootstrap")
+    (run,) = pod_runs(containers_docs, "Job", job, NAMESPACE, secrets, tmp_path_factory.mktemp("bootstrap"))
+    namesrvs = localize(run.env["MQ_NAMESRV_ADDR"], topology.addrs, "bootstrap Job MQ_NAMESRV_ADDR")
+    assert sorted(namesrvs.split(";")) == sorted(topology.namesrv_addrs), namesrvs
+    pod = start_container(run, {"MQ_NAMESRV_ADDR": namesrvs})
+    topology.pods.append(pod)
+    started = time.monotonic()
+    code = pod.wait_exit(BOOTSTRAP_TIMEOUT_S)
+    logs = pod.logs()
+    record_timings({"auth_bootstrap_job_s": round(time.monotonic() - started, 1)})
+    assert code == 0, logs[-4000:]
+    return logs

@@ -29,33 +29,26 @@ from typing import Any
 import grpc
 import pytest
 from apache.rocketmq.v2 import definition_pb2
-from chart_testkit import NAMESPACE
 from containers_kit import (
     PodRun,
     RunningPod,
     free_ports,
     json_lines,
-    localize,
-    pod_runs,
-    project_volume,
     record_timings,
     start_container,
     wait_serving,
 )
 from containers_topology import (
     SERVING_TIMEOUT_S,
-    STORE_UID,
     Topology,
     wait_in_sync,
     wait_master,
     wait_topic_on,
-    workloads,
 )
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from e2e_security import (
     SDK_USER,
-    SPARK_USER,
     Pki,
     headers,
     presented_certificate,
@@ -64,7 +57,6 @@ from e2e_security import (
 )
 from mq_client.admin.admin_client import MQAdminClient
 from mq_client.auth_admin_calls import AuthAdminCalls
-from mq_client.consumer.pull_consumer import PullConsumer
 from mq_common.auth.interceptor import signing_interceptors
 from mq_common.channels import ChannelPool
 from mq_common.errors import MQError
@@ -72,7 +64,7 @@ from mq_common.protocol import TopicConfig
 from mq_common.response_code import ResponseCode
 from mq_common.tls import TlsClientConfig
 from mq_spark.jobs.publish_flights import FLIGHTS_ROWS, FLIGHTS_TOPIC
-from mq_spark.verify import VERIFY_CONSUMER_GROUP, RowIdCheck, pull_queue
+from spark_standalone_kit import driver_run, make_flights_topic, read_back, spark_security_env, spark_tls_dir
 
 from tests.v2.sdk.sdk_testkit import assert_views_match, node_runner, python_runner, sample_messages
 
@@ -83,11 +75,6 @@ PROBE_TOPIC = "e2e-probe"
 REFUSED_TOPIC = "e2e-refused"
 FAILOVER_DEADLINE_S = 30.0  # SIGTERM of a master -> its slave listed as master (the controller: 3 s lease + scan)
 Code = definition_pb2.Code
-# What deploy/spark/sparkapplication.yaml leaves to the operator on a secured cluster (docs/security.md, "In
-# Kubernetes"): `--tls`, the Spark user's keys and a client certificate from Secrets, the topic made by an admin.
-SPARK_SECURITY = ("--tls", "--no-create-topic")
-SPARK_TLS_DIR = "/etc/pyrocketmq/tls"
-BOOTSTRAP_TIMEOUT_S = 300.0
 
 
 def test_image_entrypoint_tini_forwards_sigterm(images: dict[str, str]) -> None:
@@ -188,28 +175,6 @@ def test_pods_present_the_certificates_the_chart_generated(
     assert topology.pki.ca_pem == base64.b64decode(rendered["mq-ca"]["data"]["tls.crt"])
 
 
-@pytest.fixture(scope="module")
-def bootstrapped(
-    topology: Topology,
-    containers_docs: list[dict[str, Any]],
-    secrets: dict[str, dict[str, str]],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> str:
-    """Run the chart's auth bootstrap Job (the post-install hook) as Kubernetes would after the install; its log."""
-    (job,) = workloads(containers_docs, "Job", "auth-bootstrap")
-    (run,) = pod_runs(containers_docs, "Job", job, NAMESPACE, secrets, tmp_path_factory.mktemp("bootstrap"))
-    namesrvs = localize(run.env["MQ_NAMESRV_ADDR"], topology.addrs, "bootstrap Job MQ_NAMESRV_ADDR")
-    assert sorted(namesrvs.split(";")) == sorted(topology.namesrv_addrs), namesrvs
-    pod = start_container(run, {"MQ_NAMESRV_ADDR": namesrvs})
-    topology.pods.append(pod)
-    started = time.monotonic()
-    code = pod.wait_exit(BOOTSTRAP_TIMEOUT_S)
-    logs = pod.logs()
-    record_timings({"auth_bootstrap_job_s": round(time.monotonic() - started, 1)})
-    assert code == 0, logs[-4000:]
-    return logs
-
-
 def test_bootstrap_job_creates_the_users_and_acls(topology: Topology, bootstrapped: str) -> None:
     events = list(json_lines(bootstrapped))
     applied = {(e["event"], e.get("user") or e.get("subject"), e["broker"]) for e in events if "broker" in e}
@@ -298,62 +263,16 @@ async def _make_topic(topology: Topology, topic: str) -> None:
         await admin.update_topic(TopicConfig(topic, 2, 2), cluster_name="DefaultCluster")
 
 
-async def _make_flights_topic(topology: Topology) -> None:
-    """What an admin does before the Spark user (Pub on Topic:flights only) publishes: create the topic."""
-    config = TopicConfig(FLIGHTS_TOPIC, read_queue_nums=4, write_queue_nums=4)
-    async with topology.admin() as admin:
-        await admin.update_topic(config, cluster_name="DefaultCluster")
-
-
-def _spark_tls_dir(topology: Topology, root: Path) -> Path:
-    """The Spark driver's projected Secret: the CA and its own client certificate (``mq-spark``, no component)."""
-    cert, key = topology.pki.certs["spark"]
-    data = {"ca.crt": topology.pki.ca_pem.decode(), "tls.crt": cert.decode(), "tls.key": key.decode()}
-    return project_volume({"name": "tls", "secret": {"secretName": "spark", "defaultMode": 0o440}}, {},
-                          {"spark": data}, root / "spark-tls", STORE_UID)  # fmt: skip
-
-
 def test_spark_image_publishes_every_flight_once(
     topology: Topology, bootstrapped: str, spark_app: dict[str, Any], tmp_path: Path
 ) -> None:
-    asyncio.run(_make_flights_topic(topology))
+    asyncio.run(make_flights_topic(topology))
     spec = spark_app["spec"]
-    args = [*spec["arguments"], *SPARK_SECURITY]
-    local = {"--gateway": topology.gateway_addr, "--namesrv": topology.namesrv_addrs[0]}
-    for flag, value in local.items():  # HOST_NETWORK_OVERRIDES (the SparkApplication row)
-        args[args.index(flag) + 1] = value
-    driver = spec["driver"]
-    sizes = {v["name"]: v["emptyDir"].get("sizeLimit", "") for v in spec.get("volumes", []) if "emptyDir" in v}
-    confs = [a for k, v in spec.get("sparkConf", {}).items() for a in ("--conf", f"{k}={v}")]
-    security = driver["securityContext"]
-    # What the operator starts in the driver pod: the image's entrypoint with `driver`, spark-submit arguments
-    # and the application file; the master is local[2] here (executor pods need an API server).
-    run = PodRun(
-        pod_name="publish-flights-driver",
-        image=spec["image"],
-        command=(),
-        args=("driver", "--master", "local[2]", *confs, spec["mainApplicationFile"], *args),
-        env={e["name"]: str(e["value"]) for e in driver.get("env", [])},
-        mounts={
-            **{m["mountPath"]: ("emptyDir", sizes[m["name"]]) for m in driver.get("volumeMounts", [])},
-            SPARK_TLS_DIR: ("files", str(_spark_tls_dir(topology, tmp_path))),
-        },
-        user=f"{security['runAsUser']}:{security['runAsGroup']}",
-        read_only_root=bool(security.get("readOnlyRootFilesystem")),
-        drop_all_capabilities="ALL" in security["capabilities"]["drop"],
-        no_new_privileges=security.get("allowPrivilegeEscalation") is False,
-        grpc_port=0,
-        termination_grace_s=30,
-    )
+    # What the operator starts in the driver pod (spark_standalone_kit.driver_run); the master is local[2] here
+    # (executor pods need an API server; test_containers_spark_executor_kill.py runs executors in containers).
+    run = driver_run(spec, topology, spark_tls_dir(topology, tmp_path), "local[2]")
     started = time.monotonic()
-    security = {
-        "MQ_SPARK_ACCESS_KEY": SPARK_USER.access_key,
-        "MQ_SPARK_SECRET_KEY": SPARK_USER.secret_key,
-        "MQ_SPARK_TLS_CA_FILE": f"{SPARK_TLS_DIR}/ca.crt",
-        "MQ_SPARK_TLS_CERT_FILE": f"{SPARK_TLS_DIR}/tls.crt",
-        "MQ_SPARK_TLS_KEY_FILE": f"{SPARK_TLS_DIR}/tls.key",
-    }
-    pod = start_container(run, {"SPARK_LOCAL_IP": "127.0.0.1", **security})
+    pod = start_container(run, {"SPARK_LOCAL_IP": "127.0.0.1", **spark_security_env()})
     try:
         code = pod.wait_exit(SPARK_TIMEOUT_S)
         seconds = time.monotonic() - started
@@ -365,26 +284,12 @@ def test_spark_image_publishes_every_flight_once(
     assert summary["published"] == summary["rows"] == FLIGHTS_ROWS, summary
     assert summary["failed"] == 0
     assert not [s for s in topology.credentials.shown_nowhere if s in logs]
-    check = asyncio.run(_read_back(topology, FLIGHTS_TOPIC, FLIGHTS_ROWS))
+    check = asyncio.run(read_back(topology, FLIGHTS_TOPIC, FLIGHTS_ROWS))
     report = check.report()
     record_timings({"spark_publish_s": round(seconds, 1), "spark_summary": summary, "verify": report})
     assert (check.verified, check.missing, check.duplicates, check.unexpected) == (FLIGHTS_ROWS, 0, 0, 0), report
     assert set(check.per_broker) == {"broker-a", "broker-b"}
     assert check.keys_on_many_queues == 0
-
-
-async def _read_back(topology: Topology, topic: str, expected_rows: int, max_seconds: float = 600.0) -> RowIdCheck:
-    """mq_spark.verify.read_back over the cluster's TLS, pulls signed by the super user."""
-    check = RowIdCheck(expected_rows)
-    deadline = time.monotonic() + max_seconds
-    pool = ChannelPool(topology.admin_tls, signing_interceptors(topology.super_user))
-    try:
-        async with PullConsumer(topology.namesrv_addrs[:1], VERIFY_CONSUMER_GROUP, pool=pool) as consumer:
-            queues = await consumer.fetch_subscribe_message_queues(topic)
-            await asyncio.gather(*(pull_queue(consumer, q, check, deadline) for q in queues))
-    finally:
-        await pool.close()
-    return check
 
 
 async def _topic_offsets(topology: Topology, topic: str, broker: str | None = None) -> dict[int, tuple[int, int]]:
@@ -461,7 +366,7 @@ async def test_master_sigterm_is_clean_its_slave_takes_over_and_it_rejoins(topol
     lost = [(b, q, o) for b, q, o in acked if b == name and o >= restored[q][1]]
     assert not lost, f"acknowledged sends missing after the failover: {lost[:10]}"
     if await _has_topic(topology):  # the Spark test ran: every flight is still there, once
-        check = await _read_back(topology, FLIGHTS_TOPIC, FLIGHTS_ROWS)
+        check = await read_back(topology, FLIGHTS_TOPIC, FLIGHTS_ROWS)
         assert (check.verified, check.missing, check.duplicates) == (FLIGHTS_ROWS, 0, 0), check.report()
     sent = await _send_until(topology, PROBE_TOPIC, name, 40)
     after = await _topic_offsets(topology, PROBE_TOPIC, name)
