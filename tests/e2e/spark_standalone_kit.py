@@ -26,6 +26,7 @@ those offsets), and the open half messages of a topic (the exactly-once job's pr
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,6 +210,18 @@ def _wait_log(pod: RunningPod, text: str, timeout_s: float) -> None:
             raise AssertionError(f"{pod.run.pod_name} exited:\n{pod.logs()[-4000:]}")
         time.sleep(0.25)
     raise AssertionError(f"{pod.run.pod_name}: no {text!r} after {timeout_s} s:\n{pod.logs()[-4000:]}")
+
+
+def executor_logs(worker: RunningPod) -> str:
+    """The stderr of every executor ``worker`` launched (``<work dir>/<app id>/<executor id>/stderr``), read inside
+    its container (which must be running)."""
+    code, out = worker.container.exec(["sh", "-c", "cat /tmp/spark-work/*/*/stderr"])
+    assert code == 0, out
+    return bytes(out).decode("utf-8", "replace")
+
+
+RETRIED_TASK: Final = re.compile(r"Running task (\d+)\.([1-9]\d*) in stage")
+"""An executor's log line for a task attempt after the first (``task 0.1``: partition 0's second attempt)."""
 
 
 def is_running(pod: RunningPod) -> bool:
