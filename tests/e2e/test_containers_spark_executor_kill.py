@@ -101,6 +101,7 @@ def test_executor_container_sigkill_mid_job_every_flight_once(
     summaries = [e for e in json_lines(logs) if "published" in e]
     summary = summaries[-1] if summaries else {}
     lost = [line for line in logs.splitlines() if "Lost executor" in line]
+    left_open = asyncio.run(open_half_messages(topology, FLIGHTS_TOPIC)) - baseline
     check = asyncio.run(read_back(topology, FLIGHTS_TOPIC, FLIGHTS_ROWS, since=before))
     report = check.report()
     record_timings(
@@ -112,6 +113,7 @@ def test_executor_container_sigkill_mid_job_every_flight_once(
                 "job_s": round(seconds, 1),
                 "kill_to_exit_s": round(seconds - kill_s, 1),
                 "retried_on_survivor": retried,
+                "half_messages_left_open": left_open,
                 "summary": summary,
                 "verify": {k: v for k, v in report.items() if k != "duplicate_samples"},
             }
@@ -125,6 +127,9 @@ def test_executor_container_sigkill_mid_job_every_flight_once(
     assert len(lost) == 1, "the driver saw no executor lost\n" + logs[-6000:]
     # The killed executor was mid-task: another executor ran a later attempt of its partition.
     assert retried, "no task attempt was retried after the kill"
+    # Nothing of the job is left open: the commit ended every half message of its producer group (the killed
+    # attempt's rolled back; a check-back could only roll them back later).
+    assert left_open == 0, summary
     assert not [s for s in topology.credentials.shown_nowhere if s in logs]
     assert (check.verified, check.missing, check.duplicates, check.unexpected) == (FLIGHTS_ROWS, 0, 0, 0), report
     assert check.messages == FLIGHTS_ROWS
