@@ -35,4 +35,4 @@ exec spark-submit \
   --conf spark.ui.enabled=false \
   --conf spark.sql.session.timeZone=UTC \
   local:///opt/pyrocketmq/jobs/publish_flights.py \
-  --gateway "${GATEWAY}" --namesrv "${NAMESRV}" --cluster DefaultCluster --topic flights "$@"
+  --gateway "${GATEWAY}" --namesrv "${NAMESRV}" --cluster DefaultCluster --topic flights --guarantee exactly_once "$@"

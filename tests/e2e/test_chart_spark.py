@@ -85,11 +85,11 @@ def test_spark_job_publishes_exactly_once_with_task_retries_on(rendered: dict[st
         assert int(confs.get("spark.task.maxFailures", SPARK_DEFAULT_MAX_FAILURES)) > 1, where
         assert confs.get("spark.task.maxFailures") == str(SPARK_DEFAULT_MAX_FAILURES), f"{where}: written out"
         assert not [k for k in confs if "guarantee" in k.lower()], f"{where}: the guarantee is the sink's"
-    # The guarantee is the sink's default (the job passes no deliveryGuarantee) unless the job's arguments choose it:
-    # both must say exactly_once.
+    # The job's arguments choose exactly_once (publish_flights --guarantee), which is also the sink's default.
     assert WriterOptions.parse({"gateway": "127.0.0.1:8081", "topic": "flights"}, env={}).exactly_once
     job = publish_flights._parse_args(app["arguments"])
-    assert getattr(job, "guarantee", EXACTLY_ONCE) == EXACTLY_ONCE
+    assert job.guarantee == EXACTLY_ONCE
+    assert "--guarantee exactly_once" in (SPARK_DIR / "spark-submit.sh").read_text(encoding="utf-8")
     assert AT_LEAST_ONCE not in " ".join(app["arguments"])
     for name in ("sparkapplication.yaml", "spark-submit.sh", "executor-pod-template.yaml"):
         text = (SPARK_DIR / name).read_text(encoding="utf-8")

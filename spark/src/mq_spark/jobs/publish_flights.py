@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from mq_spark.datasource import FORMAT_NAME, read_summary
 from mq_spark.job_security import JobSecurity
+from mq_spark.options import DELIVERY_GUARANTEES, EXACTLY_ONCE
 from mq_spark.progress import PublishProgress
 from mq_spark.session import build_spark_session
 
@@ -186,6 +187,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--no-create-topic", action="store_true", help="do not create/update the topic (4 queues per master) first"
     )
     parser.add_argument("--tls", action="store_true", help="TLS to the cluster (CA file: MQ_SPARK_TLS_CA_FILE)")
+    parser.add_argument(
+        "--guarantee", choices=DELIVERY_GUARANTEES, default=EXACTLY_ONCE, help="the sink's deliveryGuarantee"
+    )
     return parser.parse_args(argv)
 
 
@@ -210,7 +214,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 namesrv=args.namesrv,
                 topic=args.topic,
                 security=security,
-                extra_options={"batchSize": str(args.batch_size), **security.writer_options()},
+                extra_options={
+                    "batchSize": str(args.batch_size),
+                    "deliveryGuarantee": args.guarantee,
+                    **security.writer_options(),
+                },
             )
     finally:
         spark.stop()
