@@ -3,7 +3,10 @@ mqgateway processes on 127.0.0.1) and an in-process GatewayController over it pe
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,14 +15,16 @@ from typing import Any
 import grpc
 import pytest
 from apache.rocketmq.v2 import definition_pb2, service_pb2_grpc
+from mq_client.admin.admin_client import MQAdminClient
 from mq_common.auth.metadata import AuthMetadataProvider
+from mq_common.errors import MQError
 from mq_common.protocol import TopicConfig
 from mq_gateway.controller import GatewayController
 from mq_gateway.settings import GatewaySettings
 from mq_gateway.v2.servicer import ConsumerActivities
 from mq_local.cluster import LocalCluster
 from mq_local.testing import spec_for_tests, unique_topic
-from mq_local.topics import create_topic_on_cluster
+from mq_local.topics import ROUTE_WAIT_S, create_topic_on_cluster
 
 # The folder's helper modules (unwired_consumer.py, v2_consumer_testkit.py) import by name (--import-mode=importlib).
 _HERE = str(Path(__file__).resolve().parent)
@@ -36,16 +41,30 @@ def resource(name: str) -> definition_pb2.Resource:
     return definition_pb2.Resource(name=name)
 
 
-async def make_typed_topic(cluster: LocalCluster, hint: str, message_type: str, queues: int = 4) -> str:
+async def make_typed_topic(
+    cluster: LocalCluster, hint: str, message_type: str, queues: int = 4, broker: str | None = None
+) -> str:
     """A new topic declared ``message.type=<message_type>`` (as ``mqadmin updateTopic -a +message.type=...``) with
-    ``queues`` queues on every broker; its name once routed."""
+    ``queues`` queues on every broker, or only on ``broker`` (a broker name: ``updateTopic -b``); its name once
+    routed."""
     name = unique_topic(hint)
     config = TopicConfig(name, queues, queues, attributes={"+message.type": message_type})
     spec = cluster.spec
-    await create_topic_on_cluster(
-        cluster.namesrv_addr, config, spec.cluster_name, tls=spec.tls_client, credentials=spec.admin_credentials
-    )
-    return name
+    if broker is None:
+        await create_topic_on_cluster(
+            cluster.namesrv_addr, config, spec.cluster_name, tls=spec.tls_client, credentials=spec.admin_credentials
+        )
+        return name
+    async with MQAdminClient([cluster.namesrv_addr], tls=spec.tls_client, credentials=spec.admin_credentials) as admin:
+        await admin.update_topic(config, broker_addr=cluster.broker_addrs[broker])
+        deadline = time.monotonic() + ROUTE_WAIT_S
+        while True:
+            with contextlib.suppress(MQError):
+                route = await admin.topic_route(name)
+                if any(q.broker_name == broker for q in route.queue_datas):
+                    return name
+            assert time.monotonic() < deadline, f"{name} not routed on {broker}"
+            await asyncio.sleep(0.1)
 
 
 @dataclass
