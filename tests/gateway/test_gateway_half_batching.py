@@ -1,7 +1,9 @@
-"""Transaction half messages take the gateway's batched hop like any message: a SendBatch of half messages
-(Message.transaction_id) goes to each broker as multi-message sends of independent half messages (never a
-MessageBatch, whose transaction flag the broker refuses), and concurrent half-message sends to one broker coalesce
-into one broker call (CoalescingBrokerTransport), each request keeping its PREPARED sysflag and its own answer."""
+"""Transaction half messages take the gateway's batched hop like any message: a SendBatch of half messages of ONE
+transaction (Message.transaction_id) goes as one MessageBatch (PREPARED sysflag, the transaction in the batch's
+properties; this project's extension, tests/gateway/test_gateway_half_batch.py), a SendBatch mixing transaction ids
+goes to each broker as multi-message sends of independent half messages, and concurrent half-message sends to one
+broker coalesce into one broker call (CoalescingBrokerTransport), each request keeping its PREPARED sysflag and its
+own answer."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ A, B = "127.0.0.1:10911", "127.0.0.1:10921"
 PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
 
 
-async def test_a_send_batch_of_half_messages_is_one_multi_message_call_per_broker() -> None:
+async def test_a_send_batch_of_mixed_transactions_is_one_multi_message_call_per_broker() -> None:
     clock = FakeClock()
     transport = ScriptedBrokerTransport(clock=clock)
     ns = InMemoryNameServer({"T": make_route({"broker-a": 2, "broker-b": 2}, addrs={"broker-a": A, "broker-b": B})})
@@ -34,7 +36,8 @@ async def test_a_send_batch_of_half_messages_is_one_multi_message_call_per_broke
     try:
         stub = gateway_pb2_grpc.ProducerGatewayStub(channel)
         messages = [
-            gateway_pb2.Message(topic="T", body=f"r{i}".encode(), transaction_id="job-p0-a0-t1") for i in range(64)
+            gateway_pb2.Message(topic="T", body=f"r{i}".encode(), transaction_id=f"job-p0-a0-t{i % 2}")
+            for i in range(64)
         ]
         answer = await stub.SendBatch(gateway_pb2.SendBatchRequest(messages=messages, producer_group="SPARK_job"))
     finally:
@@ -47,7 +50,9 @@ async def test_a_send_batch_of_half_messages_is_one_multi_message_call_per_broke
     for call in transport.calls:
         for request in call.requests:
             assert request.sys_flag & PREPARED
-            assert decode_properties(request.properties)["__transactionId__"] == "job-p0-a0-t1"
+            assert (
+                decode_properties(request.properties)["__transactionId__"] == f"job-p0-a0-t{int(request.body[1:]) % 2}"
+            )
 
 
 async def test_concurrent_half_message_sends_coalesce_into_one_broker_call() -> None:

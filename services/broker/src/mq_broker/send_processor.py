@@ -69,6 +69,7 @@ from mq_broker.store.message import (
 from mq_broker.store.message_store import SLAVE_PUT_REMARK
 from mq_broker.topic_config import TopicConfigManager
 from mq_broker.topic_message_type import check_message_type
+from mq_broker.transaction.half_batch import count_stored_halves, half_message_batch
 from mq_broker.transaction.half_message import half_placement, is_half_send
 from mq_broker.transaction.transaction_state import TransactionState
 
@@ -190,6 +191,12 @@ class SendMessageProcessor:
         """SendMessageProcessor#sendBatchMessage: msgCheck of the header (the whole body counts against
         max_message_size_bytes), then every message stored or none. Retry topics are refused (MESSAGE_ILLEGAL, as
         RocketMQ). Never raises for a bad request.
+
+        Beyond RocketMQ (which refuses it): a batch whose sysflag asks for half messages (TRANSACTION_PREPARED_TYPE,
+        mq_client.producer.batch_transaction) is stored in one put as half messages of its topic and queue
+        (mq_broker.transaction.half_batch), each counted open by the transaction state; its message type is checked
+        against the topic's (a topic that declares another type than TRANSACTION or MIXED: MESSAGE_ILLEGAL 13). The
+        answer names the real queue and the half queue's offsets, as a single half send's does.
         """
         header = SendMessageRequestHeader(
             topic=request.topic,
@@ -203,33 +210,40 @@ class SendMessageProcessor:
         try:
             if not self.accepting:
                 raise ServiceNotAvailableError(SHUTTING_DOWN_REMARK)
-            _config, queue_id = self.msg_check(header, peer_host)
+            config, queue_id = self.msg_check(header, peer_host)
             if request.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
                 raise MessageIllegalError(f"batch request does not support retry group {request.topic}")
             if ScheduleHook.may_hold(request.properties) and ScheduleHook.asks_delay(
                 decode_properties(request.properties)
             ):
                 raise MessageIllegalError("TimeDelayLevel or a delivery time is not supported for batching")
-            if is_half_send(request.sys_flag):
-                raise MessageIllegalError("a transaction (half) message cannot be sent in a batch")
+            properties = decode_properties(request.properties)
+            half = is_half_send(request.sys_flag)
+            if half and self.enable_topic_message_type_check:
+                check_message_type(config, properties)
         except MQError as exc:
             return SendMessageBatchResponseHeader(code=int(exc.code), remark=exc.remark)
-        properties = decode_properties(request.properties)
         sys_flag = request.sys_flag & ~HOST_V6_FLAGS
-        batch = MessageExtBatch(
-            topic=request.topic,
-            queue_id=queue_id,
-            body=request.body,
-            properties_string=self._with_cluster(request.properties, properties),
-            sys_flag=sys_flag,
-            born_timestamp_ms=request.born_timestamp_ms,
-            born_host=_born_host_bytes(request.born_host, peer_host),
-            wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
-        )
+        born_host = _born_host_bytes(request.born_host, peer_host)
+        if half:
+            batch = half_message_batch(request, queue_id, properties, sys_flag, born_host, self._with_cluster)
+        else:
+            batch = MessageExtBatch(
+                topic=request.topic,
+                queue_id=queue_id,
+                body=request.body,
+                properties_string=self._with_cluster(request.properties, properties),
+                sys_flag=sys_flag,
+                born_timestamp_ms=request.born_timestamp_ms,
+                born_host=born_host,
+                wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
+            )
         begin = time.perf_counter()
         result = await self.store.put_message_batch(batch)
         if self.metrics is not None:
             self.metrics.on_put_batch(batch, result, (time.perf_counter() - begin) * 1000.0, peer_host)
+        if half and self.transaction_state is not None and result.status.is_stored:
+            count_stored_halves(self.transaction_state, request.topic, result.msg_num)
         await self._publish_created_topics(version_before)
         if not result.status.is_stored:
             failed = self._reply_for(result, queue_id, "")

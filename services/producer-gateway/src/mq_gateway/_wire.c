@@ -5,9 +5,12 @@
  * What it replaces (and must equal, tests/gateway/test_gateway_wire.py): SendBatchRequest.FromString +
  * grpc_api.batch_from_protos + mq_client message_batch.prepare/_Prepared.encode, and grpc_api.chunks_to_proto +
  * SerializeToString for one stored chunk. It takes only the plain shape of a batch: every message of one topic,
- * with a body, maybe a tag, keys and a flag, and no sharding key, no user properties and no delay. Anything else
- * (another wire type for a known field, a group, a second topic, a sharding key, a property, a delay, a \x01 or \x02
- * in a tag or a key, text that is not UTF-8, a field number not in MESSAGE_FIELDS / REQUEST_FIELDS) makes
+ * with a body, maybe a tag, keys and a flag, and no sharding key, no user properties and no delay; either no message
+ * has a transaction_id or every message has the same one (half messages of one transaction: the scan answers it and
+ * the request's producer_group, which the caller puts in the batch's properties). Anything else (another wire type
+ * for a known field, a group, a second topic, a sharding key, a property, a delay, a second transaction id or a
+ * message without one among messages with one, a \x01 or \x02 in a tag, a key, the transaction id or the producer
+ * group, text that is not UTF-8, a field number not in MESSAGE_FIELDS / REQUEST_FIELDS) makes
  * scan_send_batch answer None and the caller parses the request with protobuf. The module exports MESSAGE_FIELDS
  * and REQUEST_FIELDS, the field numbers of mq.gateway.v1.Message and SendBatchRequest this file reads; a test
  * compares them with gateway.proto, so a field added there fails until this file handles it.
@@ -145,13 +148,15 @@ typedef struct {
     Py_ssize_t key_count;
     Py_ssize_t key_bytes;
     int32_t flag;
+    const uint8_t *transaction_id;
+    Py_ssize_t transaction_id_len;
 } message_view;
 
 /* 1 for a plain message, 0 for another shape, -1 for bytes that are not a message. */
 static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
     cursor c = {data, data + len};
     memset(m, 0, sizeof *m);
-    m->topic = m->body = m->tag = data;
+    m->topic = m->body = m->tag = m->transaction_id = data;
     field f;
     while (c.p < c.end) {
         if (read_field(&c, &f) < 0) return -1;
@@ -189,14 +194,17 @@ static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
         case 11:
             if (f.varint) return 0;
             break;
-        case 12: /* transaction_id: a half message is sent alone too, so a non-empty one is not the plain shape */
-            if (f.wire_type != WT_LEN || f.len) return 0;
+        case 12: /* transaction_id: the batch's messages must agree on it (scan_visit) */
+            if (f.wire_type != WT_LEN) return 0;
+            m->transaction_id = f.data;
+            m->transaction_id_len = f.len;
             break;
         default: /* a field this file does not know (MESSAGE_FIELDS): protobuf's path decides what it means */
             return 0;
         }
     }
     if (m->tag_len && !plain_text(m->tag, m->tag_len)) return 0;
+    if (m->transaction_id_len && !plain_text(m->transaction_id, m->transaction_id_len)) return 0;
     return 1;
 }
 
@@ -210,11 +218,14 @@ static Py_ssize_t extra_props_len(const message_view *m) {
 
 typedef int (*message_visitor)(const uint8_t *data, Py_ssize_t len, void *state);
 
-/* Walk a SendBatchRequest (messages 1, producer_group 2, send_timeout_ms 3). 1 plain, 0 other shape, -1 bad. */
-static int walk_request(const uint8_t *data, Py_ssize_t len, int64_t *timeout_ms, message_visitor visit,
-                        void *state) {
+/* Walk a SendBatchRequest (messages 1, producer_group 2, send_timeout_ms 3). 1 plain, 0 other shape, -1 bad.
+ * ``group`` / ``group_len``: the producer group (the last one, as protobuf reads it; empty when absent). */
+static int walk_request(const uint8_t *data, Py_ssize_t len, int64_t *timeout_ms, const uint8_t **group,
+                        Py_ssize_t *group_len, message_visitor visit, void *state) {
     cursor c = {data, data + len};
     *timeout_ms = 0;
+    *group = data;
+    *group_len = 0;
     field f;
     while (c.p < c.end) {
         if (read_field(&c, &f) < 0) return -1;
@@ -225,6 +236,8 @@ static int walk_request(const uint8_t *data, Py_ssize_t len, int64_t *timeout_ms
             if (r != 1) return r;
         } else if (f.number == 2) {
             if (!valid_utf8(f.data, f.len)) return 0;
+            *group = f.data;
+            *group_len = f.len;
         } else if (f.number == 3) {
             *timeout_ms = (int64_t)f.varint;
         } else {
@@ -243,6 +256,8 @@ typedef struct {
     Py_ssize_t body_bytes;
     Py_ssize_t extra_bytes;
     Py_ssize_t max_extra;
+    const uint8_t *transaction_id;
+    Py_ssize_t transaction_id_len;
 } scan_state;
 
 static int scan_visit(const uint8_t *data, Py_ssize_t len, void *state) {
@@ -255,7 +270,11 @@ static int scan_visit(const uint8_t *data, Py_ssize_t len, void *state) {
         s->topic = m.topic;
         s->topic_len = m.topic_len;
         s->min_body = m.body_len;
-    } else if (m.topic_len != s->topic_len || memcmp(m.topic, s->topic, (size_t)m.topic_len) != 0) {
+        s->transaction_id = m.transaction_id;
+        s->transaction_id_len = m.transaction_id_len;
+    } else if (m.topic_len != s->topic_len || memcmp(m.topic, s->topic, (size_t)m.topic_len) != 0 ||
+               m.transaction_id_len != s->transaction_id_len ||
+               memcmp(m.transaction_id, s->transaction_id, (size_t)m.transaction_id_len) != 0) {
         return 0;
     }
     Py_ssize_t extra = extra_props_len(&m);
@@ -274,13 +293,17 @@ static PyObject *scan_send_batch(PyObject *self, PyObject *arg) {
     if (PyObject_GetBuffer(arg, &raw, PyBUF_SIMPLE) < 0) return NULL;
     scan_state s = {0};
     int64_t timeout_ms;
-    int r = walk_request(raw.buf, raw.len, &timeout_ms, scan_visit, &s);
+    const uint8_t *group;
+    Py_ssize_t group_len;
+    int r = walk_request(raw.buf, raw.len, &timeout_ms, &group, &group_len, scan_visit, &s);
     PyObject *result;
-    if (r != 1 || s.count == 0) {
+    if (r != 1 || s.count == 0 || (s.transaction_id_len && !plain_text(group, group_len))) {
         result = Py_NewRef(Py_None);
     } else {
-        result = Py_BuildValue("(s#nLnnnnn)", (const char *)s.topic, s.topic_len, s.count, (long long)timeout_ms,
-                               s.min_body, s.max_body, s.body_bytes, s.extra_bytes, s.max_extra);
+        result = Py_BuildValue("(s#nLnnnnns#s#)", (const char *)s.topic, s.topic_len, s.count, (long long)timeout_ms,
+                               s.min_body, s.max_body, s.body_bytes, s.extra_bytes, s.max_extra,
+                               (const char *)s.transaction_id, s.transaction_id_len, (const char *)group,
+                               s.transaction_id_len ? group_len : (Py_ssize_t)0);
     }
     PyBuffer_Release(&raw);
     return result;
@@ -364,7 +387,9 @@ static PyObject *encode_send_batch(PyObject *self, PyObject *args) {
         uint8_t *out = (uint8_t *)PyBytes_AS_STRING(body);
         encode_state s = {out, out + total, ids, 0, fixed.buf, fixed.len};
         int64_t timeout_ms;
-        int r = walk_request(raw.buf, raw.len, &timeout_ms, encode_visit, &s);
+        const uint8_t *group;
+        Py_ssize_t group_len;
+        int r = walk_request(raw.buf, raw.len, &timeout_ms, &group, &group_len, encode_visit, &s);
         if (r == -2) {
             Py_CLEAR(body);
         } else if (r != 1 || s.out != out + total || s.index != PyList_GET_SIZE(ids)) {
@@ -475,7 +500,7 @@ static PyObject *encode_batch_response(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"scan_send_batch", scan_send_batch, METH_O,
      "scan_send_batch(raw) -> (topic, count, send_timeout_ms, min_body, max_body, body_bytes, extra_bytes, "
-     "max_extra) | None"},
+     "max_extra, transaction_id, producer_group) | None"},
     {"encode_send_batch", encode_send_batch, METH_VARARGS,
      "encode_send_batch(raw, ids, fixed_properties, total_bytes) -> MessageBatch body"},
     {"encode_batch_response", encode_batch_response, METH_VARARGS,

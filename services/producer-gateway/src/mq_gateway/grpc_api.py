@@ -34,6 +34,7 @@ from mq_client.producer import (
     SendResult,
     SendStatus,
 )
+from mq_client.producer.batch_transaction import BatchTransaction
 from mq_client.producer.message_batch import (
     ENCODED_FIXED_PROPERTIES,
     ChunkOutcome,
@@ -134,20 +135,24 @@ def message_from_proto(msg: gateway_pb2.Message, producer_group: str = "") -> Me
     )
 
 
-def batch_from_protos(msgs: Sequence[gateway_pb2.Message]) -> MessageBatch | None:
+def batch_from_protos(msgs: Sequence[gateway_pb2.Message], producer_group: str = "") -> MessageBatch | None:
     """The messages of a SendBatch as one MessageBatch (columns, no object per message), or None when they are
-    not one topic, a message has a delay, or a message uses a reserved property name (those take the message by
-    message path, which gives each message its own outcome). Several sharding keys become the batch's
-    ``sharding_keys`` column (the producer then sends one MessageBatch per queue)."""
+    not one topic, a message has a delay, a message uses a reserved property name, or their transaction ids differ
+    (those take the message by message path, which gives each message its own outcome). Several sharding keys
+    become the batch's ``sharding_keys`` column (the producer then sends one MessageBatch per queue). Messages that
+    all carry one ``transaction_id`` are half messages of it (``MessageBatch.transaction``, PGROUP =
+    ``producer_group``; this project's extension); None when ``producer_group`` is empty (each message is then
+    refused with MESSAGE_ILLEGAL 13, see :func:`message_from_proto`)."""
     if not msgs:
         return None
-    rows = [(m.topic, m.sharding_key, m.body, m.tag, m.keys, m.properties, m.flag) for m in msgs]
-    topics, sharding_keys, bodies, tags, keys, properties, flags = zip(*rows, strict=True)
-    if len(set(topics)) != 1:
+    rows = [(m.topic, m.sharding_key, m.body, m.tag, m.keys, m.properties, m.flag, m.transaction_id) for m in msgs]
+    topics, sharding_keys, bodies, tags, keys, properties, flags, transaction_ids = zip(*rows, strict=True)
+    if len(set(topics)) != 1 or len(set(transaction_ids)) != 1:
         return None
-    if any(
-        m.delay_time_level or m.deliver_time_ms or m.delay_time_sec or m.delay_time_ms or m.transaction_id for m in msgs
-    ):
+    transaction_id = transaction_ids[0]
+    if transaction_id and not producer_group:
+        return None
+    if any(m.delay_time_level or m.deliver_time_ms or m.delay_time_sec or m.delay_time_ms for m in msgs):
         return None
     one_key = len(set(sharding_keys)) == 1
     for props in properties:
@@ -165,6 +170,7 @@ def batch_from_protos(msgs: Sequence[gateway_pb2.Message]) -> MessageBatch | Non
         flags if any(flags) else (),
         sharding_keys[0] if one_key else "",
         () if one_key else sharding_keys,
+        BatchTransaction(producer_group, transaction_id) if transaction_id else None,
     )
 
 
@@ -278,9 +284,12 @@ def _unexpected(rpc: str, exc: Exception) -> gateway_pb2.SendResult:
 class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
     """mq.gateway.v1.ProducerGateway over one producer core. Runs on the gateway's asyncio loop.
 
-    ``producer_group`` of a request is accepted and ignored: the gateway sends as its own group.
-    SendBatch requests of the plain shape take the C path (:mod:`mq_gateway.wire`) when it is built and loaded
-    (not with ``MQ_NO_EXTENSIONS=1``); the answers are the same.
+    ``producer_group`` of a request is ignored (the gateway sends as its own group) but for half messages, whose
+    PGROUP it is. SendBatch requests of the plain shape take the C path (:mod:`mq_gateway.wire`) when it is built and
+    loaded (not with ``MQ_NO_EXTENSIONS=1``); the answers are the same. A SendBatch of half messages of ONE transaction
+    (every message with the same ``transaction_id``) goes as one MessageBatch per queue like a plain one (the C path
+    or :func:`batch_from_protos`), which the broker stores as half messages (this project's extension); a mix of
+    transaction ids, or of half and plain messages, goes message by message.
     """
 
     def __init__(
@@ -369,7 +378,7 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         if refused := await self._refused(context, (m.topic for m in request.messages)):
             self._done("batch", begin, 0, count)
             return gateway_pb2.SendBatchResponse(results=[error_to_proto(refused)] * count)
-        batch = batch_from_protos(request.messages)
+        batch = batch_from_protos(request.messages, request.producer_group)
         if batch is not None:
             chunks = await self._message_batch_call(
                 self._producer.send_message_batch(batch, timeout_ms), count, begin, context
@@ -439,15 +448,22 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
         if refused := await self._refused(context, (scanned.topic,)):
             self._done("batch", begin, 0, count)
             return gateway_pb2.SendBatchResponse(results=[error_to_proto(refused)] * count)
+        transaction = None
+        if scanned.transaction_id:
+            transaction = BatchTransaction(scanned.producer_group, scanned.transaction_id)
+            if transaction.refusal() is not None:
+                return None
         config = self._producer.config
         ids = create_uniq_ids(count)
         total, longest = wire.encoded_size(scanned, ENCODED_FIXED_PROPERTIES, len(ids[0]))
+        if transaction is not None:  # the broker appends the batch's properties to each message's
+            longest += len(transaction.properties_text().encode())
         if encoded_refusal(
             config, scanned.topic, count, scanned.min_body_bytes, scanned.max_body_bytes, total, longest
         ):
             return None
         body = wire.encode_send_batch(raw, ids, ENCODED_FIXED_PROPERTIES, total)
-        batch = EncodedMessageBatch(scanned.topic, body, ids, partial(_first_message, raw))
+        batch = EncodedMessageBatch(scanned.topic, body, ids, partial(_first_message, raw), transaction)
         chunks = await self._message_batch_call(
             self._producer.send_encoded_batch(batch, timeout_ms), count, begin, context
         )
@@ -599,8 +615,10 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
 
 
 def _first_message(raw: bytes) -> Message:
-    """Message 0 of a serialized SendBatchRequest (for the send hooks of the C path)."""
-    return message_from_proto(gateway_pb2.SendBatchRequest.FromString(raw).messages[0])
+    """Message 0 of a serialized SendBatchRequest (for the send hooks of the C path; a half message with the
+    request's producer group)."""
+    request = gateway_pb2.SendBatchRequest.FromString(raw)
+    return message_from_proto(request.messages[0], request.producer_group)
 
 
 def _as_list(values: Sequence[str]) -> list[str]:

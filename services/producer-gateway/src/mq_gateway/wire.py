@@ -1,7 +1,9 @@
 """The SendBatch hot path in C (``mq_gateway._wire``), with its Python types.
 
 A serialized ``SendBatchRequest`` whose messages have the plain shape (one topic; body, tag, keys, flag; no sharding
-key, no user property, no field number the C code does not know: :data:`MESSAGE_FIELDS`) goes straight to one
+key, no user property, no field number the C code does not know: :data:`MESSAGE_FIELDS`; no transaction id, or the
+same one on every message: half messages of one transaction, whose id and producer group the scan answers) goes
+straight to one
 RocketMQ MessageBatch body, and the stored batch's results straight to a serialized ``SendBatchResponse``: no
 protobuf object, no Python object per message. Every other request takes the protobuf path of
 :mod:`mq_gateway.grpc_api`, which gives the same bytes (tests/gateway/test_gateway_wire.py).
@@ -21,7 +23,9 @@ from mq_common.extensions import extensions_disabled
 class ScannedBatch(NamedTuple):
     """What :func:`scan_send_batch` found: the one ``topic``, ``message_count`` messages, the request's
     ``send_timeout_ms``, the smallest and largest body, all bodies' bytes, and the TAGS / KEYS properties text of
-    all messages (``extra_properties_bytes``) and of the message with the longest (``max_extra_properties_bytes``)."""
+    all messages (``extra_properties_bytes``) and of the message with the longest (``max_extra_properties_bytes``);
+    ``transaction_id``: every message's (its half messages' transaction), "" for plain messages; ``producer_group``:
+    the request's when ``transaction_id`` is set, else ""."""
 
     topic: str
     message_count: int
@@ -31,13 +35,15 @@ class ScannedBatch(NamedTuple):
     body_bytes: int
     extra_properties_bytes: int
     max_extra_properties_bytes: int
+    transaction_id: str = ""
+    producer_group: str = ""
 
 
 class _Native(Protocol):
     MESSAGE_FIELDS: frozenset[int]
     REQUEST_FIELDS: frozenset[int]
 
-    def scan_send_batch(self, raw: bytes, /) -> tuple[str, int, int, int, int, int, int, int] | None: ...
+    def scan_send_batch(self, raw: bytes, /) -> tuple[str, int, int, int, int, int, int, int, str, str] | None: ...
 
     def encode_send_batch(self, raw: bytes, ids: list[str], fixed_properties: bytes, total_bytes: int, /) -> bytes: ...
 

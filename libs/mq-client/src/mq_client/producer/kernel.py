@@ -275,12 +275,16 @@ class SendKernel:
         mode: CommunicationMode,
         *,
         queue_free: bool = False,
+        sys_flag: int = 0,
+        properties: str = "",
     ) -> MessageBatchResult:
         """One attempt of a MessageBatch to ``mq``: one SEND_BATCH_MESSAGE RPC. ``body`` holds the messages encoded
         as mq_common.batch_codec's items, ``msg_ids`` their UNIQ_KEYs; ``queue_free``: no sharding key pins ``mq``
         (the transport may then merge it with other batches for the broker; results carry the queue used). Hooks
         see the batch as one send, by its first message (``hook_message()``, called only when there are hooks;
-        RocketMQ's MessageBatch is one message to them). Raises the attempt's MQError (transport, timeout, or the
+        RocketMQ's MessageBatch is one message to them). ``sys_flag`` and ``properties``: the request's (every
+        message's sysflag; the batch's properties, appended by the broker to each message's: a batch of half
+        messages, mq_client.producer.batch_transaction). Raises the attempt's MQError (transport, timeout, or the
         broker's code for the whole batch; RemotingError when the answer does not cover every message).
         """
         addr = await self.broker_addr(mq, timeout_ms)
@@ -295,6 +299,8 @@ class SendKernel:
             default_topic_queue_nums=self.config.default_topic_queue_nums,
             message_count=len(msg_ids),
             queue_free=queue_free,
+            sys_flag=sys_flag,
+            properties=properties,
         )
         try:
             async with asyncio.timeout(max(timeout_ms, 1) / 1000.0):

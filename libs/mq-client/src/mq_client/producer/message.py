@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from mq_client.producer.batch_transaction import BatchTransaction
+
 _T = TypeVar("_T")
 
 
@@ -56,7 +58,9 @@ class MessageBatch:
     one (it then goes to that key's queue); ``sharding_keys`` gives each message its own (the sender then cuts the
     batch into one MessageBatch per queue: a RocketMQ MessageBatch always goes to one queue). Raises ValueError when
     a column's length is neither 0 nor ``len(bodies)``, or when both ``sharding_key`` and ``sharding_keys`` are
-    given. Mirrors org.apache.rocketmq.common.message.MessageBatch.
+    given. ``transaction``: every message is a half message of that transaction (this project's extension,
+    mq_client.producer.batch_transaction), None for plain messages. Mirrors
+    org.apache.rocketmq.common.message.MessageBatch.
     """
 
     topic: str
@@ -67,6 +71,7 @@ class MessageBatch:
     flags: Sequence[int] = ()
     sharding_key: str = ""
     sharding_keys: Sequence[str] = ()
+    transaction: BatchTransaction | None = None
 
     def __post_init__(self) -> None:
         count = len(self.bodies)
@@ -80,13 +85,17 @@ class MessageBatch:
         return len(self.bodies)
 
     def message(self, i: int) -> Message:
-        """Message ``i`` as a :class:`Message` (for hooks and for the message-by-message path)."""
+        """Message ``i`` as a :class:`Message` (for hooks and for the message-by-message path; a half message's
+        properties include its transaction's)."""
+        properties = self.properties[i] if self.properties else {}
+        if self.transaction is not None:
+            properties = {**properties, **self.transaction.properties()}
         return Message(
             self.topic,
             self.bodies[i],
             self.tags[i] if self.tags else "",
             tuple(self.keys[i]) if self.keys else (),
-            self.properties[i] if self.properties else {},
+            properties,
             self.flags[i] if self.flags else 0,
             self.sharding_keys[i] if self.sharding_keys else self.sharding_key,
         )
@@ -106,6 +115,7 @@ class MessageBatch:
             take(self.flags),
             self.sharding_key,
             take(self.sharding_keys),
+            self.transaction,
         )
 
     @classmethod

@@ -16,7 +16,10 @@ from any gRPC client the batch path and per-key order at once.
 The hot path works on :class:`MessageBatch` columns: no object per message, the properties text and the batch
 item bytes built in a few list passes. :func:`refusal` says when a batch cannot go this way: one topic (by
 construction), no delay level (RocketMQ refuses delayed batches), no transaction, no body large enough to be
-compressed (compression is per message, on the mixed path of batch.py), and every message valid (Validators).
+compressed (compression is per message, on the mixed path of batch.py), and every message valid (Validators). A
+transaction is not a refusal when it is the batch's own (``MessageBatch.transaction``: all messages half messages of
+one transaction, this project's extension, mq_client.producer.batch_transaction): its SEND_BATCH_MESSAGE carries the
+PREPARED sysflag and the transaction's properties; a TRAN_MSG among a message's own properties still is.
 A caller that already holds the encoded body (:class:`EncodedMessageBatch`: the gateway encodes plain SendBatch
 requests in C, checked by :func:`encoded_refusal`) skips prepare and goes through the same send loop as one
 chunk (:meth:`MessageBatchSender.send_encoded`). Runs on the producer's asyncio loop.
@@ -36,6 +39,7 @@ from mq_common.errors import MQError
 from mq_common.message_id import create_uniq_ids
 from mq_common.protocol import MessageQueue
 
+from mq_client.producer.batch_transaction import BatchTransaction
 from mq_client.producer.config import ProducerConfig
 from mq_client.producer.fault_strategy import ClockMs, MQFaultStrategy
 from mq_client.producer.kernel import SendBudget, SendKernel
@@ -94,12 +98,14 @@ class EncodedMessageBatch:
     """Messages of one topic already encoded as one RocketMQ MessageBatch body (batch_codec items, each with its
     TAGS, KEYS, WAIT and UNIQ_KEY properties: what :func:`prepare` and ``_Prepared.encode`` would write), built by a
     caller that checked them with :func:`encoded_refusal` (the gateway's wire scanner). ``msg_ids``: the UNIQ_KEYs,
-    in message order; ``first_message`` builds message 0 for the send hooks (called only when hooks are set)."""
+    in message order; ``first_message`` builds message 0 for the send hooks (called only when hooks are set);
+    ``transaction``: every message is a half message of it (``MessageBatch.transaction``), else None."""
 
     topic: str
     body: bytes
     msg_ids: list[str]
     first_message: Callable[[], Message]
+    transaction: BatchTransaction | None = None
 
 
 def encoded_refusal(
@@ -171,11 +177,14 @@ def refusal(batch: MessageBatch, config: ProducerConfig) -> str | None:
     """Why ``batch`` cannot be sent as MessageBatches (then send its messages with send_batch, which gives each
     its own error), or None. Checks, on whole columns: message batches enabled, at least one message, the topic
     (Validators#checkTopic), every body 1 .. max_message_size_bytes and below the compression threshold, no
-    \\x01 / \\x02 in tags, keys, sharding key or properties, no DELAY, TIMER_* or TRAN_MSG property."""
+    \\x01 / \\x02 in tags, keys, sharding key or properties, no DELAY, TIMER_* or TRAN_MSG property; the batch's
+    transaction (if any) with a producer group and an id, neither holding \\x01 / \\x02."""
     sizes = list(map(len, batch.bodies))
     shape = _shape_refusal(config, batch.topic, len(sizes), min(sizes, default=0), max(sizes, default=0))
     if shape is not None:
         return shape
+    if batch.transaction is not None and (unfit := batch.transaction.refusal()) is not None:
+        return unfit
     texts = [batch.sharding_key, *batch.tags, *batch.sharding_keys]
     if batch.keys:
         texts.extend(key for keys in batch.keys for key in keys)
@@ -451,7 +460,15 @@ class MessageBatchSender:
         except MQError as exc:
             return [ChunkOutcome(0, len(batch.msg_ids), exc)]
         chunk = await self._send_body(
-            batch.topic, batch.body, batch.msg_ids, batch.first_message, (0, len(batch.msg_ids)), tp_info, None, budget
+            batch.topic,
+            batch.body,
+            batch.msg_ids,
+            batch.first_message,
+            (0, len(batch.msg_ids)),
+            tp_info,
+            None,
+            budget,
+            batch.transaction,
         )
         return [chunk]
 
@@ -471,7 +488,15 @@ class MessageBatchSender:
 
         body = prepared.encode(batch.bodies, start, stop)
         return await self._send_body(
-            batch.topic, body, prepared.msg_ids[start:stop], hook_message, span, tp_info, fixed_mq, budget
+            batch.topic,
+            body,
+            prepared.msg_ids[start:stop],
+            hook_message,
+            span,
+            tp_info,
+            fixed_mq,
+            budget,
+            batch.transaction,
         )
 
     async def _send_body(
@@ -484,17 +509,28 @@ class MessageBatchSender:
         tp_info: TopicPublishInfo,
         fixed_mq: MessageQueue | None,
         budget: SendBudget,
+        transaction: BatchTransaction | None = None,
     ) -> ChunkOutcome:
-        """sendDefaultImpl for one MessageBatch (messages ``span`` of a batch, encoded as ``body``)."""
+        """sendDefaultImpl for one MessageBatch (messages ``span`` of a batch, encoded as ``body``; half messages of
+        ``transaction`` when given)."""
         kernel = self._kernel
         start, stop = span
+        sys_flag, properties = (0, "") if transaction is None else (transaction.sys_flag, transaction.properties_text())
 
         def choose_queue(last_broker_name: str | None) -> MessageQueue:
             return fixed_mq or self._fault.select_one_message_queue(tp_info, last_broker_name)
 
         async def attempt(mq: MessageQueue, remaining_ms: int) -> MessageBatchResult:
             return await kernel.send_message_batch(
-                body, msg_ids, hook_message, mq, remaining_ms, CommunicationMode.SYNC, queue_free=fixed_mq is None
+                body,
+                msg_ids,
+                hook_message,
+                mq,
+                remaining_ms,
+                CommunicationMode.SYNC,
+                queue_free=fixed_mq is None,
+                sys_flag=sys_flag,
+                properties=properties,
             )
 
         try:
