@@ -134,8 +134,8 @@ def plain_sender(gateway: str, topic: str, limit: int | None) -> dict[str, objec
 def spark_writer(
     spark: SparkSession, gateway: str, topic: str, limit: int | None, work: Path, guarantee: str
 ) -> dict[str, object]:
-    """The same rows through ``df.write.format("rocketmq")`` (the write timed, not the parquet staging)."""
-    df, rows = load_flights(spark, work, limit)
+    """The same rows through ``df.write.format("rocketmq")`` (the write timed, not the DataFrame's creation)."""
+    df, rows = load_flights(spark, limit)
     outcome = publish(df, gateway=gateway, topic=topic, extra_options={"deliveryGuarantee": guarantee})
     summary = outcome.summary
     return {"rows": rows, "published": summary["published"], "failed": summary["failed"], "seconds": outcome.seconds}

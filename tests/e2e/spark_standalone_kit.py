@@ -11,13 +11,11 @@ standalone master and ``spec.executor.instances`` workers (``spark-class ...depl
 executor's cores and memory, all bound to 127.0.0.1 on free ports; every executor a worker launches lives in its
 worker's container, so ``docker kill`` of a worker is the SIGKILL of an executor pod.
 
-Two things executors in their own containers (or pods) need that ``local[2]`` never showed:
-- the job writes its parquet copy of the flights under the driver's ``TMPDIR`` and the executors read that path,
-  so that directory must be one shared volume, mounted at :data:`SHARED_WORK_DIR` in the driver and every worker
-  (:func:`shared_work_mount`; on Kubernetes a ReadWriteMany volume, or a job that does not hand executors a path on
-  the driver);
-- the sink reads the Spark user's keys and the TLS files on the executors (mq_spark.job_security), so the executors
-  get the same Secret env and client certificate volume as the driver (:func:`start_standalone`).
+What executors in their own containers (or pods) need that ``local[2]`` never showed: the sink reads the Spark
+user's keys and the TLS files on the executors (mq_spark.job_security), so the executors get the same Secret env and
+client certificate volume as the driver (:func:`start_standalone`). Nothing of the driver's disk: the job builds its
+DataFrame from the flights' Arrow table on the driver and the rows travel inside the tasks
+(mq_spark.jobs.publish_flights.load_flights).
 
 Also: the offsets of a topic before a run and the read-back of what a run added (RowIdCheck over the queues from
 those offsets), and the open half messages of a topic (the exactly-once job's progress before its commit).
@@ -32,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from containers_kit import PodRun, RunningPod, chown_tree, free_ports, project_volume, start_container
+from containers_kit import PodRun, RunningPod, free_ports, project_volume, start_container
 from containers_topology import STORE_UID, Topology
 from e2e_security import SPARK_USER
 from mq_client.consumer.pull_consumer import PullConsumer
@@ -48,8 +46,6 @@ from mq_spark.verify import PULL_BATCH, VERIFY_CONSUMER_GROUP, RowIdCheck, pull_
 # Kubernetes"): `--tls`, the Spark user's keys and a client certificate from Secrets, the topic made by an admin.
 SPARK_SECURITY: Final = ("--tls", "--no-create-topic")
 SPARK_TLS_DIR: Final = "/etc/pyrocketmq/tls"
-SHARED_WORK_DIR: Final = "/var/lib/pyrocketmq-spark/work"
-"""Where the driver's TMPDIR (the job's parquet copy of the flights) and every worker mount one shared directory."""
 REGISTER_TIMEOUT_S: Final = 120.0
 DAEMON_MEMORY: Final = "256m"  # the master's and each worker's own JVM (executors get spec.executor.memory)
 
@@ -135,13 +131,6 @@ def driver_run(
     return _role_run(spec, "driver", "publish-flights-driver", args, mounts)
 
 
-def shared_work_mount(root: Path) -> tuple[dict[str, tuple[str, str]], dict[str, Path]]:
-    """(mounts, claims) for :func:`start_container`: a host directory owned by the pods' uid at SHARED_WORK_DIR."""
-    host = root / "shared-work"
-    chown_tree(host, STORE_UID, STORE_UID)
-    return {SHARED_WORK_DIR: ("claim", "shared-work")}, {"shared-work": host}
-
-
 def executor_settings(spec: dict[str, Any]) -> tuple[int, int, str]:
     """(instances, cores, memory) of the SparkApplication's executors, e.g. (2, 1, "2g")."""
     executor = spec["executor"]
@@ -161,21 +150,15 @@ class StandaloneCluster:
             pod.remove()
 
 
-def start_standalone(
-    spec: dict[str, Any],
-    shared: tuple[dict[str, tuple[str, str]], dict[str, Path]],
-    tls_dir: Path,
-    executor_env: dict[str, str],
-) -> StandaloneCluster:
+def start_standalone(spec: dict[str, Any], tls_dir: Path, executor_env: dict[str, str]) -> StandaloneCluster:
     """Start the master, then ``spec.executor.instances`` workers (each ``spec.executor.cores`` cores and
-    ``spec.executor.memory``) with the ``shared`` work mount, and what the operator gives each executor pod on a
-    secured cluster: the client certificate's Secret at SPARK_TLS_DIR (``tls_dir``) and ``executor_env`` (the Spark
-    user's keys and the TLS file paths, :func:`spark_security_env`: the sink reads them on the executors); the
-    executors a worker launches inherit both. Returns once every worker registered with the master. Raises
+    ``spec.executor.memory``) with what the operator gives each executor pod on a secured cluster: the client
+    certificate's Secret at SPARK_TLS_DIR (``tls_dir``) and ``executor_env`` (the Spark user's keys and the TLS file
+    paths, :func:`spark_security_env`: the sink reads them on the executors); the executors a worker launches
+    inherit both. Returns once every worker registered with the master. Raises
     AssertionError (with the container's log) when one exits or does not register in REGISTER_TIMEOUT_S."""
     instances, cores, memory = executor_settings(spec)
-    mounts, claims = shared
-    mounts = {**mounts, SPARK_TLS_DIR: ("files", str(tls_dir))}
+    mounts: dict[str, tuple[str, str]] = {SPARK_TLS_DIR: ("files", str(tls_dir))}
     master_port, master_ui, *ports = free_ports(2 + 2 * instances)
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": DAEMON_MEMORY}
     master_args = ("spark-class", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
@@ -191,7 +174,7 @@ def start_standalone(
                     "--port", str(port), "--webui-port", str(ui), "--cores", str(cores), "--memory", memory,
                     "--work-dir", "/tmp/spark-work", cluster.master_url)  # fmt: skip
             run = _role_run(spec, "executor", f"spark-worker-{i}", args, mounts)
-            cluster.workers.append(start_container(run, {**env, **executor_env}, claims))
+            cluster.workers.append(start_container(run, {**env, **executor_env}))
         for worker in cluster.workers:
             _wait_log(worker, "Successfully registered with master", REGISTER_TIMEOUT_S)
     except BaseException:

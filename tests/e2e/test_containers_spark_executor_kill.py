@@ -12,9 +12,10 @@ every row published, and the topic read back must hold every flight exactly once
 is never delivered (the commit's ``rolled_back_half_messages`` is recorded with the timings).
 
 Runs against the topology of containers_topology.py (TLS and auth on, the Spark user with Pub on Topic:flights
-only); the executors get the driver's Secrets (the user's keys, the client certificate) and share its work
-directory (spark_standalone_kit's docstring says why). The flights topic may already hold the flights of
-test_containers.py: the read-back starts at the offsets the queues had before this job. Timings go to
+only); the executors get the driver's Secrets (the user's keys, the client certificate) and nothing of its disk
+(the job ships the flights to them inside the tasks; spark_standalone_kit's docstring says why). The flights topic
+may already hold the flights of test_containers.py: the read-back starts at the offsets the queues had before this
+job. Timings go to
 .build/e2e-timings.json (``spark_executor_kill``).
 """
 
@@ -31,7 +32,6 @@ from containers_topology import Topology
 from mq_spark.jobs.publish_flights import FLIGHTS_ROWS, FLIGHTS_TOPIC
 from spark_standalone_kit import (
     RETRIED_TASK,
-    SHARED_WORK_DIR,
     driver_run,
     executor_logs,
     executor_settings,
@@ -40,7 +40,6 @@ from spark_standalone_kit import (
     max_offsets,
     open_half_messages,
     read_back,
-    shared_work_mount,
     spark_security_env,
     spark_tls_dir,
     start_standalone,
@@ -64,10 +63,9 @@ def test_executor_container_sigkill_mid_job_every_flight_once(
     before = asyncio.run(max_offsets(topology, FLIGHTS_TOPIC))
     instances, cores, memory = executor_settings(spec)
     assert instances >= 2, "an executor killed needs another to retry its tasks on"
-    shared = shared_work_mount(tmp_path)
     tls_dir = spark_tls_dir(topology, tmp_path)
     started = time.monotonic()
-    cluster = start_standalone(spec, shared, tls_dir, spark_security_env())
+    cluster = start_standalone(spec, tls_dir, spark_security_env())
     standalone_s = time.monotonic() - started
     confs = (
         # What the operator turns spec.executor into (instances x cores and the memory of each executor) ...
@@ -77,13 +75,13 @@ def test_executor_container_sigkill_mid_job_every_flight_once(
         *("--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0"),
         *("--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s"),
     )
-    run = driver_run(spec, topology, tls_dir, cluster.master_url, extra_confs=confs, extra_mounts=shared[0])
-    env = {"SPARK_LOCAL_IP": "127.0.0.1", "TMPDIR": SHARED_WORK_DIR, **spark_security_env()}
+    run = driver_run(spec, topology, tls_dir, cluster.master_url, extra_confs=confs)
+    env = {"SPARK_LOCAL_IP": "127.0.0.1", **spark_security_env()}
     killed = cluster.workers[0]
     try:
         started = time.monotonic()
         baseline = asyncio.run(open_half_messages(topology, FLIGHTS_TOPIC))
-        driver = start_container(run, env, shared[1])
+        driver = start_container(run, env)
         try:
             open_at_kill, killed_at = _kill_once_publishing(topology, driver, killed, baseline)
             kill_s = killed_at - started

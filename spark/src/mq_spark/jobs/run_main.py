@@ -23,7 +23,6 @@ import asyncio
 import json
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -107,9 +106,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data_dir: Path = args.data_dir or default_data_dir("flights")
     spark = build_spark_session("publish-flights-main", master=args.master)
     cluster: LocalCluster | None = None
-    tmp = tempfile.TemporaryDirectory(prefix="mq-flights-")
     try:
-        df, rows = load_flights(spark, Path(tmp.name), args.limit)
+        df, rows = load_flights(spark, args.limit)
         if args.partitions:
             df = df.repartition(args.partitions)
         spec = ClusterSpec(
@@ -143,7 +141,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 cluster.stop()
         finally:
             stop_spark_session(spark)
-            tmp.cleanup()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
