@@ -91,18 +91,21 @@ def _role_run(
     args: tuple[str, ...],
     extra_mounts: dict[str, tuple[str, str]],
 ) -> PodRun:
-    """A container of the SparkApplication's ``role`` (driver or executor): its env, /tmp emptyDir and security
-    context, running ``args`` through the image's entrypoint."""
+    """A container of the SparkApplication's ``role`` (driver or executor): its plain env, /tmp emptyDir and
+    security context, running ``args`` through the image's entrypoint. The role's Secret-backed env and Secret
+    volume (the Spark user's keys, its TLS files) are the caller's: :func:`spark_security_env` and SPARK_TLS_DIR."""
     part = spec[role]
     sizes = {v["name"]: v["emptyDir"].get("sizeLimit", "") for v in spec.get("volumes", []) if "emptyDir" in v}
     security = part["securityContext"]
-    empty_dirs = {m["mountPath"]: ("emptyDir", sizes[m["name"]]) for m in part.get("volumeMounts", [])}
+    empty_dirs = {
+        m["mountPath"]: ("emptyDir", sizes[m["name"]]) for m in part.get("volumeMounts", []) if m["name"] in sizes
+    }
     return PodRun(
         pod_name=pod_name,
         image=spec["image"],
         command=(),
         args=args,
-        env={e["name"]: str(e["value"]) for e in part.get("env", [])},
+        env={e["name"]: str(e["value"]) for e in part.get("env", []) if "value" in e},
         mounts={**empty_dirs, **extra_mounts},
         user=f"{security['runAsUser']}:{security['runAsGroup']}",
         read_only_root=bool(security.get("readOnlyRootFilesystem")),

@@ -1,6 +1,7 @@
 """deploy/spark fits the chart: the job points at the gateway and name server Services of release "pyrocketmq"
 in namespace "pyrocketmq", its driver carries the admin label the NetworkPolicies admit, its pods run under
-the chart's security posture, and it publishes exactly once with Spark's task retries on."""
+the chart's security posture, it publishes exactly once with Spark's task retries on, and its executors get the
+Spark user's keys and TLS files as its driver does."""
 
 from __future__ import annotations
 
@@ -9,8 +10,16 @@ from typing import Any, Final
 
 import pytest
 from chart_testkit import SPARK_DIR, Rendered, render_docs
+from mq_spark.job_security import TLS_CERT_FILE_ENV, TLS_KEY_FILE_ENV
 from mq_spark.jobs import publish_flights
-from mq_spark.options import AT_LEAST_ONCE, EXACTLY_ONCE, WriterOptions
+from mq_spark.options import (
+    ACCESS_KEY_ENV,
+    AT_LEAST_ONCE,
+    EXACTLY_ONCE,
+    SECRET_KEY_ENV,
+    TLS_CA_FILE_ENV,
+    WriterOptions,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -95,3 +104,37 @@ def test_spark_job_publishes_exactly_once_with_task_retries_on(rendered: dict[st
         text = (SPARK_DIR / name).read_text(encoding="utf-8")
         assert "exactly_once" in text, f"{name} documents the guarantee"
         assert "spark.task.maxFailures" in text, f"{name} documents the retries"
+
+
+SECURITY_ENV: Final = (ACCESS_KEY_ENV, SECRET_KEY_ENV, TLS_CA_FILE_ENV, TLS_CERT_FILE_ENV, TLS_KEY_FILE_ENV)
+
+
+def _security(env: list[dict[str, Any]], mounts: list[dict[str, Any]], volumes: list[dict[str, Any]]) -> dict[str, Any]:
+    """What one pod gets of the Spark user: each MQ_SPARK_* env entry (its value or its secretKeyRef) and the
+    Secret each TLS file path lies in (the Secret volume mounted at the path's folder)."""
+    entries = {e["name"]: e.get("value", e.get("valueFrom")) for e in env if e["name"] in SECURITY_ENV}
+    secrets = {v["name"]: v["secret"] for v in volumes if "secret" in v}
+    files = {}
+    for name in (TLS_CA_FILE_ENV, TLS_CERT_FILE_ENV, TLS_KEY_FILE_ENV):
+        (mount,) = [m for m in mounts if entries[name].rsplit("/", 1)[0] == m["mountPath"]]
+        files[name] = secrets[mount["name"]]["secretName"]
+        assert mount.get("readOnly") is True
+    return {"env": entries, "files": files}
+
+
+def test_executors_get_the_spark_users_keys_and_tls_files_as_the_driver(rendered: dict[str, Rendered]) -> None:
+    """The sink sends the messages from the executors: they read the Spark user's keys and the TLS files there
+    (mq_spark.options, job_security), so every executor pod gets what the driver pod gets, in both manifests."""
+    spark = rendered["spark"]
+    app = spark.get("SparkApplication", "publish-flights")["spec"]
+    got = {}
+    for role in ("driver", "executor"):
+        got[f"app {role}"] = _security(app[role]["env"], app[role]["volumeMounts"], app["volumes"])
+        pod = spark.get("Pod", f"publish-flights-{role}")["spec"]
+        container = pod["containers"][0]
+        got[f"template {role}"] = _security(container["env"], container["volumeMounts"], pod["volumes"])
+    first = got["app driver"]
+    assert set(first["env"]) == set(SECURITY_ENV)
+    assert first["env"][ACCESS_KEY_ENV]["secretKeyRef"]["name"] == first["env"][SECRET_KEY_ENV]["secretKeyRef"]["name"]
+    assert len(set(first["files"].values())) == 1
+    assert {where: value for where, value in got.items() if value != first} == {}
