@@ -2,21 +2,26 @@
 mqbroker + mqgateway processes on 127.0.0.1), on each cell of the send-path matrix (conftest.py): a SendBatch whose
 messages all carry one transaction_id is stored in one put as half messages (one queue, consecutive offsets, nothing
 on the real topic), and the gateway's whole-transaction EndTransaction delivers each message exactly once with its
-tag, keys and properties. Plain shape (the C path when built) and with user properties (the protobuf path); a
-request mixing transaction ids still goes message by message."""
+tag, keys and properties. The C path (when built) for the plain shape and for user properties shared by every
+message (sent once, as the batch's properties), the protobuf path for messages with their own properties and for
+sharding keys (one MessageBatch per key's queue); a request mixing transaction ids still goes message by message."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pytest
 from mq.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from mq_client.broker_client import BrokerClient
+from mq_client.producer import message_batch as message_batch_module
+from mq_client.producer.batch_transaction import BatchTransaction
+from mq_client.producer.message_batch import ENCODED_FIXED_PROPERTIES
 from mq_common.channels import ChannelPool
-from mq_common.codec import MessageExt
+from mq_common.codec import MessageExt, decode_properties
 from mq_common.response_code import ResponseCode
 from mq_gateway import wire
+from mq_gateway.grpc_api import batch_from_protos
 from mq_local.cluster import ClusterSpec, LocalCluster
 from mq_local.ports import PortLayout
 
@@ -45,7 +50,7 @@ def stub_of(cluster: LocalCluster, pool: ChannelPool) -> gateway_pb2_grpc.Produc
     return gateway_pb2_grpc.ProducerGatewayStub(pool.get(cluster.gateway_addr))
 
 
-def messages(topic: str, count: int, transaction_id: str, **properties: str) -> list[gateway_pb2.Message]:
+def messages(topic: str, count: int, transaction_id: str) -> list[gateway_pb2.Message]:
     return [
         gateway_pb2.Message(
             topic=topic,
@@ -54,7 +59,6 @@ def messages(topic: str, count: int, transaction_id: str, **properties: str) -> 
             keys=[f"k{i}", "shared"],
             flag=i,
             transaction_id=transaction_id,
-            properties=properties,
         )
         for i in range(count)
     ]
@@ -89,38 +93,60 @@ async def end(
     return answer
 
 
-@pytest.mark.parametrize("shape", ["plain", "with-properties"])
+# shape -> (each message's own user properties, its sharding key, whether the C scan takes the request)
+SHAPES: dict[str, tuple[Callable[[int], dict[str, str]], Callable[[int], str], bool]] = {
+    "plain": (lambda i: {}, lambda i: "", True),
+    # the Spark sink's shape without a key column: one user property on every message (sent once, as the batch's)
+    "shared-properties": (lambda i: {IMMUNITY: "600"}, lambda i: "", True),
+    "own-properties": (lambda i: {IMMUNITY: "600", "row": str(i)}, lambda i: "", False),
+    # the Spark sink's shape with a key column: one MessageBatch per key's queue
+    "sharding-keys": (lambda i: {IMMUNITY: "600"}, lambda i: f"key{i % 5}", False),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
 async def test_half_messages_of_one_transaction_go_as_one_batch_and_commit_once(
     cluster: LocalCluster, pool: ChannelPool, shape: str
 ) -> None:
     topic = f"GwHalfBatch_{shape.replace('-', '_')}"
-    properties = {IMMUNITY: "600"} if shape == "with-properties" else {}
-    sent = messages(topic, 60, f"tx-{shape}", **properties)
+    own_properties, sharding_key, c_scan = SHAPES[shape]
+    sent = messages(topic, 60, f"tx-{shape}")
+    for i, msg in enumerate(sent):
+        msg.properties.update(own_properties(i))
+        msg.sharding_key = sharding_key(i)
     request = gateway_pb2.SendBatchRequest(messages=sent, producer_group=GROUP, send_timeout_ms=10_000)
     if wire.AVAILABLE:  # which gateway path the request takes when the C path is on
-        assert (wire.scan_send_batch(request.SerializeToString()) is not None) == (shape == "plain")
+        assert (wire.scan_send_batch(request.SerializeToString()) is not None) == c_scan
     stub = stub_of(cluster, pool)
     results = (await stub.SendBatch(request, timeout=20)).results
     assert [r.code for r in results] == [ResponseCode.SUCCESS] * 60, results[0].remark
-    queues = {(r.broker_name, r.queue_id) for r in results}
-    assert len(queues) == 1, "one MessageBatch: one queue"
-    first = results[0].queue_offset
-    assert [r.queue_offset for r in results] == list(range(first, first + 60)), "one put: consecutive offsets"
+    by_queue: dict[tuple[str, int], list[int]] = {}
+    for i, r in enumerate(results):
+        by_queue.setdefault((r.broker_name, r.queue_id), []).append(i)
+    if not sharding_key(0):
+        assert len(by_queue) == 1, "one MessageBatch: one queue"
+    for positions in by_queue.values():  # one MessageBatch per queue, stored in one put: consecutive offsets
+        first = results[positions[0]].queue_offset
+        assert [results[i].queue_offset for i in positions] == list(range(first, first + len(positions)))
     assert len({r.msg_id for r in results}) == 60
-    assert await read_topic(cluster, pool, topic, sorted(queues), 0) == [], "half messages are not on the topic yet"
+    queues = sorted(by_queue)
+    assert await read_topic(cluster, pool, topic, queues, 0) == [], "half messages are not on the topic yet"
     answer = await end(stub, topic, f"tx-{shape}")
     assert (answer.ended_count, answer.already_ended) == (60, 0)
-    stored = await read_topic(cluster, pool, topic, sorted(queues), 60)
-    assert [m.body for m in stored] == [m.body for m in sent], "each message once, in order"
-    for m, result, i in zip(stored, results, range(60), strict=True):
-        assert (m.uniq_key, m.tags, m.keys, m.flag) == (result.msg_id, "TagH", [f"k{i}", "shared"], i)
+    stored = await read_topic(cluster, pool, topic, queues, 60)
+    assert sorted(m.body for m in stored) == sorted(m.body for m in sent), "each message once"
+    index = {r.msg_id: i for i, r in enumerate(results)}
+    for m in stored:
+        i = index[m.uniq_key]
+        assert (m.body, m.tags, m.keys, m.flag) == (sent[i].body, "TagH", [f"k{i}", "shared"], i)
         assert (m.properties["PGROUP"], m.properties["__transactionId__"]) == (GROUP, f"tx-{shape}")
-        assert m.properties.get(IMMUNITY) == properties.get(IMMUNITY)
+        assert {name: m.properties.get(name) for name in own_properties(i)} == own_properties(i)
+        assert m.properties.get("__SHARDINGKEY", "") == sharding_key(i)
         assert "TRAN_MSG" not in m.properties
     again = await end(stub, topic, f"tx-{shape}")
     assert (again.ended_count, again.already_ended) == (0, 60)
     await asyncio.sleep(0.3)
-    assert len(await read_topic(cluster, pool, topic, sorted(queues), 0)) == 60, "nothing twice"
+    assert len(await read_topic(cluster, pool, topic, queues, 0)) == 60, "nothing twice"
 
 
 async def test_mixed_transaction_ids_go_message_by_message(cluster: LocalCluster, pool: ChannelPool) -> None:
@@ -172,3 +198,46 @@ def test_the_c_scan_answers_the_transaction_of_a_batch_and_refuses_a_mix() -> No
     assert scan(messages("T", 2, "") + messages("T", 1, "tx-1")) is None
     assert scan(messages("T", 2, "tx\x01")) is None
     assert scan(messages("T", 2, "tx"), group="g\x02") is None
+    shared = scan([*messages("T", 2, "tx")])
+    assert shared is not None
+    assert shared.shared_properties == b""
+    with_props = messages("T", 3, "tx")
+    for msg in with_props:
+        msg.properties[IMMUNITY] = "600"
+    found = scan(with_props)
+    assert found is not None
+    assert dict(gateway_pb2.Message.FromString(found.shared_properties).properties) == {IMMUNITY: "600"}
+    with_props[2].properties[IMMUNITY] = "601"
+    assert scan(with_props) is None, "properties that differ: the protobuf path"
+    plain_with_props = messages("T", 2, "")
+    plain_with_props[0].properties[IMMUNITY] = "600"
+    plain_with_props[1].properties[IMMUNITY] = "600"
+    assert scan(plain_with_props) is None, "a plain message's properties: the protobuf path"
+
+
+@pytest.mark.skipif(not wire.AVAILABLE, reason="the gateway's C extension is not built or MQ_NO_EXTENSIONS=1")
+def test_the_c_path_and_the_protobuf_path_send_the_same_half_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = messages("T", 5, "tx-9")
+    for msg in sent:
+        msg.properties[IMMUNITY] = "600"
+    request = gateway_pb2.SendBatchRequest(messages=sent, producer_group=GROUP)
+    raw = request.SerializeToString()
+    scanned = wire.scan_send_batch(raw)
+    assert scanned is not None
+    ids = [f"7F00000100{i:022X}" for i in range(5)]
+    total, _longest = wire.encoded_size(scanned, ENCODED_FIXED_PROPERTIES, len(ids[0]))
+    c_body = wire.encode_send_batch(raw, ids, ENCODED_FIXED_PROPERTIES, total)
+    batch = batch_from_protos(request.messages, request.producer_group)
+    assert batch is not None
+    assert batch.properties == (), "the shared property travels as the batch's"
+    assert batch.transaction == BatchTransaction(GROUP, "tx-9", {IMMUNITY: "600"})
+    monkeypatch.setattr(message_batch_module, "create_uniq_ids", lambda count: list(ids[:count]))
+    prepared = message_batch_module.prepare(batch)
+    assert not isinstance(prepared, str)
+    assert c_body == prepared.encode(batch.bodies, 0, len(batch))
+    assert decode_properties(batch.transaction.properties_text()) == {
+        IMMUNITY: "600",
+        "TRAN_MSG": "true",
+        "PGROUP": GROUP,
+        "__transactionId__": "tx-9",
+    }

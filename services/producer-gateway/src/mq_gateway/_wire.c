@@ -7,10 +7,14 @@
  * SerializeToString for one stored chunk. It takes only the plain shape of a batch: every message of one topic,
  * with a body, maybe a tag, keys and a flag, and no sharding key, no user properties and no delay; either no message
  * has a transaction_id or every message has the same one (half messages of one transaction: the scan answers it and
- * the request's producer_group, which the caller puts in the batch's properties). Anything else (another wire type
- * for a known field, a group, a second topic, a sharding key, a property, a delay, a second transaction id or a
- * message without one among messages with one, a \x01 or \x02 in a tag, a key, the transaction id or the producer
- * group, text that is not UTF-8, a field number not in MESSAGE_FIELDS / REQUEST_FIELDS) makes
+ * the request's producer_group, which the caller puts in the batch's properties). Half messages may have user
+ * properties when every message has the same ones, serialized the same (one run of map entries, byte for byte): the
+ * scan answers that run (a serialized Message holding only them) and the caller sends them once, as the batch's
+ * properties; the encoder leaves them out of the messages. Anything else (another wire type for a known field, a
+ * group, a second topic, a sharding key, a property of a plain message or one that differs between half messages, a
+ * delay, a second transaction id or a message without one among messages with one, a \x01 or \x02 in a tag, a key,
+ * the transaction id or the producer group, text that is not UTF-8, a field number not in MESSAGE_FIELDS /
+ * REQUEST_FIELDS) makes
  * scan_send_batch answer None and the caller parses the request with protobuf. The module exports MESSAGE_FIELDS
  * and REQUEST_FIELDS, the field numbers of mq.gateway.v1.Message and SendBatchRequest this file reads; a test
  * compares them with gateway.proto, so a field added there fails until this file handles it.
@@ -150,15 +154,18 @@ typedef struct {
     int32_t flag;
     const uint8_t *transaction_id;
     Py_ssize_t transaction_id_len;
+    const uint8_t *props; /* the run of properties (6) fields, tags and lengths included */
+    Py_ssize_t props_len;
 } message_view;
 
 /* 1 for a plain message, 0 for another shape, -1 for bytes that are not a message. */
 static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
     cursor c = {data, data + len};
     memset(m, 0, sizeof *m);
-    m->topic = m->body = m->tag = m->transaction_id = data;
+    m->topic = m->body = m->tag = m->transaction_id = m->props = data;
     field f;
     while (c.p < c.end) {
+        const uint8_t *start = c.p;
         if (read_field(&c, &f) < 0) return -1;
         if (f.number >= 1 && f.number <= 6 && f.wire_type != WT_LEN) return 0;
         if (f.number >= 7 && f.number <= 11 && f.wire_type != WT_VARINT) return 0;
@@ -183,8 +190,14 @@ static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
         case 5:
             if (f.len) return 0;
             break;
-        case 6:
-            return 0;
+        case 6: /* user properties: one run of map entries (entries split by another field: not the plain shape) */
+            if (m->props_len == 0) {
+                m->props = start;
+            } else if (start != m->props + m->props_len) {
+                return 0;
+            }
+            m->props_len = c.p - m->props;
+            break;
         case 7:
             m->flag = (int32_t)(uint32_t)f.varint;
             break;
@@ -205,6 +218,7 @@ static int parse_message(const uint8_t *data, Py_ssize_t len, message_view *m) {
     }
     if (m->tag_len && !plain_text(m->tag, m->tag_len)) return 0;
     if (m->transaction_id_len && !plain_text(m->transaction_id, m->transaction_id_len)) return 0;
+    if (m->props_len && !m->transaction_id_len) return 0; /* a plain message's properties: the protobuf path */
     return 1;
 }
 
@@ -258,6 +272,8 @@ typedef struct {
     Py_ssize_t max_extra;
     const uint8_t *transaction_id;
     Py_ssize_t transaction_id_len;
+    const uint8_t *props;
+    Py_ssize_t props_len;
 } scan_state;
 
 static int scan_visit(const uint8_t *data, Py_ssize_t len, void *state) {
@@ -272,9 +288,12 @@ static int scan_visit(const uint8_t *data, Py_ssize_t len, void *state) {
         s->min_body = m.body_len;
         s->transaction_id = m.transaction_id;
         s->transaction_id_len = m.transaction_id_len;
+        s->props = m.props;
+        s->props_len = m.props_len;
     } else if (m.topic_len != s->topic_len || memcmp(m.topic, s->topic, (size_t)m.topic_len) != 0 ||
                m.transaction_id_len != s->transaction_id_len ||
-               memcmp(m.transaction_id, s->transaction_id, (size_t)m.transaction_id_len) != 0) {
+               memcmp(m.transaction_id, s->transaction_id, (size_t)m.transaction_id_len) != 0 ||
+               m.props_len != s->props_len || memcmp(m.props, s->props, (size_t)m.props_len) != 0) {
         return 0;
     }
     Py_ssize_t extra = extra_props_len(&m);
@@ -300,10 +319,10 @@ static PyObject *scan_send_batch(PyObject *self, PyObject *arg) {
     if (r != 1 || s.count == 0 || (s.transaction_id_len && !plain_text(group, group_len))) {
         result = Py_NewRef(Py_None);
     } else {
-        result = Py_BuildValue("(s#nLnnnnns#s#)", (const char *)s.topic, s.topic_len, s.count, (long long)timeout_ms,
-                               s.min_body, s.max_body, s.body_bytes, s.extra_bytes, s.max_extra,
+        result = Py_BuildValue("(s#nLnnnnns#s#y#)", (const char *)s.topic, s.topic_len, s.count,
+                               (long long)timeout_ms, s.min_body, s.max_body, s.body_bytes, s.extra_bytes, s.max_extra,
                                (const char *)s.transaction_id, s.transaction_id_len, (const char *)group,
-                               s.transaction_id_len ? group_len : (Py_ssize_t)0);
+                               s.transaction_id_len ? group_len : (Py_ssize_t)0, (const char *)s.props, s.props_len);
     }
     PyBuffer_Release(&raw);
     return result;
@@ -500,7 +519,7 @@ static PyObject *encode_batch_response(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"scan_send_batch", scan_send_batch, METH_O,
      "scan_send_batch(raw) -> (topic, count, send_timeout_ms, min_body, max_body, body_bytes, extra_bytes, "
-     "max_extra, transaction_id, producer_group) | None"},
+     "max_extra, transaction_id, producer_group, shared_properties) | None"},
     {"encode_send_batch", encode_send_batch, METH_VARARGS,
      "encode_send_batch(raw, ids, fixed_properties, total_bytes) -> MessageBatch body"},
     {"encode_batch_response", encode_batch_response, METH_VARARGS,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -142,7 +142,8 @@ def batch_from_protos(msgs: Sequence[gateway_pb2.Message], producer_group: str =
     become the batch's ``sharding_keys`` column (the producer then sends one MessageBatch per queue). Messages that
     all carry one ``transaction_id`` are half messages of it (``MessageBatch.transaction``, PGROUP =
     ``producer_group``; this project's extension); None when ``producer_group`` is empty (each message is then
-    refused with MESSAGE_ILLEGAL 13, see :func:`message_from_proto`)."""
+    refused with MESSAGE_ILLEGAL 13, see :func:`message_from_proto`). User properties that every half message has
+    (the same names and values) travel once, as the batch's (``BatchTransaction.shared_properties``)."""
     if not msgs:
         return None
     rows = [(m.topic, m.sharding_key, m.body, m.tag, m.keys, m.properties, m.flag, m.transaction_id) for m in msgs]
@@ -155,12 +156,17 @@ def batch_from_protos(msgs: Sequence[gateway_pb2.Message], producer_group: str =
     if any(m.delay_time_level or m.deliver_time_ms or m.delay_time_sec or m.delay_time_ms for m in msgs):
         return None
     one_key = len(set(sharding_keys)) == 1
-    for props in properties:
+    shared = _shared_properties(properties) if transaction_id else None
+    for props in properties if shared is None else (shared,):
         if props:
             try:
                 check_user_properties(props)
             except MQError:
                 return None
+    transaction = None
+    if transaction_id:
+        transaction = BatchTransaction(producer_group, transaction_id, shared or {})
+        properties = () if shared is not None else properties
     return MessageBatch(
         topics[0],
         bodies,
@@ -170,8 +176,19 @@ def batch_from_protos(msgs: Sequence[gateway_pb2.Message], producer_group: str =
         flags if any(flags) else (),
         sharding_keys[0] if one_key else "",
         () if one_key else sharding_keys,
-        BatchTransaction(producer_group, transaction_id) if transaction_id else None,
+        transaction,
     )
+
+
+def _shared_properties(properties: Sequence[Mapping[str, str]]) -> dict[str, str] | None:
+    """The user properties of the first message when every message has exactly them (none included), else None."""
+    first = dict(properties[0])
+    items = first.items()
+    count = len(first)
+    for props in properties:
+        if len(props) != count or any(props.get(name) != value for name, value in items):
+            return None
+    return first
 
 
 def chunks_to_proto(chunks: Sequence[ChunkOutcome]) -> tuple[gateway_pb2.SendBatchResponse, int]:
@@ -450,7 +467,10 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
             return gateway_pb2.SendBatchResponse(results=[error_to_proto(refused)] * count)
         transaction = None
         if scanned.transaction_id:
-            transaction = BatchTransaction(scanned.producer_group, scanned.transaction_id)
+            shared = _scanned_properties(scanned.shared_properties)
+            if shared is None:
+                return None
+            transaction = BatchTransaction(scanned.producer_group, scanned.transaction_id, shared)
             if transaction.refusal() is not None:
                 return None
         config = self._producer.config
@@ -612,6 +632,19 @@ class ProducerGatewayServicer(gateway_pb2_grpc.ProducerGatewayServicer):
             ended=response.ended_count,
         )
         return response
+
+
+def _scanned_properties(raw: bytes) -> dict[str, str] | None:
+    """The user properties the C scan found on every half message (a serialized Message holding only them), or None
+    when they do not parse or use a reserved name (the protobuf path then answers each message)."""
+    if not raw:
+        return {}
+    try:
+        properties = dict(gateway_pb2.Message.FromString(raw).properties)
+        check_user_properties(properties)
+    except (DecodeError, MQError):
+        return None
+    return properties
 
 
 def _first_message(raw: bytes) -> Message:

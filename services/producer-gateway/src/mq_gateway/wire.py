@@ -2,8 +2,8 @@
 
 A serialized ``SendBatchRequest`` whose messages have the plain shape (one topic; body, tag, keys, flag; no sharding
 key, no user property, no field number the C code does not know: :data:`MESSAGE_FIELDS`; no transaction id, or the
-same one on every message: half messages of one transaction, whose id and producer group the scan answers) goes
-straight to one
+same one on every message: half messages of one transaction, whose id and producer group the scan answers, and which
+may carry user properties when every message has the same ones, serialized alike) goes straight to one
 RocketMQ MessageBatch body, and the stored batch's results straight to a serialized ``SendBatchResponse``: no
 protobuf object, no Python object per message. Every other request takes the protobuf path of
 :mod:`mq_gateway.grpc_api`, which gives the same bytes (tests/gateway/test_gateway_wire.py).
@@ -25,7 +25,9 @@ class ScannedBatch(NamedTuple):
     ``send_timeout_ms``, the smallest and largest body, all bodies' bytes, and the TAGS / KEYS properties text of
     all messages (``extra_properties_bytes``) and of the message with the longest (``max_extra_properties_bytes``);
     ``transaction_id``: every message's (its half messages' transaction), "" for plain messages; ``producer_group``:
-    the request's when ``transaction_id`` is set, else ""."""
+    the request's when ``transaction_id`` is set, else ""; ``shared_properties``: the user properties every half
+    message has, as a serialized mq.gateway.v1.Message holding only them (b"" for none), left out of the encoded
+    messages (the caller sends them as the batch's properties)."""
 
     topic: str
     message_count: int
@@ -37,13 +39,16 @@ class ScannedBatch(NamedTuple):
     max_extra_properties_bytes: int
     transaction_id: str = ""
     producer_group: str = ""
+    shared_properties: bytes = b""
 
 
 class _Native(Protocol):
     MESSAGE_FIELDS: frozenset[int]
     REQUEST_FIELDS: frozenset[int]
 
-    def scan_send_batch(self, raw: bytes, /) -> tuple[str, int, int, int, int, int, int, int, str, str] | None: ...
+    def scan_send_batch(
+        self, raw: bytes, /
+    ) -> tuple[str, int, int, int, int, int, int, int, str, str, bytes] | None: ...
 
     def encode_send_batch(self, raw: bytes, ids: list[str], fixed_properties: bytes, total_bytes: int, /) -> bytes: ...
 
