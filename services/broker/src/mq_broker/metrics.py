@@ -267,6 +267,15 @@ class BrokerMetrics(ServiceMetrics):
         (self.commit_messages if committed else self.rollback_messages).child(label).inc()
         self.finish_latency.observe_many((max(0.0, latency_s),), label)
 
+    def on_transactions_end(self, topic: str, committed: bool, latencies_s: Sequence[float]) -> None:
+        """:meth:`on_transaction_end` for many transactions of real topic ``topic`` ended the same way at once (a
+        whole-transaction end), one latency in s each. Event loop."""
+        if not latencies_s:
+            return
+        label = self.topic(topic)
+        (self.commit_messages if committed else self.rollback_messages).child(label).inc(len(latencies_s))
+        self.finish_latency.observe_many([max(0.0, v) for v in latencies_s], label)
+
     def on_transaction_check(self, topic: str, *, check_max: bool = False) -> None:
         """One check-back of a transaction of real topic ``topic`` (``check_max``: it was moved to
         TRANS_CHECK_MAX_TIME_TOPIC instead). Event loop."""

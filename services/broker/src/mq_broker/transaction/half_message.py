@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -37,6 +37,17 @@ only name the offset), so a refused second end names what the first one was, aft
 PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
 """MessageConst.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET: on a check copy and on an op record, the queue offset of
 the transaction's first half message (its identity, mq_broker.transaction.transaction_state)."""
+PREPARED_QUEUE_OFFSETS: Final = "TRAN_PREPARED_QUEUE_OFFSETS"
+"""Beyond RocketMQ: on an op record that ends many half messages (its body lists their half queue offsets separated
+by ``,``, TransactionalMessageUtil.OFFSET_SEPARATOR, as RocketMQ 5's merged op messages), their transaction
+identities in the same order, separated by ``,``; absent when every identity is the half queue offset itself."""
+DUPLICATE_PROPERTY: Final = "TRAN_DUPLICATE"
+"""Beyond RocketMQ: "true" on the op record rolling back the half messages a whole-transaction commit found
+duplicated (a UNIQ_KEY seen before in the transaction), so a repeated commit counts them as already ended, after a
+restart too (mq_broker.transaction.transaction_state.TransactionState.duplicates)."""
+DUPLICATES: Final = {DUPLICATE_PROPERTY: "true"}
+OFFSET_SEPARATOR: Final = ","
+"""TransactionalMessageUtil.OFFSET_SEPARATOR: between the half queue offsets of a merged op record's body."""
 WHOLE_END_TYPE_PROPERTY: Final = "TRAN_WHOLE_END_TYPE"
 """Beyond RocketMQ: on the last op record of each chunk of a whole-transaction end, how the whole transaction ended
 (mq_broker.transaction.transaction_index: a restarted broker finds it through the IndexFile)."""
@@ -127,6 +138,48 @@ def op_record(
     return MessageExtBrokerInner.build(
         topic=TRANS_OP_HALF_TOPIC, queue_id=HALF_QUEUE_ID, body=str(half_queue_offset).encode(), properties=properties
     )
+
+
+def op_record_many(
+    ended: Sequence[tuple[int, int]], end_type: str, extra: Mapping[str, str] | None = None
+) -> MessageExtBrokerInner:
+    """One op record ending the transactions of ``ended`` ((half queue offset, identity) pairs, at least one) the
+    same way (TransactionalMessageServiceImpl#fillOpRemoveMap reads such merged records): body = the half queue
+    offsets separated by ``,``, TRAN_END_TYPE = ``end_type``, TRAN_PREPARED_QUEUE_OFFSETS = the identities when any
+    of them is not its half queue offset (a check copy); one pair is :func:`op_record` exactly. ``extra``
+    properties added. Raises ValueError for an empty ``ended``."""
+    if not ended:
+        raise ValueError("an op record ends at least one half message")
+    if len(ended) == 1:
+        return op_record(ended[0][0], ended[0][1], end_type, extra)
+    properties = {MessageConst.TAGS: REMOVE_TAG, END_TYPE_PROPERTY: end_type}
+    if any(offset != identity for offset, identity in ended):
+        properties[PREPARED_QUEUE_OFFSETS] = OFFSET_SEPARATOR.join([str(identity) for _, identity in ended])
+    if extra:
+        properties.update(extra)
+    body = OFFSET_SEPARATOR.join([str(offset) for offset, _ in ended]).encode()
+    return MessageExtBrokerInner.build(
+        topic=TRANS_OP_HALF_TOPIC, queue_id=HALF_QUEUE_ID, body=body, properties=properties
+    )
+
+
+def op_record_ends(body: bytes, properties: Mapping[str, str]) -> list[tuple[int, str]]:
+    """The (identity, end type) pairs an op record ends: TRAN_PREPARED_QUEUE_OFFSET (one, this project's single op
+    records), else TRAN_PREPARED_QUEUE_OFFSETS (a merged one), else the body's half queue offsets separated by
+    ``,`` (RocketMQ's records: the offsets are the identities); the end type is TRAN_END_TYPE ("" when absent).
+    Words that are not decimal numbers are skipped; a TRAN_PREPARED_QUEUE_OFFSETS whose count differs from the
+    body's falls back to the body."""
+    end_type = properties.get(END_TYPE_PROPERTY, "")
+    one = properties.get(PREPARED_QUEUE_OFFSET, "")
+    if one.isdigit():
+        return [(int(one), end_type)]
+    words = body.decode("utf-8", "replace").split(OFFSET_SEPARATOR)
+    listed = properties.get(PREPARED_QUEUE_OFFSETS, "")
+    if listed:
+        identities = listed.split(OFFSET_SEPARATOR)
+        if len(identities) == len(words):
+            words = identities
+    return [(int(word), end_type) for word in (w.strip() for w in words) if word.isdigit()]
 
 
 def whole_end_key(producer_group: str, transaction_id: str) -> str:

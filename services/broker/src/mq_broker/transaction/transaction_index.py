@@ -3,20 +3,21 @@
 This project's extension of RocketMQ (whose transactions are one half message each): a producer that sends many half
 messages under one ``__transactionId__`` (MessageConst.PROPERTY_TRANSACTION_ID; the Spark connector's task attempts)
 ends them all with one EndTransaction of scope TRANSACTION (or rolls back all of its producer group, scope
-PRODUCER_GROUP). The index is built by reading the half queue (RMQ_SYS_TRANS_HALF_TOPIC queue 0) incrementally, from
-the check progress on (everything before it is ended or copied further on), so each half message is decoded once
-and a restarted broker or a promoted slave rebuilds it on first use (the same recovery rule as
-mq_broker.transaction.transaction_state). A check copy replaces its transaction's entry (the newest copy is the one an
-end must name). Half messages without a transaction id are not indexed.
+PRODUCER_GROUP). The index is built by reading the half queue (RMQ_SYS_TRANS_HALF_TOPIC queue 0) incrementally, from the
+check progress on (everything before it is ended or copied further on), so each half message is read once (its
+properties text only, mq_broker.transaction.half_record) and a restarted broker or a promoted slave rebuilds it on first
+use (the same recovery rule as mq_broker.transaction.transaction_state). A check copy replaces its transaction's entry
+(the newest copy is the one an end must name). Half messages without a transaction id are not indexed.
 
 How a whole transaction ended is remembered in memory (:attr:`TransactionIndex.finished`) and on disk: the last op
-record of every chunk of a whole end is its summary (mq_broker.transaction.half_message.whole_end_summary: how it
-ended and how many half messages so far, KEYS = whole_end_key), which the store's IndexFile indexes like any KEYS.
-A transaction ended before the check progress is not in the half queue any more, so a restarted broker (or a
-promoted slave, which builds its own IndexFile from the CommitLog) recalls it from there
-(:meth:`TransactionIndex.recall`): a repeated commit after a restart is answered as already ended, a commit of a
-rolled-back one is refused, as before the restart. Without the IndexFile (messageIndexEnable off), or once the
-CommitLog file holding the summary is deleted, it is unknown (nothing open). Event loop (no locking).
+record of every chunk of a whole end (an op record listing many half messages) is its summary
+(mq_broker.transaction.half_message.whole_end_summary: how it ended and how many half messages so far, KEYS =
+whole_end_key), which the store's IndexFile indexes like any KEYS. A transaction ended before the check progress is not
+in the half queue any more, so a restarted broker (or a promoted slave, which builds its own IndexFile from the
+CommitLog) recalls it from there (:meth:`TransactionIndex.recall`): a repeated commit after a restart is answered as
+already ended, a commit of a rolled-back one is refused, as before the restart. Without the IndexFile
+(messageIndexEnable off), or once the CommitLog file holding the summary is deleted, it is unknown (nothing open). Event
+loop (no locking).
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ from mq_common.logging import get_logger
 from mq_broker.store.api import MessageStore
 from mq_broker.transaction.half_message import (
     HALF_QUEUE_ID,
+    PREPARED_QUEUE_OFFSET,
     WHOLE_COUNT_PROPERTY,
     WHOLE_END_TYPE_PROPERTY,
     whole_end_key,
 )
-from mq_broker.transaction.transaction_state import TransactionState, identity_of
+from mq_broker.transaction.half_record import property_value, record_properties
+from mq_broker.transaction.transaction_state import TransactionState
 
 log = get_logger("mq_broker.transaction")
 
@@ -82,12 +85,20 @@ class TransactionIndex:
         if self._scanned_to >= end:
             return
         indexed = 0
-        for half in self.state.iter_half(self._scanned_to, end):
-            txid = half.properties.get(MessageConst.TRANSACTION_ID, "")
+        by_group = self.by_group
+        for raw in self.state.iter_half_raw(self._scanned_to, end):
+            try:
+                queue_offset, commit_log_offset, properties = record_properties(raw)
+            except MessageDecodeError:
+                log.warning("transaction_half_unreadable", scanned_to=self._scanned_to)
+                continue
+            txid = property_value(properties, MessageConst.TRANSACTION_ID)
             if not txid:
                 continue
-            group = half.properties.get(MessageConst.PRODUCER_GROUP, "")
-            self.by_group.setdefault(group, {}).setdefault(txid, {})[identity_of(half)] = half.commit_log_offset
+            group = property_value(properties, MessageConst.PRODUCER_GROUP) or ""
+            identity_text = property_value(properties, PREPARED_QUEUE_OFFSET) or ""
+            identity = int(identity_text) if identity_text.isdigit() else queue_offset
+            by_group.setdefault(group, {}).setdefault(txid, {})[identity] = commit_log_offset
             indexed += 1
         self._scanned_to = end
         if indexed:

@@ -15,6 +15,7 @@ the transactions with a copy at or after the half progress. Event loop; reads ma
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Final
 
 from mq_common.codec import MessageDecodeError, MessageExt, decode_message
@@ -23,7 +24,7 @@ from mq_common.logging import get_logger
 
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
 from mq_broker.store.api import MessageStore
-from mq_broker.transaction.half_message import END_TYPE_PROPERTY, HALF_QUEUE_ID, PREPARED_QUEUE_OFFSET
+from mq_broker.transaction.half_message import DUPLICATE_PROPERTY, HALF_QUEUE_ID, PREPARED_QUEUE_OFFSET, op_record_ends
 
 log = get_logger("mq_broker.transaction")
 
@@ -49,6 +50,8 @@ class TransactionState:
         """Identity -> how it ended (COMMIT, ROLLBACK, DISCARDED; "" when an op record does not say)."""
         self.ended_op_offset: dict[int, int] = {}
         """Identity -> the op queue offset of its op record (what holds the op progress back)."""
+        self.duplicates: set[int] = set()
+        """Ended identities a whole-transaction commit rolled back as duplicates (half_message.DUPLICATE_PROPERTY)."""
         self.latest_copy: dict[int, int] = {}
         """Identity -> the half queue offset of its newest copy (only transactions checked at least once)."""
         self.half_progress = 0
@@ -88,6 +91,7 @@ class TransactionState:
         self.ended.clear()
         self.ended_op_offset.clear()
         self.latest_copy.clear()
+        self.duplicates.clear()
         self.open_by_topic.clear()
         self.loaded = False
 
@@ -121,6 +125,17 @@ class TransactionState:
             open_or_copied=len(live),
             ended=len(self.ended),
         )
+
+    def iter_half_raw(self, begin: int, end: int) -> Iterator[bytes]:
+        """The raw records of the half messages with queue offsets in [``begin``, ``end``), read in slices of
+        SCAN_BATCH."""
+        offset = begin
+        while offset < end:
+            result = self.store.get_messages(TRANS_HALF_TOPIC, HALF_QUEUE_ID, offset, min(SCAN_BATCH, end - offset))
+            if not result.messages and result.next_begin_offset <= offset:
+                return
+            yield from result.messages
+            offset = result.next_begin_offset
 
     def iter_half(self, begin: int, end: int) -> list[MessageExt]:
         """The half messages with queue offsets in [``begin``, ``end``) (unreadable ones skipped and logged)."""
@@ -164,14 +179,11 @@ class TransactionState:
         except MessageDecodeError:
             log.warning("transaction_op_unreadable", op_offset=op_offset)
             return
-        end_type = op.properties.get(END_TYPE_PROPERTY, "")
-        identity_text = op.properties.get(PREPARED_QUEUE_OFFSET, "")
-        if identity_text.isdigit():
-            self.mark_ended(int(identity_text), end_type, op_offset)
-            return
-        for text in op.body.decode("utf-8", "replace").split(","):  # RocketMQ 5 may merge offsets with ','
-            if text.strip().isdigit():
-                self.mark_ended(int(text), end_type, op_offset)
+        duplicates = op.properties.get(DUPLICATE_PROPERTY) == "true"
+        for identity, end_type in op_record_ends(op.body, op.properties):  # one, or many merged by ','
+            if identity not in self.ended and duplicates:
+                self.duplicates.add(identity)
+            self.mark_ended(identity, end_type, op_offset)
 
     def mark_ended(self, identity: int, end_type: str, op_offset: int) -> None:
         if identity not in self.ended:
@@ -183,6 +195,7 @@ class TransactionState:
         self.ended.pop(identity, None)
         self.ended_op_offset.pop(identity, None)
         self.latest_copy.pop(identity, None)
+        self.duplicates.discard(identity)
 
     # --- the open count ------------------------------------------------------------------------------------------
 
@@ -191,9 +204,9 @@ class TransactionState:
         if self.loaded:
             self.open_by_topic[topic] = self.open_by_topic.get(topic, 0) + 1
 
-    def on_ended(self, topic: str) -> None:
-        """A transaction of real topic ``topic`` was committed, rolled back or discarded."""
-        left = self.open_by_topic.get(topic, 0) - 1
+    def on_ended(self, topic: str, count: int = 1) -> None:
+        """``count`` transactions of real topic ``topic`` were committed, rolled back or discarded."""
+        left = self.open_by_topic.get(topic, 0) - count
         if left > 0:
             self.open_by_topic[topic] = left
         else:
@@ -209,7 +222,11 @@ class TransactionState:
         """Whether the transaction of ``half`` may still be ended: not ended, and either at or after the half
         progress or copied further on (a half message behind the progress and not copied was ended or
         discarded)."""
-        identity = identity_of(half)
+        return self.is_open_at(identity_of(half), half.queue_offset)
+
+    def is_open_at(self, identity: int, queue_offset: int) -> bool:
+        """:meth:`is_open` for the half message (or copy) at half queue offset ``queue_offset`` of transaction
+        ``identity``."""
         if identity in self.ended:
             return False
-        return half.queue_offset >= self.half_progress or identity in self.latest_copy
+        return queue_offset >= self.half_progress or identity in self.latest_copy

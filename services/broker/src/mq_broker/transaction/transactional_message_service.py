@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from mq_common.codec import MessageDecodeError, MessageExt
+from mq_common.codec import MessageDecodeError, MessageExt, decode_message
 from mq_common.constants import TRANS_HALF_TOPIC, MessageConst, MessageSysFlag
 from mq_common.errors import MQBrokerError
 from mq_common.logging import get_logger
@@ -43,12 +43,15 @@ from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult, Put
 from mq_broker.transaction.half_message import (
     COMMIT,
     DISCARDED,
+    DUPLICATES,
     ROLLBACK,
     HalfMessageError,
     committed_message,
     op_record,
+    op_record_many,
     whole_end_summary,
 )
+from mq_broker.transaction.half_record import HalfRecord, committed_record, parse_half_record, property_value
 from mq_broker.transaction.transaction_index import Finished, TransactionIndex
 from mq_broker.transaction.transaction_state import TransactionState, identity_of
 
@@ -61,6 +64,8 @@ _FIND_FAILED: Final = "Find prepared transaction message failed"
 _UNKNOWN_END: Final = "committed, rolled back or discarded"
 WHOLE_CHUNK: Final = 256
 """Half messages ended per store put by a whole-transaction end."""
+OP_RUN: Final = 32
+"""Real messages a whole-transaction commit stores before the op record that lists their half messages."""
 _ENDED_WORDS: Final = {
     COMMIT: "committed",
     ROLLBACK: "rolled back",
@@ -265,12 +270,12 @@ class TransactionalMessageService:
             same = finished.count if finished is not None and finished.end_type == end_type else 0
             return WholeEndResult(0, same)
         already = 0
-        pending: list[tuple[int, MessageExt]] = []
+        pending: list[tuple[int, HalfRecord]] = []
         for identity, offset in sorted(members.items()):
             how = state.ended.get(identity)
             if how is not None:
-                if how == end_type:
-                    already += 1
+                if how == end_type or (end_type == COMMIT and identity in state.duplicates):
+                    already += 1  # a duplicate (UNIQ_KEY) an earlier commit of it rolled back: a repeat too
                 elif end_type == COMMIT:
                     raise MQBrokerError(
                         f"the transaction {txid} of {group} has a half message (offset {identity}) "
@@ -284,7 +289,7 @@ class TransactionalMessageService:
                     ResponseCode.ILLEGAL_OPERATION,
                 )
             half = self._lookup_half(offset)
-            if half is None or not state.is_open(half):
+            if half is None or not state.is_open_at(identity, half.queue_offset):
                 continue
             pending.append((identity, half))
         ended, duplicates = 0, 0
@@ -298,63 +303,98 @@ class TransactionalMessageService:
         self.index.drop(group, txid, Finished(end_type, ended + already))
         return WholeEndResult(ended, already, duplicates)
 
-    def _lookup_half(self, offset: int) -> MessageExt | None:
-        try:
-            half = self.store.lookup_message_by_offset(offset)
-        except (MessageDecodeError, ValueError, IndexError):
+    def _lookup_half(self, offset: int) -> HalfRecord | None:
+        """The half message whose record starts at CommitLog offset ``offset`` (body CRC checked), read from the raw
+        record; None when there is none, it is damaged or not on the half topic."""
+        raw = self.store.select_one_message_by_offset(offset)
+        if raw is None:
             return None
-        return half if half is not None and half.topic == TRANS_HALF_TOPIC else None
+        try:
+            half = parse_half_record(raw)
+        except MessageDecodeError:
+            return None
+        return half if half.topic == TRANS_HALF_TOPIC else None
 
     async def _put_chunk(
-        self, chunk: list[tuple[int, MessageExt]], end_type: str, seen_keys: set[str], summary: dict[str, str]
+        self, chunk: list[tuple[int, HalfRecord]], end_type: str, seen_keys: set[str], summary: dict[str, str]
     ) -> tuple[int, int]:
-        """Store the records ending ``chunk`` in one put, the last op record carrying ``summary``
-        (half_message.whole_end_summary); returns (ended, duplicates rolled back)."""
+        """Store the records ending ``chunk`` in one put and return (ended, duplicates rolled back). A commit stores
+        the real messages in runs of :data:`OP_RUN`, each run followed by one op record listing its half messages
+        (half_message.op_record_many), so a put that fails part way (a CommitLog file that cannot be created)
+        leaves at most a run's real messages without their op record; the duplicates a commit rolls back get one
+        op record of their own; a rollback is one op record. The last op record carries ``summary``
+        (half_message.whole_end_summary)."""
         state = self.state
-        batch: list[MessageExtBrokerInner] = []
-        plan: list[tuple[int, MessageExt, str, bool]] = []  # identity, half, its end type, with a real message
+        reals: list[tuple[int, HalfRecord, MessageExtBrokerInner]] = []
+        others: list[tuple[int, HalfRecord]] = []  # a rollback's, or the duplicates a commit rolls back
         for identity, half in chunk:
-            one_type = end_type
             if end_type == COMMIT:
-                key = half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
-                if key and key in seen_keys:
-                    one_type = ROLLBACK
-                seen_keys.add(key)
-            if one_type == COMMIT:
-                try:
-                    batch.append(committed_message(half))
-                except HalfMessageError as exc:
-                    raise MQBrokerError(str(exc), ResponseCode.SYSTEM_ERROR) from None
-            last = len(plan) == len(chunk) - 1
-            batch.append(op_record(half.queue_offset, identity, one_type, summary if last else None))
-            plan.append((identity, half, one_type, one_type == COMMIT))
-        state.ending.update(identity for identity, _ in chunk)
+                key = property_value(half.properties, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ""
+                if not key or key not in seen_keys:
+                    seen_keys.add(key)
+                    try:
+                        reals.append((identity, half, _committed(half)))
+                    except HalfMessageError as exc:
+                        raise MQBrokerError(str(exc), ResponseCode.SYSTEM_ERROR) from None
+                    continue
+            others.append((identity, half))
+        batch: list[MessageExtBrokerInner] = []
+        # per half message: identity, record, how it ends, index of its real message (-1: none), of its op record
+        plan: list[tuple[int, HalfRecord, str, int, int]] = []
+        for begin in range(0, len(reals), OP_RUN):
+            run = reals[begin : begin + OP_RUN]
+            last = begin + OP_RUN >= len(reals)
+            first = len(batch)
+            batch.extend(inner for _, _, inner in run)
+            if last and others:  # the duplicates' op record goes before the summary
+                plan.extend((identity, half, ROLLBACK, -1, first + len(run)) for identity, half in others)
+                batch.append(op_record_many([(h.queue_offset, i) for i, h in others], ROLLBACK, DUPLICATES))
+                others = []
+            op_at = len(batch)
+            plan.extend((identity, half, COMMIT, first + at, op_at) for at, (identity, half, _) in enumerate(run))
+            batch.append(op_record_many([(h.queue_offset, i) for i, h, _ in run], COMMIT, summary if last else None))
+        if others:  # a rollback, or a commit whose half messages were all duplicates
+            op_at = len(batch)
+            plan.extend((identity, half, ROLLBACK, -1, op_at) for identity, half in others)
+            marks = summary if end_type == ROLLBACK else {**summary, **DUPLICATES}
+            batch.append(op_record_many([(h.queue_offset, i) for i, h in others], ROLLBACK, marks))
+        identities = [identity for identity, _ in chunk]
+        state.ending.update(identities)
         try:
             results = await self.store.put_messages(batch)
             ended = duplicates = 0
-            position = 0
-            for identity, half, one_type, with_real in plan:
-                real = results[position] if with_real else None
-                op = results[position + 1 if with_real else position]
-                position += 2 if with_real else 1
-                if op.status.is_stored:
-                    state.mark_ended(identity, one_type, op.queue_offset)
-                elif real is not None and real.status.is_stored:
+            ended_by_topic: dict[tuple[str, bool], list[float]] = {}
+            now_ms = self._clock_ms()
+            for identity, half, one_type, real_at, op_at in plan:
+                if results[op_at].status.is_stored:
+                    state.mark_ended(identity, one_type, results[op_at].queue_offset)
+                    if one_type != end_type:
+                        state.duplicates.add(identity)
+                elif real_at >= 0 and results[real_at].status.is_stored:
                     state.mark_ended(identity, one_type, state.op_progress())
                 if identity in state.ended:
-                    self._count_end(half, one_type == COMMIT)
+                    topic = batch[real_at].topic if real_at >= 0 else half.get(MessageConst.REAL_TOPIC)
+                    ended_by_topic.setdefault((topic, real_at >= 0), []).append(
+                        (now_ms - half.born_timestamp_ms) / 1000.0
+                    )
                     ended += 1
                     duplicates += one_type != end_type
+            self._count_ends(ended_by_topic)
             _raise_unless_stored(results)
         finally:
-            state.ending.difference_update(identity for identity, _ in chunk)
+            state.ending.difference_update(identities)
         return ended, duplicates
 
     def _count_end(self, half: MessageExt, committed: bool) -> None:
         topic = half.properties.get(MessageConst.REAL_TOPIC, "")
-        self.state.on_ended(topic)
-        if self.metrics is not None:
-            self.metrics.on_transaction_end(topic, committed, (self._clock_ms() - half.born_timestamp_ms) / 1000.0)
+        self._count_ends({(topic, committed): [(self._clock_ms() - half.born_timestamp_ms) / 1000.0]})
+
+    def _count_ends(self, ended: dict[tuple[str, bool], list[float]]) -> None:
+        """The open counts and metrics of transactions ended: (real topic, committed) -> their latencies in s."""
+        for (topic, committed), latencies_s in ended.items():
+            self.state.on_ended(topic, len(latencies_s))
+            if self.metrics is not None:
+                self.metrics.on_transactions_end(topic, committed, latencies_s)
 
     def _find_half(self, header: EndTransactionRequestHeader) -> MessageExt:
         """The half message at ``header.commit_log_offset``, checked as checkPrepareMessage. Raises MQBrokerError."""
@@ -405,6 +445,17 @@ class TransactionalMessageService:
                 "only an answer to a check-back may end it now",
                 ResponseCode.ILLEGAL_OPERATION,
             )
+
+
+def _committed(half: HalfRecord) -> MessageExtBrokerInner:
+    """The real message of ``half`` (half_record.committed_record; a compressed body through committed_message,
+    which stores it inflated). Raises HalfMessageError."""
+    if half.sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+        try:
+            return committed_message(decode_message(half.raw))
+        except MessageDecodeError as exc:
+            raise HalfMessageError(f"half message at {half.commit_log_offset}: {exc}") from None
+    return committed_record(half)
 
 
 def _raise_unless_stored(results: list[PutMessageResult]) -> None:

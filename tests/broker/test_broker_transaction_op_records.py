@@ -1,0 +1,240 @@
+"""A whole-transaction end's records: real messages built from the raw half records (the same as from decoded ones),
+op records that list many half queue offsets (RocketMQ 5's merged op messages, joined by ','), read back after a
+restart and by a promoted slave fed the master's CommitLog, while single op records and RocketMQ's body-only ones
+still read. Stores in-process, no gRPC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from broker_testkit import open_store, store_config
+from mq_broker.store.config import BrokerRole
+from mq_broker.store.message import MessageExtBrokerInner
+from mq_broker.store.message_store import DefaultMessageStore
+from mq_broker.transaction.half_message import (
+    COMMIT,
+    PREPARED_QUEUE_OFFSETS,
+    REMOVE_TAG,
+    ROLLBACK,
+    HalfMessageError,
+    check_copy,
+    committed_message,
+    half_placement,
+    op_record,
+    op_record_ends,
+    op_record_many,
+)
+from mq_broker.transaction.half_record import (
+    committed_record,
+    parse_half_record,
+    property_value,
+    record_properties,
+    without_properties,
+)
+from mq_broker.transaction.transaction_state import TransactionState
+from mq_broker.transaction.transactional_message_service import OP_RUN, TransactionalMessageService
+from mq_common.codec import MessageDecodeError, decode_message, encode_message, encode_properties, host_to_bytes
+from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageConst, MessageSysFlag
+from mq_common.errors import MQBrokerError
+from mq_common.protocol.transaction import EndTransactionRequestHeader, EndTransactionScope
+
+PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
+HOST_V4 = host_to_bytes("127.0.0.1", 40000)
+HOST_V6 = host_to_bytes("::1", 40001)
+
+
+def half(
+    i: int, txid: str = "job-0-0", born_host: bytes = HOST_V4, uniq: str = "", **props: str
+) -> MessageExtBrokerInner:
+    """A half message of TxTopic as the send path stores it (half_placement), of producer group PG."""
+    props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq or f"U{i:06d}", "__transactionId__": txid, **props}
+    placed = half_placement("TxTopic", i % 3, props, PREPARED, "PG")
+    return MessageExtBrokerInner.build(
+        topic=placed.topic,
+        queue_id=placed.queue_id,
+        body=f"row-{i}".encode(),
+        properties=placed.properties,
+        sys_flag=placed.sys_flag,
+        born_timestamp_ms=1_700_000_000_000 + i,
+        born_host=born_host,
+        reconsume_times=i % 2,
+    )
+
+
+def whole(txid: str, kind: int = MessageSysFlag.TRANSACTION_COMMIT_TYPE) -> EndTransactionRequestHeader:
+    return EndTransactionRequestHeader(
+        producer_group="PG",
+        tran_state_table_offset=0,
+        commit_log_offset=0,
+        commit_or_rollback=kind,
+        transaction_id=txid,
+        scope=EndTransactionScope.TRANSACTION,
+    )
+
+
+def raw_record(inner: MessageExtBrokerInner, queue_offset: int = 7) -> bytes:
+    return encode_message(
+        topic=inner.topic.encode(),
+        body=inner.body,
+        properties=inner.properties_string.encode(),
+        queue_id=inner.queue_id,
+        flag=inner.flag,
+        queue_offset=queue_offset,
+        physical_offset=4096,
+        sys_flag=inner.sys_flag,
+        born_timestamp_ms=inner.born_timestamp_ms,
+        born_host=inner.born_host,
+        store_timestamp_ms=1_700_000_000_500,
+        store_host=HOST_V4,
+        reconsume_times=inner.reconsume_times,
+    )
+
+
+def op_records(store: DefaultMessageStore) -> list[tuple[bytes, dict[str, str]]]:
+    result = store.get_messages(TRANS_OP_HALF_TOPIC, 0, 0, 1000)
+    return [(m.body, m.properties) for m in (decode_message(r) for r in result.messages)]
+
+
+# --- the raw half record ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        half(1),
+        half(2, born_host=HOST_V6, TAGS="T", KEYS="a b"),
+        half(3, WAIT="false", TRAN_PREPARED_QUEUE_OFFSET="1"),
+        MessageExtBrokerInner.build(  # the client's TRAN_MSG first, REAL_* last: cut out wherever they are
+            topic=TRANS_HALF_TOPIC,
+            queue_id=0,
+            body=b"",
+            properties={"TRAN_MSG": "true", "PGROUP": "PG", "REAL_TOPIC": "T2", "REAL_QID": "5"},
+            sys_flag=MessageSysFlag.BORNHOST_V6_FLAG,
+            born_host=HOST_V6,
+        ),
+    ],
+)
+def test_the_real_message_from_the_raw_record_is_the_one_from_the_decoded_message(inner: MessageExtBrokerInner) -> None:
+    raw = raw_record(inner)
+    record = parse_half_record(raw)
+    assert committed_record(record) == committed_message(decode_message(raw))
+    assert (record.queue_offset, record.commit_log_offset, record.raw) == (7, 4096, raw)
+    assert record_properties(raw) == (7, 4096, inner.properties_string)
+
+
+def test_a_bad_half_record_is_refused() -> None:
+    raw = raw_record(half(1))
+    with pytest.raises(MessageDecodeError):
+        parse_half_record(raw[:-1])
+    with pytest.raises(MessageDecodeError):
+        record_properties(raw[:40])
+    damaged = bytearray(raw)
+    damaged[raw.index(b"row-1")] ^= 0xFF
+    with pytest.raises(MessageDecodeError):
+        parse_half_record(bytes(damaged))
+    assert parse_half_record(bytes(damaged), check_crc=False).body == bytes(damaged[raw.index(b"row-1") :][:5])
+    no_real_topic = MessageExtBrokerInner.build(topic=TRANS_HALF_TOPIC, queue_id=0, body=b"x", properties={"A": "1"})
+    with pytest.raises(HalfMessageError):
+        committed_record(parse_half_record(raw_record(no_real_topic)))
+
+
+def test_property_text_lookups() -> None:
+    text = encode_properties({"A": "1", "AB": "2", "B": "", "C": "x\x01y"})
+    assert [property_value(text, k) for k in ("A", "AB", "B", "C", "D", "")] == ["1", "2", "", "x\x01y", None, None]
+    assert without_properties(text, ("A", "C")) == encode_properties({"AB": "2", "B": ""})
+    assert without_properties(text + "A\x013\x02", ("A",)) == encode_properties({"AB": "2", "B": "", "C": "x\x01y"})
+
+
+# --- op records -----------------------------------------------------------------------------------------------------
+
+
+def test_an_op_record_lists_many_offsets_and_names_copies_only_when_there_are_some() -> None:
+    plain = op_record_many([(3, 3), (4, 4), (9, 9)], COMMIT, {"X": "y"})
+    props = dict(p.split("\x01") for p in plain.properties_string.split("\x02") if p)
+    assert (plain.topic, plain.body, props) == (
+        TRANS_OP_HALF_TOPIC,
+        b"3,4,9",
+        {MessageConst.TAGS: REMOVE_TAG, "TRAN_END_TYPE": COMMIT, "X": "y"},
+    )
+    assert op_record_ends(plain.body, props) == [(3, COMMIT), (4, COMMIT), (9, COMMIT)]
+    copied = op_record_many([(3, 3), (12, 4)], ROLLBACK)
+    props = dict(p.split("\x01") for p in copied.properties_string.split("\x02") if p)
+    assert props[PREPARED_QUEUE_OFFSETS] == "3,4"
+    assert op_record_ends(copied.body, props) == [(3, ROLLBACK), (4, ROLLBACK)]
+    assert op_record_many([(12, 4)], COMMIT) == op_record(12, 4, COMMIT), "one half message: the single op record"
+    with pytest.raises(ValueError, match="at least one"):
+        op_record_many([], COMMIT)
+
+
+def test_old_single_and_rocketmq_body_only_op_records_still_read() -> None:
+    single = {MessageConst.TAGS: REMOVE_TAG, "TRAN_END_TYPE": ROLLBACK, "TRAN_PREPARED_QUEUE_OFFSET": "2"}
+    assert op_record_ends(b"17", single) == [(2, ROLLBACK)]
+    assert op_record_ends(b"5,6, 8,x", {MessageConst.TAGS: REMOVE_TAG}) == [(5, ""), (6, ""), (8, "")]
+    mismatched = {PREPARED_QUEUE_OFFSETS: "1", "TRAN_END_TYPE": COMMIT}
+    assert op_record_ends(b"5,6", mismatched) == [(5, COMMIT), (6, COMMIT)], "a list that does not match: the body"
+
+
+# --- stores ---------------------------------------------------------------------------------------------------------
+
+
+async def test_a_whole_commit_is_read_back_after_a_restart_and_by_a_promoted_slave(tmp_path: Path) -> None:
+    count = 300  # two chunks (WHOLE_CHUNK 256), runs of OP_RUN
+    master = open_store(store_config(tmp_path / "m", file_size=1 << 20, cq_units=1024))
+    try:
+        await master.put_messages([half(i) for i in range(count)])
+        await master.put_messages([half(count, uniq="U000005")])  # a retried send: rolled back as a duplicate
+        (stored,) = await master.put_messages([half(count + 1, txid="other")])
+        first = decode_message(master.select_one_message_by_offset(stored.wrote_offset) or b"")
+        await master.put_messages([check_copy(first, first.queue_offset, 1)])  # checked once: ended through its copy
+        (old,) = await master.put_messages([half(count + 3, txid="old")])
+        await master.put_messages([op_record(old.queue_offset, old.queue_offset, ROLLBACK)])  # an old single op record
+        service = TransactionalMessageService(master, TransactionState(master, None), transaction_timeout_ms=6_000)
+        result = await service.end_whole(whole("job-0-0"))
+        assert (result.ended, result.duplicates) == (count + 1, 1)
+        other = await service.end_whole(whole("other", MessageSysFlag.TRANSACTION_ROLLBACK_TYPE))
+        assert other.ended == 1
+        ops = op_records(master)
+        runs = -(-256 // OP_RUN) + -(-(count - 256) // OP_RUN)
+        assert len(ops) == 1 + runs + 1 + 1, "the old one, a run's op each, the duplicate's, the copy's rollback"
+        assert ops[1][0] == ",".join(str(i) for i in range(OP_RUN)).encode()
+        assert (ops[-1][0], ops[-1][1]["TRAN_PREPARED_QUEUE_OFFSET"]) == (str(count + 2).encode(), str(count + 1))
+        assert [p.get("TRAN_DUPLICATE") for _, p in ops].count("true") == 1
+        summaries = [p for _, p in ops if "TRAN_WHOLE_COUNT" in p]
+        assert [p["TRAN_WHOLE_COUNT"] for p in summaries] == ["256", str(count + 1), "1"]
+        assert on_queue(master) == count
+    finally:
+        master.shutdown()
+
+    restarted = open_store(store_config(tmp_path / "m", file_size=1 << 20, cq_units=1024))
+    slave = open_store(store_config(tmp_path / "s", file_size=1 << 20, cq_units=1024, broker_role=BrokerRole.SLAVE))
+    try:
+        offset, end = 0, restarted.commit_log.max_offset
+        while offset < end:
+            size = restarted.commit_log.transfer_size(offset, 64 * 1024)
+            data = restarted.commit_log.get_message(offset, size)
+            assert data is not None
+            assert slave.append_replicated(offset, data)
+            offset += size
+        slave.broker_role = BrokerRole.ASYNC_MASTER  # promoted
+        for store in (restarted, slave):
+            state = TransactionState(store, None)
+            state.recover()
+            ended = state.ended
+            assert [ended.get(i) for i in range(count)] == [COMMIT] * count
+            assert (ended.get(count), ended.get(count + 1), ended.get(count + 3)) == (ROLLBACK, ROLLBACK, ROLLBACK)
+            assert state.duplicates == {count}
+            assert state.open_counts() == {}
+            service = TransactionalMessageService(store, state, transaction_timeout_ms=6_000)
+            again = await service.end_whole(whole("job-0-0"))
+            assert (again.ended, again.already_ended) == (0, count + 1), "idempotent after a restart / failover"
+            with pytest.raises(MQBrokerError, match="rolled back"):
+                await service.end_whole(whole("other"))
+            assert on_queue(store) == count, "nothing committed twice"
+    finally:
+        restarted.shutdown()
+        slave.shutdown()
+
+
+def on_queue(store: DefaultMessageStore) -> int:
+    return sum(store.get_max_offset_in_queue("TxTopic", q) for q in range(3))
