@@ -1,7 +1,8 @@
 """Whole transactions sent and ended the way the Spark sink does, through an in-process broker: one multi-message send
 (a SendBatch frame of independent requests, the gateway's batched hop) of half messages stores each as its own half
-message (RMQ_SYS_TRANS_HALF_TOPIC, REAL_TOPIC / REAL_QID, indexed), none visible until committed, while a
-MessageBatch (one body of many messages) with the transaction flag stays refused as RocketMQ refuses it; a half
+message (RMQ_SYS_TRANS_HALF_TOPIC, REAL_TOPIC / REAL_QID, indexed), none visible until committed, and so does a
+MessageBatch (one body of many messages) with the transaction flag, which RocketMQ refuses (this project's extension,
+tests/broker/test_broker_half_batch.py); a half
 message with CHECK_IMMUNITY_TIME_IN_SECONDS is neither checked nor discarded before its immunity ends (it is copied
 unchecked each pass, putImmunityMsgBackToHalfQueue), then is checked as any other; checks nobody can answer are
 logged once per group and pass; and after a restart that lost the in-memory record of ended transactions (the check
@@ -71,8 +72,10 @@ async def test_one_multi_message_send_stores_independent_half_messages(brokers: 
     assert on_topic(controller) == 40
 
 
-async def test_a_message_batch_with_the_transaction_flag_stays_refused(brokers: RunningBrokers, tmp_path: Path) -> None:
-    _controller, stub = await brokers.start(tmp_path, **SLOW)
+async def test_a_message_batch_with_the_transaction_flag_is_stored_as_half_messages(
+    brokers: RunningBrokers, tmp_path: Path
+) -> None:
+    controller, stub = await brokers.start(tmp_path, **SLOW)
     body = encode_batch(
         [(b"one", encode_properties({"UNIQ_KEY": "U1"}), 0), (b"two", encode_properties({"UNIQ_KEY": "U2"}), 0)]
     )
@@ -87,7 +90,13 @@ async def test_a_message_batch_with_the_transaction_flag_stays_refused(brokers: 
         body=body,
     )
     answer = await stream_send_message_batch(stub, request)
-    assert (answer.code, "batch" in answer.remark) == (ResponseCode.MESSAGE_ILLEGAL, True), answer.remark
+    assert (answer.code, answer.queue_id, answer.message_count) == (ResponseCode.SUCCESS, 1, 2), answer.remark
+    halves = await stored(controller, TRANS_HALF_TOPIC, 2)
+    assert [(h.body, h.properties["REAL_TOPIC"], h.properties["PGROUP"]) for h in halves] == [
+        (b"one", TOPIC, "PG"),
+        (b"two", TOPIC, "PG"),
+    ]
+    assert on_topic(controller) == 0
 
 
 async def test_a_repeated_commit_after_a_restart_is_already_ended(brokers: RunningBrokers, tmp_path: Path) -> None:
