@@ -21,7 +21,9 @@ Streaming (``df.writeStream.format("rocketmq")``, :class:`RocketMQStreamWriter`)
 its own producer group (derived from the checkpoint location and the batch id). Before it commits a micro-batch,
 ``commit`` records the winners' transaction ids in ``<checkpointLocation>/rocketmq-sink/<batchId>.json``; a query
 restarted from its checkpoint that runs that micro-batch again finds the record, commits the recorded transactions
-again (idempotent) and rolls back everything the re-run sent: nothing is published twice.
+again (idempotent) and rolls back everything the re-run sent: nothing is published twice. After the commit the record
+also holds the micro-batch's figures (published, failed, transactions ended, ...): the query's progress cannot carry
+a Python sink's own metrics, mq_spark.sink_progress says why and reads them.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from pyspark.sql.types import StructType
 
 from mq_spark.counts import PublishCounts
 from mq_spark.options import WriterOptions
+from mq_spark.sink_progress import PROGRESS_KEY, RERUN_PROGRESS_KEY, sink_record_path
+from mq_spark.sink_progress import STREAM_COMMITS_DIR as STREAM_COMMITS_DIR  # where it was defined before
 from mq_spark.transactions import attempt_transaction_id, job_key, job_producer_group
 
 if TYPE_CHECKING:
@@ -213,7 +217,9 @@ def _report(
     committed: bool,
     extra: dict[str, Any],
     batch_id: int | None = None,
-) -> None:
+) -> dict[str, Any]:
+    """Sum the tasks' counters (+ ``extra``), log them as one JSON line on stderr, write the summary file when
+    ``summaryPath`` is set; returns the summary."""
     parts = [PublishCounts.from_dict(m.counts) for m in messages if isinstance(m, PublishCommitMessage)]
     summary = {
         **PublishCounts.total(parts).to_dict(),
@@ -227,9 +233,7 @@ def _report(
     print(json.dumps({"event": "rocketmq_write_" + ("commit" if committed else "abort"), **summary}), file=sys.stderr)
     if options.summary_path:
         write_summary(Path(options.summary_path), summary)
-
-
-STREAM_COMMITS_DIR = "rocketmq-sink"
+    return summary
 
 
 class RocketMQStreamWriter(DataSourceStreamArrowWriter):
@@ -258,23 +262,21 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
         return _publish(self.options, iterator, f"{batch_key}r{self.run}", batch_key)
 
     def _record_path(self, batch_id: int) -> Path | None:
-        location = self.checkpoint
-        if location.startswith("file:"):
-            location = location.removeprefix("file:")
-            location = "/" + location.lstrip("/") if location.startswith("//") else location
-        if not location or "://" in location:
-            return None
-        return Path(location) / STREAM_COMMITS_DIR / f"{batch_id}.json"
+        return sink_record_path(self.checkpoint, batch_id)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         """Commit micro-batch ``batchId``: record its winners (unless a record exists: a re-run), commit the
-        recorded transactions, roll back the rest of the micro-batch's group. Raises TransactionEndError."""
+        recorded transactions, roll back the rest of the micro-batch's group. Raises TransactionEndError. Then add
+        the micro-batch's figures to its record (``progress``, or ``rerun_progress`` for a re-run; any guarantee:
+        mq_spark.sink_progress reads them)."""
         extra: dict[str, Any] = {}
+        record = self._record_path(batchId)
+        earlier = json.loads(record.read_text(encoding="utf-8")) if record is not None and record.exists() else None
+        txids = _transactions(messages)
         if self.options.exactly_once:
-            txids, published, brokers = _transactions(messages), _published(messages), _brokers(messages)
-            record = self._record_path(batchId)
-            if record is not None and record.exists():
-                txids = list(json.loads(record.read_text(encoding="utf-8"))["transactions"])
+            published, brokers = _published(messages), _brokers(messages)
+            if earlier is not None:
+                txids = list(earlier["transactions"])
                 published, brokers = {}, {}  # ended in an earlier run: what they sent is not known here
                 extra["rerun"] = True
             elif record is not None:
@@ -287,7 +289,13 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
                 extra.update(ender.commit_all(txids, published, brokers).to_dict())
             finally:
                 ender.close()
-        _report(self.options, messages, committed=True, extra=extra, batch_id=batchId)
+        summary = _report(self.options, messages, committed=True, extra=extra, batch_id=batchId)
+        if record is not None:
+            figures = {k: v for k, v in summary.items() if k not in ("batch_id", "rerun")}
+            if earlier is None:
+                write_summary(record, {"batch_id": batchId, "transactions": txids, PROGRESS_KEY: figures})
+            else:
+                write_summary(record, {**earlier, RERUN_PROGRESS_KEY: figures})
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         """Roll back everything micro-batch ``batchId`` sent in this run (exactly once)."""
