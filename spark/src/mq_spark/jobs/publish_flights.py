@@ -118,7 +118,8 @@ def arrow_in_even_splits(spark: SparkSession, table: pa.Table) -> DataFrame:
     (sizes differ by at most one row; fewer partitions when there are fewer rows).
 
     ``spark.createDataFrame(table)`` sends one Arrow record batch per partition to the JVM, which parallelizes
-    them (a ParallelCollectionRDD: each task carries its batch, about 8.6 MB for a quarter of the flights). Two
+    them (a ParallelCollectionRDD: each task carries its batch, 8.5 MB for a quarter of the flights, so Spark logs
+    "a task of very large size": expected, far below ``spark.rpc.message.maxSize``, 128 MiB). Two
     session settings shape that and are restored afterwards: ``spark.sql.execution.arrow.maxRecordsPerBatch``
     (the rows per batch, here a share of the table) and ``spark.sql.execution.arrow.localRelationThreshold``
     (below it, 48 MiB by default, Spark would keep the rows in the plan as a LocalRelation, scanned by
