@@ -112,11 +112,12 @@ SECURITY_ENV: Final = (ACCESS_KEY_ENV, SECRET_KEY_ENV, TLS_CA_FILE_ENV, TLS_CERT
 def _security(env: list[dict[str, Any]], mounts: list[dict[str, Any]], volumes: list[dict[str, Any]]) -> dict[str, Any]:
     """What one pod gets of the Spark user: each MQ_SPARK_* env entry (its value or its secretKeyRef) and the
     Secret each TLS file path lies in (the Secret volume mounted at the path's folder)."""
-    entries = {e["name"]: e.get("value", e.get("valueFrom")) for e in env if e["name"] in SECURITY_ENV}
+    entries: dict[str, Any] = {e["name"]: e.get("value", e.get("valueFrom")) for e in env if e["name"] in SECURITY_ENV}
     secrets = {v["name"]: v["secret"] for v in volumes if "secret" in v}
     files = {}
     for name in (TLS_CA_FILE_ENV, TLS_CERT_FILE_ENV, TLS_KEY_FILE_ENV):
-        (mount,) = [m for m in mounts if entries[name].rsplit("/", 1)[0] == m["mountPath"]]
+        folder = str(entries[name]).rsplit("/", 1)[0]
+        (mount,) = [m for m in mounts if m["mountPath"] == folder]
         files[name] = secrets[mount["name"]]["secretName"]
         assert mount.get("readOnly") is True
     return {"env": entries, "files": files}

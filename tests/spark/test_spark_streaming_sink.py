@@ -17,7 +17,7 @@ from mq_local.testing import make_topic, read_all
 from mq_spark.datasource import FORMAT_NAME
 from mq_spark.sink_progress import STREAM_COMMITS_DIR, read_sink_record, with_sink_progress
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 pytestmark = [
     pytest.mark.spark,
