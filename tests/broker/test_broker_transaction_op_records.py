@@ -26,6 +26,7 @@ from mq_broker.transaction.half_message import (
     op_record_many,
 )
 from mq_broker.transaction.half_record import (
+    NATIVE,
     committed_record,
     parse_half_record,
     property_value,
@@ -40,6 +41,7 @@ from mq_common.errors import MQBrokerError
 from mq_common.protocol.transaction import EndTransactionRequestHeader, EndTransactionScope
 
 PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
+NOT_COMMITTED = ("REAL_TOPIC", "REAL_QID", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET")
 HOST_V4 = host_to_bytes("127.0.0.1", 40000)
 HOST_V6 = host_to_bytes("::1", 40001)
 
@@ -119,8 +121,65 @@ def test_the_real_message_from_the_raw_record_is_the_one_from_the_decoded_messag
     raw = raw_record(inner)
     record = parse_half_record(raw)
     assert committed_record(record) == committed_message(decode_message(raw))
+    assert committed_record(parse_half_record(raw, native=False)) == committed_message(decode_message(raw))
     assert (record.queue_offset, record.commit_log_offset, record.raw) == (7, 4096, raw)
     assert record_properties(raw) == (7, 4096, inner.properties_string)
+
+
+def record_with_properties(text: bytes, sys_flag: int = 0, born_host: bytes = HOST_V4) -> bytes:
+    return encode_message(
+        topic=TRANS_HALF_TOPIC.encode(),
+        body=b"body",
+        properties=text,
+        queue_id=0,
+        flag=3,
+        queue_offset=11,
+        physical_offset=8192,
+        sys_flag=sys_flag,
+        born_timestamp_ms=5,
+        born_host=born_host,
+        store_timestamp_ms=6,
+        store_host=HOST_V6,
+        reconsume_times=2,
+    )
+
+
+ODD_TEXTS = [
+    b"",
+    b"REAL_TOPIC\x01T\x02REAL_QID\x012",  # no trailing separator
+    b"A\x011\x02\x02REAL_TOPIC\x01T\x02noseparator\x02REAL_QID\x012\x02",  # an empty item, an item without \x01
+    b"TAGS\x01a\x02TAGS\x01b\x02UNIQ_KEY\x01u\x02REAL_TOPIC\x01x\x02REAL_TOPIC\x01y\x02",  # repeated: the first
+    b"TRAN_PREPARED_QUEUE_OFFSET\x0112a\x02WAIT\x01false\x02",  # not a number: the queue offset
+    b"TRAN_PREPARED_QUEUE_OFFSET\x011234567890123456789\x02",  # too long for an offset
+    b"TRAN_PREPARED_QUEUE_OFFSET\x01\x02WAIT\x01False\x02REAL_QID\x01\x02",
+    "K\x01\u00e9\u4e2d\x02TRAN_PREPARED_QUEUE_OFFSET\x0142\x02TRAN_MSG\x01true\x02".encode(),
+    b"REAL_TOPICX\x01no\x02XREAL_TOPIC\x01no\x02REAL_TOPIC\x01",
+]
+
+
+@pytest.mark.skipif(not NATIVE, reason="the C extension is off or not built")
+@pytest.mark.parametrize("text", ODD_TEXTS)
+def test_the_c_reader_reads_what_the_python_reader_reads(text: bytes) -> None:
+    for raw in (record_with_properties(text), record_with_properties(text, MessageSysFlag.BORNHOST_V6_FLAG, HOST_V6)):
+        record = parse_half_record(raw, native=True)
+        assert record == parse_half_record(raw, native=False)
+        assert record.committed_properties == without_properties(record.properties, NOT_COMMITTED)
+
+
+@pytest.mark.skipif(not NATIVE, reason="the C extension is off or not built")
+def test_the_c_reader_refuses_what_the_python_reader_refuses() -> None:
+    raw = record_with_properties(b"A\x011\x02")
+    damaged = bytearray(raw)
+    damaged[raw.index(b"body")] ^= 0xFF
+    not_utf8 = record_with_properties(b"A\x01\xff\x02")
+    cases = [raw[:-1], raw[:50], raw + b"x", bytes(damaged), not_utf8, b"", bytes(100)]
+    for bad in cases:
+        for native in (True, False):
+            with pytest.raises(MessageDecodeError):
+                parse_half_record(bad, native=native)
+    assert parse_half_record(bytes(damaged), check_crc=False, native=True) == parse_half_record(
+        bytes(damaged), check_crc=False, native=False
+    )
 
 
 def test_a_bad_half_record_is_refused() -> None:

@@ -724,6 +724,156 @@ done:
     return result;
 }
 
+
+/* --- a half message's record, read for its commit (mq_broker.transaction.half_record) -------------------------- */
+
+/* The properties a committed message does not carry over: REAL_TOPIC, REAL_QID, TRAN_MSG,
+ * TRAN_PREPARED_QUEUE_OFFSET (indexes 0..3), and those the commit reads: UNIQ_KEY, TAGS, WAIT (4..6). */
+static const char *const HALF_NAMES[] = {"REAL_TOPIC", "REAL_QID", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET",
+                                         "UNIQ_KEY",   "TAGS",     "WAIT"};
+#define HALF_NAME_COUNT 7
+#define HALF_DROPPED 4
+
+static int half_name_index(const unsigned char *key, Py_ssize_t key_len) {
+    for (int i = 0; i < HALF_NAME_COUNT; i++) {
+        if ((Py_ssize_t)strlen(HALF_NAMES[i]) == key_len && memcmp(key, HALF_NAMES[i], (size_t)key_len) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* A str of UTF-8 text, or ``fallback`` (a new reference) when ``text`` is NULL. */
+static PyObject *utf8_or(const unsigned char *text, Py_ssize_t len, PyObject *fallback) {
+    if (text == NULL) {
+        Py_INCREF(fallback);
+        return fallback;
+    }
+    return PyUnicode_DecodeUTF8((const char *)text, len, "strict");
+}
+
+PyDoc_STRVAR(half_record_doc,
+"half_record(raw, check_crc, /) -> tuple\n"
+"\n"
+"The fields of the v1 record ``raw`` (one whole record, bytes) a whole-transaction commit needs, in the order of\n"
+"mq_broker.transaction.half_record.HalfRecord: topic, queue offset, CommitLog offset, SYSFLAG, FLAG, born time,\n"
+"born host (as stored), reconsume times, body, properties text, ``raw`` itself, the properties text without\n"
+"REAL_TOPIC / REAL_QID / TRAN_MSG / TRAN_PREPARED_QUEUE_OFFSET (split on \\x02 and joined again, as\n"
+"str.split/str.join), REAL_TOPIC, REAL_QID, the identity (TRAN_PREPARED_QUEUE_OFFSET when all digits, else the\n"
+"queue offset), UNIQ_KEY ('' when absent; the first of each), TAGS (None when absent) and whether WAIT is not\n"
+"'false'. Raises ValueError for a short, malformed or (``check_crc``) damaged record, UnicodeDecodeError for text\n"
+"that is not UTF-8.");
+
+static PyObject *half_record(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *raw_obj;
+    int check_crc;
+    if (!PyArg_ParseTuple(args, "Sp", &raw_obj, &check_crc)) return NULL;
+    const unsigned char *r = (const unsigned char *)PyBytes_AS_STRING(raw_obj);
+    Py_ssize_t len = PyBytes_GET_SIZE(raw_obj);
+    if (len < MIN_RECORD_BYTES || get_u32(r + MAGIC_CODE_OFFSET) != MESSAGE_MAGIC_CODE ||
+        (Py_ssize_t)get_u32(r + TOTAL_SIZE_OFFSET) != len) {
+        PyErr_SetString(PyExc_ValueError, "not a whole v1 record");
+        return NULL;
+    }
+    int32_t sys_flag = (int32_t)get_u32(r + SYS_FLAG_OFFSET);
+    Py_ssize_t born_len = BORN_HOST_LENGTH(sys_flag), store_len = STORE_HOST_LENGTH(sys_flag);
+    Py_ssize_t p = BODY_LENGTH_AT(born_len, store_len);
+    if (p + BODY_LENGTH_BYTES > len) goto malformed;
+    Py_ssize_t body_len = (Py_ssize_t)(int32_t)get_u32(r + p);
+    p += BODY_LENGTH_BYTES;
+    if (body_len < 0 || p + body_len + TOPIC_LENGTH_BYTES > len) goto malformed;
+    Py_ssize_t body_at = p;
+    p += body_len;
+    Py_ssize_t topic_len = r[p];
+    p += TOPIC_LENGTH_BYTES;
+    Py_ssize_t topic_at = p;
+    p += topic_len;
+    if (p + PROPERTIES_LENGTH_BYTES > len) goto malformed;
+    Py_ssize_t props_len = ((Py_ssize_t)r[p] << 8) | r[p + 1];
+    p += PROPERTIES_LENGTH_BYTES;
+    if (p + props_len != len) goto malformed;
+    const unsigned char *props = r + p;
+
+    PyObject *body = NULL, *crc = NULL, *kept = NULL, *result = NULL;
+    unsigned char *out = NULL;
+    body = PyBytes_FromStringAndSize((const char *)r + body_at, body_len);
+    if (body == NULL) goto done;
+    if (check_crc) {
+        crc = PyObject_CallOneArg(crc32_func, body);
+        if (crc == NULL) goto done;
+        uint32_t computed = (uint32_t)(PyLong_AsUnsignedLong(crc) & 0x7FFFFFFFu);
+        if (PyErr_Occurred()) goto done;
+        if (computed != get_u32(r + BODY_CRC_OFFSET)) {
+            PyErr_SetString(PyExc_ValueError, "body CRC mismatch");
+            goto done;
+        }
+    }
+    /* split on \x02; drop the committed-away names; keep the first value of each name the commit reads */
+    const unsigned char *found[HALF_NAME_COUNT] = {NULL};
+    Py_ssize_t found_len[HALF_NAME_COUNT] = {0};
+    out = PyMem_Malloc((size_t)props_len + 1);
+    if (out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t out_len = 0, i = 0;
+    int first = 1;
+    for (;;) {
+        const unsigned char *sep = props_len > i ? memchr(props + i, 2, (size_t)(props_len - i)) : NULL;
+        Py_ssize_t item_end = sep == NULL ? props_len : sep - props;
+        const unsigned char *item = props + i;
+        Py_ssize_t item_len = item_end - i;
+        const unsigned char *eq = item_len > 0 ? memchr(item, 1, (size_t)item_len) : NULL;
+        int name = eq == NULL ? -1 : half_name_index(item, eq - item);
+        if (name >= 0 && found[name] == NULL) {
+            found[name] = eq + 1;
+            found_len[name] = item_end - (eq + 1 - props);
+        }
+        if (name < 0 || name >= HALF_DROPPED) {
+            if (!first) out[out_len++] = 2;
+            memcpy(out + out_len, item, (size_t)item_len);
+            out_len += item_len;
+            first = 0;
+        }
+        if (sep == NULL) break;
+        i = item_end + 1;
+    }
+    kept = PyUnicode_DecodeUTF8((const char *)out, out_len, "strict");
+    if (kept == NULL) goto done;
+    long long queue_offset = (long long)get_u64(r + QUEUE_OFFSET_OFFSET);
+    long long identity = queue_offset;
+    if (found[3] != NULL && found_len[3] > 0 && found_len[3] <= 18) {
+        long long v = 0;
+        Py_ssize_t k = 0;
+        for (; k < found_len[3] && found[3][k] >= '0' && found[3][k] <= '9'; k++) v = v * 10 + (found[3][k] - '0');
+        if (k == found_len[3]) identity = v;
+    }
+    int wait = !(found[6] != NULL && found_len[6] == 5 && memcmp(found[6], "false", 5) == 0);
+    PyObject *empty = PyUnicode_New(0, 0);
+    if (empty == NULL) goto done;
+    result = Py_BuildValue(
+        "(NLLiiLy#iONONNNLNNO)",
+        PyUnicode_DecodeUTF8((const char *)r + topic_at, topic_len, "strict"), queue_offset,
+        (long long)get_u64(r + PHYSICAL_OFFSET_OFFSET), (int)sys_flag, (int)(int32_t)get_u32(r + FLAG_OFFSET),
+        (long long)get_u64(r + BORN_TIMESTAMP_OFFSET), (const char *)r + BORN_HOST_OFFSET, born_len,
+        (int)(int32_t)get_u32(r + STORE_TIMESTAMP_AT(born_len) + STORE_TIMESTAMP_BYTES + store_len), body,
+        PyUnicode_DecodeUTF8((const char *)props, props_len, "strict"), raw_obj, kept,
+        utf8_or(found[0], found_len[0], empty), utf8_or(found[1], found_len[1], empty), identity,
+        utf8_or(found[4], found_len[4], empty), utf8_or(found[5], found_len[5], Py_None), wait ? Py_True : Py_False);
+    Py_DECREF(empty);
+    kept = NULL; /* stolen by "N" (also on failure) */
+    goto done;
+malformed:
+    PyErr_SetString(PyExc_ValueError, "malformed v1 record");
+    return NULL;
+done:
+    PyMem_Free(out);
+    Py_XDECREF(crc);
+    Py_XDECREF(kept);
+    Py_XDECREF(body);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"append_records", append_records, METH_VARARGS, append_records_doc},
     {"index_messages", index_messages, METH_VARARGS, index_messages_doc},
@@ -731,6 +881,7 @@ static PyMethodDef methods[] = {
     {"append_batch", append_batch, METH_VARARGS, append_batch_doc},
     {"index_records", index_records, METH_VARARGS, index_records_doc},
     {"reput_records", reput_records, METH_VARARGS, reput_records_doc},
+    {"half_record", half_record, METH_VARARGS, half_record_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, NamedTuple, Protocol
 
 from mq_common.codec import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageDecodeError, body_crc
 from mq_common.constants import MessageConst, MessageSysFlag
+from mq_common.extensions import extensions_disabled
 from mq_common.record_layout import (
     BODY_LENGTH,
     BODY_LENGTH_BYTES,
@@ -47,6 +47,8 @@ _NOT_COMMITTED: Final = (
 )
 """The properties a committed message does not carry over from its half message."""
 _NOT_COMMITTED_PREFIXES: Final = tuple(key + NAME_VALUE_SEPARATOR for key in _NOT_COMMITTED)
+_MAX_IDENTITY_DIGITS: Final = 18
+"""A longer TRAN_PREPARED_QUEUE_OFFSET is not a queue offset (the C reader's bound too)."""
 
 
 def property_value(properties: str, key: str) -> str | None:
@@ -72,11 +74,13 @@ def without_properties(properties: str, keys: Iterable[str]) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class HalfRecord:
-    """The fields of a stored half message a commit needs: ``born_host`` as stored (8 or 20 bytes),
-    ``properties`` the ``key\\x01value\\x02`` text, ``body`` as stored (compressed when ``sys_flag`` says so),
-    ``raw`` the whole record."""
+class HalfRecord(NamedTuple):
+    """The fields of a stored half message a commit needs: ``born_host`` as stored (8 or 20 bytes), ``body`` as
+    stored (compressed when ``sys_flag`` says so), ``properties`` the ``key\\x01value\\x02`` text, ``raw`` the
+    whole record; read from the properties text: ``committed_properties`` (without REAL_TOPIC, REAL_QID, TRAN_MSG
+    and TRAN_PREPARED_QUEUE_OFFSET), ``real_topic`` and ``real_queue_id`` ("" when absent), ``identity`` (the
+    transaction's: TRAN_PREPARED_QUEUE_OFFSET of a check copy, else the queue offset), ``uniq_key`` ("" when
+    absent), ``tags`` (None when absent), ``wait`` (WAIT is not "false"); the first value of a repeated name."""
 
     topic: str
     queue_offset: int
@@ -89,22 +93,51 @@ class HalfRecord:
     body: bytes
     properties: str
     raw: bytes
+    committed_properties: str
+    real_topic: str
+    real_queue_id: str
+    identity: int
+    uniq_key: str
+    tags: str | None
+    wait: bool
 
     def get(self, key: str) -> str:
         """The value of property ``key`` ("" when absent)."""
         return property_value(self.properties, key) or ""
 
-    @property
-    def identity(self) -> int:
-        """The transaction identity (mq_broker.transaction.transaction_state.identity_of): TRAN_PREPARED_QUEUE_OFFSET
-        of a check copy, else the record's own queue offset."""
-        text = property_value(self.properties, PREPARED_QUEUE_OFFSET) or ""
-        return int(text) if text.isdigit() else self.queue_offset
+
+class _HalfRecordReader(Protocol):
+    def __call__(self, raw: bytes, check_crc: bool, /) -> tuple[Any, ...]: ...
 
 
-def parse_half_record(raw: bytes, *, check_crc: bool = True) -> HalfRecord:
-    """The fields of the v1 record ``raw`` (one whole record). Raises MessageDecodeError for a short, malformed or
-    (``check_crc``) damaged record."""
+def _load_native() -> _HalfRecordReader | None:
+    if extensions_disabled():
+        return None
+    try:
+        from mq_broker.store import _native  # type: ignore[attr-defined]  # optional C extension
+    except ImportError:
+        return None
+    reader: _HalfRecordReader | None = getattr(_native, "half_record", None)
+    return reader
+
+
+_NATIVE_HALF_RECORD: Final = _load_native()
+NATIVE: Final = _NATIVE_HALF_RECORD is not None
+"""Whether :func:`parse_half_record` reads with the C twin (mq_broker.store._native.half_record)."""
+
+
+def parse_half_record(raw: bytes, *, check_crc: bool = True, native: bool = NATIVE) -> HalfRecord:
+    """The fields of the v1 record ``raw`` (one whole record), with the C reader when built (``native``). Raises
+    MessageDecodeError for a short, malformed or (``check_crc``) damaged record, or text that is not UTF-8."""
+    if native and _NATIVE_HALF_RECORD is not None:
+        try:
+            return HalfRecord._make(_NATIVE_HALF_RECORD(raw, check_crc))
+        except ValueError as exc:  # UnicodeDecodeError too
+            raise MessageDecodeError(f"malformed half record: {exc}") from exc
+    return _parse_python(raw, check_crc)
+
+
+def _parse_python(raw: bytes, check_crc: bool) -> HalfRecord:
     try:
         total, magic, crc, _queue_id, flag, queue_offset, phys, sys_flag, born_ts = HEAD.unpack_from(raw, 0)
         if magic != MESSAGE_MAGIC_CODE or total != len(raw):
@@ -115,6 +148,8 @@ def parse_half_record(raw: bytes, *, check_crc: bool = True) -> HalfRecord:
         p = BODY_LENGTH_OFFSETS[hosts]
         body_len = BODY_LENGTH.unpack_from(raw, p)[0]
         p += BODY_LENGTH_BYTES
+        if body_len < 0:
+            raise MessageDecodeError(f"bad body length {body_len}")
         body = raw[p : p + body_len]
         p += body_len
         topic_len = raw[p]
@@ -128,11 +163,36 @@ def parse_half_record(raw: bytes, *, check_crc: bool = True) -> HalfRecord:
         if isinstance(exc, MessageDecodeError):
             raise
         raise MessageDecodeError(f"malformed record: {exc}") from exc
-    if body_len < 0 or p + props_len != total:
+    if p + props_len != total:
         raise MessageDecodeError(f"record fields take {p + props_len} bytes, TOTALSIZE says {total}")
     if check_crc and body_crc(body) != crc:
         raise MessageDecodeError(f"body CRC mismatch at physical offset {phys}")
-    return HalfRecord(topic, queue_offset, phys, sys_flag, flag, born_ts, born_host, reconsume, body, properties, raw)
+    kept = PROPERTY_SEPARATOR.join(
+        [item for item in properties.split(PROPERTY_SEPARATOR) if not item.startswith(_NOT_COMMITTED_PREFIXES)]
+    )
+    identity_text = property_value(properties, PREPARED_QUEUE_OFFSET) or ""
+    digits = identity_text.isascii() and identity_text.isdigit() and len(identity_text) <= _MAX_IDENTITY_DIGITS
+    identity = int(identity_text) if digits else -1
+    return HalfRecord(
+        topic,
+        queue_offset,
+        phys,
+        sys_flag,
+        flag,
+        born_ts,
+        born_host,
+        reconsume,
+        body,
+        properties,
+        raw,
+        kept,
+        property_value(properties, MessageConst.REAL_TOPIC) or "",
+        property_value(properties, MessageConst.REAL_QUEUE_ID) or "",
+        queue_offset if identity < 0 else identity,
+        property_value(properties, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or "",
+        property_value(properties, MessageConst.TAGS),
+        property_value(properties, MessageConst.WAIT_STORE_MSG_OK) != "false",
+    )
 
 
 def record_properties(raw: bytes) -> tuple[int, int, str]:
@@ -162,24 +222,19 @@ def committed_record(half: HalfRecord) -> MessageExtBrokerInner:
     without TRAN_MSG, REAL_TOPIC, REAL_QID and TRAN_PREPARED_QUEUE_OFFSET; transaction type COMMIT. The caller
     handles a compressed body (COMPRESSED_FLAG) through committed_message. Raises HalfMessageError when REAL_TOPIC or
     REAL_QID is missing or bad."""
-    text = half.properties
-    topic = property_value(text, MessageConst.REAL_TOPIC)
-    queue_text = property_value(text, MessageConst.REAL_QUEUE_ID) or ""
-    if not topic or not queue_text.isdigit():
+    queue_text = half.real_queue_id
+    if not half.real_topic or not queue_text.isdigit():
         raise HalfMessageError(f"half message at {half.commit_log_offset} has no REAL_TOPIC/REAL_QID")
-    text = PROPERTY_SEPARATOR.join(
-        [item for item in text.split(PROPERTY_SEPARATOR) if not item.startswith(_NOT_COMMITTED_PREFIXES)]
-    )
     return MessageExtBrokerInner(
-        topic=topic,
+        topic=half.real_topic,
         queue_id=int(queue_text),
         body=half.body,
-        properties_string=text,
+        properties_string=half.committed_properties,
         flag=half.flag,
         sys_flag=(half.sys_flag & ~_TYPE_MASK) | MessageSysFlag.TRANSACTION_COMMIT_TYPE,
         born_timestamp_ms=half.born_timestamp_ms,
         born_host=half.born_host,
         reconsume_times=half.reconsume_times,
-        tags_code=tags_string_to_tags_code(property_value(text, MessageConst.TAGS)),
-        wait_store_msg_ok=property_value(text, MessageConst.WAIT_STORE_MSG_OK) != "false",
+        tags_code=tags_string_to_tags_code(half.tags),
+        wait_store_msg_ok=half.wait,
     )

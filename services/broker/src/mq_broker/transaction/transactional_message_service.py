@@ -51,7 +51,7 @@ from mq_broker.transaction.half_message import (
     op_record_many,
     whole_end_summary,
 )
-from mq_broker.transaction.half_record import HalfRecord, committed_record, parse_half_record, property_value
+from mq_broker.transaction.half_record import HalfRecord, committed_record, parse_half_record
 from mq_broker.transaction.transaction_index import Finished, TransactionIndex
 from mq_broker.transaction.transaction_state import TransactionState, identity_of
 
@@ -270,38 +270,54 @@ class TransactionalMessageService:
             same = finished.count if finished is not None and finished.end_type == end_type else 0
             return WholeEndResult(0, same)
         already = 0
-        pending: list[tuple[int, HalfRecord]] = []
+        candidates: list[tuple[int, int]] = []  # (identity, CommitLog offset) of those not ended
         for identity, offset in sorted(members.items()):
-            how = state.ended.get(identity)
-            if how is not None:
-                if how == end_type or (end_type == COMMIT and identity in state.duplicates):
-                    already += 1  # a duplicate (UNIQ_KEY) an earlier commit of it rolled back: a repeat too
-                elif end_type == COMMIT:
-                    raise MQBrokerError(
-                        f"the transaction {txid} of {group} has a half message (offset {identity}) "
-                        f"{_ENDED_WORDS.get(how, _UNKNOWN_END)}: it cannot be committed, nothing changed",
-                        ResponseCode.ILLEGAL_OPERATION,
-                    )
-                continue
-            if identity in state.ending:
-                raise MQBrokerError(
-                    f"a half message (offset {identity}) of the transaction {txid} is being ended by another request",
-                    ResponseCode.ILLEGAL_OPERATION,
-                )
-            half = self._lookup_half(offset)
-            if half is None or not state.is_open_at(identity, half.queue_offset):
-                continue
-            pending.append((identity, half))
+            if self._ended_before(group, txid, identity, end_type):
+                already += 1
+            elif identity not in state.ended:
+                candidates.append((identity, offset))
         ended, duplicates = 0, 0
         seen_keys: set[str] = set()
-        for begin in range(0, len(pending), WHOLE_CHUNK):
-            chunk = pending[begin : begin + WHOLE_CHUNK]
+        for begin in range(0, len(candidates), WHOLE_CHUNK):  # read chunk by chunk: few records held at once
+            chunk: list[tuple[int, HalfRecord]] = []
+            for identity, offset in candidates[begin : begin + WHOLE_CHUNK]:
+                if self._ended_before(group, txid, identity, end_type):  # by another request meanwhile
+                    already += 1
+                    continue
+                half = self._lookup_half(offset)
+                if half is not None and state.is_open_at(identity, half.queue_offset):
+                    chunk.append((identity, half))
+            if not chunk:
+                continue
             summary = whole_end_summary(group, txid, end_type, already + ended + len(chunk))
             done, dups = await self._put_chunk(chunk, end_type, seen_keys, summary)
             ended += done
             duplicates += dups
         self.index.drop(group, txid, Finished(end_type, ended + already))
         return WholeEndResult(ended, already, duplicates)
+
+    def _ended_before(self, group: str, txid: str, identity: int, end_type: str) -> bool:
+        """Whether the half message ``identity`` of a whole end was ended ``end_type`` already (a duplicate an
+        earlier commit rolled back counts as committed). Raises MQBrokerError ILLEGAL_OPERATION 604 when it is being
+        ended by another request, or when a COMMIT finds it ended otherwise."""
+        state = self.state
+        how = state.ended.get(identity)
+        if how is None:
+            if identity in state.ending:
+                raise MQBrokerError(
+                    f"a half message (offset {identity}) of the transaction {txid} is being ended by another request",
+                    ResponseCode.ILLEGAL_OPERATION,
+                )
+            return False
+        if how == end_type or (end_type == COMMIT and identity in state.duplicates):
+            return True
+        if end_type == COMMIT:
+            raise MQBrokerError(
+                f"the transaction {txid} of {group} has a half message (offset {identity}) "
+                f"{_ENDED_WORDS.get(how, _UNKNOWN_END)}: it cannot be committed, nothing changed",
+                ResponseCode.ILLEGAL_OPERATION,
+            )
+        return False
 
     def _lookup_half(self, offset: int) -> HalfRecord | None:
         """The half message whose record starts at CommitLog offset ``offset`` (body CRC checked), read from the raw
@@ -329,7 +345,7 @@ class TransactionalMessageService:
         others: list[tuple[int, HalfRecord]] = []  # a rollback's, or the duplicates a commit rolls back
         for identity, half in chunk:
             if end_type == COMMIT:
-                key = property_value(half.properties, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ""
+                key = half.uniq_key
                 if not key or key not in seen_keys:
                     seen_keys.add(key)
                     try:
@@ -373,7 +389,7 @@ class TransactionalMessageService:
                 elif real_at >= 0 and results[real_at].status.is_stored:
                     state.mark_ended(identity, one_type, state.op_progress())
                 if identity in state.ended:
-                    topic = batch[real_at].topic if real_at >= 0 else half.get(MessageConst.REAL_TOPIC)
+                    topic = half.real_topic
                     ended_by_topic.setdefault((topic, real_at >= 0), []).append(
                         (now_ms - half.born_timestamp_ms) / 1000.0
                     )
