@@ -13,6 +13,7 @@ from mq_client.producer import (
     SendMessageContext,
     SendResult,
 )
+from mq_client.producer.batch_transaction import BatchTransaction
 from mq_client.producer.kernel import prepare_message
 from mq_client.producer.message_batch import ChunkOutcome, chunk_ranges
 from mq_client.producer.testing import (
@@ -215,3 +216,29 @@ async def test_plain_messages_of_several_lengths_and_flags_encode_exactly() -> N
         props = [decode_properties(r.properties) for r in call.requests]
         assert [set(p) for p in props] == [{"__SHARDINGKEY", "WAIT", "UNIQ_KEY"}] * 5
         assert [p["UNIQ_KEY"] for p in props] == list(stored(chunks[0]).msg_ids)
+
+
+async def test_a_half_message_batch_is_retried_on_its_own_queue_only() -> None:
+    """A batch of one transaction's half messages never moves to another broker: a lost answer may mean it was
+    stored, and a whole-transaction commit on both brokers would then deliver it twice (one broker's commit keeps
+    one copy per UNIQ_KEY). A stored non-OK answer is final for it."""
+    transport = ScriptedBrokerTransport()
+    transport.script(A, Step(error=RemotingError("connection reset")))
+    producer = await make_producer(transport)
+    half = BatchTransaction("PG_SPARK", "job-p0-a0")
+    chunks = await producer.send_message_batch(MessageBatch("T", [b"a", b"b"], transaction=half))
+    assert chunks is not None
+    result = stored(chunks[0])
+    assert [c.addr for c in transport.calls] == [A, A]
+    assert result.message_queue.broker_name == "broker-a"
+    assert {c.requests[0].queue_id for c in transport.calls} == {result.message_queue.queue_id}
+    not_ok = ScriptedBrokerTransport()
+    not_ok.script(A, Step(code=ResponseCode.FLUSH_DISK_TIMEOUT))
+    producer = await make_producer(not_ok, retry_another_broker_when_not_store_ok=True)
+    chunks = await producer.send_message_batch(MessageBatch("T", [b"a"], transaction=half))
+    assert chunks is not None
+    assert stored(chunks[0]).send_status.name == "FLUSH_DISK_TIMEOUT"
+    assert len(not_ok.calls) == 1
+    plain = await producer.send_message_batch(MessageBatch("T", [b"a"]))
+    assert plain is not None
+    assert stored(plain[0]).send_status.name == "SEND_OK"

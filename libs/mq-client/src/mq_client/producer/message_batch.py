@@ -4,7 +4,9 @@ Mirrors DefaultMQProducer#send(Collection<Message>) -> #batch (MessageBatch.gene
 DefaultMQProducerImpl#sendDefaultImpl: a MessageBatch is one message to the send loop — one queue per attempt
 from MQFaultStrategy (avoiding the broker of the last failed attempt; a sharding key pins the key's queue), the
 fault item updated with the attempt's latency, the whole batch retried on a retriable failure within one budget
-(1 + retryTimesWhenSendFailed attempts), retryAnotherBrokerWhenNotStoreOK. A batch whose encoded body passes
+(1 + retryTimesWhenSendFailed attempts), retryAnotherBrokerWhenNotStoreOK. A batch of one transaction's half
+messages is retried on its first queue only, and a stored non-OK answer is final for it (a copy on a second broker
+would be committed twice). A batch whose encoded body passes
 max_message_size_bytes (4 MiB, as RocketMQ's limit on a batch) or holds more than max_broker_batch_messages is
 split into chunks, sent concurrently (in order, one after another, when they share a sharding key). A batch
 whose messages have different sharding keys (``MessageBatch.sharding_keys``) is first cut into one group per
@@ -346,6 +348,10 @@ class MessageBatchSender:
         self._fault = fault_strategy
         self._clock_ms = clock_ms
         self._policy = retry_policy(kernel.config, CommunicationMode.SYNC)
+        # A batch of half messages is retried on its first queue only, and a stored non-OK answer is final: a retry
+        # on another broker after a lost answer would leave two copies a whole-transaction commit would both commit
+        # (one broker's commit rolls back the copies of a UNIQ_KEY it already committed).
+        self._half_policy = replace(self._policy, retry_not_store_ok=False)
 
     async def send(
         self, msgs: Sequence[Message], budget: SendBudget, find_publish_info: FindPublishInfo
@@ -517,8 +523,16 @@ class MessageBatchSender:
         start, stop = span
         sys_flag, properties = (0, "") if transaction is None else (transaction.sys_flag, transaction.properties_text())
 
+        first: list[MessageQueue] = []
+
         def choose_queue(last_broker_name: str | None) -> MessageQueue:
-            return fixed_mq or self._fault.select_one_message_queue(tp_info, last_broker_name)
+            if fixed_mq is not None:
+                return fixed_mq
+            if transaction is not None and first:
+                return first[0]
+            mq = self._fault.select_one_message_queue(tp_info, last_broker_name)
+            first.append(mq)
+            return mq
 
         async def attempt(mq: MessageQueue, remaining_ms: int) -> MessageBatchResult:
             return await kernel.send_message_batch(
@@ -536,7 +550,7 @@ class MessageBatchSender:
         try:
             result = await send_with_retries(
                 topic=topic,
-                policy=self._policy,
+                policy=self._policy if transaction is None else self._half_policy,
                 budget=budget,
                 clock_ms=self._clock_ms,
                 choose_queue=choose_queue,
