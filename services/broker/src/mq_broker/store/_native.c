@@ -728,10 +728,12 @@ done:
 /* --- a half message's record, read for its commit (mq_broker.transaction.half_record) -------------------------- */
 
 /* The properties a committed message does not carry over: REAL_TOPIC, REAL_QID, TRAN_MSG,
- * TRAN_PREPARED_QUEUE_OFFSET (indexes 0..3), and those the commit reads: UNIQ_KEY, TAGS, WAIT (4..6). */
-static const char *const HALF_NAMES[] = {"REAL_TOPIC", "REAL_QID", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET",
-                                         "UNIQ_KEY",   "TAGS",     "WAIT"};
-#define HALF_NAME_COUNT 7
+ * TRAN_PREPARED_QUEUE_OFFSET (indexes 0..3), and those a whole-transaction end reads: UNIQ_KEY, TAGS, WAIT,
+ * __transactionId__, PGROUP (4..8). */
+static const char *const HALF_NAMES[] = {
+    "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET", "UNIQ_KEY", "TAGS", "WAIT", "__transactionId__",
+    "PGROUP"};
+#define HALF_NAME_COUNT 9
 #define HALF_DROPPED 4
 
 static int half_name_index(const unsigned char *key, Py_ssize_t key_len) {
@@ -759,9 +761,9 @@ PyDoc_STRVAR(half_record_doc,
 "born host (as stored), reconsume times, body, properties text, ``raw`` itself, the properties text without\n"
 "REAL_TOPIC / REAL_QID / TRAN_MSG / TRAN_PREPARED_QUEUE_OFFSET (split on \\x02 and joined again, as\n"
 "str.split/str.join), REAL_TOPIC, REAL_QID, the identity (TRAN_PREPARED_QUEUE_OFFSET when all digits, else the\n"
-"queue offset), UNIQ_KEY ('' when absent; the first of each), TAGS (None when absent) and whether WAIT is not\n"
-"'false'. Raises ValueError for a short, malformed or (``check_crc``) damaged record, UnicodeDecodeError for text\n"
-"that is not UTF-8.");
+"queue offset), UNIQ_KEY ('' when absent; the first of each), TAGS (None when absent), whether WAIT is not\n"
+"'false', __transactionId__ and PGROUP ('' when absent). Raises ValueError for a short, malformed or\n"
+"(``check_crc``) damaged record, UnicodeDecodeError for text that is not UTF-8.");
 
 static PyObject *half_record(PyObject *self, PyObject *args) {
     (void)self;
@@ -852,14 +854,15 @@ static PyObject *half_record(PyObject *self, PyObject *args) {
     PyObject *empty = PyUnicode_New(0, 0);
     if (empty == NULL) goto done;
     result = Py_BuildValue(
-        "(NLLiiLy#iONONNNLNNO)",
+        "(NLLiiLy#iONONNNLNNONN)",
         PyUnicode_DecodeUTF8((const char *)r + topic_at, topic_len, "strict"), queue_offset,
         (long long)get_u64(r + PHYSICAL_OFFSET_OFFSET), (int)sys_flag, (int)(int32_t)get_u32(r + FLAG_OFFSET),
         (long long)get_u64(r + BORN_TIMESTAMP_OFFSET), (const char *)r + BORN_HOST_OFFSET, born_len,
         (int)(int32_t)get_u32(r + STORE_TIMESTAMP_AT(born_len) + STORE_TIMESTAMP_BYTES + store_len), body,
         PyUnicode_DecodeUTF8((const char *)props, props_len, "strict"), raw_obj, kept,
         utf8_or(found[0], found_len[0], empty), utf8_or(found[1], found_len[1], empty), identity,
-        utf8_or(found[4], found_len[4], empty), utf8_or(found[5], found_len[5], Py_None), wait ? Py_True : Py_False);
+        utf8_or(found[4], found_len[4], empty), utf8_or(found[5], found_len[5], Py_None), wait ? Py_True : Py_False,
+        utf8_or(found[7], found_len[7], empty), utf8_or(found[8], found_len[8], empty));
     Py_DECREF(empty);
     kept = NULL; /* stolen by "N" (also on failure) */
     goto done;

@@ -5,8 +5,10 @@ real message: the body, born host and properties text are carried over as stored
 decoded into a MessageExt with a properties dict and encoded again), the topic and queue come from REAL_TOPIC /
 REAL_QID, and TRAN_MSG, REAL_TOPIC, REAL_QID and TRAN_PREPARED_QUEUE_OFFSET are cut out of the properties text. The
 records are the same as EndTransactionProcessor#endMessageTransaction's (the tests compare them with
-mq_broker.transaction.half_message.committed_message). The index of whole transactions reads only the properties
-text (:func:`record_properties`). Layout: mq_common.record_layout (format v1). Pure; any thread.
+mq_broker.transaction.half_message.committed_message). The index of whole transactions reads the same fields
+(__transactionId__, PGROUP, the identity). :func:`parse_half_record` reads a record in one pass with the C twin
+mq_broker.store._native.half_record when the extension is built (else in Python, the same fields: the tests compare
+them). Layout: mq_common.record_layout (format v1). Pure; any thread.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ class HalfRecord(NamedTuple):
     whole record; read from the properties text: ``committed_properties`` (without REAL_TOPIC, REAL_QID, TRAN_MSG
     and TRAN_PREPARED_QUEUE_OFFSET), ``real_topic`` and ``real_queue_id`` ("" when absent), ``identity`` (the
     transaction's: TRAN_PREPARED_QUEUE_OFFSET of a check copy, else the queue offset), ``uniq_key`` ("" when
-    absent), ``tags`` (None when absent), ``wait`` (WAIT is not "false"); the first value of a repeated name."""
+    absent), ``tags`` (None when absent), ``wait`` (WAIT is not "false"), ``transaction_id`` (__transactionId__) and
+    ``producer_group`` (PGROUP, "" when absent); the first value of a repeated name."""
 
     topic: str
     queue_offset: int
@@ -100,6 +103,8 @@ class HalfRecord(NamedTuple):
     uniq_key: str
     tags: str | None
     wait: bool
+    transaction_id: str
+    producer_group: str
 
     def get(self, key: str) -> str:
         """The value of property ``key`` ("" when absent)."""
@@ -192,28 +197,9 @@ def _parse_python(raw: bytes, check_crc: bool) -> HalfRecord:
         property_value(properties, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or "",
         property_value(properties, MessageConst.TAGS),
         property_value(properties, MessageConst.WAIT_STORE_MSG_OK) != "false",
+        property_value(properties, MessageConst.TRANSACTION_ID) or "",
+        property_value(properties, MessageConst.PRODUCER_GROUP) or "",
     )
-
-
-def record_properties(raw: bytes) -> tuple[int, int, str]:
-    """(queue offset, CommitLog offset, properties text) of the v1 record ``raw``, the body not read. Raises
-    MessageDecodeError for a malformed record."""
-    try:
-        total, magic, _crc, _queue_id, _flag, queue_offset, phys, sys_flag, _born = HEAD.unpack_from(raw, 0)
-        if magic != MESSAGE_MAGIC_CODE or total != len(raw):
-            raise MessageDecodeError(f"not a whole record (magic {magic:#x}, {total} of {len(raw)} bytes)")
-        p = BODY_LENGTH_OFFSETS[(sys_flag & HOST_V6_FLAGS) >> HOST_V6_SHIFT]
-        p += BODY_LENGTH_BYTES + BODY_LENGTH.unpack_from(raw, p)[0]
-        p += TOPIC_LENGTH_BYTES + raw[p]
-        props_len = PROPERTIES_LENGTH.unpack_from(raw, p)[0]
-        p += PROPERTIES_LENGTH_BYTES
-        if p + props_len != total:
-            raise MessageDecodeError(f"record fields take {p + props_len} bytes, TOTALSIZE says {total}")
-        return queue_offset, phys, raw[p : p + props_len].decode("utf-8")
-    except (IndexError, UnicodeDecodeError, ValueError, struct.error) as exc:
-        if isinstance(exc, MessageDecodeError):
-            raise
-        raise MessageDecodeError(f"malformed record: {exc}") from exc
 
 
 def committed_record(half: HalfRecord) -> MessageExtBrokerInner:

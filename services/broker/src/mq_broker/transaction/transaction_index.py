@@ -33,12 +33,11 @@ from mq_common.logging import get_logger
 from mq_broker.store.api import MessageStore
 from mq_broker.transaction.half_message import (
     HALF_QUEUE_ID,
-    PREPARED_QUEUE_OFFSET,
     WHOLE_COUNT_PROPERTY,
     WHOLE_END_TYPE_PROPERTY,
     whole_end_key,
 )
-from mq_broker.transaction.half_record import property_value, record_properties
+from mq_broker.transaction.half_record import parse_half_record
 from mq_broker.transaction.transaction_state import TransactionState
 
 log = get_logger("mq_broker.transaction")
@@ -88,17 +87,14 @@ class TransactionIndex:
         by_group = self.by_group
         for raw in self.state.iter_half_raw(self._scanned_to, end):
             try:
-                queue_offset, commit_log_offset, properties = record_properties(raw)
+                half = parse_half_record(raw, check_crc=False)
             except MessageDecodeError:
                 log.warning("transaction_half_unreadable", scanned_to=self._scanned_to)
                 continue
-            txid = property_value(properties, MessageConst.TRANSACTION_ID)
+            txid = half.transaction_id
             if not txid:
                 continue
-            group = property_value(properties, MessageConst.PRODUCER_GROUP) or ""
-            identity_text = property_value(properties, PREPARED_QUEUE_OFFSET) or ""
-            identity = int(identity_text) if identity_text.isdigit() else queue_offset
-            by_group.setdefault(group, {}).setdefault(txid, {})[identity] = commit_log_offset
+            by_group.setdefault(half.producer_group, {}).setdefault(txid, {})[half.identity] = half.commit_log_offset
             indexed += 1
         self._scanned_to = end
         if indexed:

@@ -3,8 +3,9 @@
 A transaction is named by its *identity*: the queue offset of its first half message on RMQ_SYS_TRANS_HALF_TOPIC.
 Each check-back stores a copy of the half message at the end of the half queue (RocketMQ's putBackHalfMsgQueue)
 carrying TRAN_PREPARED_QUEUE_OFFSET = the identity, and every op record (RMQ_SYS_TRANS_OP_HALF_TOPIC, tag "d", body
-= the half offset as RocketMQ) carries it too, so a commit or rollback ends every copy at once: beyond RocketMQ,
-a late answer for an older copy never delivers a transaction twice.
+= the half offset as RocketMQ) carries it too (a merged op record, body = many half offsets joined by ',', carries
+them as TRAN_PREPARED_QUEUE_OFFSETS when they differ: half_message.op_record_ends), so a commit or rollback ends
+every copy at once: beyond RocketMQ, a late answer for an older copy never delivers a transaction twice.
 
 Progress is RocketMQ's: the consumer offsets of group CID_RMQ_SYS_TRANS on the half queue (every half message
 before it was ended, discarded or copied further on) and on the op queue (every op before it ends a transaction

@@ -15,11 +15,13 @@ given, must be the half message's UNIQ_KEY and REAL_TOPIC.
 This project's extension (EndTransactionRequestHeader.scope): scope TRANSACTION ends every open half message of
 (producer group, ``__transactionId__``) in one call, found through mq_broker.transaction.transaction_index; scope
 PRODUCER_GROUP rolls back every open one of a producer group. The records are stored in chunks of
-:data:`WHOLE_CHUNK` half messages (each chunk one put: the real messages and their op records, the same records as
-single ends, so slaves replicate them and a recovery reads them the same way); the last op record of each chunk is
-the transaction's summary, so a restarted broker still knows how it ended (TransactionIndex.recall). Half messages
-of one transaction with the same UNIQ_KEY (a send the producer core retried after a lost answer) are committed once:
-the others are rolled back. Event loop.
+:data:`WHOLE_CHUNK` half messages, each chunk one put: the real messages (built from the raw half records,
+mq_broker.transaction.half_record) in runs of :data:`OP_RUN`, each followed by one op record listing the run's half
+queue offsets (RocketMQ 5's merged op records, half_message.op_record_many); CommitLog records, so slaves replicate
+them and a recovery reads them (half_message.op_record_ends). The last op record of each chunk is the transaction's
+summary, so a restarted broker still knows how it ended (TransactionIndex.recall). Half messages of one transaction
+with the same UNIQ_KEY (a send the producer core retried after a lost answer) are committed once: the others are
+rolled back (their op record marked half_message.DUPLICATE_PROPERTY, so a repeated commit counts them). Event loop.
 """
 
 from __future__ import annotations
