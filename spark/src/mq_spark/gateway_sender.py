@@ -19,10 +19,12 @@ the action. The secret never appears in an exception text.
 
 Exactly once (``transaction_id`` given, mq_spark.transactions): every message is a half message of that transaction
 (Message.transaction_id, producer group ``producer_group``), and nothing is re-sent by the task: a re-sent message
-whose first send was stored would be committed twice, so any failure fails the task at once (PublishFailedError) and
-Spark's task retry sends the partition again under the next attempt's transaction (the failed attempt's half
-messages are rolled back by the job). Its calls wait for the channel to be ready (gRPC wait_for_ready, within the
-call's deadline), so an attempt started while the gateway restarts waits for it instead of failing at once.
+whose first send was stored would be committed twice, so any failure fails the task (PublishFailedError; after
+FAILED_ATTEMPT_PAUSE_S when the failure is retriable, so that Spark's next attempt does not come before a master
+failover ends) and Spark's task retry sends the partition again under the next attempt's transaction (the failed
+attempt's half messages are rolled back by the job). Its calls wait for the channel to be ready (gRPC
+wait_for_ready, within the call's deadline), so an attempt started while the gateway restarts waits for it instead of
+failing at once.
 Each half message carries CHECK_IMMUNITY_TIME_IN_SECONDS = the option transactionTimeoutSec, so no check-back
 touches (or discards) it while the job may still commit.
 
@@ -56,6 +58,13 @@ if TYPE_CHECKING:
 
 # Extra time the RPC deadline grants beyond the gateway's own send budget (queueing, CPU contention).
 RPC_DEADLINE_SLACK_MS: Final = 10_000
+FAILED_ATTEMPT_PAUSE_S: Final = 5.0
+"""Exactly once: how long a task attempt whose half messages failed for a retriable reason waits before it fails.
+Spark launches a failed task's next attempt at once, with no backoff: when a broker master dies, the gateway answers
+RPC_SEND_TO_CHANNEL_FAILED within milliseconds until the controller has promoted the slave and the route names it,
+and without a pause all 4 attempts (spark.task.maxFailures) fail within those seconds and the job aborts. With it a
+task's attempts span >= 15 s: a failover (10 s target) or a gateway restart fits. Nothing is re-sent in the attempt
+(a message whose send failed may have been stored)."""
 FINAL_RESULT_CODES: Final = frozenset(
     {
         ResponseCode.MESSAGE_ILLEGAL,
@@ -266,6 +275,8 @@ class GatewaySender:
                 f"{self.counts.first_error}"
             )
         if self.transaction_id:
+            if not any(f.final for f in failures):
+                time.sleep(FAILED_ATTEMPT_PAUSE_S)  # Spark's next attempt comes after a failover (see the constant)
             raise PublishFailedError(
                 f"rocketmq writer: {len(failures)} half message(s) of transaction {self.transaction_id} to topic "
                 f"{self.options.topic!r} via gateway {self.options.gateway} failed (not re-sent: the task attempt "
