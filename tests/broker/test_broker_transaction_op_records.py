@@ -12,6 +12,7 @@ from broker_testkit import open_store, store_config
 from mq_broker.store.config import BrokerRole
 from mq_broker.store.message import MessageExtBrokerInner
 from mq_broker.store.message_store import DefaultMessageStore
+from mq_broker.transaction.check_service import TransactionalMessageCheckService
 from mq_broker.transaction.half_message import (
     COMMIT,
     PREPARED_QUEUE_OFFSETS,
@@ -300,3 +301,27 @@ async def test_a_whole_commit_is_read_back_after_a_restart_and_by_a_promoted_sla
 
 def on_queue(store: DefaultMessageStore) -> int:
     return sum(store.get_max_offset_in_queue("TxTopic", q) for q in range(3))
+
+
+async def test_the_check_pass_passes_over_a_committed_transaction_and_forgets_it(tmp_path: Path) -> None:
+    store = open_store(store_config(tmp_path / "m", file_size=1 << 20, cq_units=1024))
+    try:
+        await store.put_messages([half(i) for i in range(100)])
+        await store.put_messages([half(100, txid="open-one")])
+        state = TransactionState(store, None)
+        service = TransactionalMessageService(store, state, transaction_timeout_ms=6_000)
+        assert (await service.end_whole(whole("job-0-0"))).ended == 100
+        checker = TransactionalMessageCheckService(
+            store,
+            state,
+            transaction_timeout_ms=6_000,
+            transaction_check_interval_ms=60_000,
+            transaction_check_max=15,
+            clock_ms=lambda: 1_700_000_000_000 + 1_000,  # the open one is younger than the timeout: the pass stops
+        )
+        result = await checker.check()
+        assert (result.passed, result.checked, state.half_progress) == (100, 0, 100)
+        assert state.ended == {}, "passed over: forgotten"
+        assert state.open_counts() == {"TxTopic": 1}
+    finally:
+        store.shutdown()

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from mq_common.codec import MessageExt
+from mq_common.codec import MessageDecodeError, MessageExt, decode_message
 from mq_common.constants import TRANS_HALF_TOPIC, MessageConst
 from mq_common.logging import get_logger
 from mq_common.message_id import create_offset_msg_id
@@ -40,6 +40,7 @@ from mq_broker.transaction.half_message import (
     discarded_message,
     op_record,
 )
+from mq_broker.transaction.half_record import parse_half_record
 from mq_broker.transaction.transaction_state import TransactionState, identity_of
 from mq_broker.transaction.transactional_message_service import immunity_time_ms
 
@@ -147,15 +148,23 @@ class TransactionalMessageCheckService:
         checks: list[tuple[MessageExt, int, int]] = []
         try:
             while progress < end and self._clock_ms() - begin_ms < MAX_PROCESS_TIME_LIMIT_MS:
-                batch = state.iter_half(progress, min(end, progress + 64))
+                batch = list(state.iter_half_raw(progress, min(end, progress + 64)))
                 if not batch:
                     break
-                for half in batch:
-                    if not await self._handle(half, result, checks):
+                for raw in batch:
+                    try:  # the fields first (mq_broker.transaction.half_record): most are passed over, undecoded
+                        record = parse_half_record(raw)
+                        passed = await self._pass_over(record.identity, record.queue_offset, result, checks)
+                        if passed is None:
+                            passed = await self._handle(decode_message(raw), result, checks)
+                    except MessageDecodeError:
+                        log.warning("transaction_half_unreadable", offset=progress)
+                        continue
+                    if not passed:
                         await self._put_checks(checks, result)
                         return result
                     if not checks:  # handled at once (not a check waiting for its copy)
-                        state.half_progress = half.queue_offset + 1  # at once: is_open reads it
+                        state.half_progress = record.queue_offset + 1  # at once: is_open reads it
                 if not await self._put_checks(checks, result):
                     return result
                 progress = state.half_progress
@@ -180,29 +189,18 @@ class TransactionalMessageCheckService:
         """Handle one half message; False ends the pass here (too young, or a put failed). One to check back is
         appended to ``checks`` (half, identity, check times) and copied with the others by :meth:`_put_checks`
         (one put, one group commit, for a run of them); anything else first puts the checks waiting before it."""
-        state = self.state
         identity = identity_of(half)
-        if identity in state.ending:  # an END_TRANSACTION is storing its outcome: look again next pass
-            return False
-        newest = state.latest_copy.get(identity, half.queue_offset)
+        passed = await self._pass_over(identity, half.queue_offset, result, checks)
+        if passed is not None:
+            return passed
         check_times = _int(half.properties.get(MessageConst.TRANSACTION_CHECK_TIMES, "0"))
         age_ms = self._clock_ms() - half.born_timestamp_ms
         immunity_ms = immunity_time_ms(half, self.transaction_timeout_ms)
-        if (
-            identity not in state.ended
-            and newest == half.queue_offset
-            and check_times < self.transaction_check_max
-            and age_ms >= immunity_ms
-        ):
+        if check_times < self.transaction_check_max and age_ms >= immunity_ms:  # open, its newest copy
             checks.append((half, identity, check_times + 1))
             return True
         if not await self._put_checks(checks, result):  # the progress moves past them before anything else
             return False
-        if identity in state.ended or newest != half.queue_offset:
-            if newest == half.queue_offset:  # its last copy: nothing of it lies ahead any more
-                state.forget(identity)
-            result.passed += 1
-            return True
         if check_times >= self.transaction_check_max:
             return await self._discard(half, identity, result)
         # younger than its immunity time
@@ -211,6 +209,26 @@ class TransactionalMessageCheckService:
         if not await self._copy(half, identity, check_times):
             return False
         result.immunity_copies += 1
+        return True
+
+    async def _pass_over(
+        self, identity: int, queue_offset: int, result: CheckPassResult, checks: list[tuple[MessageExt, int, int]]
+    ) -> bool | None:
+        """The half message (or copy) at ``queue_offset`` of transaction ``identity`` when it needs nothing of this
+        pass: False (end the pass) while an END_TRANSACTION is storing its outcome; True once passed over, ended or
+        copied further on (the checks waiting before it put first; its last copy: the transaction is forgotten);
+        None when it must be looked at (:meth:`_handle`). False too when a put of the waiting checks failed."""
+        state = self.state
+        if identity in state.ending:  # an END_TRANSACTION is storing its outcome: look again next pass
+            return False
+        newest = state.latest_copy.get(identity, queue_offset)
+        if identity not in state.ended and newest == queue_offset:
+            return None
+        if not await self._put_checks(checks, result):  # the progress moves past them before anything else
+            return False
+        if newest == queue_offset:  # its last copy: nothing of it lies ahead any more
+            state.forget(identity)
+        result.passed += 1
         return True
 
     async def _put_checks(self, checks: list[tuple[MessageExt, int, int]], result: CheckPassResult) -> bool:

@@ -20,12 +20,13 @@ from collections.abc import Iterator
 from typing import Final
 
 from mq_common.codec import MessageDecodeError, MessageExt, decode_message
-from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageConst, MixAll
+from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MixAll
 from mq_common.logging import get_logger
 
 from mq_broker.consumer.offset_manager import ConsumerOffsetManager
 from mq_broker.store.api import MessageStore
 from mq_broker.transaction.half_message import DUPLICATE_PROPERTY, HALF_QUEUE_ID, PREPARED_QUEUE_OFFSET, op_record_ends
+from mq_broker.transaction.half_record import parse_half_record
 
 log = get_logger("mq_broker.transaction")
 
@@ -108,9 +109,14 @@ class TransactionState:
         self._op_scanned_to = self._stored_offset(TRANS_OP_HALF_TOPIC)
         self.catch_up_ops()
         live: dict[int, str] = {}
-        for half in self.iter_half(self.half_progress, self.store.get_max_offset_in_queue(TRANS_HALF_TOPIC, 0)):
-            identity = identity_of(half)
-            live[identity] = half.properties.get(MessageConst.REAL_TOPIC, "")
+        for raw in self.iter_half_raw(self.half_progress, self.store.get_max_offset_in_queue(TRANS_HALF_TOPIC, 0)):
+            try:  # the fields only (mq_broker.transaction.half_record), not a decoded message
+                half = parse_half_record(raw)
+            except MessageDecodeError:
+                log.warning("transaction_half_unreadable", half_progress=self.half_progress)
+                continue
+            identity = half.identity
+            live[identity] = half.real_topic
             if identity != half.queue_offset:
                 self.latest_copy[identity] = half.queue_offset
         for identity in [i for i in self.ended if i not in live]:
