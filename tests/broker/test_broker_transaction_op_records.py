@@ -325,3 +325,22 @@ async def test_the_check_pass_passes_over_a_committed_transaction_and_forgets_it
         assert state.open_counts() == {"TxTopic": 1}
     finally:
         store.shutdown()
+
+
+def test_the_op_progress_is_the_oldest_op_record_still_needed(tmp_path: Path) -> None:
+    store = open_store(store_config(tmp_path / "m"))
+    try:
+        state = TransactionState(store, None)
+        assert state.op_progress() == 0
+        for identity, op_offset in ((1, 5), (2, 5), (3, 7), (4, 9), (5, 7)):  # merged op records end many
+            state.mark_ended(identity, COMMIT, op_offset)
+        state.mark_ended(1, ROLLBACK, 2)  # already ended: nothing changes
+        seen = [state.op_progress()]
+        for identity in (1, 3, 2, 5, 4):
+            state.forget(identity)
+            seen.append(state.op_progress())
+        assert seen == [5, 5, 5, 7, 9, 0]
+        state.mark_ended(6, COMMIT, 5)  # an offset forgotten before, named again
+        assert state.op_progress() == 5
+    finally:
+        store.shutdown()

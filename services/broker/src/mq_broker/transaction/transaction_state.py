@@ -16,6 +16,7 @@ the transactions with a copy at or after the half progress. Event loop; reads ma
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from typing import Final
 
@@ -52,6 +53,11 @@ class TransactionState:
         """Identity -> how it ended (COMMIT, ROLLBACK, DISCARDED; "" when an op record does not say)."""
         self.ended_op_offset: dict[int, int] = {}
         """Identity -> the op queue offset of its op record (what holds the op progress back)."""
+        self._op_refs: dict[int, int] = {}
+        """Op queue offset -> how many identities of :attr:`ended_op_offset` name it (a merged op record ends many)."""
+        self._op_heap: list[int] = []
+        """The op queue offsets of :attr:`_op_refs` as a min-heap (stale ones dropped lazily): the op progress in
+        O(log n), not a scan of every ended transaction per check batch."""
         self.duplicates: set[int] = set()
         """Ended identities a whole-transaction commit rolled back as duplicates (half_message.DUPLICATE_PROPERTY)."""
         self.latest_copy: dict[int, int] = {}
@@ -74,7 +80,10 @@ class TransactionState:
 
     def op_progress(self) -> int:
         """Where a recovery reads op records from: the oldest op still needed, else the end of what was read."""
-        return min(self.ended_op_offset.values(), default=self._op_scanned_to)
+        heap, refs = self._op_heap, self._op_refs
+        while heap and heap[0] not in refs:
+            heapq.heappop(heap)
+        return heap[0] if heap else self._op_scanned_to
 
     def commit_progress(self, half_progress: int) -> None:
         """Move the half progress to ``half_progress`` and store both consumer offsets."""
@@ -92,6 +101,8 @@ class TransactionState:
         """Forget everything (the role changed); the next :meth:`ensure_loaded` recovers."""
         self.ended.clear()
         self.ended_op_offset.clear()
+        self._op_refs.clear()
+        self._op_heap.clear()
         self.latest_copy.clear()
         self.duplicates.clear()
         self.open_by_topic.clear()
@@ -196,11 +207,21 @@ class TransactionState:
         if identity not in self.ended:
             self.ended[identity] = end_type
             self.ended_op_offset[identity] = op_offset
+            refs = self._op_refs.get(op_offset, 0)
+            self._op_refs[op_offset] = refs + 1
+            if not refs:
+                heapq.heappush(self._op_heap, op_offset)
 
     def forget(self, identity: int) -> None:
         """Drop an ended transaction (its last copy is behind the half progress)."""
         self.ended.pop(identity, None)
-        self.ended_op_offset.pop(identity, None)
+        op_offset = self.ended_op_offset.pop(identity, None)
+        if op_offset is not None:
+            refs = self._op_refs[op_offset] - 1
+            if refs:
+                self._op_refs[op_offset] = refs
+            else:
+                del self._op_refs[op_offset]
         self.latest_copy.pop(identity, None)
         self.duplicates.discard(identity)
 
