@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from broker_testkit import open_store, store_config
+from mq_broker.metrics import BrokerMetrics
 from mq_broker.store.config import BrokerRole
 from mq_broker.store.message import MessageExtBrokerInner
 from mq_broker.store.message_store import DefaultMessageStore
@@ -38,7 +39,10 @@ from mq_broker.transaction.transactional_message_service import OP_RUN, Transact
 from mq_common.codec import MessageDecodeError, decode_message, encode_message, encode_properties, host_to_bytes
 from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageConst, MessageSysFlag
 from mq_common.errors import MQBrokerError
+from mq_common.metrics import NodeIdentity
 from mq_common.protocol.transaction import EndTransactionRequestHeader, EndTransactionScope
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
 NOT_COMMITTED = ("REAL_TOPIC", "REAL_QID", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET")
@@ -342,5 +346,30 @@ def test_the_op_progress_is_the_oldest_op_record_still_needed(tmp_path: Path) ->
         assert seen == [5, 5, 5, 7, 9, 0]
         state.mark_ended(6, COMMIT, 5)  # an offset forgotten before, named again
         assert state.op_progress() == 5
+    finally:
+        store.shutdown()
+
+
+async def test_a_whole_commit_counts_its_ends_in_the_metrics(tmp_path: Path) -> None:
+    store = open_store(store_config(tmp_path / "m", file_size=1 << 20, cq_units=1024))
+    try:
+        await store.put_messages([half(i) for i in range(50)] + [half(50, uniq="U000007")])
+        state = TransactionState(store, None)
+        service = TransactionalMessageService(store, state, transaction_timeout_ms=6_000)
+        service.metrics = BrokerMetrics(NodeIdentity("c", "broker", "broker-a"), max_topics=10, flush_disk_type="x")
+        service.metrics.bind_half_messages(state.open_counts)
+        state.ensure_loaded()
+        assert state.open_counts() == {"TxTopic": 51}
+        result = await service.end_whole(whole("job-0-0"))
+        assert (result.ended, result.duplicates) == (51, 1)
+        got = {
+            (s.name, s.labels.get("topic", "")): s.value
+            for family in text_string_to_metric_families(generate_latest(service.metrics.registry).decode())
+            for s in family.samples
+        }
+        assert got[("rocketmq_commit_messages_total", "TxTopic")] == 50
+        assert got[("rocketmq_rollback_messages_total", "TxTopic")] == 1
+        assert got[("rocketmq_finish_message_latency_count", "TxTopic")] == 51
+        assert state.open_counts() == {}
     finally:
         store.shutdown()
