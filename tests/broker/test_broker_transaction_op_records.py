@@ -8,7 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from broker_grpc_testkit import RunningBrokers
 from broker_testkit import open_store, store_config
+from broker_transaction_testkit import send_half
+from mq.broker.v1 import broker_pb2
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.store.config import BrokerRole
 from mq_broker.store.message import MessageExtBrokerInner
@@ -41,10 +44,14 @@ from mq_common.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, MessageCo
 from mq_common.errors import MQBrokerError
 from mq_common.metrics import NodeIdentity
 from mq_common.protocol.transaction import EndTransactionRequestHeader, EndTransactionScope
+from mq_common.response_code import ResponseCode
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
+TX_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
+TX_ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+TX_SCOPE = broker_pb2.END_TRANSACTION_SCOPE_TRANSACTION
 NOT_COMMITTED = ("REAL_TOPIC", "REAL_QID", "TRAN_MSG", "TRAN_PREPARED_QUEUE_OFFSET")
 HOST_V4 = host_to_bytes("127.0.0.1", 40000)
 HOST_V6 = host_to_bytes("::1", 40001)
@@ -373,3 +380,36 @@ async def test_a_whole_commit_counts_its_ends_in_the_metrics(tmp_path: Path) -> 
         assert state.open_counts() == {}
     finally:
         store.shutdown()
+
+
+async def test_after_the_check_pass_and_a_restart_the_summary_answers_a_repeated_end(
+    brokers: RunningBrokers, tmp_path: Path
+) -> None:
+    """Past the check progress the half messages are not indexed any more: the summary op record (IndexFile) says how
+    the transaction ended."""
+    controller, stub = await brokers.start(tmp_path, transaction_check_interval_ms=600_000)
+    for i in range(300):
+        await send_half(stub, f"big-{i}", __transactionId__="big")
+    await send_half(stub, "gone-0", __transactionId__="gone")
+    commit = broker_pb2.EndTransactionRequest(
+        producer_group="PG", transaction_id="big", commit_or_rollback=TX_COMMIT, scope=TX_SCOPE
+    )
+    rollback = broker_pb2.EndTransactionRequest(
+        producer_group="PG", transaction_id="gone", commit_or_rollback=TX_ROLLBACK, scope=TX_SCOPE
+    )
+    assert (await stub.EndTransaction(commit)).ended_count == 300
+    assert (await stub.EndTransaction(rollback)).ended_count == 1
+    assert controller.transaction_check is not None
+    passed = await controller.transaction_check.check()
+    assert passed.passed == 301
+    await brokers.stop_all()
+    restarted, stub2 = await brokers.start(tmp_path, transaction_check_interval_ms=600_000)
+    again = await stub2.EndTransaction(commit)
+    assert (again.code, again.ended_count, again.already_ended) == (ResponseCode.SUCCESS, 0, 300), again.remark
+    late_commit = broker_pb2.EndTransactionRequest(
+        producer_group="PG", transaction_id="gone", commit_or_rollback=TX_COMMIT, scope=TX_SCOPE
+    )
+    late = await stub2.EndTransaction(late_commit)
+    assert (late.code, "rolled back" in late.remark) == (ResponseCode.ILLEGAL_OPERATION, True), late.remark
+    assert restarted.transaction is not None
+    assert restarted.transaction.index.members("PG", "big") == {}, "not indexed: answered by the summary"
