@@ -37,6 +37,7 @@ from mq_broker.transaction.half_record import (
     property_value,
     without_properties,
 )
+from mq_broker.transaction.open_transactions import OpenTransactions
 from mq_broker.transaction.transaction_state import TransactionState
 from mq_broker.transaction.transactional_message_service import OP_RUN, TransactionalMessageService
 from mq_common.codec import MessageDecodeError, decode_message, encode_message, encode_properties, host_to_bytes
@@ -413,3 +414,22 @@ async def test_after_the_check_pass_and_a_restart_the_summary_answers_a_repeated
     assert (late.code, "rolled back" in late.remark) == (ResponseCode.ILLEGAL_OPERATION, True), late.remark
     assert restarted.transaction is not None
     assert restarted.transaction.index.members("PG", "big") == {}, "not indexed: answered by the summary"
+
+
+async def test_query_transactions_reads_the_merged_op_records(tmp_path: Path) -> None:
+    store = open_store(store_config(tmp_path / "m", file_size=1 << 20, cq_units=1024))
+    try:
+        await store.put_messages([half(i) for i in range(40)] + [half(40, txid="other"), half(41, txid="gone")])
+        state = TransactionState(store, None)
+        service = TransactionalMessageService(store, state, transaction_timeout_ms=6_000)
+        assert (await service.end_whole(whole("job-0-0"))).ended == 40
+        assert (await service.end_whole(whole("gone", TX_ROLLBACK))).ended == 1
+        for fresh in (False, True):  # as ended, then recovered from the op records
+            if fresh:
+                state = TransactionState(store, None)
+            query = OpenTransactions(store, state)
+            states = [(await query.query("TxTopic", uniq_key=f"U{i:06d}")).state for i in (0, 33, 40, 41)]
+            assert states == ["COMMITTED", "COMMITTED", "OPEN", "ROLLED_BACK"]
+            assert (await query.query("TxTopic")).total_open == 1
+    finally:
+        store.shutdown()
