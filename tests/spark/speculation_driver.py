@@ -6,10 +6,13 @@ JSON lines), and writes an exactly-once job with the plain ``rocketmq`` format. 
 DataFrame only: the Python UDF that makes each row's ``pad`` stalls the first attempt of partition ``slow_partition``
 at row ``stall_row`` for ``stall_s`` seconds. Rows before the stall reach the writer (a Python worker's output is
 flushed every ``spark.buffer.size`` bytes, so that is set small and the UDF returns 600 characters a row), so that
-attempt has sent half messages when Spark launches the speculative copy on the other host; the copy sends the whole
-partition and wins.
+attempt sends half messages before it stalls. Spark launches the speculative copy on the other host; the copy's UDF
+holds it until the test has seen the first attempt's half messages on the brokers and created ``gate_file`` (so the
+copy never wins before the original sent anything, whatever the load); then the copy sends the whole partition and
+wins.
 
-config keys: master, gateway, topic, summary, event_log_dir, rows, partitions, slow_partition, stall_row, stall_s.
+config keys: master, gateway, topic, summary, event_log_dir, rows, partitions, slow_partition, stall_row, stall_s,
+gate_file.
 Exits 0 when ``save()`` returned.
 """
 
@@ -76,14 +79,21 @@ def main(config: dict[str, Any]) -> None:
     spark = build(config)
     slow, stall_row, stall_s = int(config["slow_partition"]), int(config["stall_row"]), float(config["stall_s"])
 
+    gate = Path(config["gate_file"])
+
     def padded(row_id: int) -> str:
         """The row's ``pad`` (PAD_CHARS of it: the UDF's output must fill Python's write buffer to reach the JVM
-        before the stall); stalls the first attempt of the slow partition at ``stall_row``."""
+        before the stall); stalls the first attempt of the slow partition at ``stall_row``, and holds every later
+        attempt of it until ``gate_file`` exists."""
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        if ctx is not None and (ctx.partitionId(), ctx.attemptNumber(), row_id) == (slow, 0, stall_row):
-            time.sleep(stall_s)
+        if ctx is not None and ctx.partitionId() == slow:
+            if ctx.attemptNumber() == 0 and row_id == stall_row:
+                time.sleep(stall_s)
+            deadline = time.monotonic() + stall_s
+            while ctx.attemptNumber() > 0 and not gate.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
         return "x" * PAD_CHARS
 
     try:

@@ -5,13 +5,14 @@ Local mode never speculates, and ``local-cluster[N,cores,mem]`` does not either 
 and Spark never puts a speculative copy on a host that already ran an attempt (spark_standalone.py). So the job runs
 on a standalone Master with two Workers registered as ``127.0.0.1`` and ``localhost`` (both loopback), from a driver
 process of its own (speculation_driver.py). The first attempt of partition 0 stalls mid-partition in a UDF of the
-input DataFrame, after it has sent part of its rows; the copy sends the whole partition and wins.
+input DataFrame, after it has sent part of its rows; the copy, held by the same UDF until the test has seen the
+original's half messages on the brokers (QueryOpenTransactions), sends the whole partition and wins.
 
 Proof that the copy really ran comes from Spark: the job's event log (SparkListenerTaskStart/TaskEnd lines with
 ``"Speculative":true`` for partition 0, on the other host, and the successful end of partition 0 is the copy's); proof
-that both attempts sent comes from the brokers: the job's commit committed the winner's transaction (one per
-partition) and rolled back the half messages the stalled attempt had sent; after the job nothing of the topic is
-open (QueryOpenTransactions on each broker).
+that both attempts sent comes from the brokers: the original's transaction (``<job>-p0-a0-t<task attempt id>``) held
+half messages before the copy sent, the job's commit committed the winner's transaction (one per partition) and
+rolled back the half messages the stalled attempt had sent; after the job nothing of the topic is open.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ SLOW_PARTITION: Final = 0
 STALL_ROW: Final = 200  # of partition 0's rows 0..299
 STALL_S: Final = 60.0  # longer than the job with its copy: the copy wins, Spark kills the stalled attempt
 DRIVER_DEADLINE_S: Final = 240.0
+POLL_S: Final = 0.5
 
 
 @pytest.fixture
@@ -61,7 +63,7 @@ def test_a_speculative_copy_of_a_slow_task_publishes_every_row_once(
     started = time.monotonic()
     topic = asyncio.run(make_topic(spark_cluster, "eo_real_speculation"))
     brokers = list(spark_cluster.broker_addrs.values())
-    summary, events = tmp_path / "summary.json", tmp_path / "events"
+    summary, events, gate = tmp_path / "summary.json", tmp_path / "events", tmp_path / "gate"
     config = {
         "master": standalone.master_url,
         "gateway": spark_cluster.gateway_addr,
@@ -73,6 +75,7 @@ def test_a_speculative_copy_of_a_slow_task_publishes_every_row_once(
         "slow_partition": SLOW_PARTITION,
         "stall_row": STALL_ROW,
         "stall_s": STALL_S,
+        "gate_file": str(gate),
     }
     config_path = tmp_path / "driver.json"
     config_path.write_text(json.dumps(config), encoding="utf-8")
@@ -80,17 +83,24 @@ def test_a_speculative_copy_of_a_slow_task_publishes_every_row_once(
         "spark-driver", "", spark_env(), 0, tmp_path / "driver.log", [sys.executable, str(DRIVER), str(config_path)]
     )
     driver.start()
+    first_attempt = f"-p{SLOW_PARTITION}-a0-"
     try:
-        assert driver.wait_exit(DRIVER_DEADLINE_S), f"the job ran over {DRIVER_DEADLINE_S} s:\n{driver.log_tail(40)}"
+        deadline = time.monotonic() + DRIVER_DEADLINE_S
+        while driver.running() and not gate.exists() and time.monotonic() < deadline:
+            if any(first_attempt in t.transaction_id for t in open_transactions(brokers, topic)):
+                gate.touch()  # the original attempt's half messages are stored: let the copy send
+            time.sleep(POLL_S)
+        assert driver.wait_exit(max(1.0, deadline - time.monotonic())), f"the job ran over:\n{driver.log_tail(40)}"
     finally:
         driver.stop()
     assert driver.exit_code() == 0, driver.log_tail(60)
+    assert gate.exists(), f"the brokers never held a half message of transaction *{first_attempt}*"
     job_s = time.monotonic() - started
 
     tasks = _task_events(events)
     slow = [t for t in tasks if t["Index"] == SLOW_PARTITION]
     speculative = [t for t in slow if t["Speculative"]]
-    assert speculative, f"Spark launched no speculative copy of partition {SLOW_PARTITION}: {slow}"
+    assert speculative, f"Spark launched no speculative copy of partition {SLOW_PARTITION}: {tasks}"
     winner = [t for t in slow if t.get("Reason") == "Success"]
     assert len(winner) == 1, f"one attempt of partition {SLOW_PARTITION} succeeds: {slow}"
     assert winner[0]["Speculative"], f"the speculative copy wins: {slow}"
@@ -99,7 +109,7 @@ def test_a_speculative_copy_of_a_slow_task_publishes_every_row_once(
     result = read_summary(summary)
     assert (result["committed"], result["guarantee"], result["rows"]) == (True, "exactly_once", ROWS)
     assert result["committed_transactions"] == PARTITIONS
-    assert result["rolled_back_half_messages"] > 0, "the stalled attempt had sent half messages; commit rolled back"
+    assert result["rolled_back_half_messages"] > 0, f"the stalled attempt's half messages were rolled back: {result}"
     assert_each_row_once(spark_cluster.namesrv_addr, topic, ROWS)
     assert open_transactions(brokers, topic) == [], "nothing of the job is left open"
     rolled_back = result["rolled_back_half_messages"]
