@@ -5,6 +5,7 @@ still read. Stores in-process, no gRPC."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from broker_transaction_testkit import send_half
 from mq.broker.v1 import broker_pb2
 from mq_broker.metrics import BrokerMetrics
 from mq_broker.store.config import BrokerRole
-from mq_broker.store.message import MessageExtBrokerInner
+from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult
 from mq_broker.store.message_store import DefaultMessageStore
 from mq_broker.transaction.check_service import TransactionalMessageCheckService
 from mq_broker.transaction.half_message import (
@@ -431,5 +432,50 @@ async def test_query_transactions_reads_the_merged_op_records(tmp_path: Path) ->
             states = [(await query.query("TxTopic", uniq_key=f"U{i:06d}")).state for i in (0, 33, 40, 41)]
             assert states == ["COMMITTED", "COMMITTED", "OPEN", "ROLLED_BACK"]
             assert (await query.query("TxTopic")).total_open == 1
+    finally:
+        store.shutdown()
+
+
+async def test_immunity_copies_are_stored_in_runs_and_a_whole_commit_ends_them(tmp_path: Path) -> None:
+    """Half messages with a CHECK_IMMUNITY_TIME_IN_SECONDS longer than the timeout (the Spark sink's) are copied
+    unchecked by every pass: one put per run, not one per half message; the commit then names the copies."""
+    store = open_store(store_config(tmp_path / "m", file_size=1 << 20, cq_units=1024))
+    try:
+        now_ms = 1_700_000_000_000 + 60_000
+        await store.put_messages([half(i, CHECK_IMMUNITY_TIME_IN_SECONDS="3600") for i in range(100)])
+        state = TransactionState(store, None)
+        checker = TransactionalMessageCheckService(
+            store,
+            state,
+            transaction_timeout_ms=6_000,
+            transaction_check_interval_ms=60_000,
+            transaction_check_max=15,
+            clock_ms=lambda: now_ms,
+        )
+        told: list[object] = []
+        checker.listeners.append(told.append)
+        puts: list[int] = []
+        put_messages = store.put_messages
+
+        async def counting(batch: Sequence[MessageExtBrokerInner], *, whole: bool = False) -> list[PutMessageResult]:
+            puts.append(len(batch))
+            return await put_messages(batch, whole=whole)
+
+        store.put_messages = counting  # type: ignore[method-assign]
+        result = await checker.check()
+        assert (result.immunity_copies, result.checked, told, state.half_progress) == (100, 0, [], 100)
+        assert puts == [64, 36], "a put per batch the pass reads"
+        assert state.latest_copy == {i: 100 + i for i in range(100)}
+        copies = [decode_message(r) for r in store.get_messages(TRANS_HALF_TOPIC, 0, 100, 200).messages]
+        assert [c.properties["TRAN_PREPARED_QUEUE_OFFSET"] for c in copies] == [str(i) for i in range(100)]
+        assert {c.properties["TRANSACTION_CHECK_TIMES"] for c in copies} == {"0"}
+        service = TransactionalMessageService(store, state, transaction_timeout_ms=6_000)
+        assert (await service.end_whole(whole("job-0-0"))).ended == 100
+        first_op = op_records(store)[0]
+        assert first_op[0] == ",".join(str(100 + i) for i in range(OP_RUN)).encode(), "the copies' offsets"
+        assert first_op[1][PREPARED_QUEUE_OFFSETS] == ",".join(str(i) for i in range(OP_RUN)), "their identities"
+        recovered = TransactionState(store, None)
+        recovered.recover()
+        assert all(recovered.ended.get(i) == COMMIT for i in range(100))
     finally:
         store.shutdown()

@@ -53,6 +53,10 @@ log = get_logger("mq_broker.transaction")
 MAX_PROCESS_TIME_LIMIT_MS: Final = 60_000
 """TransactionalMessageServiceImpl.MAX_PROCESS_TIME_LIMIT: one pass stops after this long."""
 
+Waiting = tuple[MessageExt, int, int, bool]
+"""A half message waiting for its copy in :meth:`TransactionalMessageCheckService._put_checks`: (half, identity,
+TRANSACTION_CHECK_TIMES of the copy, whether it is checked back; else an immunity copy,
+putImmunityMsgBackToHalfQueue)."""
 CheckListener = Callable[[MessageExt], None]
 """Told of every check copy (its topic RMQ_SYS_TRANS_HALF_TOPIC, its own queue and CommitLog offsets, PGROUP,
 REAL_TOPIC, UNIQ_KEY): asks a producer of PGROUP for the transaction's state. Must not block."""
@@ -145,7 +149,7 @@ class TransactionalMessageCheckService:
         result = CheckPassResult()
         if progress >= end:
             return result
-        checks: list[tuple[MessageExt, int, int]] = []
+        checks: list[Waiting] = []
         try:
             while progress < end and self._clock_ms() - begin_ms < MAX_PROCESS_TIME_LIMIT_MS:
                 batch = list(state.iter_half_raw(progress, min(end, progress + 64)))
@@ -183,12 +187,11 @@ class TransactionalMessageCheckService:
             except Exception:
                 log.exception("transaction_check_pass_listener_failed")
 
-    async def _handle(
-        self, half: MessageExt, result: CheckPassResult, checks: list[tuple[MessageExt, int, int]]
-    ) -> bool:
-        """Handle one half message; False ends the pass here (too young, or a put failed). One to check back is
-        appended to ``checks`` (half, identity, check times) and copied with the others by :meth:`_put_checks`
-        (one put, one group commit, for a run of them); anything else first puts the checks waiting before it."""
+    async def _handle(self, half: MessageExt, result: CheckPassResult, checks: list[Waiting]) -> bool:
+        """Handle one half message; False ends the pass here (too young, or a put failed). One to check back, or to
+        copy unchecked (younger than a CHECK_IMMUNITY_TIME_IN_SECONDS longer than the timeout), is appended to
+        ``checks`` and copied with the others by :meth:`_put_checks` (one put, one group commit, for a run of them);
+        anything else first puts the checks waiting before it."""
         identity = identity_of(half)
         passed = await self._pass_over(identity, half.queue_offset, result, checks)
         if passed is not None:
@@ -196,23 +199,21 @@ class TransactionalMessageCheckService:
         check_times = _int(half.properties.get(MessageConst.TRANSACTION_CHECK_TIMES, "0"))
         age_ms = self._clock_ms() - half.born_timestamp_ms
         immunity_ms = immunity_time_ms(half, self.transaction_timeout_ms)
-        if check_times < self.transaction_check_max and age_ms >= immunity_ms:  # open, its newest copy
-            checks.append((half, identity, check_times + 1))
-            return True
+        if check_times < self.transaction_check_max:  # open, its newest copy
+            if age_ms >= immunity_ms:
+                checks.append((half, identity, check_times + 1, True))
+                return True
+            if immunity_ms > self.transaction_timeout_ms:  # young, a long immunity: copied unchecked
+                checks.append((half, identity, check_times, False))
+                return True
         if not await self._put_checks(checks, result):  # the progress moves past them before anything else
             return False
         if check_times >= self.transaction_check_max:
             return await self._discard(half, identity, result)
-        # younger than its immunity time
-        if immunity_ms <= self.transaction_timeout_ms:
-            return False
-        if not await self._copy(half, identity, check_times):
-            return False
-        result.immunity_copies += 1
-        return True
+        return False  # younger than its immunity time
 
     async def _pass_over(
-        self, identity: int, queue_offset: int, result: CheckPassResult, checks: list[tuple[MessageExt, int, int]]
+        self, identity: int, queue_offset: int, result: CheckPassResult, checks: list[Waiting]
     ) -> bool | None:
         """The half message (or copy) at ``queue_offset`` of transaction ``identity`` when it needs nothing of this
         pass: False (end the pass) while an END_TRANSACTION is storing its outcome; True once passed over, ended or
@@ -231,22 +232,27 @@ class TransactionalMessageCheckService:
         result.passed += 1
         return True
 
-    async def _put_checks(self, checks: list[tuple[MessageExt, int, int]], result: CheckPassResult) -> bool:
-        """Copy the half messages of ``checks`` to the end of the half queue in one put, hand each stored copy to
-        the listeners and move the half progress past its original; empties ``checks``. False when a put failed
-        (the progress stays at the first one not copied)."""
+    async def _put_checks(self, checks: list[Waiting], result: CheckPassResult) -> bool:
+        """Copy the half messages of ``checks`` to the end of the half queue in one put (one group commit), move
+        the half progress past each original and record its copy as the newest; a checked one's copy is handed to
+        the listeners (counted ``checked``), an immunity copy is not (``immunity_copies``); empties ``checks``. False
+        when a put failed (the progress stays at the first one not copied)."""
         if not checks:
             return True
         waiting = list(checks)
         checks.clear()
-        inners = [check_copy(half, identity, check_times) for half, identity, check_times in waiting]
+        inners = [check_copy(half, identity, check_times) for half, identity, check_times, _ in waiting]
         puts = await self.store.put_messages(inners)
-        for (half, identity, check_times), inner, put in zip(waiting, inners, puts, strict=True):
+        for (half, identity, check_times, checked), inner, put in zip(waiting, inners, puts, strict=True):
             if not put.status.is_stored:
                 log.warning("transaction_check_copy_failed", status=put.status.name, identity=identity)
                 return False
-            copy = self._stored_copy(half, identity, check_times, inner, put)
             self.state.half_progress = half.queue_offset + 1
+            if not checked:
+                self.state.latest_copy[identity] = put.queue_offset
+                result.immunity_copies += 1
+                continue
+            copy = self._stored_copy(half, identity, check_times, inner, put)
             result.checked += 1
             if self.metrics is not None:
                 self.metrics.on_transaction_check(half.properties.get(MessageConst.REAL_TOPIC, ""))
@@ -256,16 +262,6 @@ class TransactionalMessageCheckService:
                 except Exception:
                     log.exception("transaction_check_listener_failed")
         return True
-
-    async def _copy(self, half: MessageExt, identity: int, check_times: int) -> MessageExt | None:
-        """Store a copy of ``half`` at the end of the half queue; the copy as a MessageExt with its offsets (None
-        when the put failed)."""
-        inner = check_copy(half, identity, check_times)
-        (put,) = await self.store.put_messages([inner])
-        if not put.status.is_stored:
-            log.warning("transaction_check_copy_failed", status=put.status.name, identity=identity)
-            return None
-        return self._stored_copy(half, identity, check_times, inner, put)
 
     def _stored_copy(
         self, half: MessageExt, identity: int, check_times: int, inner: MessageExtBrokerInner, put: PutMessageResult
