@@ -17,7 +17,7 @@ from mq_broker.metrics import BrokerMetrics
 from mq_broker.store.config import BrokerRole
 from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult
 from mq_broker.store.message_store import DefaultMessageStore
-from mq_broker.transaction.check_service import TransactionalMessageCheckService
+from mq_broker.transaction.check_service import TransactionalMessageCheckService, Waiting
 from mq_broker.transaction.half_message import (
     COMMIT,
     PREPARED_QUEUE_OFFSETS,
@@ -454,6 +454,11 @@ async def test_immunity_copies_are_stored_in_runs_and_a_whole_commit_ends_them(t
         )
         told: list[object] = []
         checker.listeners.append(told.append)
+        for raw in store.get_messages(TRANS_HALF_TOPIC, 0, 0, 3).messages:  # built from the fields: check_copy's
+            waiting: list[Waiting] = []
+            assert checker._immunity_copy(parse_half_record(raw), waiting)
+            original = decode_message(raw)
+            assert waiting[0][0] == check_copy(original, original.queue_offset, 0)
         puts: list[int] = []
         put_messages = store.put_messages
 

@@ -27,36 +27,39 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from mq_common.codec import MessageDecodeError, MessageExt, decode_message
-from mq_common.constants import TRANS_HALF_TOPIC, MessageConst
+from mq_common.codec import MessageDecodeError, MessageExt, decode_message, decode_properties
+from mq_common.constants import TRANS_HALF_TOPIC, MessageConst, MessageSysFlag
 from mq_common.logging import get_logger
 from mq_common.message_id import create_offset_msg_id
 
 from mq_broker.store.api import MessageStore
+from mq_broker.store.message import MessageExtBrokerInner
 from mq_broker.transaction.half_message import (
     DISCARDED,
+    HALF_QUEUE_ID,
     PREPARED_QUEUE_OFFSET,
     check_copy,
     discarded_message,
     op_record,
 )
-from mq_broker.transaction.half_record import parse_half_record
+from mq_broker.transaction.half_record import HalfRecord, parse_half_record
 from mq_broker.transaction.transaction_state import TransactionState, identity_of
-from mq_broker.transaction.transactional_message_service import immunity_time_ms
+from mq_broker.transaction.transactional_message_service import immunity_ms_of, immunity_time_ms
 
 if TYPE_CHECKING:
     from mq_broker.metrics import BrokerMetrics
-    from mq_broker.store.message import MessageExtBrokerInner, PutMessageResult
+    from mq_broker.store.message import PutMessageResult
 
 log = get_logger("mq_broker.transaction")
 
+_TYPE_MASK: Final = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 MAX_PROCESS_TIME_LIMIT_MS: Final = 60_000
 """TransactionalMessageServiceImpl.MAX_PROCESS_TIME_LIMIT: one pass stops after this long."""
 
-Waiting = tuple[MessageExt, int, int, bool]
-"""A half message waiting for its copy in :meth:`TransactionalMessageCheckService._put_checks`: (half, identity,
-TRANSACTION_CHECK_TIMES of the copy, whether it is checked back; else an immunity copy,
-putImmunityMsgBackToHalfQueue)."""
+Waiting = tuple[MessageExtBrokerInner, int, int, int, MessageExt | None]
+"""A half message waiting for its copy in :meth:`TransactionalMessageCheckService._put_checks`: (the copy, the half
+message's queue offset, its identity, TRANSACTION_CHECK_TIMES of the copy, the half message when it is checked back;
+None for an immunity copy, putImmunityMsgBackToHalfQueue)."""
 CheckListener = Callable[[MessageExt], None]
 """Told of every check copy (its topic RMQ_SYS_TRANS_HALF_TOPIC, its own queue and CommitLog offsets, PGROUP,
 REAL_TOPIC, UNIQ_KEY): asks a producer of PGROUP for the transaction's state. Must not block."""
@@ -160,7 +163,9 @@ class TransactionalMessageCheckService:
                         record = parse_half_record(raw)
                         passed = await self._pass_over(record.identity, record.queue_offset, result, checks)
                         if passed is None:
-                            passed = await self._handle(decode_message(raw), result, checks)
+                            passed = self._immunity_copy(record, checks) or await self._handle(
+                                decode_message(raw), result, checks
+                            )
                     except MessageDecodeError:
                         log.warning("transaction_half_unreadable", offset=progress)
                         continue
@@ -201,16 +206,50 @@ class TransactionalMessageCheckService:
         immunity_ms = immunity_time_ms(half, self.transaction_timeout_ms)
         if check_times < self.transaction_check_max:  # open, its newest copy
             if age_ms >= immunity_ms:
-                checks.append((half, identity, check_times + 1, True))
+                checks.append(
+                    (check_copy(half, identity, check_times + 1), half.queue_offset, identity, check_times + 1, half)
+                )
                 return True
             if immunity_ms > self.transaction_timeout_ms:  # young, a long immunity: copied unchecked
-                checks.append((half, identity, check_times, False))
+                checks.append((check_copy(half, identity, check_times), half.queue_offset, identity, check_times, None))
                 return True
         if not await self._put_checks(checks, result):  # the progress moves past them before anything else
             return False
         if check_times >= self.transaction_check_max:
             return await self._discard(half, identity, result)
         return False  # younger than its immunity time
+
+    def _immunity_copy(self, record: HalfRecord, checks: list[Waiting]) -> bool:
+        """:meth:`_handle`'s immunity copy from the record's fields, without decoding it (every open half message of
+        a Spark exactly-once job is one, each pass): True when ``record`` (open, its newest copy) is younger than a
+        CHECK_IMMUNITY_TIME_IN_SECONDS longer than the timeout and its copy (half_message.check_copy's) is appended
+        to ``checks``; False when :meth:`_handle` must decide (also for a compressed body)."""
+        if record.sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+            return False
+        properties = decode_properties(record.properties)
+        check_times = _int(properties.get(MessageConst.TRANSACTION_CHECK_TIMES, "0"))
+        immunity_ms = immunity_ms_of(properties, self.transaction_timeout_ms)
+        if (
+            check_times >= self.transaction_check_max
+            or self._clock_ms() - record.born_timestamp_ms >= immunity_ms
+            or immunity_ms <= self.transaction_timeout_ms
+        ):
+            return False
+        properties[MessageConst.TRANSACTION_CHECK_TIMES] = str(check_times)
+        properties[PREPARED_QUEUE_OFFSET] = str(record.identity)
+        copy = MessageExtBrokerInner.build(
+            topic=TRANS_HALF_TOPIC,
+            queue_id=HALF_QUEUE_ID,
+            body=record.body,
+            properties=properties,
+            flag=record.flag,
+            sys_flag=record.sys_flag & ~_TYPE_MASK,
+            born_timestamp_ms=record.born_timestamp_ms,
+            born_host=record.born_host,
+            reconsume_times=record.reconsume_times,
+        )
+        checks.append((copy, record.queue_offset, record.identity, check_times, None))
+        return True
 
     async def _pass_over(
         self, identity: int, queue_offset: int, result: CheckPassResult, checks: list[Waiting]
@@ -241,14 +280,13 @@ class TransactionalMessageCheckService:
             return True
         waiting = list(checks)
         checks.clear()
-        inners = [check_copy(half, identity, check_times) for half, identity, check_times, _ in waiting]
-        puts = await self.store.put_messages(inners)
-        for (half, identity, check_times, checked), inner, put in zip(waiting, inners, puts, strict=True):
+        puts = await self.store.put_messages([inner for inner, *_ in waiting])
+        for (inner, queue_offset, identity, check_times, half), put in zip(waiting, puts, strict=True):
             if not put.status.is_stored:
                 log.warning("transaction_check_copy_failed", status=put.status.name, identity=identity)
                 return False
-            self.state.half_progress = half.queue_offset + 1
-            if not checked:
+            self.state.half_progress = queue_offset + 1
+            if half is None:
                 self.state.latest_copy[identity] = put.queue_offset
                 result.immunity_copies += 1
                 continue

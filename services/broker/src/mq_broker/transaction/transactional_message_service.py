@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -78,7 +78,12 @@ _ENDED_WORDS: Final = {
 def immunity_time_ms(half: MessageExt, transaction_timeout_ms: int) -> int:
     """TransactionalMessageUtil#getImmunityTime: CHECK_IMMUNITY_TIME_IN_SECONDS in ms, at least the transaction
     timeout (also when the property is absent or not a number)."""
-    text = half.properties.get(MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS, "")
+    return immunity_ms_of(half.properties, transaction_timeout_ms)
+
+
+def immunity_ms_of(properties: Mapping[str, str], transaction_timeout_ms: int) -> int:
+    """:func:`immunity_time_ms` of a half message's properties."""
+    text = properties.get(MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS, "")
     try:
         immunity_ms = int(text) * 1000
     except ValueError:
