@@ -135,6 +135,7 @@ def test_the_real_message_from_the_raw_record_is_the_one_from_the_decoded_messag
     record = parse_half_record(raw)
     assert committed_record(record) == committed_message(decode_message(raw))
     assert committed_record(parse_half_record(raw, native=False)) == committed_message(decode_message(raw))
+    assert parse_half_record(bytearray(raw)) == parse_half_record(memoryview(raw), native=False) == record
     assert (record.queue_offset, record.commit_log_offset, record.raw) == (7, 4096, raw)
 
 

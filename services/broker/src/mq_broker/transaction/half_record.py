@@ -131,15 +131,18 @@ NATIVE: Final = _NATIVE_HALF_RECORD is not None
 """Whether :func:`parse_half_record` reads with the C twin (mq_broker.store._native.half_record)."""
 
 
-def parse_half_record(raw: bytes, *, check_crc: bool = True, native: bool = NATIVE) -> HalfRecord:
+def parse_half_record(
+    raw: bytes | bytearray | memoryview, *, check_crc: bool = True, native: bool = NATIVE
+) -> HalfRecord:
     """The fields of the v1 record ``raw`` (one whole record), with the C reader when built (``native``). Raises
     MessageDecodeError for a short, malformed or (``check_crc``) damaged record, or text that is not UTF-8."""
+    record = raw if type(raw) is bytes else bytes(raw)  # a store may hand a bytearray or memoryview
     if native and _NATIVE_HALF_RECORD is not None:
         try:
-            return HalfRecord._make(_NATIVE_HALF_RECORD(raw, check_crc))
+            return HalfRecord._make(_NATIVE_HALF_RECORD(record, check_crc))
         except ValueError as exc:  # UnicodeDecodeError too
             raise MessageDecodeError(f"malformed half record: {exc}") from exc
-    return _parse_python(raw, check_crc)
+    return _parse_python(record, check_crc)
 
 
 def _parse_python(raw: bytes, check_crc: bool) -> HalfRecord:
