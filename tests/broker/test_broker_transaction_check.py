@@ -71,7 +71,8 @@ async def test_an_open_transaction_is_checked_back_and_the_answer_ends_it_once(
     copy = checks[0]
     assert copy.properties["UNIQ_KEY"] == "TX1", "the rolled-back one is never checked"
     assert (copy.topic, copy.properties["TRANSACTION_CHECK_TIMES"]) == (TRANS_HALF_TOPIC, "1")
-    assert copy.queue_offset >= 2, "a copy at the end of the half queue"
+    # After the original; after TX2 too, unless a loaded machine let TX1 age past the timeout before TX2 was sent.
+    assert copy.queue_offset > sent.queue_offset, "a copy at the end of the half queue"
     assert copy.properties["TRAN_PREPARED_QUEUE_OFFSET"] == str(sent.queue_offset)
     reply = await stub.EndTransaction(answer(copy, COMMIT))
     assert reply.code == ResponseCode.SUCCESS, reply.remark
