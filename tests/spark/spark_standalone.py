@@ -22,7 +22,7 @@ from typing import Final
 
 import pyspark
 from mq_local.ports import LOCAL_HOST, free_port
-from mq_local.processes import ManagedProcess, ProcessRecord, process_start_ticks, stop_record
+from mq_local.processes import ManagedProcess, descendants, stop_record
 
 SPARK_HOME: Final = Path(pyspark.__file__).resolve().parent
 WORKER_HOSTS: Final = (LOCAL_HOST, "localhost")
@@ -84,7 +84,12 @@ class StandaloneCluster:
 
     def stop(self) -> None:
         """Workers (and their executors), then the Master, then whatever of theirs is still alive."""
-        leftovers = [record for proc in [*self.workers, self.master] if proc.running() for record in _tree(proc.pid)]
+        leftovers = [
+            record
+            for proc in [*self.workers, self.master]
+            if proc.running()
+            for record in descendants(proc.pid, "spark-descendant")
+        ]
         for proc in [*self.workers, self.master]:
             proc.stop()
         for record in leftovers:
@@ -96,23 +101,3 @@ def _log(proc: ManagedProcess) -> str:
         return proc.log_path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-
-
-def _tree(pid: int) -> list[ProcessRecord]:
-    """Every live descendant of ``pid`` (the executors a Worker launched, their Python workers)."""
-    parent_of: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            raw = stat.read_text(encoding="ascii", errors="replace")
-        except OSError:
-            continue
-        parent_of[int(stat.parent.name)] = int(raw[raw.rfind(")") + 2 :].split()[1])
-    found: list[ProcessRecord] = []
-    parents = {pid}
-    while parents:
-        parents = {child for child, parent in parent_of.items() if parent in parents}
-        for child in parents:
-            ticks = process_start_ticks(child)
-            if ticks is not None:
-                found.append(ProcessRecord("spark-descendant", child, ticks, 0, ""))
-    return found

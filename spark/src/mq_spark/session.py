@@ -12,10 +12,9 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Final
 
-from mq_local.processes import ProcessRecord, process_start_ticks, stop_record
+from mq_local.processes import ProcessRecord, descendants, stop_record
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
@@ -85,7 +84,7 @@ def stop_spark_session(
     """
     gateway = SparkContext._gateway
     proc: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
-    jvm_children = _descendants(proc.pid) if proc is not None else []
+    jvm_children = descendants(proc.pid, "jvm-child") if proc is not None else []
     try:
         spark.stop()
     finally:
@@ -119,27 +118,6 @@ def _wait_or_kill(proc: subprocess.Popen[bytes], exit_wait_s: float, kill_wait_s
         return proc.wait(timeout=kill_wait_s)
     except subprocess.TimeoutExpired:
         return None
-
-
-def _descendants(pid: int) -> list[ProcessRecord]:
-    """Every live descendant of ``pid`` (one scan of ``/proc/*/stat``), with its start time."""
-    parent_of: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            raw = stat.read_text(encoding="ascii", errors="replace")
-        except OSError:
-            continue  # exited during the scan
-        parent_of[int(stat.parent.name)] = int(raw[raw.rfind(")") + 2 :].split()[1])
-    found: list[ProcessRecord] = []
-    parents = {pid}
-    while parents:
-        children = {child for child, parent in parent_of.items() if parent in parents}
-        for child in children:
-            ticks = process_start_ticks(child)
-            if ticks is not None:
-                found.append(ProcessRecord("jvm-child", child, ticks, 0, ""))
-        parents = children
-    return found
 
 
 def _wait_gone(records: list[ProcessRecord], wait_s: float, kill_wait_s: float) -> None:

@@ -174,3 +174,25 @@ def stop_record(record: ProcessRecord, grace_s: float = STOP_GRACE_S) -> bool:
         while time.monotonic() < deadline and record.alive():
             time.sleep(_POLL_S)
     return not record.alive()
+
+
+def descendants(pid: int, role: str) -> list[ProcessRecord]:
+    """Every live descendant of ``pid`` (one scan of ``/proc/*/stat``), each a ProcessRecord named ``role`` with its
+    start time, so :func:`stop_record` stops it by PID only while that PID is still the same process. Linux."""
+    parent_of: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            raw = stat.read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue  # exited during the scan
+        parent_of[int(stat.parent.name)] = int(raw[raw.rfind(")") + 2 :].split()[1])
+    found: list[ProcessRecord] = []
+    parents = {pid}
+    while parents:
+        children = {child for child, parent in parent_of.items() if parent in parents}
+        for child in children:
+            ticks = process_start_ticks(child)
+            if ticks is not None:
+                found.append(ProcessRecord(role, child, ticks, 0, ""))
+        parents = children
+    return found
