@@ -219,7 +219,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, object]:
             broker_env={"MQ_BROKER_MAPPED_FILE_SIZE_COMMIT_LOG_BYTES": str(COMMIT_LOG_FILE_BYTES)},
         )
         # The SparkSession starts before any gRPC channel of this process (ENVIRONMENT.md).
-        spark = build_spark_session("bench-spark", master="local[2]")
+        spark = build_spark_session("bench-spark", master="local[2]", create_class_archive=True)
         cluster: LocalCluster | None = None
         rows: dict[str, dict[str, object]] = {}
         work = Path(tmp)

@@ -18,6 +18,7 @@ from mq_local.processes import ProcessRecord, descendants, stop_record
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+from mq_spark import class_archive
 from mq_spark.datasource import register
 
 DEFAULT_MASTER: Final = "local[2,4]"
@@ -28,6 +29,8 @@ sink publishes exactly once (mq_spark.transactions)."""
 JVM_EXIT_WAIT_S: Final = 30.0
 JVM_KILL_WAIT_S: Final = 5.0
 _POLL_S: Final = 0.05
+_ARCHIVE_PLANS: dict[int, class_archive.ArchivePlan] = {}
+"""JVM pid -> the class archive it writes at exit (build_spark_session; put in place by stop_spark_session)."""
 
 
 def launched_by_spark_submit() -> bool:
@@ -36,14 +39,24 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_spark_session(app_name: str, master: str = DEFAULT_MASTER) -> SparkSession:
+def build_spark_session(
+    app_name: str, master: str = DEFAULT_MASTER, create_class_archive: bool = False
+) -> SparkSession:
     """Get or create the session (UTC session time zone, Arrow on) and register ``rocketmq``.
 
-    Standalone (``make run``, tests): ``master`` on loopback as the module says. Under ``spark-submit`` (for
-    example ``--master k8s://...``) the submitted master and network settings are kept and ``master`` is ignored.
+    Standalone (``make run``, tests): ``master`` on loopback as the module says; a new JVM maps the class data
+    sharing archive a previous one left (mq_spark.class_archive), and with ``create_class_archive`` (for callers that
+    stop the session with :func:`stop_spark_session`, which puts the archive in place) writes it at exit when there
+    is none. Under ``spark-submit`` (for example ``--master k8s://...``) the submitted master, network settings and
+    JVM options are kept and ``master`` is ignored.
     """
     builder = SparkSession.builder.appName(app_name)
+    archive_plan: class_archive.ArchivePlan | None = None
     if not launched_by_spark_submit():
+        if SparkContext._gateway is None:  # a new JVM: its options still count
+            archive_plan = class_archive.plan(create_class_archive)
+        if archive_plan is not None:
+            builder = builder.config("spark.driver.extraJavaOptions", archive_plan.java_options)
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -61,6 +74,9 @@ def build_spark_session(app_name: str, master: str = DEFAULT_MASTER) -> SparkSes
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if archive_plan is not None and archive_plan.pending is not None and proc is not None:
+        _ARCHIVE_PLANS[proc.pid] = archive_plan
     register(spark)
     return spark
 
@@ -75,10 +91,12 @@ def stop_spark_session(
     Popen in ``SparkContext._gateway.proc``) running until it reads EOF on its stdin, which pyspark only gives at
     interpreter exit; the JVM then runs its shutdown hooks for about a second. Here: note the JVM's descendants,
     stop the session, close the py4j connections, close the JVM's stdin (PythonGatewayServer exits on EOF), wait up
-    to ``exit_wait_s``, then SIGKILL it by that PID and wait up to ``kill_wait_s``; descendants still alive after
-    ``exit_wait_s`` are stopped by PID and start time (mq_local.processes.stop_record). The gateway is forgotten,
-    so a later session launches a fresh JVM. Under ``spark-submit`` (the JVM is this process's parent, no Popen)
-    it only stops the session and returns None; None too when the JVM was still there after the kill wait.
+    to ``exit_wait_s`` (class_archive.DUMP_EXIT_WAIT_S for a JVM that writes the class archive at exit, then put in
+    place by mq_spark.class_archive.finish), then SIGKILL it by that PID and wait up to ``kill_wait_s``; descendants
+    still alive after ``exit_wait_s`` are stopped by PID and start time (mq_local.processes.stop_record). The
+    gateway is forgotten, so a later session launches a fresh JVM. Under ``spark-submit`` (the JVM is this
+    process's parent, no Popen) it only stops the session and returns None; None too when the JVM was still there
+    after the kill wait.
     Raises nothing of its own (what ``SparkSession.stop`` raises propagates, after the JVM was stopped).
     Linux (/proc); caller's thread; blocks. Mirrors nothing in RocketMQ (pyspark's own exit path is atexit).
     """
@@ -92,7 +110,13 @@ def stop_spark_session(
             _close_gateway(gateway, proc)
     if proc is None:
         return None
-    status = _wait_or_kill(proc, exit_wait_s, kill_wait_s)
+    archive_plan = _ARCHIVE_PLANS.pop(proc.pid, None)
+    dumping = archive_plan is not None and archive_plan.pending is not None
+    status = _wait_or_kill(
+        proc, max(exit_wait_s, class_archive.DUMP_EXIT_WAIT_S) if dumping else exit_wait_s, kill_wait_s
+    )
+    if archive_plan is not None:
+        class_archive.finish(archive_plan, status)
     _wait_gone(jvm_children, exit_wait_s, kill_wait_s)
     return status
 

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     SIGKILL after the grace period, each waited for) and so has the Spark JVM with its Python workers
     (stop_spark_session)."""
     data_dir: Path = args.data_dir or default_data_dir("flights")
-    spark = build_spark_session("publish-flights-main", master=args.master)
+    spark = build_spark_session("publish-flights-main", master=args.master, create_class_archive=True)
     cluster: LocalCluster | None = None
     try:
         df, rows = load_flights(spark, args.limit)
