@@ -69,7 +69,7 @@ from mq_broker.store.message import (
 from mq_broker.store.message_store import SLAVE_PUT_REMARK
 from mq_broker.topic_config import TopicConfigManager
 from mq_broker.topic_message_type import check_message_type
-from mq_broker.transaction.half_batch import count_stored_halves, half_message_batch
+from mq_broker.transaction.half_batch import half_message_batch
 from mq_broker.transaction.half_message import half_placement, is_half_send
 from mq_broker.transaction.transaction_state import TransactionState
 
@@ -243,7 +243,7 @@ class SendMessageProcessor:
         if self.metrics is not None:
             self.metrics.on_put_batch(batch, result, (time.perf_counter() - begin) * 1000.0, peer_host)
         if half and self.transaction_state is not None and result.status.is_stored:
-            count_stored_halves(self.transaction_state, request.topic, result.msg_num)
+            self.transaction_state.on_half_stored(request.topic, result.msg_num)
         await self._publish_created_topics(version_before)
         if not result.status.is_stored:
             failed = self._reply_for(result, queue_id, "")

@@ -23,7 +23,6 @@ from mq_common.protocol import SendMessageBatchRequestHeader
 
 from mq_broker.store.message import MessageExtBatch
 from mq_broker.transaction.half_message import half_placement
-from mq_broker.transaction.transaction_state import TransactionState
 
 
 def half_message_batch(
@@ -50,10 +49,3 @@ def half_message_batch(
         born_host=born_host,
         wait_store_msg_ok=properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false",
     )
-
-
-def count_stored_halves(state: TransactionState, real_topic: str, count: int) -> None:
-    """Tell ``state`` of ``count`` half messages of ``real_topic`` stored by one batch (its open count, as
-    send_processor._count_half_messages does per message)."""
-    for _ in range(count):
-        state.on_half_stored(real_topic)

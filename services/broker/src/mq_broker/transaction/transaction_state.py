@@ -227,10 +227,11 @@ class TransactionState:
 
     # --- the open count ------------------------------------------------------------------------------------------
 
-    def on_half_stored(self, topic: str) -> None:
-        """A new half message of real topic ``topic`` was stored (counted only while loaded: a recovery counts)."""
+    def on_half_stored(self, topic: str, count: int = 1) -> None:
+        """``count`` new half messages of real topic ``topic`` were stored (one send, or one batch of a transaction;
+        counted only while loaded: a recovery counts)."""
         if self.loaded:
-            self.open_by_topic[topic] = self.open_by_topic.get(topic, 0) + 1
+            self.open_by_topic[topic] = self.open_by_topic.get(topic, 0) + count
 
     def on_ended(self, topic: str, count: int = 1) -> None:
         """``count`` transactions of real topic ``topic`` were committed, rolled back or discarded."""
